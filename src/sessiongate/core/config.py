@@ -1,0 +1,121 @@
+"""`GatewayConfig`: every key of the spec's configuration appendix under the same names.
+
+Constructible with keyword arguments; `sessiongate.config.load_config` reads YAML plus
+`SESSIONGATE_*` environment overrides into it. Dotted names nest (`agent.echo.delay_seconds`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = [
+    "AgentCacheConfig",
+    "AgentConfig",
+    "ApiConfig",
+    "EchoAgentConfig",
+    "GatewayConfig",
+    "OpenAIAgentConfig",
+    "PlatformConfig",
+    "ResetPolicyConfig",
+    "ResetRule",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class AgentCacheConfig(_Model):
+    max_size: int = Field(128, ge=1)
+    idle_ttl_secs: int = Field(3600, ge=1)
+    # "auto" derives the budget from the cgroup limit, else total RAM; 0 or "off" disables.
+    memory_high_mb: int | Literal["auto", "off"] = "auto"
+    max_evictions_per_pass: int = Field(16, ge=1)
+    protect_recent: int = Field(8, ge=0)
+
+
+class EchoAgentConfig(_Model):
+    delay_seconds: float = Field(0.0, ge=0)
+
+
+class OpenAIAgentConfig(_Model):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(120.0, gt=0)
+
+
+class AgentConfig(_Model):
+    gateway_timeout: int = Field(1800, ge=1)
+    gateway_auto_continue_freshness: int = Field(3600, ge=0)
+    restart_drain_timeout: float = Field(30.0, ge=0)
+    agent_cache: AgentCacheConfig = Field(default_factory=AgentCacheConfig)
+    echo: EchoAgentConfig = Field(default_factory=EchoAgentConfig)
+    openai: OpenAIAgentConfig = Field(default_factory=OpenAIAgentConfig)
+    # Model context window used to admit forks and trigger compaction (tokens).
+    context_window: int = Field(100_000, ge=1000)
+
+
+class ResetRule(_Model):
+    mode: Literal["none", "daily", "idle", "both"] = "none"
+    at_hour: int = 4
+    idle_minutes: int = 60
+
+    @field_validator("at_hour")
+    @classmethod
+    def _clamp_hour(cls, value: int) -> int:
+        return min(23, max(0, value))
+
+    @field_validator("idle_minutes")
+    @classmethod
+    def _min_idle(cls, value: int) -> int:
+        return max(1, value)
+
+
+class ResetPolicyConfig(ResetRule):
+    """The default rule plus overrides per conversation type and per channel (platform)."""
+
+    timezone: str = "UTC"
+    by_type: dict[Literal["direct", "group", "thread"], ResetRule] = Field(default_factory=dict)
+    by_channel: dict[str, ResetRule] = Field(default_factory=dict)
+
+
+class PlatformConfig(_Model):
+    enabled: bool = True
+    # None lets everyone in; a list lets only those user ids (or "*") in.
+    allow_from: list[str] | None = None
+    home_channel: str | None = None
+    token: SecretStr | None = None
+
+
+class ApiConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    token: SecretStr | None = None
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_message_chars: int = Field(100_000, ge=1)
+
+
+class GatewayConfig(_Model):
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    session_store_max_age_days: int = 0
+    redact_pii: bool = False
+    reset_mode: Literal["new_session", "boundary"] = "new_session"
+    reset_triggers: list[str] = Field(default_factory=lambda: ["/new", "/reset"])
+    reset_policy: ResetPolicyConfig = Field(default_factory=ResetPolicyConfig)
+    busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
+    queue_cap: int = Field(32, ge=1)
+    stuck_loop_threshold: int = Field(3, ge=1)
+    housekeeping_interval_seconds: float = Field(300.0, gt=0)
+    # "NORMAL" survives a process crash (WAL); "FULL" also survives power loss.
+    synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    mirror_sessions_json: bool = True
+    platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+
+    def connected_platforms(self) -> list[str]:
+        return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)

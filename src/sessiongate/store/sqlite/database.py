@@ -1,0 +1,206 @@
+"""One SQLite connection, its pragmas, its transactions and its migrations.
+
+Every write goes through `Database.transaction()` (`BEGIN IMMEDIATE`, commit, or roll back and
+re-raise); nesting becomes a savepoint. The connection is shared by threads behind one lock, so
+a transaction is also the unit of thread safety.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+from sessiongate.store.sqlite._schema import MIGRATIONS
+
+__all__ = ["Database", "translate_errors"]
+
+log = logging.getLogger(__name__)
+
+# RETURNING (3.35) and UPSERT (3.24) are used by the store.
+MIN_SQLITE = (3, 35, 0)
+
+
+class Database:
+    """Owns the connection to `state.db` (or an in-memory database for incognito sessions)."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        busy_timeout_ms: int = 10_000,
+    ) -> None:
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise StoreUnavailableError(
+                f"SQLite {sqlite3.sqlite_version} is too old; sessiongate needs 3.35 or newer"
+            )
+        self.path = path
+        self.lock = threading.RLock()
+        self._depth = 0
+        self._closed = False
+        target = ":memory:" if path is None else str(path)
+        if path is not None:
+            _create_private_file(path)
+        try:
+            self.conn = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, cached_statements=512
+            )
+            self._configure(synchronous, busy_timeout_ms)
+            self._migrate()
+            if path is not None:
+                _create_private_file(path)  # the -wal and -shm files exist now
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorruptError(
+                f"cannot open {target}: {exc}; run `sessiongate doctor` to inspect it",
+                path=str(path),
+            ) from exc
+
+    def _configure(self, synchronous: str, busy_timeout_ms: int) -> None:
+        conn = self.conn
+        # Write-ahead log: readers never block the writer and a crash never tears a commit.
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL loses at most the last commits on power loss, never on a process crash;
+        # FULL also survives power loss at the cost of an fsync per commit.
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        # Another process (prune, import, a second gateway) may hold the write lock briefly.
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        # Temporary b-trees (sorts) stay in memory; the page cache is 16 MiB.
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA cache_size=-16000")
+
+    def _migrate(self) -> None:
+        with self.lock:
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            done = {row[0] for row in self.conn.execute("SELECT version FROM schema_migrations")}
+            for version, name, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                with self.transaction():
+                    for statement in statements:
+                        self.conn.execute(statement)
+                    self.conn.execute(
+                        "INSERT INTO schema_migrations (version, name, applied_at) "
+                        "VALUES (?, ?, datetime('now'))",
+                        (version, name),
+                    )
+            known = max(v for v, _, _ in MIGRATIONS)
+            newest = max(done, default=0)
+            if newest > known:
+                raise StoreUnavailableError(
+                    f"state.db has schema version {newest}, newer than this sessiongate ({known})"
+                )
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints."""
+        with self.lock:
+            if self._closed:
+                raise StoreUnavailableError("the store is closed")
+            conn = self.conn
+            if self._depth:
+                name = f"sp{self._depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                self._depth += 1
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                    raise
+                else:
+                    conn.execute(f"RELEASE {name}")
+                finally:
+                    self._depth -= 1
+                return
+            with translate_errors():
+                conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                with translate_errors():
+                    try:
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+            finally:
+                self._depth = 0
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read: inside a transaction when several statements must agree."""
+        with self.lock:
+            if self._closed:
+                raise StoreUnavailableError("the store is closed")
+            yield self.conn
+
+    def read_snapshot(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        with self.lock:
+            if self._depth:
+                return fn(self.conn)
+            self.conn.execute("BEGIN")
+            try:
+                return fn(self.conn)
+            finally:
+                self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self.conn.execute("PRAGMA optimize")
+            except sqlite3.Error:
+                log.debug("optimize failed at close", exc_info=True)
+            self.conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn the disk's refusals into store errors; `sqlite3` errors never leave `store/`."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        text = str(exc).lower()
+        if "full" in text or "readonly" in text or "read-only" in text or "locked" in text:
+            raise StoreUnavailableError(f"the database refused the write: {exc}") from exc
+        raise
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.IntegrityError):
+            raise
+        raise StoreCorruptError(f"database error: {exc}") from exc
+
+
+def _create_private_file(path: Path) -> None:
+    """State files are 0600 and their folder 0700: transcripts are private."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        os.close(fd)
+    for suffix in ("", "-wal", "-shm"):
+        extra = Path(str(path) + suffix)
+        if extra.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(extra, 0o600)
