@@ -1,20 +1,20 @@
 """The exceptions sessiongate raises.
 
-    SessiongateError
-    ├── InvalidSessionKeyError      a key that is not a session key
-    ├── InvalidSessionIdError       an id that is malformed or tries to escape a folder
-    ├── SessionNotFoundError        no such session key or session id
-    ├── SessionArchivedError        the session is archived and refuses new work
-    ├── SessionBusyError            a turn is running and the operation must wait
-    ├── StaleWriteError             an expected value (session id, marker) no longer holds
-    ├── EntryNotFoundError          no such transcript entry
-    ├── InvalidEntryError           a transcript entry or message that cannot be stored
-    ├── QueueFullError              the lane's overflow queue is at its cap
-    ├── ConflictError               a unique value (label, key) is taken
-    ├── ForkTooLargeError           a fork over the child model's context window
-    ├── UnauthorizedError           a sender or caller without permission
-    ├── StoreCorruptError           canonical data on disk is damaged; the store will not open
-    └── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
+SessiongateError
+├── InvalidSessionKeyError      a key that is not a session key
+├── InvalidSessionIdError       an id that is malformed or tries to escape a folder
+├── SessionNotFoundError        no such session key or session id
+├── SessionArchivedError        the session is archived and refuses new work
+├── SessionBusyError            a turn is running and the operation must wait
+├── StaleWriteError             an expected value (session id, marker) no longer holds
+├── EntryNotFoundError          no such transcript entry
+├── InvalidEntryError           a transcript entry or message that cannot be stored
+├── QueueFullError              the lane's overflow queue is at its cap
+├── ConflictError               a unique value (label, key) is taken
+├── ForkTooLargeError           a fork over the child model's context window
+├── UnauthorizedError           a sender or caller without permission
+├── StoreCorruptError           canonical data on disk is damaged; the store will not open
+└── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
 """
 
 from __future__ import annotations

@@ -41,18 +41,21 @@ _V1 = [
         ended_at INTEGER,
         end_reason TEXT,
         leaf_id INTEGER,
-        message_count INTEGER NOT NULL DEFAULT 0,
+        leaf_depth INTEGER NOT NULL DEFAULT 0,
+        leaf_mdepth INTEGER NOT NULL DEFAULT 0,
         generation INTEGER NOT NULL DEFAULT 0,
         header TEXT NOT NULL
     )""",
     "CREATE INDEX sessions_key ON sessions(session_key, started_at)",
-    # The transcript tree. `depth` is the distance from the root; `on_path` marks the
+    # The transcript tree. `depth` is the distance from the root and `mdepth` the number of
+    # messages on the way there (a branch's message count without a walk); `on_path` marks the
     # materialised active path, so the last page is one index range scan.
     """CREATE TABLE entries (
         id INTEGER PRIMARY KEY,
         sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
         parent_id INTEGER,
         depth INTEGER NOT NULL,
+        mdepth INTEGER NOT NULL,
         on_path INTEGER NOT NULL DEFAULT 1,
         type TEXT NOT NULL,
         role TEXT,

@@ -12,12 +12,14 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sessiongate.errors import StoreCorruptError, StoreUnavailableError
 from sessiongate.store.sqlite._schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = ["Database", "translate_errors"]
 

@@ -1,0 +1,114 @@
+"""`sessions.json`: a read-only mirror of the routing entries, for people and old tools.
+
+The database is the source of truth. The mirror is written off the hot path by one thread,
+coalesced (many changes, one write), atomically (temp file, fsync, rename, mode 0600), from its
+own read connection so it never holds the writer's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.store.sqlite._codec import loads
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["MIRROR_README", "SessionsMirror", "write_json_atomic"]
+
+log = logging.getLogger(__name__)
+
+MIRROR_README = (
+    "Mirror of sessiongate's routing entries, written from state.db. Edits here are ignored "
+    "for keys the database has; use `sessiongate sessions import` to bring entries in."
+)
+
+
+class SessionsMirror:
+    """Coalescing writer of `sessions.json`; `mark_dirty()` is cheap and never blocks."""
+
+    def __init__(self, db_path: Path, json_path: Path, *, interval: float = 1.0) -> None:
+        self._db_path = db_path
+        self._json_path = json_path
+        self._interval = interval
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._write_lock = threading.Lock()
+        self.writes = 0
+        self.last_error: str | None = None
+        self._thread = threading.Thread(target=self._run, name="sessions-mirror", daemon=True)
+        self._thread.start()
+
+    def mark_dirty(self) -> None:
+        self._dirty.set()
+
+    def flush(self) -> None:
+        """Write now if anything changed (tests and shutdown)."""
+        if self._dirty.is_set():
+            self._dirty.clear()
+            self._write()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._dirty.set()
+        self._thread.join(timeout=10)
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait()
+            if self._stop.is_set():
+                return
+            # Coalesce a burst of changes into one write.
+            self._stop.wait(self._interval)
+            self._dirty.clear()
+            self._write()
+
+    def _write(self) -> None:
+        with self._write_lock:
+            try:
+                conn = sqlite3.connect(f"file:{self._db_path}?mode=ro", uri=True)
+                try:
+                    conn.execute("PRAGMA busy_timeout=5000")
+                    rows = conn.execute("SELECT session_key, data FROM routes").fetchall()
+                finally:
+                    conn.close()
+                payload: dict[str, Any] = {"_README": MIRROR_README}
+                for key, data in rows:
+                    payload[key] = loads(data)
+                write_json_atomic(self._json_path, payload)
+                self.writes += 1
+                self.last_error = None
+            except (OSError, sqlite3.Error) as exc:
+                # The mirror is derived: a failed write is reported, never fatal.
+                self.last_error = str(exc)
+                log.warning("sessions.json mirror write failed", extra={"error": str(exc)})
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    """Temp file in the same folder, fsync, rename, 0600: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, ensure_ascii=False, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,876 @@
+"""`SessionStore`: the public lifecycle API over one transactional truth (`state.db`).
+
+Every public method is one transaction, so each state transition commits whole or not at all,
+and the database lock makes the store thread-safe. Reads never create sessions.
+
+This module is over the 400-line budget because it is the contract surface of DESIGN.md in one
+place; the SQL lives in `store/sqlite/`, the rules in `core/`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.core.clock import Clock, SystemClock, ensure_utc
+from sessiongate.core.entry import EntryAction, SessionEntry, next_action
+from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
+from sessiongate.core.ids import is_safe_id, new_session_id
+from sessiongate.core.keys import (
+    KeyParts,
+    build_key_parts,
+    disambiguate,
+    format_session_key,
+    parse_session_key,
+)
+from sessiongate.core.transcript import validate_message
+from sessiongate.errors import (
+    InvalidSessionIdError,
+    SessionNotFoundError,
+    StoreCorruptError,
+)
+from sessiongate.store.legacy import read_sessions_json
+from sessiongate.store.mirror import SessionsMirror
+from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
+from sessiongate.store.sqlite._codec import to_us
+from sessiongate.store.sqlite.database import Database
+from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.source import SessionSource
+
+__all__ = ["SessionStore"]
+
+log = logging.getLogger(__name__)
+
+# Counters and state that a new incarnation starts afresh (toggles and model choice carry over).
+_FRESH_INCARNATION: dict[str, Any] = {
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+    "total_tokens": 0,
+    "context_tokens": 0,
+    "estimated_cost_usd": 0.0,
+    "cost_status": "unknown",
+    "last_prompt_tokens": 0,
+    "compaction_count": 0,
+    "was_auto_reset": False,
+    "auto_reset_reason": None,
+    "reset_had_activity": False,
+    "is_fresh_reset": False,
+    "suspended": False,
+    "resume_pending": False,
+    "resume_reason": None,
+    "last_resume_marked_at": None,
+    "memory_flush_at": None,
+    "memory_flush_compaction_count": None,
+}
+_MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name", "message_id", "metadata")
+
+
+class SessionStore:
+    """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
+
+    def __init__(
+        self,
+        sessions_dir: Path,
+        config: GatewayConfig,
+        has_active_processes_fn: Callable[[str], bool] | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.sessions_dir = Path(sessions_dir)
+        self.sessions_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self._has_active_processes = has_active_processes_fn
+        self.db_path = self.sessions_dir / "state.db"
+        self.json_path = self.sessions_dir / "sessions.json"
+        self._db = Database(self.db_path, synchronous=config.synchronous)
+        self.problems: list[str] = []
+        self._closed = False
+        self._import_mirror_file()
+        self._mirror: SessionsMirror | None = None
+        if config.mirror_sessions_json:
+            self._mirror = SessionsMirror(self.db_path, self.json_path)
+            self._mirror.mark_dirty()
+
+    # ------------------------------------------------------------------ routing entries
+
+    def get_or_create_session(
+        self, source: SessionSource, force_new: bool = False, *, event_kind: str | None = None
+    ) -> SessionEntry:
+        """The lane's current entry, created or rotated per the precedence of spec §2.
+
+        `event_kind` marks system events (heartbeat, cron, exec): they may create a lane but
+        never extend freshness, never change the remembered route and never trigger a reset.
+        """
+        system = event_kind is not None and is_system_event(event_kind)
+        with self._db.transaction() as conn:
+            parts, key, existing = self._route_for(conn, source)
+            now = self.clock.now()
+            if existing is None:
+                entry = self._create_lane(conn, key, source, now)
+            elif force_new:
+                entry = self._rotate(conn, existing, now, end_reason="force_new")
+            else:
+                entry = self._next_entry(conn, existing, source, now, system=system)
+            if not system:
+                entry = entry.evolve(
+                    origin=source,
+                    display_name=source.chat_name or entry.display_name,
+                    last_interaction_at=now,
+                )
+            routes.upsert_route(conn, entry, parts)
+        self._mirror_dirty()
+        return entry
+
+    def _next_entry(
+        self,
+        conn: sqlite3.Connection,
+        existing: SessionEntry,
+        source: SessionSource,
+        now: datetime,
+        *,
+        system: bool,
+    ) -> SessionEntry:
+        action = next_action(existing)
+        if action is EntryAction.NEW_SUSPENDED:
+            return self._rotate(
+                conn,
+                existing,
+                now,
+                end_reason="suspended",
+                was_auto_reset=True,
+                auto_reset_reason="suspended",
+            )
+        if action is EntryAction.REUSE and not system:
+            reason = self._policy_reset_reason(existing, source, now)
+            if reason is not None:
+                return self._rotate(
+                    conn,
+                    existing,
+                    now,
+                    end_reason=reason,
+                    was_auto_reset=True,
+                    auto_reset_reason=reason,
+                )
+        return existing.evolve(updated_at=now)
+
+    def _policy_reset_reason(
+        self, entry: SessionEntry, source: SessionSource, now: datetime
+    ) -> str | None:
+        policy = self.config.reset_policy
+        rule = resolve_rule(
+            policy,
+            platform=str(source.platform),
+            chat_type=source.chat_type,
+            is_thread=bool(source.thread_id),
+        )
+        if rule.mode == "none":
+            return None
+        return evaluate_freshness(
+            rule,
+            timezone=policy.timezone,
+            session_started_at=entry.session_started_at or entry.created_at,
+            last_interaction_at=entry.last_interaction_at or entry.session_started_at,
+            now=now,
+        )
+
+    def get_session(self, session_key: str) -> SessionEntry | None:
+        """The entry for a key, or None; never creates."""
+        with self._db.read() as conn:
+            return routes.get_route(conn, session_key)
+
+    def update_session(self, session_key: str, last_prompt_tokens: int | None = None) -> None:
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                return
+            changes: dict[str, Any] = {"updated_at": self.clock.now()}
+            if last_prompt_tokens is not None:
+                changes["last_prompt_tokens"] = int(last_prompt_tokens)
+            self._put(conn, entry.evolve(**changes))
+
+    def record_turn(
+        self,
+        session_key: str,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_usd: float | None = None,
+        last_prompt_tokens: int | None = None,
+        activity: bool = True,
+    ) -> SessionEntry | None:
+        """Add a finished turn's usage to the counters; `activity` stamps `last_activity_at`."""
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                return None
+            now = self.clock.now()
+            changes: dict[str, Any] = {
+                "updated_at": now,
+                "input_tokens": entry.input_tokens + input_tokens,
+                "output_tokens": entry.output_tokens + output_tokens,
+                "cache_read_tokens": entry.cache_read_tokens + cache_read_tokens,
+                "cache_write_tokens": entry.cache_write_tokens + cache_write_tokens,
+                "total_tokens": entry.total_tokens + input_tokens + output_tokens,
+                "is_fresh_reset": False,
+            }
+            if cost_usd is not None:
+                changes["estimated_cost_usd"] = entry.estimated_cost_usd + cost_usd
+                changes["cost_status"] = "estimated"
+            if last_prompt_tokens is not None:
+                changes["last_prompt_tokens"] = last_prompt_tokens
+                changes["context_tokens"] = last_prompt_tokens
+            if activity:
+                changes["last_activity_at"] = now
+            entry = entry.evolve(**changes)
+            self._put(conn, entry)
+            return entry
+
+    def set_session_fields(self, session_key: str, **changes: Any) -> SessionEntry:
+        """Set entry fields (toggles, model overrides, label, ...); raises if the key is unknown."""
+        with self._db.transaction() as conn:
+            entry = self._require(conn, session_key)
+            entry = entry.evolve(**changes)
+            self._put(conn, entry)
+            return entry
+
+    def reset_session(
+        self,
+        session_key: str,
+        display_name: str | None = None,
+        *,
+        reason: str = "reset",
+        mode: str | None = None,
+        keep_tail: bool = False,
+    ) -> SessionEntry | None:
+        """Explicit `/new` or `/reset`: a `reset` entry ends the old window.
+
+        `new_session` (the default `reset_mode`) starts a new session id whose parent is the old
+        one; `boundary` keeps the id and the next model context starts after the entry.
+        """
+        mode = mode or self.config.reset_mode
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                return None
+            now = self.clock.now()
+            row = tx.get_session_row(conn, entry.session_id)
+            if mode == "boundary" and row is not None:
+                payload: dict[str, Any] = {"reason": reason}
+                if keep_tail:
+                    from sessiongate.core.transcript import select_reset_tail
+
+                    path = [
+                        tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)
+                    ]
+                    first = select_reset_tail(path)
+                    if first is not None:
+                        payload["first_kept_entry_id"] = first
+                self._append_records(
+                    conn, row, [EntryRecord("reset", None, None, payload, to_us(now))]
+                )
+                entry = entry.evolve(
+                    **{
+                        **_FRESH_INCARNATION,
+                        "is_fresh_reset": True,
+                        "reset_had_activity": row.leaf_mdepth > 0,
+                    },
+                    updated_at=now,
+                    session_started_at=now,
+                )
+            else:
+                entry = self._rotate(conn, entry, now, end_reason=reason, is_fresh_reset=True)
+            if display_name is not None:
+                entry = entry.evolve(display_name=display_name)
+            self._put(conn, entry)
+        return entry
+
+    def switch_session(self, session_key: str, target_session_id: str) -> SessionEntry | None:
+        """Point the key at another existing session id (from `/resume`)."""
+        if not is_safe_id(target_session_id):
+            return None
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            target = tx.get_session_row(conn, target_session_id)
+            if entry is None or target is None:
+                return None
+            now = self.clock.now()
+            if target_session_id != entry.session_id:
+                current = tx.get_session_row(conn, entry.session_id)
+                if current is not None and current.ended_at is None:
+                    tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
+                tx.end_session_row(conn, target.sid, at=None, reason=None)
+            entry = entry.evolve(
+                session_id=target_session_id,
+                updated_at=now,
+                resume_pending=False,
+                resume_reason=None,
+                suspended=False,
+                is_fresh_reset=False,
+            )
+            self._put(conn, entry)
+            return entry
+
+    def suspend_session(self, session_key: str) -> bool:
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                return False
+            self._put(conn, entry.evolve(suspended=True, updated_at=self.clock.now()))
+            return True
+
+    def mark_resume_pending(self, session_key: str, reason: str = "restart_timeout") -> bool:
+        """Soft recovery marker; never overrides `suspended`."""
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None or entry.suspended:
+                return False
+            now = self.clock.now()
+            self._put(
+                conn,
+                entry.evolve(resume_pending=True, resume_reason=reason, last_resume_marked_at=now),
+            )
+            return True
+
+    def clear_resume_pending(self, session_key: str) -> bool:
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None or not entry.resume_pending:
+                return False
+            self._put(conn, entry.evolve(resume_pending=False, resume_reason=None))
+            return True
+
+    def suspend_recently_active(self, max_age_seconds: int = 120) -> int:
+        """Crash recovery: mark lanes updated in the last `max_age_seconds` resume-pending."""
+        now = self.clock.now()
+        since = now - timedelta(seconds=max_age_seconds)
+        count = 0
+        with self._db.transaction() as conn:
+            for entry in list(routes.iter_routes(conn, since=since)):
+                if entry.resume_pending or entry.suspended:
+                    continue
+                self._put(
+                    conn,
+                    entry.evolve(
+                        resume_pending=True,
+                        resume_reason="restart_interrupted",
+                        last_resume_marked_at=now,
+                    ),
+                )
+                count += 1
+        return count
+
+    def prune_old_entries(self, max_age_days: int) -> int:
+        """Drop routing entries not updated for `max_age_days`; transcripts stay.
+
+        Suspended entries and keys with live processes are kept; 0 or less disables pruning.
+        """
+        if max_age_days <= 0:
+            return 0
+        cutoff = self.clock.now() - timedelta(days=max_age_days)
+        pruned = 0
+        with self._db.transaction() as conn:
+            for entry in list(routes.iter_routes(conn)):
+                if entry.updated_at >= cutoff or entry.suspended:
+                    continue
+                if self._has_active_processes and self._has_active_processes(entry.session_key):
+                    continue
+                routes.delete_route(conn, entry.session_key)
+                pruned += 1
+        if pruned:
+            self._mirror_dirty()
+        return pruned
+
+    def list_sessions(self, active_minutes: int | None = None) -> list[SessionEntry]:
+        """All entries, most recently updated first; optionally only the recently active."""
+        since = None
+        if active_minutes is not None:
+            since = self.clock.now() - timedelta(minutes=active_minutes)
+        with self._db.read() as conn:
+            return list(routes.iter_routes(conn, since=since))
+
+    def list_page(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        archived: bool | None = False,
+        active_minutes: int | None = None,
+    ) -> tuple[list[SessionEntry], int]:
+        """One page of entries (pinned first) and the total that match."""
+        since = None
+        if active_minutes is not None:
+            since = self.clock.now() - timedelta(minutes=active_minutes)
+        with self._db.read() as conn:
+            return routes.list_route_page(
+                conn, limit=limit, offset=offset, archived=archived, since=since
+            )
+
+    def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
+        with self._db.read() as conn:
+            return routes.route_by_session_id(conn, session_id)
+
+    def has_any_sessions(self) -> bool:
+        with self._db.read() as conn:
+            return conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None
+
+    def session_info(self, session_id: str) -> dict[str, Any] | None:
+        """The incarnation row: key, parent, start/end, end reason, leaf, message count."""
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+        if row is None:
+            return None
+        return {
+            "session_id": row.session_id,
+            "session_key": row.session_key,
+            "parent_session_id": row.parent_session_id,
+            "started_at": row.started_at,
+            "ended_at": row.ended_at,
+            "end_reason": row.end_reason,
+            "leaf_id": row.leaf_id,
+            "message_count": row.leaf_mdepth,
+            "generation": row.generation,
+        }
+
+    def sessions_for_key(self, session_key: str) -> list[dict[str, Any]]:
+        """Every incarnation a key has had, newest first (for `/resume` and `/sessions`)."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY started_at DESC",
+                (session_key,),
+            ).fetchall()
+        infos = [self.session_info(r[0]) for r in rows]
+        return [i for i in infos if i is not None]
+
+    def learn_identity_alias(self, platform: str, alias: str, canonical: str) -> str:
+        """Record that `alias` names the same person as `canonical`; returns the canonical id.
+
+        The first mapping wins: a canonical id, once chosen, never flips.
+        """
+        from sessiongate.core.identity import normalize_whatsapp_identifier
+
+        alias_n = normalize_whatsapp_identifier(alias)
+        canon_n = normalize_whatsapp_identifier(canonical)
+        with self._db.transaction() as conn:
+            known = _alias_of(conn, platform, canon_n) or canon_n
+            existing = _alias_of(conn, platform, alias_n)
+            if existing is not None:
+                return existing
+            if alias_n != known:
+                conn.execute(
+                    "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (platform, alias_n, known, to_us(self.clock.now())),
+                )
+            return known
+
+    # ------------------------------------------------------------------ transcripts
+
+    def append_to_transcript(
+        self, session_id: str, message: Mapping[str, Any], skip_db: bool = False
+    ) -> None:
+        """Append one message; `skip_db` means the agent already persisted it (no write)."""
+        if skip_db:
+            return
+        self.append_messages(session_id, [message])
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> list[int | None]:
+        """Append one turn in one transaction; returns the new entry ids (None: a duplicate).
+
+        A message with a `message_id`, or any message when `idempotency_key` is given, is
+        appended at most once per session.
+        """
+        now_us = to_us(self.clock.now())
+        records = [_message_record(m, now_us, idempotency_key, i) for i, m in enumerate(messages)]
+        with self._db.transaction() as conn:
+            row = self._require_session(conn, session_id)
+            return self._append_records(conn, row, records)
+
+    def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
+        """Append a non-message tree entry (compaction, reset, custom, label, ...)."""
+        from sessiongate.core.transcript import validate_entry
+
+        clean = validate_entry(entry)
+        kind = clean.pop("type")
+        clean.pop("id", None)
+        clean.pop("parent_id", None)
+        ts = clean.pop("timestamp", None)
+        ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if ts else to_us(self.clock.now())
+        record = EntryRecord(kind, None, None, clean or None, ts_us)
+        with self._db.transaction() as conn:
+            row = self._require_session(conn, session_id)
+            ids = self._append_records(conn, row, [record])
+        assert ids[0] is not None
+        return ids[0]
+
+    def rewrite_transcript(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the active path atomically; the old entries stay as an inactive branch."""
+        now_us = to_us(self.clock.now())
+        records = [_message_record(m, now_us, None, i) for i, m in enumerate(messages)]
+        with self._db.transaction() as conn:
+            row = self._require_session(conn, session_id)
+            # The copies keep their platform ids; the originals give up theirs so the UNIQUE
+            # index stays a statement about the active transcript.
+            conn.execute(
+                "UPDATE entries SET idem = NULL WHERE sid = ? AND on_path = 1 AND idem IS NOT NULL",
+                (row.sid,),
+            )
+            row = tx.move_leaf(conn, row, None)
+            self._append_records(conn, row, records)
+
+    def load_transcript(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """The active path as chat-format dicts; `limit` reads only the last N messages."""
+        if limit is not None and limit <= 0:
+            return []
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return []
+            rows = tx.load_path(conn, row.sid, limit=limit)
+        return [tx.row_to_message(r) for r in rows]
+
+    def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
+        """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return []
+            if branch == "all":
+                rows = conn.execute(
+                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
+                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
+                    (row.sid,),
+                ).fetchall()
+            else:
+                rows = tx.load_path(conn, row.sid, messages_only=False)
+        return [tx.row_to_event(r) for r in rows]
+
+    def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any]:
+        """Back up `n` user turns: the leaf moves before the n-th last user message.
+
+        The rewound entries stay in the tree as an inactive branch (the audit trail).
+        """
+        empty = {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
+        if n <= 0:
+            return empty
+        with self._db.transaction() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return empty
+            target: tuple[Any, ...] | None = None
+            found = 0
+            for entry in conn.execute(
+                "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
+                "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC",
+                (row.sid,),
+            ):
+                if entry[2] == "user":
+                    target = entry
+                    found += 1
+                    if found == n:
+                        break
+            if target is None:
+                return empty
+            rewound = row.leaf_mdepth - target[5] + 1
+            tx.move_leaf(conn, row, target[1])
+        return {
+            "rewound_count": rewound,
+            "turns_undone": found,
+            "target_text": _text_of(target[3], target[4]),
+        }
+
+    def search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
+        """Full-text search over active branches; a broken index falls back to a scan."""
+        hits, _ = self.search_detailed(query, limit=limit)
+        return hits
+
+    def search_detailed(self, query: str, limit: int = 20) -> tuple[list[dict[str, Any]], bool]:
+        """Search hits and whether they came from the fallback scan (the index is stale)."""
+        limit = max(1, min(int(limit), 500))
+        damage: Exception | None = None
+        try:
+            with self._db.transaction() as conn:
+                if not fts.is_stale(conn):
+                    fts.catch_up(conn)
+                    return fts.query_index(conn, query, limit), False
+        except (sqlite3.DatabaseError, StoreCorruptError) as exc:
+            damage = exc
+        if damage is not None:
+            # Only the side index is suspect here; canonical writes go on regardless.
+            with self._db.transaction() as conn:
+                fts.mark_stale(conn, damage)
+        with self._db.read() as conn:
+            return fts.scan(conn, query, limit), True
+
+    def rebuild_search_index(self) -> int:
+        with self._db.transaction() as conn:
+            return fts.rebuild_index(conn)
+
+    def search_index_status(self) -> dict[str, Any]:
+        with self._db.read() as conn:
+            status = fts.index_status(conn)
+            status["integrity_error"] = fts.integrity_check(conn)
+        return status
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush_mirror(self) -> None:
+        if self._mirror is not None:
+            self._mirror.flush()
+
+    def close(self) -> None:
+        """Flush the mirror and close the database; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._mirror is not None:
+            self._mirror.close()
+        self._db.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def database(self) -> Database:
+        """The underlying database, for the gateway's tables in the same transactions."""
+        return self._db
+
+    def _route_for(
+        self, conn: sqlite3.Connection, source: SessionSource
+    ) -> tuple[KeyParts, str, SessionEntry | None]:
+        parts = build_key_parts(
+            source,
+            group_sessions_per_user=self.config.group_sessions_per_user,
+            thread_sessions_per_user=self.config.thread_sessions_per_user,
+            resolve_identity=lambda ident: _alias_of(conn, "whatsapp", ident),
+        )
+        key = format_session_key(parts)
+        stored = routes.get_route_parts(conn, key)
+        if stored is not None and stored.chat_type and not stored.same_conversation(parts):
+            # Two different conversations format to one key (see core.keys): never merge them.
+            tagged = disambiguate(parts)
+            log.warning(
+                "session key collision; the newcomer gets a tagged key",
+                extra={"session_key": key, "tagged_key": format_session_key(tagged)},
+            )
+            parts, key = tagged, format_session_key(tagged)
+        return parts, key, routes.get_route(conn, key)
+
+    def _create_lane(
+        self, conn: sqlite3.Connection, key: str, source: SessionSource, now: datetime
+    ) -> SessionEntry:
+        session_id = self._new_incarnation(conn, key, parent=None, now=now)
+        return SessionEntry(
+            session_key=key,
+            session_id=session_id,
+            created_at=now,
+            updated_at=now,
+            origin=source,
+            display_name=source.chat_name,
+            platform=source.platform,
+            chat_type=source.chat_type,
+            session_started_at=now,
+            last_interaction_at=now,
+        )
+
+    def _rotate(
+        self,
+        conn: sqlite3.Connection,
+        old: SessionEntry,
+        now: datetime,
+        *,
+        end_reason: str,
+        **flags: Any,
+    ) -> SessionEntry:
+        """End the old incarnation with a `reset` boundary and start a new one on the key."""
+        old_row = tx.get_session_row(conn, old.session_id)
+        had_activity = False
+        if old_row is not None:
+            had_activity = old_row.leaf_mdepth > 0
+            if had_activity:
+                self._append_records(
+                    conn,
+                    old_row,
+                    [EntryRecord("reset", None, None, {"reason": end_reason}, to_us(now))],
+                )
+            tx.end_session_row(conn, old_row.sid, at=to_us(now), reason=end_reason)
+        session_id = self._new_incarnation(conn, old.session_key, parent=old.session_id, now=now)
+        changes = {**_FRESH_INCARNATION, "reset_had_activity": had_activity, **flags}
+        return old.evolve(
+            session_id=session_id,
+            created_at=now,
+            updated_at=now,
+            session_started_at=now,
+            last_interaction_at=now,
+            **changes,
+        )
+
+    def _new_incarnation(
+        self, conn: sqlite3.Connection, key: str, *, parent: str | None, now: datetime
+    ) -> str:
+        session_id = new_session_id(self.clock)
+        header = {
+            "type": "session",
+            "version": 1,
+            "id": session_id,
+            "timestamp": now.isoformat(),
+            "cwd": None,
+            "parent_session": parent,
+        }
+        tx.create_session_row(
+            conn,
+            session_id=session_id,
+            session_key=key,
+            parent_session_id=parent,
+            started_at=to_us(now),
+            header=header,
+        )
+        return session_id
+
+    def _append_records(
+        self, conn: sqlite3.Connection, row: SessionRow, records: Sequence[EntryRecord]
+    ) -> list[int | None]:
+        ids, _ = tx.insert_entries(conn, row, records)
+        return ids
+
+    def _require(self, conn: sqlite3.Connection, session_key: str) -> SessionEntry:
+        entry = routes.get_route(conn, session_key)
+        if entry is None:
+            raise SessionNotFoundError(
+                f"no session with key {session_key!r}", session_key=session_key
+            )
+        return entry
+
+    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> SessionRow:
+        if not is_safe_id(session_id):
+            raise InvalidSessionIdError(
+                f"invalid session id: {session_id!r}", session_id=session_id
+            )
+        row = tx.get_session_row(conn, session_id)
+        if row is None:
+            raise SessionNotFoundError(f"no session with id {session_id!r}", session_id=session_id)
+        return row
+
+    def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
+        routes.upsert_route(conn, entry, routes.get_route_parts(conn, entry.session_key))
+        self._mirror_dirty()
+
+    def _mirror_dirty(self) -> None:
+        if self._mirror is not None:
+            self._mirror.mark_dirty()
+
+    def _import_mirror_file(self) -> None:
+        """Bring in keys that `sessions.json` has and the database lacks (never overwrite)."""
+        legacy = read_sessions_json(self.json_path, now=self.clock.now())
+        self.problems.extend(legacy.problems)
+        if not legacy.entries:
+            return
+        imported = self.import_entries(legacy.entries)
+        if imported:
+            log.info("imported entries from sessions.json", extra={"count": imported})
+
+    def import_entries(self, entries: Iterable[SessionEntry]) -> int:
+        """Insert entries whose keys the database lacks; returns how many were imported."""
+        imported = 0
+        with self._db.transaction() as conn:
+            for entry in entries:
+                if routes.get_route_parts(conn, entry.session_key) is not None:
+                    continue
+                if tx.get_session_row(conn, entry.session_id) is None:
+                    tx.create_session_row(
+                        conn,
+                        session_id=entry.session_id,
+                        session_key=entry.session_key,
+                        parent_session_id=None,
+                        started_at=to_us(entry.created_at),
+                        header={
+                            "type": "session",
+                            "version": 1,
+                            "id": entry.session_id,
+                            "timestamp": entry.created_at.isoformat(),
+                            "imported": True,
+                        },
+                    )
+                routes.upsert_route(conn, entry, _parts_of(entry))
+                imported += 1
+        return imported
+
+
+def _parts_of(entry: SessionEntry) -> KeyParts | None:
+    try:
+        parsed = parse_session_key(entry.session_key)
+    except ValueError:
+        return None
+    return KeyParts(
+        parsed["platform"],
+        parsed["chat_type"],
+        parsed["chat_id"],
+        parsed["thread_id"],
+        parsed["participant_id"],
+    )
+
+
+def _alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None:
+    row = conn.execute(
+        "SELECT canonical FROM identity_aliases WHERE platform = ? AND alias = ?",
+        (platform, alias),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _message_record(
+    message: Mapping[str, Any], now_us: int, idempotency_key: str | None, index: int
+) -> EntryRecord:
+    clean = validate_message(message)
+    content = clean.get("content")
+    payload: dict[str, Any] = {k: clean[k] for k in _MESSAGE_EXTRAS if clean.get(k) is not None}
+    if content is not None and not isinstance(content, str):
+        payload["content"] = content
+        content = _text_of(None, None, parts=content)
+    ts = clean.get("timestamp")
+    ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if isinstance(ts, str) else now_us
+    message_id = clean.get("message_id")
+    if message_id is not None:
+        idem: str | None = f"m:{message_id}"
+    elif idempotency_key is not None:
+        idem = f"k:{idempotency_key}:{index}"
+    else:
+        idem = None
+    return EntryRecord("message", clean["role"], content, payload or None, ts_us, idem)
+
+
+def _text_of(content: Any, payload: str | None, *, parts: Any = None) -> str:
+    """Plain text of a message's content (text parts joined) for search and editing."""
+    if parts is None and payload:
+        from sessiongate.store.sqlite._codec import loads
+
+        parts = loads(payload).get("content")
+    if parts is None:
+        return content if isinstance(content, str) else ""
+    if isinstance(parts, str):
+        return parts
+    texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(t for t in texts if isinstance(t, str))

@@ -1,0 +1,146 @@
+"""The `routes` table: one `SessionEntry` per session key.
+
+`data` holds the whole entry as JSON; the other columns are derived from it here, and only
+here, so they can never disagree with it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessiongate.core.entry import SessionEntry
+from sessiongate.core.keys import KeyParts
+from sessiongate.store.sqlite._codec import dumps, loads, to_us
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterator
+    from datetime import datetime
+
+__all__ = [
+    "count_routes",
+    "delete_route",
+    "get_route",
+    "get_route_parts",
+    "iter_routes",
+    "list_route_page",
+    "route_by_session_id",
+    "upsert_route",
+]
+
+_SELECT_DATA = "SELECT data FROM routes WHERE session_key = ?"
+_SELECT_PARTS = (
+    "SELECT platform, chat_type, chat_id, thread_id, participant_id FROM routes "
+    "WHERE session_key = ?"
+)
+_UPSERT = """
+INSERT INTO routes (session_key, session_id, platform, chat_type, chat_id, thread_id,
+    participant_id, updated_at, pinned_at, archived_at, suspended, resume_pending, label, data)
+VALUES (:session_key, :session_id, :platform, :chat_type, :chat_id, :thread_id,
+    :participant_id, :updated_at, :pinned_at, :archived_at, :suspended, :resume_pending,
+    :label, :data)
+ON CONFLICT (session_key) DO UPDATE SET
+    session_id = excluded.session_id, updated_at = excluded.updated_at,
+    pinned_at = excluded.pinned_at, archived_at = excluded.archived_at,
+    suspended = excluded.suspended, resume_pending = excluded.resume_pending,
+    label = excluded.label, data = excluded.data
+"""
+_DELETE = "DELETE FROM routes WHERE session_key = ?"
+_BY_SESSION_ID = "SELECT data FROM routes WHERE session_id = ?"
+_ALL = "SELECT data FROM routes ORDER BY updated_at DESC"
+_ALL_SINCE = "SELECT data FROM routes WHERE updated_at >= ? ORDER BY updated_at DESC"
+_COUNT = "SELECT count(*) FROM routes"
+
+
+def get_route(conn: sqlite3.Connection, session_key: str) -> SessionEntry | None:
+    row = conn.execute(_SELECT_DATA, (session_key,)).fetchone()
+    return None if row is None else SessionEntry.from_dict(loads(row[0]))
+
+
+def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | None:
+    row = conn.execute(_SELECT_PARTS, (session_key,)).fetchone()
+    if row is None:
+        return None
+    return KeyParts(row[0] or "", row[1], row[2], row[3], row[4])
+
+
+def upsert_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None) -> None:
+    conn.execute(_UPSERT, _route_row(entry, parts))
+
+
+def delete_route(conn: sqlite3.Connection, session_key: str) -> bool:
+    return conn.execute(_DELETE, (session_key,)).rowcount > 0
+
+
+def route_by_session_id(conn: sqlite3.Connection, session_id: str) -> SessionEntry | None:
+    row = conn.execute(_BY_SESSION_ID, (session_id,)).fetchone()
+    return None if row is None else SessionEntry.from_dict(loads(row[0]))
+
+
+def iter_routes(
+    conn: sqlite3.Connection, *, since: datetime | None = None
+) -> Iterator[SessionEntry]:
+    cursor = conn.execute(_ALL) if since is None else conn.execute(_ALL_SINCE, (to_us(since),))
+    for (data,) in cursor:
+        yield SessionEntry.from_dict(loads(data))
+
+
+def count_routes(conn: sqlite3.Connection) -> int:
+    return int(conn.execute(_COUNT).fetchone()[0])
+
+
+_PAGE = """
+SELECT data FROM routes
+WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
+  AND (:since IS NULL OR updated_at >= :since)
+ORDER BY (pinned_at IS NOT NULL AND archived_at IS NULL) DESC, updated_at DESC, session_key
+LIMIT :limit OFFSET :offset
+"""
+_PAGE_COUNT = """
+SELECT count(*) FROM routes
+WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
+  AND (:since IS NULL OR updated_at >= :since)
+"""
+
+
+def list_route_page(
+    conn: sqlite3.Connection,
+    *,
+    limit: int,
+    offset: int,
+    archived: bool | None,
+    since: datetime | None,
+) -> tuple[list[SessionEntry], int]:
+    """One page, pinned (and not archived) first, then most recently updated."""
+    params = {
+        "archived": None if archived is None else int(archived),
+        "since": None if since is None else to_us(since),
+        "limit": limit,
+        "offset": offset,
+    }
+    rows = conn.execute(_PAGE, params).fetchall()
+    total = int(conn.execute(_PAGE_COUNT, params).fetchone()[0])
+    return [SessionEntry.from_dict(loads(r[0])) for r in rows], total
+
+
+def _route_row(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
+    return {
+        "session_key": entry.session_key,
+        "session_id": entry.session_id,
+        "platform": parts.platform if parts else (str(entry.platform) if entry.platform else None),
+        "chat_type": parts.chat_type if parts else str(entry.chat_type),
+        "chat_id": parts.chat_id if parts else None,
+        "thread_id": parts.thread_id if parts else None,
+        "participant_id": parts.participant_id if parts else None,
+        "updated_at": to_us(entry.updated_at),
+        "pinned_at": _us_or_none(entry.pinned_at),
+        "archived_at": _us_or_none(entry.archived_at),
+        "suspended": int(entry.suspended),
+        "resume_pending": int(entry.resume_pending),
+        "label": entry.label,
+        "data": dumps(entry.to_dict()),
+    }
+
+
+def _us_or_none(value: datetime | None) -> int | None:
+    return None if value is None else to_us(value)

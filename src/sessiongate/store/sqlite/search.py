@@ -1,0 +1,161 @@
+"""Full-text search: an FTS5 side index over entry text, filled off the append path.
+
+Appends never touch the index. `catch_up` indexes the rows added since the cursor (meta
+`fts_cursor`) before a query, so search sees every committed message. If the index is damaged,
+canonical writes go on: the index is marked stale, search falls back to a scan, and
+`rebuild_index` (what `sessiongate doctor --repair` runs) makes it anew.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from typing import Any
+
+from sessiongate.store.sqlite._codec import iso_from_us
+
+__all__ = [
+    "catch_up",
+    "drop_indexed",
+    "fts_query",
+    "index_status",
+    "is_stale",
+    "mark_stale",
+    "query_index",
+    "rebuild_index",
+    "scan",
+]
+
+log = logging.getLogger(__name__)
+
+_CURSOR = "SELECT value FROM meta WHERE key = 'fts_cursor'"
+_SET_CURSOR = (
+    "INSERT INTO meta (key, value) VALUES ('fts_cursor', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_STALE = "SELECT value FROM meta WHERE key = 'fts_stale'"
+_SET_STALE = (
+    "INSERT INTO meta (key, value) VALUES ('fts_stale', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_INDEX_NEW = (
+    "INSERT INTO entries_fts (rowid, content) "
+    "SELECT id, content FROM entries WHERE id > ? AND content IS NOT NULL ORDER BY id"
+)
+_CREATE_INDEX = (
+    "CREATE VIRTUAL TABLE entries_fts USING fts5(content, content='entries', content_rowid='id')"
+)
+_MAX_ID = "SELECT coalesce(max(id), 0) FROM entries"
+_DELETE_ROW = "INSERT INTO entries_fts (entries_fts, rowid, content) VALUES ('delete', ?, ?)"
+_SEARCH = """
+SELECT s.session_id, s.session_key, e.role,
+       snippet(entries_fts, 0, '[', ']', '…', 12), e.ts
+FROM entries_fts
+JOIN entries e ON e.id = entries_fts.rowid
+JOIN sessions s ON s.sid = e.sid
+WHERE entries_fts MATCH ? AND e.on_path = 1 AND e.type = 'message'
+  AND e.role IN ('user', 'assistant')
+ORDER BY rank
+LIMIT ?
+"""
+_SCAN = """
+SELECT s.session_id, s.session_key, e.role, e.content, e.ts
+FROM entries e JOIN sessions s ON s.sid = e.sid
+WHERE e.on_path = 1 AND e.type = 'message' AND e.role IN ('user', 'assistant')
+  AND e.content LIKE ? ESCAPE '\\'
+ORDER BY e.id DESC
+LIMIT ?
+"""
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(text: str) -> str | None:
+    """User text → an FTS5 query of quoted terms, so `NOT`, `OR`, `"` or `*` are plain words."""
+    terms = _TOKEN.findall(text)
+    if not terms:
+        return None
+    return " ".join('"' + term.replace('"', '""') + '"' for term in terms[:32])
+
+
+def is_stale(conn: sqlite3.Connection) -> bool:
+    row = conn.execute(_STALE).fetchone()
+    return row is not None and row[0] == "1"
+
+
+def mark_stale(conn: sqlite3.Connection, reason: BaseException) -> None:
+    log.warning("full-text index marked stale", extra={"error": str(reason)})
+    conn.execute(_SET_STALE, ("1",))
+
+
+def catch_up(conn: sqlite3.Connection) -> int:
+    """Index rows past the cursor; returns how many ids the cursor moved over."""
+    cursor = int(conn.execute(_CURSOR).fetchone()[0])
+    newest = int(conn.execute(_MAX_ID).fetchone()[0])
+    if newest <= cursor:
+        return 0
+    conn.execute(_INDEX_NEW, (cursor,))
+    conn.execute(_SET_CURSOR, (str(newest),))
+    return newest - cursor
+
+
+def drop_indexed(conn: sqlite3.Connection, rows: list[tuple[int, str | None]]) -> None:
+    """Remove deleted entries from the index (external content needs their old text)."""
+    cursor = int(conn.execute(_CURSOR).fetchone()[0])
+    for entry_id, content in rows:
+        if entry_id <= cursor and content is not None:
+            conn.execute(_DELETE_ROW, (entry_id, content))
+
+
+def query_index(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
+    """Hits from the index; raises `sqlite3.DatabaseError` if the index is damaged."""
+    match = fts_query(query)
+    if match is None:
+        return []
+    return [_hit(r) for r in conn.execute(_SEARCH, (match, limit)).fetchall()]
+
+
+def scan(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
+    """The fallback: a LIKE scan of active message text, slower but independent of the index."""
+    if fts_query(query) is None:
+        return []
+    like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return [_hit(r, scan=True) for r in conn.execute(_SCAN, (like, limit)).fetchall()]
+
+
+def rebuild_index(conn: sqlite3.Connection) -> int:
+    """Drop and rebuild the index from the entries; clears the stale mark."""
+    conn.execute("DROP TABLE IF EXISTS entries_fts")
+    conn.execute(_CREATE_INDEX)
+    conn.execute(_SET_CURSOR, ("0",))
+    moved = catch_up(conn)
+    conn.execute(_SET_STALE, ("0",))
+    return moved
+
+
+def index_status(conn: sqlite3.Connection) -> dict[str, Any]:
+    cursor = int(conn.execute(_CURSOR).fetchone()[0])
+    newest = int(conn.execute(_MAX_ID).fetchone()[0])
+    return {"stale": is_stale(conn), "cursor": cursor, "pending": max(0, newest - cursor)}
+
+
+def integrity_check(conn: sqlite3.Connection) -> str | None:
+    """None if the index agrees with its content table, else the error text."""
+    try:
+        conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('integrity-check')")
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    return None
+
+
+def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
+    snippet = row[3] or ""
+    if scan and len(snippet) > 160:
+        snippet = snippet[:160] + "…"
+    return {
+        "session_id": row[0],
+        "session_key": row[1],
+        "role": row[2],
+        "snippet": snippet,
+        "timestamp": iso_from_us(row[4]),
+    }

@@ -1,0 +1,318 @@
+"""The transcript tree: session rows, append, the materialised active path, leaf moves, forks.
+
+Invariants kept by every function here, inside the caller's transaction:
+- the entries with `on_path = 1` of a session are exactly the path from a root to its leaf
+  (`sessions.leaf_id`), one per depth;
+- `tips` holds the childless entries that are off the active path;
+- `generation` rises whenever the active path changes other than by an append, so a reader that
+  took a snapshot can tell that it was rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.store.sqlite._codec import dumps, iso_from_us, loads
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+__all__ = [
+    "EntryRecord",
+    "SessionRow",
+    "copy_path",
+    "create_session_row",
+    "end_session_row",
+    "entry_row",
+    "get_session_row",
+    "insert_entries",
+    "list_tips",
+    "load_path",
+    "move_leaf",
+    "row_to_event",
+    "row_to_message",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    sid: int
+    session_id: str
+    session_key: str | None
+    parent_session_id: str | None
+    started_at: int
+    ended_at: int | None
+    end_reason: str | None
+    leaf_id: int | None
+    leaf_depth: int
+    leaf_mdepth: int
+    generation: int
+    header: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    type: str
+    role: str | None
+    content: str | None
+    payload: dict[str, Any] | None
+    ts: int
+    idem: str | None = None
+
+    @property
+    def is_message(self) -> bool:
+        return self.type == "message"
+
+
+_SESSION_COLUMNS = (
+    "sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason, "
+    "leaf_id, leaf_depth, leaf_mdepth, generation, header"
+)
+_GET_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?"  # noqa: S608
+_CREATE_SESSION = (
+    "INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, header) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+_END_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE sid = ?"
+_INSERT_ENTRY = (
+    "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_SET_LEAF = "UPDATE sessions SET leaf_id = ?, leaf_depth = ?, leaf_mdepth = ? WHERE sid = ?"
+_SET_LEAF_MOVED = (
+    "UPDATE sessions SET leaf_id = ?, leaf_depth = ?, leaf_mdepth = ?, "
+    "generation = generation + 1 WHERE sid = ?"
+)
+_ENTRY_COLUMNS = "id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid"
+_GET_ENTRY = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?"  # noqa: S608
+_PATH_TAIL = (
+    f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
+    "WHERE sid = ? AND on_path = 1 ORDER BY depth DESC LIMIT ?"
+)
+_PATH_TAIL_MESSAGES = (
+    f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
+    "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC LIMIT ?"
+)
+_PATH_ALL = (
+    f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
+    "WHERE sid = ? AND on_path = 1 ORDER BY depth"
+)
+_PATH_ALL_MESSAGES = (
+    f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
+    "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth"
+)
+_OFF_PATH_BELOW = "UPDATE entries SET on_path = 0 WHERE sid = ? AND on_path = 1 AND depth > ?"
+_ON_PATH = "UPDATE entries SET on_path = 1 WHERE id = ?"
+_HAS_CHILD = (
+    "SELECT 1 FROM entries WHERE sid = ? AND on_path IN (0, 1) AND depth = ? AND parent_id = ? "
+    "LIMIT 1"
+)
+_ADD_TIP = "INSERT INTO tips (sid, entry_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+_DROP_TIP = "DELETE FROM tips WHERE sid = ? AND entry_id = ?"
+_TIPS = "SELECT entry_id FROM tips WHERE sid = ? ORDER BY entry_id"
+_MAX_ID = "SELECT coalesce(max(id), 0) FROM entries"
+_COPY_PATH = """
+INSERT INTO entries (id, sid, parent_id, depth, mdepth, on_path, type, role, content, payload, ts,
+    idem)
+SELECT :base + depth, :sid, CASE WHEN depth = 1 THEN NULL ELSE :base + depth - 1 END,
+    depth, mdepth, 1, type, role, content, payload, ts, idem
+FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
+"""
+
+
+def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
+    row = conn.execute(_GET_SESSION, (session_id,)).fetchone()
+    return None if row is None else SessionRow(*row)
+
+
+def create_session_row(
+    conn: sqlite3.Connection,
+    *,
+    session_id: str,
+    session_key: str | None,
+    parent_session_id: str | None,
+    started_at: int,
+    header: dict[str, Any],
+) -> SessionRow:
+    cursor = conn.execute(
+        _CREATE_SESSION, (session_id, session_key, parent_session_id, started_at, dumps(header))
+    )
+    assert cursor.lastrowid is not None
+    return SessionRow(
+        cursor.lastrowid,
+        session_id,
+        session_key,
+        parent_session_id,
+        started_at,
+        None,
+        None,
+        None,
+        0,
+        0,
+        0,
+        dumps(header),
+    )
+
+
+def end_session_row(
+    conn: sqlite3.Connection, sid: int, *, at: int | None, reason: str | None
+) -> None:
+    conn.execute(_END_SESSION, (at, reason, sid))
+
+
+def insert_entries(
+    conn: sqlite3.Connection, session: SessionRow, records: Sequence[EntryRecord]
+) -> tuple[list[int | None], SessionRow]:
+    """Append `records` as a chain under the active leaf; duplicates (same `idem`) are skipped.
+
+    Returns the new ids (None for a skipped duplicate) and the updated session row.
+    """
+    leaf, depth, mdepth = session.leaf_id, session.leaf_depth, session.leaf_mdepth
+    ids: list[int | None] = []
+    execute = conn.execute
+    sid = session.sid
+    for rec in records:
+        is_message = rec.type == "message"
+        payload = dumps(rec.payload) if rec.payload else None
+        cursor = execute(
+            _INSERT_ENTRY,
+            (
+                sid,
+                leaf,
+                depth + 1,
+                mdepth + is_message,
+                rec.type,
+                rec.role,
+                rec.content,
+                payload,
+                rec.ts,
+                rec.idem,
+            ),
+        )
+        if cursor.rowcount == 0:
+            ids.append(None)
+            continue
+        leaf = cursor.lastrowid
+        depth += 1
+        mdepth += is_message
+        ids.append(leaf)
+    if leaf != session.leaf_id:
+        execute(_SET_LEAF, (leaf, depth, mdepth, sid))
+        session = _replace_leaf(session, leaf, depth, mdepth, session.generation)
+    return ids, session
+
+
+def entry_row(conn: sqlite3.Connection, entry_id: int) -> tuple[Any, ...] | None:
+    row: tuple[Any, ...] | None = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
+    return row
+
+
+def load_path(
+    conn: sqlite3.Connection, sid: int, *, limit: int | None = None, messages_only: bool = True
+) -> list[tuple[Any, ...]]:
+    """Active-path rows, root first; with `limit`, only the last `limit` (one index range)."""
+    if limit is None:
+        return conn.execute(_PATH_ALL_MESSAGES if messages_only else _PATH_ALL, (sid,)).fetchall()
+    sql = _PATH_TAIL_MESSAGES if messages_only else _PATH_TAIL
+    rows = conn.execute(sql, (sid, limit)).fetchall()
+    rows.reverse()
+    return rows
+
+
+def move_leaf(conn: sqlite3.Connection, session: SessionRow, target_id: int | None) -> SessionRow:
+    """Make the path to `target_id` (None: before the first entry) the active path."""
+    old_leaf = session.leaf_id
+    chain: list[int] = []
+    depth = mdepth = 0
+    if target_id is not None:
+        row = entry_row(conn, target_id)
+        if row is None or row[10] != session.sid:
+            raise LookupError(target_id)
+        depth, mdepth = row[7], row[8]
+        cursor: tuple[Any, ...] | None = row
+        while cursor is not None and not cursor[9]:
+            chain.append(cursor[0])
+            cursor = entry_row(conn, cursor[1]) if cursor[1] is not None else None
+        common_depth = cursor[7] if cursor is not None else 0
+    else:
+        common_depth = 0
+    conn.execute(_OFF_PATH_BELOW, (session.sid, common_depth))
+    for entry_id in chain:
+        conn.execute(_ON_PATH, (entry_id,))
+    if target_id is not None:
+        conn.execute(_DROP_TIP, (session.sid, target_id))
+    if old_leaf is not None and old_leaf != target_id:
+        old = entry_row(conn, old_leaf)
+        assert old is not None
+        has_child = conn.execute(_HAS_CHILD, (session.sid, old[7] + 1, old_leaf)).fetchone()
+        if not old[9] and has_child is None:
+            conn.execute(_ADD_TIP, (session.sid, old_leaf))
+    conn.execute(_SET_LEAF_MOVED, (target_id, depth, mdepth, session.sid))
+    return _replace_leaf(session, target_id, depth, mdepth, session.generation + 1)
+
+
+def list_tips(conn: sqlite3.Connection, sid: int) -> list[int]:
+    return [r[0] for r in conn.execute(_TIPS, (sid,))]
+
+
+def copy_path(
+    conn: sqlite3.Connection, source: SessionRow, target: SessionRow, upto_depth: int
+) -> SessionRow:
+    """Copy the source's active path down to `upto_depth` into the empty `target` session."""
+    if upto_depth <= 0:
+        return target
+    base = int(conn.execute(_MAX_ID).fetchone()[0])
+    conn.execute(
+        _COPY_PATH, {"base": base, "sid": target.sid, "src": source.sid, "upto": upto_depth}
+    )
+    leaf = entry_row(conn, base + upto_depth)
+    assert leaf is not None
+    conn.execute(_SET_LEAF, (leaf[0], leaf[7], leaf[8], target.sid))
+    return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+
+
+def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A `message` row as an OpenAI chat-format dict."""
+    message: dict[str, Any] = {"role": row[3], "content": row[4]}
+    if row[5] is not None:
+        message.update(loads(row[5]))
+    message["timestamp"] = iso_from_us(row[6])
+    return message
+
+
+def row_to_event(row: tuple[Any, ...]) -> dict[str, Any]:
+    """Any row as a transcript event: `id`, `parent_id`, `type`, `timestamp` and its fields."""
+    event: dict[str, Any] = {
+        "id": row[0],
+        "parent_id": row[1],
+        "type": row[2],
+        "timestamp": iso_from_us(row[6]),
+    }
+    if row[2] == "message":
+        event["role"] = row[3]
+        event["content"] = row[4]
+    elif row[4] is not None:
+        event["content"] = row[4]
+    if row[5] is not None:
+        event.update(loads(row[5]))
+    event["on_path"] = bool(row[9])
+    return event
+
+
+def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:
+    return SessionRow(
+        s.sid,
+        s.session_id,
+        s.session_key,
+        s.parent_session_id,
+        s.started_at,
+        s.ended_at,
+        s.end_reason,
+        leaf,
+        depth,
+        mdepth,
+        gen,
+        s.header,
+    )

@@ -1,0 +1,466 @@
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sessiongate import SessionSource, SessionStore
+from sessiongate.errors import InvalidEntryError, InvalidSessionIdError, SessionNotFoundError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sessiongate.core.clock import FakeClock
+
+
+def dm(chat_id: str = "42", **kw) -> SessionSource:
+    return SessionSource(platform="telegram", chat_id=chat_id, **kw)
+
+
+def turn(text: str, reply: str = "ok") -> list[dict]:
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+
+
+def test_new_key_creates_entry_and_session_row(store: SessionStore):
+    entry = store.get_or_create_session(dm())
+    assert entry.session_key == "agent:main:telegram:dm:42"
+    assert store.has_any_sessions()
+    assert store.session_info(entry.session_id)["session_key"] == entry.session_key
+    assert entry.session_started_at == entry.created_at
+
+
+def test_existing_key_reuses_id_and_bumps_updated_at(store: SessionStore, clock: FakeClock):
+    first = store.get_or_create_session(dm())
+    clock.advance(5)
+    second = store.get_or_create_session(dm())
+    assert second.session_id == first.session_id
+    assert second.updated_at > first.updated_at
+
+
+def test_state_persists_across_store_instances(make_store, clock: FakeClock):
+    a = make_store()
+    entry = a.get_or_create_session(dm())
+    a.append_messages(entry.session_id, turn("hello"))
+    a.close()
+    b = make_store()
+    assert b.get_or_create_session(dm()).session_id == entry.session_id
+    assert [m["content"] for m in b.load_transcript(entry.session_id)] == ["hello", "ok"]
+
+
+def test_force_new_starts_a_new_incarnation_with_parent(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    new = store.get_or_create_session(dm(), force_new=True)
+    assert new.session_id != old.session_id
+    info = store.session_info(new.session_id)
+    assert info["parent_session_id"] == old.session_id
+    assert store.session_info(old.session_id)["end_reason"] == "force_new"
+
+
+def test_suspended_entry_rotates_with_reason(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.append_messages(old.session_id, turn("hi"))
+    assert store.suspend_session(old.session_key)
+    new = store.get_or_create_session(dm())
+    assert new.session_id != old.session_id
+    assert new.was_auto_reset
+    assert new.auto_reset_reason == "suspended"
+    assert new.reset_had_activity
+    assert not new.suspended
+
+
+def test_suspended_beats_resume_pending(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.suspend_session(old.session_key)
+    assert not store.mark_resume_pending(old.session_key)  # never overrides suspended
+    assert store.get_or_create_session(dm()).session_id != old.session_id
+
+
+def test_resume_pending_keeps_id_until_cleared(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    assert store.mark_resume_pending(old.session_key, reason="restart_timeout")
+    again = store.get_or_create_session(dm())
+    assert again.session_id == old.session_id
+    assert again.resume_pending
+    assert again.resume_reason == "restart_timeout"
+    assert store.clear_resume_pending(old.session_key)
+    assert not store.get_or_create_session(dm()).resume_pending
+    assert not store.clear_resume_pending(old.session_key)
+
+
+def test_unknown_keys_answer_false_or_none(store: SessionStore):
+    assert store.reset_session("agent:main:telegram:dm:nobody") is None
+    assert not store.suspend_session("agent:main:telegram:dm:nobody")
+    assert not store.mark_resume_pending("agent:main:telegram:dm:nobody")
+    assert store.switch_session("agent:main:telegram:dm:nobody", "x") is None
+    assert store.lookup_by_session_id("20260101_000000_deadbeef") is None
+    assert store.load_transcript("20260101_000000_deadbeef") == []
+    assert not store.has_any_sessions()  # reads never create
+
+
+def test_reset_new_session_mode_writes_boundary_and_new_id(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.append_messages(old.session_id, turn("before"))
+    store.record_turn(old.session_key, input_tokens=10, output_tokens=5)
+    new = store.reset_session(old.session_key, display_name="Fresh")
+    assert new is not None
+    assert new.session_id != old.session_id
+    assert new.is_fresh_reset
+    assert new.display_name == "Fresh"
+    assert new.input_tokens == 0
+    assert new.total_tokens == 0
+    events = store.load_events(old.session_id)
+    assert events[-1]["type"] == "reset"
+    assert store.session_info(old.session_id)["end_reason"] == "reset"
+    assert store.session_info(new.session_id)["parent_session_id"] == old.session_id
+    assert store.load_transcript(new.session_id) == []
+
+
+def test_reset_boundary_mode_keeps_id(make_store):
+    store = make_store(reset_mode="boundary")
+    old = store.get_or_create_session(dm())
+    store.append_messages(old.session_id, turn("before"))
+    new = store.reset_session(old.session_key)
+    assert new is not None
+    assert new.session_id == old.session_id
+    assert store.load_events(old.session_id)[-1]["type"] == "reset"
+
+
+def test_reset_carries_toggles_and_model_choice(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.set_session_fields(old.session_key, model_override="m1", thinking_level="high")
+    new = store.reset_session(old.session_key)
+    assert new.model_override == "m1"
+    assert new.thinking_level == "high"
+
+
+def test_switch_session_reopens_target(store: SessionStore):
+    first = store.get_or_create_session(dm())
+    second = store.reset_session(first.session_key)
+    switched = store.switch_session(first.session_key, first.session_id)
+    assert switched.session_id == first.session_id
+    assert store.session_info(first.session_id)["ended_at"] is None
+    assert store.session_info(second.session_id)["end_reason"] == "switched"
+    assert store.switch_session(first.session_key, "../etc/passwd") is None
+
+
+def test_suspend_recently_active_marks_only_recent(store: SessionStore, clock: FakeClock):
+    old = store.get_or_create_session(dm("1"))
+    clock.advance(600)
+    recent = store.get_or_create_session(dm("2"))
+    suspended = store.get_or_create_session(dm("3"))
+    store.suspend_session(suspended.session_key)
+    assert store.suspend_recently_active(120) == 1
+    by_key = {e.session_key: e for e in store.list_sessions()}
+    assert by_key[recent.session_key].resume_reason == "restart_interrupted"
+    assert not by_key[old.session_key].resume_pending
+    assert not by_key[suspended.session_key].resume_pending
+    assert store.suspend_recently_active(120) == 0  # no double marking
+
+
+def test_prune_keeps_suspended_active_and_recent(make_store, store_dir, clock: FakeClock):
+    live_keys: set[str] = set()
+    store = SessionStore(
+        store_dir, make_store().config, has_active_processes_fn=live_keys.__contains__, clock=clock
+    )
+    try:
+        old = store.get_or_create_session(dm("1"))
+        store.append_messages(old.session_id, turn("keep my transcript"))
+        susp = store.get_or_create_session(dm("2"))
+        store.suspend_session(susp.session_key)
+        busy = store.get_or_create_session(dm("3"))
+        live_keys.add(busy.session_key)
+        clock.advance(10 * 86400)
+        fresh = store.get_or_create_session(dm("4"))
+        assert store.prune_old_entries(0) == 0
+        assert store.prune_old_entries(-1) == 0
+        assert store.prune_old_entries(5) == 1
+        keys = {e.session_key for e in store.list_sessions()}
+        assert keys == {susp.session_key, busy.session_key, fresh.session_key}
+        assert store.load_transcript(old.session_id)[0]["content"] == "keep my transcript"
+        assert store.has_any_sessions()
+    finally:
+        store.close()
+
+
+def test_list_sessions_sorted_and_filtered(store: SessionStore, clock: FakeClock):
+    a = store.get_or_create_session(dm("a"))
+    clock.advance(3600)
+    b = store.get_or_create_session(dm("b"))
+    assert [e.session_key for e in store.list_sessions()] == [b.session_key, a.session_key]
+    assert [e.session_key for e in store.list_sessions(active_minutes=10)] == [b.session_key]
+
+
+def test_lookup_by_session_id(store: SessionStore):
+    entry = store.get_or_create_session(dm())
+    assert store.lookup_by_session_id(entry.session_id).session_key == entry.session_key
+
+
+def test_concurrent_callers_for_a_new_key_get_one_id(store: SessionStore):
+    ids: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        ids.append(store.get_or_create_session(dm("race")).session_id)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 1
+    assert len(store.sessions_for_key("agent:main:telegram:dm:race")) == 1
+
+
+def test_colliding_keys_of_different_conversations_never_merge(store: SessionStore):
+    shared_thread = SessionSource(
+        platform="discord", chat_id="g", chat_type="group", thread_id="X", user_id="u1"
+    )
+    user_x = SessionSource(platform="discord", chat_id="g", chat_type="group", user_id="X")
+    a = store.get_or_create_session(shared_thread)
+    b = store.get_or_create_session(user_x)
+    assert a.session_key == "agent:main:discord:group:g:X"
+    assert b.session_key != a.session_key
+    assert b.session_id != a.session_id
+    # Stable: the same sources map to the same lanes again.
+    assert store.get_or_create_session(user_x).session_key == b.session_key
+    assert store.get_or_create_session(shared_thread).session_key == a.session_key
+
+
+def test_whatsapp_alias_learned_once_never_flips(store: SessionStore):
+    phone = SessionSource(platform="whatsapp", chat_id="15551234567@s.whatsapp.net")
+    lid = SessionSource(platform="whatsapp", chat_id="999888@lid")
+    a = store.get_or_create_session(phone)
+    assert store.learn_identity_alias("whatsapp", "999888@lid", "15551234567") == "15551234567"
+    assert store.get_or_create_session(lid).session_id == a.session_id
+    # A later, conflicting mapping does not move the alias.
+    assert store.learn_identity_alias("whatsapp", "999888@lid", "1777") == "15551234567"
+    assert store.get_or_create_session(lid).session_id == a.session_id
+
+
+def test_append_and_tail_read(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    for i in range(30):
+        store.append_messages(sid, turn(f"q{i}", f"a{i}"))
+    tail = store.load_transcript(sid, limit=3)
+    assert [m["content"] for m in tail] == ["a28", "q29", "a29"]
+    assert len(store.load_transcript(sid)) == 60
+    assert store.load_transcript(sid, limit=0) == []
+
+
+def test_duplicate_append_is_a_noop(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    msg = {"role": "user", "content": "once", "message_id": "m-1"}
+    store.append_to_transcript(sid, msg)
+    store.append_to_transcript(sid, msg)
+    ids = store.append_messages(sid, turn("t"), idempotency_key="turn-7")
+    again = store.append_messages(sid, turn("t"), idempotency_key="turn-7")
+    assert all(ids)
+    assert again == [None, None]
+    assert [m["content"] for m in store.load_transcript(sid)] == ["once", "t", "ok"]
+
+
+def test_skip_db_writes_nothing(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_to_transcript(sid, {"role": "user", "content": "x"}, skip_db=True)
+    assert store.load_transcript(sid) == []
+
+
+def test_tool_messages_round_trip(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    msgs = [
+        {"role": "user", "content": "use a tool"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]
+    store.append_messages(sid, msgs)
+    loaded = store.load_transcript(sid)
+    assert loaded[1]["tool_calls"] == [call]
+    assert loaded[2]["tool_call_id"] == "c1"
+    assert loaded[3]["content"] == [{"type": "text", "text": "done"}]
+    assert all("timestamp" in m for m in loaded)
+
+
+def test_invalid_message_changes_nothing(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    with pytest.raises(InvalidEntryError):
+        store.append_messages(sid, [{"role": "user", "content": "fine"}, {"role": "wizard"}])
+    assert store.load_transcript(sid) == []
+
+
+def test_append_to_unknown_or_hostile_session_id_raises(store: SessionStore):
+    with pytest.raises(SessionNotFoundError):
+        store.append_messages("20260101_000000_00000000", turn("x"))
+    with pytest.raises(InvalidSessionIdError):
+        store.append_messages("../../etc", turn("x"))
+
+
+def test_one_turn_is_one_transaction(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    statements: list[str] = []
+    conn = store.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        store.append_messages(sid, [*turn("a"), {"role": "user", "content": "b"}])
+    finally:
+        conn.set_trace_callback(None)
+    assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"]
+    assert sum(s == "COMMIT" for s in statements) == 1
+    assert sum(s.startswith("INSERT INTO entries") for s in statements) == 3
+    assert len(statements) == 7  # begin, session lookup, 3 inserts, leaf update, commit
+
+
+def test_rewrite_keeps_old_rows_as_inactive_branch(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("one") + turn("two"))
+    store.rewrite_transcript(sid, turn("one", "better"))
+    assert [m["content"] for m in store.load_transcript(sid)] == ["one", "better"]
+    every = store.load_events(sid, branch="all")
+    assert len(every) == 6
+    assert sum(e["on_path"] for e in every) == 2
+
+
+def test_rewind_moves_leaf_and_keeps_audit_trail(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("first"))
+    store.append_messages(sid, turn("second"))
+    store.append_messages(sid, turn("third"))
+    result = store.rewind_session(sid, n=2)
+    assert result == {"rewound_count": 4, "turns_undone": 2, "target_text": "second"}
+    assert [m["content"] for m in store.load_transcript(sid)] == ["first", "ok"]
+    assert len(store.load_events(sid, branch="all")) == 6
+    store.append_messages(sid, turn("again"))
+    assert [m["content"] for m in store.load_transcript(sid)] == ["first", "ok", "again", "ok"]
+
+
+def test_rewind_with_nothing_to_undo_returns_zeros(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    assert store.rewind_session(sid) == {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
+    assert store.rewind_session("20260101_000000_00000000")["rewound_count"] == 0
+
+
+def test_rewind_more_turns_than_exist_undoes_all(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("only"))
+    assert store.rewind_session(sid, n=5)["turns_undone"] == 1
+    assert store.load_transcript(sid) == []
+
+
+def test_search_finds_active_messages_only(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("the purple elephant", "noted"))
+    store.append_messages(sid, turn("a green giraffe", "noted"))
+    hits = store.search("elephant")
+    assert len(hits) == 1
+    assert hits[0]["session_id"] == sid
+    assert "[elephant]" in hits[0]["snippet"]
+    assert set(hits[0]) == {"session_id", "session_key", "role", "snippet", "timestamp"}
+    store.rewind_session(sid, n=2)
+    assert store.search("elephant") == []
+
+
+@pytest.mark.parametrize("query", ["NOT", "a OR", '"', "*", "elephant)", "NEAR(", "", "-x"])
+def test_search_sanitises_query_syntax(store: SessionStore, query: str):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("NOT a problem"))
+    assert isinstance(store.search(query), list)
+
+
+def test_corrupt_search_index_falls_back_to_scan(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("findable words"))
+    assert store.search("findable")
+    conn = store.database.conn
+    with store.database.transaction():
+        conn.execute("DELETE FROM entries_fts_data WHERE id > 1")
+    hits, degraded = store.search_detailed("findable")
+    assert degraded
+    assert hits
+    assert hits[0]["session_id"] == sid
+    store.append_messages(sid, turn("writes go on"))
+    assert store.rebuild_search_index() > 0
+    hits, degraded = store.search_detailed("findable")
+    assert not degraded
+    assert hits
+
+
+def test_files_are_private(store: SessionStore, store_dir: Path):
+    store.get_or_create_session(dm())
+    store.flush_mirror()
+    assert os.stat(store_dir).st_mode & 0o777 == 0o700
+    for name in ("state.db", "sessions.json"):
+        assert os.stat(store_dir / name).st_mode & 0o777 == 0o600
+
+
+def test_pragmas_are_set(store: SessionStore):
+    conn = store.database.conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+
+
+def test_mirror_is_written_with_readme_first(store: SessionStore, store_dir: Path):
+    entry = store.get_or_create_session(dm())
+    store.flush_mirror()
+    data = json.loads((store_dir / "sessions.json").read_text())
+    assert next(iter(data)) == "_README"
+    assert data[entry.session_key]["session_id"] == entry.session_id
+
+
+def test_mirror_key_missing_from_db_is_imported(make_store, store_dir: Path):
+    store = make_store()
+    entry = store.get_or_create_session(dm())
+    store.close()
+    os.remove(store_dir / "state.db")
+    for extra in ("state.db-wal", "state.db-shm"):
+        if (store_dir / extra).exists():
+            os.remove(store_dir / extra)
+    again = make_store()
+    assert again.get_session(entry.session_key).session_id == entry.session_id
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "[1, 2]", '{"k": {"session_id": "../../etc/passwd"}}', "\x00\x01"],
+)
+def test_hostile_sessions_json_is_backed_up_never_fatal(make_store, store_dir: Path, content: str):
+    store = make_store()
+    entry = store.get_or_create_session(dm())
+    store.close()
+    (store_dir / "sessions.json").write_text(content)
+    again = make_store()
+    assert again.problems
+    assert any(p.name.startswith("sessions.json.bad-") for p in store_dir.iterdir())
+    assert again.get_session(entry.session_key).session_id == entry.session_id
+
+
+def test_close_is_idempotent(store: SessionStore):
+    store.close()
+    store.close()
+
+
+def test_corrupt_state_db_refuses_to_open_with_clear_error(make_store, store_dir: Path):
+    from sessiongate.errors import StoreCorruptError
+
+    store_dir.mkdir(parents=True)
+    (store_dir / "state.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreCorruptError, match="doctor"):
+        make_store()
+
+
+def test_two_connections_see_each_others_writes(make_store, store_dir: Path):
+    a = make_store()
+    entry = a.get_or_create_session(dm())
+    a.append_messages(entry.session_id, turn("from a"))
+    conn = sqlite3.connect(store_dir / "state.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 2
+    finally:
+        conn.close()
