@@ -313,7 +313,7 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"]
     assert sum(s == "COMMIT" for s in statements) == 1
     assert sum(s.startswith("INSERT INTO entries") for s in statements) == 3
-    assert len(statements) == 7  # begin, session lookup, 3 inserts, leaf update, commit
+    assert len(statements) == 6  # begin, session and leaf lookup, 3 inserts, commit
 
 
 def test_rewrite_keeps_old_rows_as_inactive_branch(store: SessionStore):

@@ -8,8 +8,9 @@ down exactly once.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -110,21 +111,32 @@ class SessionEntry:
         return self.last_activity_at > self.last_read_at
 
     def evolve(self, **changes: Any) -> SessionEntry:
-        return replace(self, **changes)
+        """A copy with `changes` applied (a faster `dataclasses.replace`: no `__init__` pass,
+        which matters on the per-message path)."""
+        unknown = changes.keys() - _FIELD_SET
+        if unknown:
+            raise TypeError(f"unknown SessionEntry fields: {sorted(unknown)}")
+        new = object.__new__(SessionEntry)
+        for name in _FIELD_NAMES:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _FIELD_NAMES:
+            value = getattr(self, name)
+            if value is None or value.__class__ in _PLAIN:
+                out[name] = value
+                continue
             if isinstance(value, datetime):
                 value = value.isoformat()
             elif isinstance(value, SessionSource):
-                value = value.to_dict()
+                value = _source_dict(value)
             elif isinstance(value, (Platform, ChatType)):
                 value = str(value)
             elif isinstance(value, dict):
                 value = dict(value)
-            out[f.name] = value
+            out[name] = value
         return out
 
     @classmethod
@@ -144,6 +156,13 @@ class SessionEntry:
         return cls(**kwargs)
 
 
+@functools.lru_cache(maxsize=1024)
+def _source_dict(source: SessionSource) -> dict[str, Any]:
+    # Every message re-serialises the lane's origin; sources repeat, so cache the dict. The
+    # cached dict is only ever read (callers copy it into their own structures via json).
+    return source.to_dict()
+
+
 def next_action(entry: SessionEntry) -> EntryAction:
     """The precedence of spec §2, in one place."""
     if entry.suspended:
@@ -153,6 +172,9 @@ def next_action(entry: SessionEntry) -> EntryAction:
     return EntryAction.REUSE
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(SessionEntry))
+_FIELD_SET = frozenset(_FIELD_NAMES)
+_PLAIN = (str, int, float, bool)
 _FIELD_KINDS: dict[str, str] = {}
 for _f in fields(SessionEntry):
     _t = str(_f.type)

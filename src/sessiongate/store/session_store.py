@@ -122,7 +122,11 @@ class SessionStore:
                 entry = self._rotate(conn, existing, now, end_reason="force_new")
             else:
                 entry = self._next_entry(conn, existing, source, now, system=system)
-            if not system:
+            if not system and (
+                entry.origin != source
+                or entry.last_interaction_at != now
+                or (source.chat_name and source.chat_name != entry.display_name)
+            ):
                 entry = entry.evolve(
                     origin=source,
                     display_name=source.chat_name or entry.display_name,
@@ -162,7 +166,9 @@ class SessionStore:
                     was_auto_reset=True,
                     auto_reset_reason=reason,
                 )
-        return existing.evolve(updated_at=now)
+        if system:
+            return existing.evolve(updated_at=now)
+        return existing.evolve(updated_at=now, last_interaction_at=now, origin=source)
 
     def _policy_reset_reason(
         self, entry: SessionEntry, source: SessionSource, now: datetime
@@ -668,8 +674,11 @@ class SessionStore:
             resolve_identity=lambda ident: _alias_of(conn, "whatsapp", ident),
         )
         key = format_session_key(parts)
-        stored = routes.get_route_parts(conn, key)
-        if stored is not None and stored.chat_type and not stored.same_conversation(parts):
+        found = routes.get_route_with_parts(conn, key)
+        if found is None:
+            return parts, key, None
+        entry, stored = found
+        if stored.chat_type and not stored.same_conversation(parts):
             # Two different conversations format to one key (see core.keys): never merge them.
             tagged = disambiguate(parts)
             log.warning(
@@ -677,7 +686,8 @@ class SessionStore:
                 extra={"session_key": key, "tagged_key": format_session_key(tagged)},
             )
             parts, key = tagged, format_session_key(tagged)
-        return parts, key, routes.get_route(conn, key)
+            return parts, key, routes.get_route(conn, key)
+        return parts, key, entry
 
     def _create_lane(
         self, conn: sqlite3.Connection, key: str, source: SessionSource, now: datetime

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +22,19 @@ def from_us(value: int) -> datetime:
     return datetime.fromtimestamp(value // 1_000_000, UTC).replace(microsecond=value % 1_000_000)
 
 
+@functools.lru_cache(maxsize=4096)
+def _iso_second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def iso_from_us(value: int) -> str:
-    return from_us(value).isoformat()
+    """Same text as `from_us(value).isoformat()`, without building a datetime per row.
+
+    Transcript loads format one timestamp per message; consecutive messages share a second.
+    """
+    seconds, micros = divmod(value, 1_000_000)
+    base = _iso_second(seconds)
+    return f"{base}.{micros:06d}+00:00" if micros else f"{base}+00:00"
 
 
 def dumps(value: Any) -> str:

@@ -40,19 +40,19 @@ _V1 = [
         started_at INTEGER NOT NULL,
         ended_at INTEGER,
         end_reason TEXT,
-        leaf_id INTEGER,
-        leaf_depth INTEGER NOT NULL DEFAULT 0,
-        leaf_mdepth INTEGER NOT NULL DEFAULT 0,
         generation INTEGER NOT NULL DEFAULT 0,
         header TEXT NOT NULL
     )""",
     "CREATE INDEX sessions_key ON sessions(session_key, started_at)",
     # The transcript tree. `depth` is the distance from the root and `mdepth` the number of
     # messages on the way there (a branch's message count without a walk); `on_path` marks the
-    # materialised active path, so the last page is one index range scan.
+    # materialised active path, so the last page is one index range scan and the active leaf is
+    # its deepest entry (no leaf column to keep in step on every append). `sid` has no
+    # foreign-key clause: the check would cost a lookup per append, and entries are only ever
+    # written under a session row the same transaction just read.
     """CREATE TABLE entries (
         id INTEGER PRIMARY KEY,
-        sid INTEGER NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+        sid INTEGER NOT NULL,
         parent_id INTEGER,
         depth INTEGER NOT NULL,
         mdepth INTEGER NOT NULL,

@@ -6,6 +6,8 @@ here, so they can never disagree with it.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from sessiongate.core.entry import SessionEntry
@@ -22,6 +24,7 @@ __all__ = [
     "delete_route",
     "get_route",
     "get_route_parts",
+    "get_route_with_parts",
     "iter_routes",
     "list_route_page",
     "route_by_session_id",
@@ -54,7 +57,47 @@ _COUNT = "SELECT count(*) FROM routes"
 
 def get_route(conn: sqlite3.Connection, session_key: str) -> SessionEntry | None:
     row = conn.execute(_SELECT_DATA, (session_key,)).fetchone()
-    return None if row is None else SessionEntry.from_dict(loads(row[0]))
+    return None if row is None else _entry_from(row[0])
+
+
+# Entries are frozen, so one decoded from the same stored text can be shared: the hot path
+# (`get_or_create_session` on a known key) then skips JSON decoding and validation.
+_DECODED: OrderedDict[str, SessionEntry] = OrderedDict()
+_DECODED_MAX = 4096
+_DECODED_LOCK = threading.Lock()
+
+
+def _entry_from(data: str) -> SessionEntry:
+    with _DECODED_LOCK:
+        entry = _DECODED.get(data)
+        if entry is not None:
+            _DECODED.move_to_end(data)
+            return entry
+    entry = SessionEntry.from_dict(loads(data))
+    _remember(data, entry)
+    return entry
+
+
+def _remember(data: str, entry: SessionEntry) -> None:
+    with _DECODED_LOCK:
+        _DECODED[data] = entry
+        if len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)
+
+
+_SELECT_WITH_PARTS = (
+    "SELECT data, platform, chat_type, chat_id, thread_id, participant_id FROM routes "
+    "WHERE session_key = ?"
+)
+
+
+def get_route_with_parts(
+    conn: sqlite3.Connection, session_key: str
+) -> tuple[SessionEntry, KeyParts] | None:
+    row = conn.execute(_SELECT_WITH_PARTS, (session_key,)).fetchone()
+    if row is None:
+        return None
+    return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
 
 def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | None:
@@ -65,7 +108,9 @@ def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | No
 
 
 def upsert_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None) -> None:
-    conn.execute(_UPSERT, _route_row(entry, parts))
+    row = _route_row(entry, parts)
+    conn.execute(_UPSERT, row)
+    _remember(str(row["data"]), entry)
 
 
 def delete_route(conn: sqlite3.Connection, session_key: str) -> bool:
@@ -74,7 +119,7 @@ def delete_route(conn: sqlite3.Connection, session_key: str) -> bool:
 
 def route_by_session_id(conn: sqlite3.Connection, session_id: str) -> SessionEntry | None:
     row = conn.execute(_BY_SESSION_ID, (session_id,)).fetchone()
-    return None if row is None else SessionEntry.from_dict(loads(row[0]))
+    return None if row is None else _entry_from(row[0])
 
 
 def iter_routes(
@@ -82,7 +127,7 @@ def iter_routes(
 ) -> Iterator[SessionEntry]:
     cursor = conn.execute(_ALL) if since is None else conn.execute(_ALL_SINCE, (to_us(since),))
     for (data,) in cursor:
-        yield SessionEntry.from_dict(loads(data))
+        yield _entry_from(data)
 
 
 def count_routes(conn: sqlite3.Connection) -> int:
@@ -120,7 +165,7 @@ def list_route_page(
     }
     rows = conn.execute(_PAGE, params).fetchall()
     total = int(conn.execute(_PAGE_COUNT, params).fetchone()[0])
-    return [SessionEntry.from_dict(loads(r[0])) for r in rows], total
+    return [_entry_from(r[0]) for r in rows], total
 
 
 def _route_row(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:

@@ -1,8 +1,8 @@
 """The transcript tree: session rows, append, the materialised active path, leaf moves, forks.
 
 Invariants kept by every function here, inside the caller's transaction:
-- the entries with `on_path = 1` of a session are exactly the path from a root to its leaf
-  (`sessions.leaf_id`), one per depth;
+- the entries with `on_path = 1` of a session are exactly the path from a root to its leaf,
+  one per depth, so the leaf is the deepest of them;
 - `tips` holds the childless entries that are off the active path;
 - `generation` rises whenever the active path changes other than by an append, so a reader that
   took a snapshot can tell that it was rewritten.
@@ -66,11 +66,13 @@ class EntryRecord:
         return self.type == "message"
 
 
-_SESSION_COLUMNS = (
-    "sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason, "
-    "leaf_id, leaf_depth, leaf_mdepth, generation, header"
-)
-_GET_SESSION = f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?"  # noqa: S608
+_GET_SESSION = """
+SELECT s.sid, s.session_id, s.session_key, s.parent_session_id, s.started_at, s.ended_at,
+    s.end_reason, e.id, coalesce(e.depth, 0), coalesce(e.mdepth, 0), s.generation, s.header
+FROM sessions s LEFT JOIN entries e ON e.id = (
+    SELECT id FROM entries WHERE sid = s.sid AND on_path = 1 ORDER BY depth DESC LIMIT 1)
+WHERE s.session_id = ?
+"""
 _CREATE_SESSION = (
     "INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, header) "
     "VALUES (?, ?, ?, ?, ?)"
@@ -80,11 +82,7 @@ _INSERT_ENTRY = (
     "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
-_SET_LEAF = "UPDATE sessions SET leaf_id = ?, leaf_depth = ?, leaf_mdepth = ? WHERE sid = ?"
-_SET_LEAF_MOVED = (
-    "UPDATE sessions SET leaf_id = ?, leaf_depth = ?, leaf_mdepth = ?, "
-    "generation = generation + 1 WHERE sid = ?"
-)
+_BUMP_GENERATION = "UPDATE sessions SET generation = generation + 1 WHERE sid = ?"
 _ENTRY_COLUMNS = "id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid"
 _GET_ENTRY = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?"  # noqa: S608
 _PATH_TAIL = (
@@ -199,7 +197,6 @@ def insert_entries(
         mdepth += is_message
         ids.append(leaf)
     if leaf != session.leaf_id:
-        execute(_SET_LEAF, (leaf, depth, mdepth, sid))
         session = _replace_leaf(session, leaf, depth, mdepth, session.generation)
     return ids, session
 
@@ -249,7 +246,7 @@ def move_leaf(conn: sqlite3.Connection, session: SessionRow, target_id: int | No
         has_child = conn.execute(_HAS_CHILD, (session.sid, old[7] + 1, old_leaf)).fetchone()
         if not old[9] and has_child is None:
             conn.execute(_ADD_TIP, (session.sid, old_leaf))
-    conn.execute(_SET_LEAF_MOVED, (target_id, depth, mdepth, session.sid))
+    conn.execute(_BUMP_GENERATION, (session.sid,))
     return _replace_leaf(session, target_id, depth, mdepth, session.generation + 1)
 
 
@@ -269,7 +266,6 @@ def copy_path(
     )
     leaf = entry_row(conn, base + upto_depth)
     assert leaf is not None
-    conn.execute(_SET_LEAF, (leaf[0], leaf[7], leaf[8], target.sid))
     return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
 
 
