@@ -24,7 +24,8 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # Ids and tokens written as bare numbers in YAML (`home_channel: -10012345`) are text.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
 
 
 class AgentCacheConfig(_Model):
@@ -113,6 +114,8 @@ class GatewayConfig(_Model):
     # "NORMAL" survives a process crash (WAL); "FULL" also survives power loss.
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
     mirror_sessions_json: bool = True
+    # Keys that refuse archive and delete (e.g. an operator's main lane).
+    protected_session_keys: list[str] = Field(default_factory=list)
     platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 import secrets
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sessiongate.core.clock import Clock, ensure_utc
+from sessiongate.errors import InvalidSessionIdError
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["is_safe_id", "new_session_id", "validate_session_id"]
 
@@ -26,8 +30,7 @@ def is_safe_id(value: object) -> bool:
 
 
 def validate_session_id(value: object) -> str:
-    """Return `value` if it is a safe id, else raise `ValueError` naming it."""
-    if not is_safe_id(value):
-        raise ValueError(f"invalid session id: {value!r}")
-    assert isinstance(value, str)
+    """Return `value` if it is a safe id, else raise `InvalidSessionIdError` (a `ValueError`)."""
+    if not isinstance(value, str) or not is_safe_id(value):
+        raise InvalidSessionIdError(f"invalid session id: {value!r}", session_id=value)
     return value

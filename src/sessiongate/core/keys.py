@@ -4,21 +4,23 @@ Format (spec §4): `agent:main:{platform}:{chat_type}[:{chat_id}][:{thread_id}][
 Components are percent-escaped (`%` → `%25`, `:` → `%3A`, control characters → `%XX`) so an id
 containing `:` cannot shift positions; ordinary ids give keys byte-identical to the spec's.
 
-The format still has positional look-alikes (a group's shared thread `X` and its user `X`). The
-store resolves those with `disambiguate`: the newcomer's thread or participant component gets a
-tag (`%t` / `%p`) that escaping can never produce, since an escaped `%` is always followed by two
+The format still has positional look-alikes (a group's shared thread `X` and its user `X`; a DM
+keyed by chat id `X` and one keyed by participant `X`). The store resolves those with
+`disambiguate`: one component of the newcomer gets a tag (`%t` thread, `%p` participant, `%c`
+chat) that escaping can never produce, since an escaped `%` is always followed by two upper-case
 hex digits.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sessiongate.core.identity import AliasResolver, canonical_whatsapp_identifier
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
+from sessiongate.errors import InvalidSessionKeyError
 
 __all__ = [
     "NAMESPACE",
@@ -27,6 +29,7 @@ __all__ = [
     "build_session_key",
     "disambiguate",
     "escape_component",
+    "fork_key",
     "format_session_key",
     "is_per_user",
     "is_shared_multi_user_session",
@@ -37,9 +40,15 @@ __all__ = [
 NAMESPACE = "agent:main"
 THREAD_TAG = "%t"
 PARTICIPANT_TAG = "%p"
-_MAX_KEY_CHARS = 4096
-_ESCAPE = re.compile(r"[%:\x00-\x1f\x7f]")
-_VALID_ESCAPED = re.compile(r"(?:[^%:\x00-\x1f\x7f]|%[0-9A-F]{2})*")
+CHAT_TAG = "%c"
+FORK_TAG = "%f"
+_FORK_ID = re.compile(r"[0-9a-f]{4,32}")
+_TAGS = {THREAD_TAG: "thread", PARTICIPANT_TAG: "participant", CHAT_TAG: "chat"}
+# Every Unicode control character (C0, DEL, C1) is escaped: `\x85` and friends end a line for
+# `str.splitlines` and in some log viewers, so a key must never carry one raw.
+_ESCAPE = re.compile(r"[%:\x00-\x1f\x7f-\x9f]")
+_VALID_ESCAPED = re.compile(r"(?:[^%:\x00-\x1f\x7f-\x9f]|%[0-9A-F]{2})*")
+_CHAT_TYPES = frozenset(str(t) for t in ChatType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +61,7 @@ class KeyParts:
     thread_id: str | None = None
     participant_id: str | None = None
     namespace: str = NAMESPACE
-    # Which component carries a disambiguation tag, if any ("thread" or "participant").
+    # Which component carries a disambiguation tag, if any ("chat", "thread" or "participant").
     tagged: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,7 +90,7 @@ def escape_component(value: str) -> str:
 
 def unescape_component(value: str) -> str:
     if not _VALID_ESCAPED.fullmatch(value):
-        raise ValueError(f"invalid key component: {value!r}")
+        raise InvalidSessionKeyError(f"invalid key component: {value!r}", component=value)
     return re.sub(r"%([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), value)
 
 
@@ -105,16 +114,17 @@ def is_shared_multi_user_session(
 ) -> bool:
     """True when several people share the lane, exactly as `build_session_key` decided it.
 
-    A per-user lane with no participant id to key on is shared in fact, and said so.
+    A per-user lane with no participant id to key on is shared in fact, and said so. Derived
+    from the key's own parts, so the prompt's wording can never disagree with the key.
     """
     if source.chat_type is ChatType.DM:
         return False
-    per_user = is_per_user(
+    parts = build_key_parts(
         source,
         group_sessions_per_user=group_sessions_per_user,
         thread_sessions_per_user=thread_sessions_per_user,
     )
-    return not (per_user and source.participant_id)
+    return parts.participant_id is None
 
 
 def build_key_parts(
@@ -125,14 +135,15 @@ def build_key_parts(
     resolve_identity: AliasResolver | None = None,
 ) -> KeyParts:
     platform = str(source.platform)
-    chat_id = source.chat_id or None
+    chat_id = source.chat_id
     participant = source.participant_id
     if source.platform == Platform.WHATSAPP:
         # DM chat ids and participants are people, so they are canonicalised; group ids are not.
+        # An id that normalises to nothing (`@lid`, `+`) is treated as absent, not as "".
         if chat_id and source.chat_type is ChatType.DM:
             chat_id = canonical_whatsapp_identifier(chat_id, resolve_identity)
         if participant:
-            participant = canonical_whatsapp_identifier(participant, resolve_identity)
+            participant = canonical_whatsapp_identifier(participant, resolve_identity) or None
     if source.chat_type is ChatType.DM:
         if chat_id:
             return KeyParts(platform, "dm", chat_id, source.thread_id)
@@ -142,6 +153,8 @@ def build_key_parts(
         group_sessions_per_user=group_sessions_per_user,
         thread_sessions_per_user=thread_sessions_per_user,
     )
+    # Outside DMs the chat id always holds its position, even when empty, so a thread or a
+    # participant can never slide into the chat id's place and pass for another group.
     return KeyParts(
         platform,
         str(source.chat_type),
@@ -154,7 +167,8 @@ def build_key_parts(
 def format_session_key(parts: KeyParts) -> str:
     out = [parts.namespace, parts.platform, parts.chat_type]
     if parts.chat_id is not None:
-        out.append(escape_component(parts.chat_id))
+        tag = CHAT_TAG if parts.tagged == "chat" else ""
+        out.append(tag + escape_component(parts.chat_id))
     if parts.thread_id is not None:
         tag = THREAD_TAG if parts.tagged == "thread" else ""
         out.append(tag + escape_component(parts.thread_id))
@@ -182,82 +196,98 @@ def build_session_key(
 
 
 def disambiguate(parts: KeyParts) -> KeyParts:
-    """The tagged variant used when `parts` collides with a different conversation's key."""
-    if parts.thread_id is not None:
-        return KeyParts(
-            parts.platform,
-            parts.chat_type,
-            parts.chat_id,
-            parts.thread_id,
-            parts.participant_id,
-            parts.namespace,
-            "thread",
-        )
-    if parts.participant_id is not None:
-        return KeyParts(
-            parts.platform,
-            parts.chat_type,
-            parts.chat_id,
-            None,
-            parts.participant_id,
-            parts.namespace,
-            "participant",
-        )
+    """The tagged variant used when `parts` collides with a different conversation's key.
+
+    The tag goes on the thread if there is one, else the participant, else the chat id; a key
+    with no component at all (the shared DM sink) cannot collide with different components.
+    """
+    for name, value in (
+        ("thread", parts.thread_id),
+        ("participant", parts.participant_id),
+        ("chat", parts.chat_id),
+    ):
+        if value is not None:
+            return replace(parts, tagged=name)
     return parts
 
 
-def parse_session_key(key: str) -> dict[str, Any]:
+def parse_session_key(key: object) -> dict[str, Any]:
     """The inverse of `build_session_key`: `format_session_key(parts)` of the result is `key`.
 
-    Positions are read as the default configuration builds them; tagged components say what
-    they are. Raises `ValueError` for anything that is not a session key.
+    Positions are read as the default configuration builds them (a lone component after a
+    non-DM chat id is the participant); tagged components say what they are. Raises
+    `InvalidSessionKeyError` (a `ValueError`) for anything that is not a session key.
     """
-    if not isinstance(key, str) or not key or len(key) > _MAX_KEY_CHARS:
-        raise ValueError("invalid session key")
+    if not isinstance(key, str) or not key:
+        raise _invalid(key)
+    base, _, last = key.rpartition(":")
+    if last.startswith(FORK_TAG):
+        # A fork's key is its parent's key plus a fork id (see `fork_key`).
+        if not _FORK_ID.fullmatch(last[2:]):
+            raise _invalid(key)
+        result = parse_session_key(base)
+        result["fork_id"] = last[2:]
+        return result
     pieces = key.split(":")
-    if len(pieces) < 4 or ":".join(pieces[:2]) != NAMESPACE:
-        raise ValueError(f"invalid session key: {key!r}")
+    if len(pieces) < 4 or ":".join(pieces[:2]) != NAMESPACE or len(pieces) > 7:
+        raise _invalid(key)
     platform, chat_type, rest = pieces[2], pieces[3], pieces[4:]
-    if not platform or not chat_type or len(rest) > 3:
-        raise ValueError(f"invalid session key: {key!r}")
-    chat_id = thread_id = participant = None
-    tagged = None
-    raw: list[tuple[str | None, str]] = []
-    for piece in rest:
-        if piece.startswith(THREAD_TAG):
-            raw.append(("thread", piece[2:]))
-        elif piece.startswith(PARTICIPANT_TAG):
-            raw.append(("participant", piece[2:]))
-        else:
-            raw.append((None, piece))
-    values = [unescape_component(p) for _, p in raw]
-    tags = [t for t, _ in raw]
-    if any(tags):
-        tagged = next(t for t in tags if t)
-    if chat_type == "dm":
-        if tags and tags[0] == "participant" and len(values) == 1:
-            participant = values[0]
-        else:
-            if len(values) > 2 or "participant" in tags:
-                raise ValueError(f"invalid session key: {key!r}")
-            chat_id = values[0] if values else None
-            thread_id = values[1] if len(values) > 1 else None
-    else:
-        if values:
-            chat_id = values[0]
-        if len(values) == 2:
-            if tags[1] == "thread":
-                thread_id = values[1]
-            else:
-                participant = values[1]
-        elif len(values) == 3:
-            thread_id, participant = values[1], values[2]
-    if tags and tags[0] is not None and not (chat_type == "dm" and tagged == "participant"):
-        raise ValueError(f"invalid session key: {key!r}")
-    parts = KeyParts(platform, chat_type, chat_id, thread_id, participant, NAMESPACE, tagged)
+    if not platform.isidentifier() or chat_type not in _CHAT_TYPES:
+        raise _invalid(key)
+    tags = [_TAGS.get(piece[:2]) for piece in rest]
+    values = [
+        unescape_component(piece[2:] if tag else piece)
+        for piece, tag in zip(rest, tags, strict=True)
+    ]
+    names = _positions(chat_type, tags)
+    tagged = [tag for tag in tags if tag]
+    # A tag must name the component at its position, and at most one component is tagged.
+    if (
+        len(names) != len(values)
+        or len(tagged) > 1
+        or any(tag not in (None, name) for tag, name in zip(tags, names, strict=True))
+    ):
+        raise _invalid(key)
+    found = dict(zip(names, values, strict=True))
+    parts = KeyParts(
+        platform,
+        chat_type,
+        found.get("chat"),
+        found.get("thread"),
+        found.get("participant"),
+        NAMESPACE,
+        tagged[0] if tagged else None,
+    )
+    # Catches every non-canonical spelling (lower-case or needless escapes) in one check.
     if format_session_key(parts) != key:
-        raise ValueError(f"invalid session key: {key!r}")
+        raise _invalid(key)
     result = parts.as_dict()
     result["components"] = values
-    result["tagged"] = tagged
+    result["tagged"] = parts.tagged
+    result["fork_id"] = None
     return result
+
+
+def fork_key(parent_key: str, fork_id: str) -> str:
+    """The key of a fork of `parent_key`; no source can build it, so it never collides."""
+    if not _FORK_ID.fullmatch(fork_id):
+        raise ValueError(f"invalid fork id: {fork_id!r}")
+    return f"{parent_key}:{FORK_TAG}{fork_id}"
+
+
+def _invalid(key: object) -> InvalidSessionKeyError:
+    return InvalidSessionKeyError(f"invalid session key: {key!r}", session_key=key)
+
+
+def _positions(chat_type: str, tags: list[str | None]) -> tuple[str, ...]:
+    """What each component after the chat type is, read the way the builder writes them."""
+    count = len(tags)
+    if chat_type == ChatType.DM:
+        if count == 1 and tags[0] == "participant":
+            return ("participant",)
+        return ("chat", "thread")[:count]
+    if count == 2 and tags[1] == "thread":
+        return ("chat", "thread")
+    if count == 2:
+        return ("chat", "participant")
+    return ("chat", "thread", "participant")[:count]

@@ -38,6 +38,7 @@ from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
 from sessiongate.store.sqlite.database import Database
 from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
+from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -75,7 +76,7 @@ _FRESH_INCARNATION: dict[str, Any] = {
 _MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name", "message_id", "metadata")
 
 
-class SessionStore:
+class SessionStore(TreeOps):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 
     def __init__(

@@ -1,0 +1,454 @@
+"""Conversation trees on the store: branches, leaf switching, rewind to an entry, forks, the
+model context, and the row operations of the second spec (pin, archive, unread, label, delete).
+
+`TreeOps` is mixed into `SessionStore`; it only uses the store's database, clock and config.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.core.entry import SessionEntry
+from sessiongate.core.freshness import next_reset_at as _next_reset_at, resolve_rule
+from sessiongate.core.ids import is_safe_id, new_session_id
+from sessiongate.core.keys import fork_key
+from sessiongate.core.sentinel import UNSET, Unset
+from sessiongate.core.transcript import ModelContext, build_model_context, estimate_tokens
+from sessiongate.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    ForkTooLargeError,
+    InvalidEntryError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
+from sessiongate.store.sqlite._codec import dumps, iso_from_us, loads, to_us
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    from pathlib import Path
+
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.sqlite.database import Database
+
+__all__ = ["TreeOps"]
+
+# Headlines look this far up a tip's path for the user message that names the branch.
+_HEADLINE_LOOKUP = 32
+_MAX_LABEL = 512
+
+
+class TreeOps:
+    _db: Database
+    clock: Clock
+    config: GatewayConfig
+    sessions_dir: Path
+
+    def _mirror_dirty(self) -> None:  # provided by SessionStore
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ branches
+
+    def list_branches(self, session_id: str) -> list[dict[str, Any]]:
+        """Every tip (and the active leaf) with headline, message count, time, active flag.
+
+        Counts come from each entry's stored `mdepth`, so no tip's path is walked; a headline
+        looks a few entries up at most.
+        """
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return []
+            tip_ids = tx.list_tips(conn, row.sid)
+            if row.leaf_id is not None and row.leaf_id not in tip_ids:
+                tip_ids.append(row.leaf_id)
+            branches = []
+            for tip_id in tip_ids:
+                entry = tx.entry_row(conn, tip_id)
+                if entry is None:
+                    continue
+                branches.append(
+                    {
+                        "leaf_entry_id": tip_id,
+                        "headline": _headline(conn, entry),
+                        "message_count": entry[8],
+                        "updated_at": iso_from_us(entry[6]),
+                        "active": tip_id == row.leaf_id,
+                    }
+                )
+        branches.sort(key=lambda b: (not b["active"], b["updated_at"]), reverse=False)
+        return branches
+
+    def switch_branch(self, session_id: str, leaf_entry_id: int) -> str:
+        """Make a tip the active leaf: `switched`, `missing`, `not_a_tip` or `already_active`."""
+        with self._db.transaction() as conn:
+            row = tx.get_session_row(conn, session_id)
+            entry = tx.entry_row(conn, leaf_entry_id) if row is not None else None
+            if row is None or entry is None or entry[10] != row.sid:
+                return "missing"
+            if leaf_entry_id == row.leaf_id:
+                return "already_active"
+            if leaf_entry_id not in tx.list_tips(conn, row.sid):
+                return "not_a_tip"
+            tx.move_leaf(conn, row, leaf_entry_id)
+            return "switched"
+
+    def rewind_to(self, session_id: str, entry_id: int) -> dict[str, Any]:
+        """Move the leaf to the parent of a user message on the active path.
+
+        Statuses: `rewound`, `missing`, `not_user_message`, `off_active_path`. The message text
+        comes back for editing; the old branch stays as a tip.
+        """
+        with self._db.transaction() as conn:
+            row = tx.get_session_row(conn, session_id)
+            entry = tx.entry_row(conn, entry_id) if row is not None else None
+            if row is None or entry is None or entry[10] != row.sid:
+                return {"status": "missing", "editor_text": "", "rewound_count": 0}
+            if entry[2] != "message" or entry[3] != "user":
+                return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
+            if not entry[9]:
+                return {"status": "off_active_path", "editor_text": "", "rewound_count": 0}
+            rewound = row.leaf_mdepth - entry[8] + 1
+            tx.move_leaf(conn, row, entry[1])
+        return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
+
+    # ------------------------------------------------------------------ forks
+
+    def fork_session(
+        self,
+        session_key: str,
+        *,
+        entry_id: int | None = None,
+        fork_from: str | None = None,
+        busy: bool = False,
+        automatic: bool = False,
+        max_tokens: int | None = None,
+    ) -> tuple[SessionEntry, str]:
+        """Fork a lane into a new key; the source is untouched.
+
+        - `entry_id`: a message fork, holding the active-path prefix strictly before that user
+          message (whose text comes back for editing).
+        - `fork_from="active"` (default) copies the whole active branch; `"last-completed"`
+          cuts at the last assistant message, and is the only fork allowed while `busy`.
+        - The prefix is admitted against `max_tokens` (default: the configured context window):
+          an operator fork over it is refused; an `automatic` (thread) fork starts isolated
+          but is still marked `forked_from_parent`, so it is not retried.
+        """
+        mode = fork_from or "active"
+        if mode not in ("active", "last-completed"):
+            raise InvalidEntryError(f"fork_from must be 'active' or 'last-completed', not {mode!r}")
+        if busy and entry_id is None and mode != "last-completed":
+            raise SessionBusyError(
+                "the session is running a turn; fork with fork_from='last-completed'",
+                session_key=session_key,
+            )
+        limit = max_tokens if max_tokens is not None else self.config.agent.context_window
+        with self._db.transaction() as conn:
+            parent = routes.get_route(conn, session_key)
+            if parent is None:
+                raise SessionNotFoundError(
+                    f"no session with key {session_key!r}", session_key=session_key
+                )
+            src = tx.get_session_row(conn, parent.session_id)
+            if src is None:
+                raise SessionNotFoundError(f"no transcript for {session_key!r}")
+            editor_text = ""
+            if entry_id is not None:
+                entry = tx.entry_row(conn, entry_id)
+                if entry is None or entry[10] != src.sid or not entry[9]:
+                    raise EntryNotFoundError(
+                        f"entry {entry_id} is not on the active path", entry_id=entry_id
+                    )
+                if entry[2] != "message" or entry[3] != "user":
+                    raise InvalidEntryError(f"entry {entry_id} is not a user message")
+                upto = entry[7] - 1
+                editor_text = _entry_text(entry)
+            elif mode == "last-completed":
+                found = conn.execute(
+                    "SELECT max(depth) FROM entries WHERE sid = ? AND on_path = 1 "
+                    "AND type = 'message' AND role = 'assistant'",
+                    (src.sid,),
+                ).fetchone()
+                upto = int(found[0] or 0)
+            else:
+                upto = src.leaf_depth
+            prefix = [tx.row_to_message(r) for r in tx.load_path(conn, src.sid) if r[7] <= upto]
+            tokens = estimate_tokens(prefix)
+            isolated = False
+            if tokens > limit:
+                if not automatic:
+                    raise ForkTooLargeError(
+                        f"the fork holds about {tokens} tokens, over the limit of {limit}",
+                        tokens=tokens,
+                        limit=limit,
+                    )
+                isolated = True
+            now = self.clock.now()
+            child_key = fork_key(session_key, secrets.token_hex(4))
+            child_id = new_session_id(self.clock)
+            child_row = tx.create_session_row(
+                conn,
+                session_id=child_id,
+                session_key=child_key,
+                parent_session_id=parent.session_id,
+                started_at=to_us(now),
+                header={
+                    "type": "session",
+                    "version": 1,
+                    "id": child_id,
+                    "timestamp": now.isoformat(),
+                    "parent_session": parent.session_id,
+                },
+            )
+            if not isolated:
+                tx.copy_path(conn, src, child_row, upto)
+            child = SessionEntry(
+                session_key=child_key,
+                session_id=child_id,
+                created_at=now,
+                updated_at=now,
+                origin=parent.origin,
+                display_name=parent.display_name,
+                platform=parent.platform,
+                chat_type=parent.chat_type,
+                session_started_at=now,
+                last_interaction_at=now,
+                thinking_level=parent.thinking_level,
+                verbose_level=parent.verbose_level,
+                reasoning_level=parent.reasoning_level,
+                elevated_level=parent.elevated_level,
+                send_policy=parent.send_policy,
+                provider_override=parent.provider_override,
+                model_override=parent.model_override,
+                auth_profile_override=parent.auth_profile_override,
+                incognito=parent.incognito,
+                forked_from_parent=True,
+                parent_session_key=session_key,
+                extra={"fork_isolated": True} if isolated else {},
+            )
+            routes.upsert_route(conn, child, routes.get_route_parts(conn, session_key))
+        self._mirror_dirty()
+        return child, editor_text
+
+    # ------------------------------------------------------------------ model context
+
+    def model_context(self, session_id: str) -> ModelContext:
+        """The context the next turn would get, from one consistent read of the active path."""
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return ModelContext()
+            events = [tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)]
+        return build_model_context(events)
+
+    def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
+        """(generation, leaf id): a detached view taken at these values is stale when the
+        generation moved (rewrite, rewind, switch) or the leaf moved past its admission."""
+        with self._db.read() as conn:
+            row = tx.get_session_row(conn, session_id)
+        if row is None:
+            raise SessionNotFoundError(f"no session with id {session_id!r}")
+        return row.generation, row.leaf_id
+
+    def next_reset_at(self, entry: SessionEntry) -> datetime | None:
+        policy = self.config.reset_policy
+        if entry.origin is None:
+            return None
+        rule = resolve_rule(
+            policy,
+            platform=str(entry.origin.platform),
+            chat_type=entry.origin.chat_type,
+            is_thread=bool(entry.origin.thread_id),
+        )
+        return _next_reset_at(
+            rule,
+            timezone=policy.timezone,
+            session_started_at=entry.session_started_at or entry.created_at,
+            last_interaction_at=entry.last_interaction_at or entry.session_started_at,
+        )
+
+    # ------------------------------------------------------------------ row operations
+
+    def patch_session(
+        self,
+        session_key: str,
+        *,
+        pinned: bool | Unset = UNSET,
+        archived: bool | Unset = UNSET,
+        expected_session_id: str | Unset | None = UNSET,
+        unread: bool | Unset = UNSET,
+        expected_marked_unread_at: datetime | Unset | None = UNSET,
+        label: str | Unset | None = UNSET,
+    ) -> SessionEntry:
+        """Pin, archive, read state and label, with the compare-and-set rules of the spec.
+
+        - archiving needs `expected_session_id` (a conversation that rotated meanwhile is not
+          archived by mistake), clears the pin, and is a no-op the second time;
+        - `unread=False` with `expected_marked_unread_at` is a conditional read-ack: a newer
+          marker makes it a successful no-op; acks never bump `updated_at`;
+        - labels are unique, 1 to 512 characters; `label=None` clears.
+        """
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                raise SessionNotFoundError(
+                    f"no session with key {session_key!r}", session_key=session_key
+                )
+            now = self.clock.now()
+            changes: dict[str, Any] = {}
+            bump = False
+            if not isinstance(archived, Unset):
+                if archived and entry.archived_at is None:
+                    if isinstance(expected_session_id, Unset) or expected_session_id is None:
+                        raise StaleWriteError(
+                            "archiving needs expected_session_id", session_key=session_key
+                        )
+                    if expected_session_id != entry.session_id:
+                        raise StaleWriteError(
+                            "the session moved on; reload before archiving",
+                            expected=expected_session_id,
+                            actual=entry.session_id,
+                        )
+                    if session_key in self.config.protected_session_keys:
+                        raise ConflictError(f"{session_key!r} is protected and cannot be archived")
+                    changes.update(archived_at=now, pinned_at=None)
+                    bump = True
+                elif not archived and entry.archived_at is not None:
+                    changes["archived_at"] = None
+                    bump = True
+            if not isinstance(pinned, Unset):
+                if pinned and entry.pinned_at is None and "archived_at" not in changes:
+                    changes["pinned_at"] = now
+                    bump = True
+                elif not pinned and entry.pinned_at is not None:
+                    changes["pinned_at"] = None
+                    bump = True
+            if not isinstance(unread, Unset):
+                if unread:
+                    changes["marked_unread_at"] = now
+                elif isinstance(expected_marked_unread_at, Unset) or (
+                    expected_marked_unread_at == entry.marked_unread_at
+                ):
+                    changes.update(last_read_at=now, marked_unread_at=None)
+                # else: a stale ack — a newer marker exists; write nothing for it.
+            if not isinstance(label, Unset):
+                if label is not None and not (0 < len(label) <= _MAX_LABEL):
+                    raise InvalidEntryError("labels are 1 to 512 characters")
+                if label is not None:
+                    taken = conn.execute(
+                        "SELECT session_key FROM routes WHERE label = ? AND session_key != ?",
+                        (label, session_key),
+                    ).fetchone()
+                    if taken is not None:
+                        raise ConflictError(f"label {label!r} is already used", label=label)
+                changes["label"] = label
+                bump = True
+            if not changes:
+                return entry
+            if bump:
+                changes["updated_at"] = now
+            entry = entry.evolve(**changes)
+            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+        self._mirror_dirty()
+        return entry
+
+    def delete_session(self, session_key: str) -> bool:
+        """Delete a lane with every incarnation; an archive blob (gzip JSON + sha256) is
+        written and synced first, and a tombstone keeps the key from being reused silently."""
+        with self._db.transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                return False
+            if session_key in self.config.protected_session_keys:
+                raise ConflictError(f"{session_key!r} is protected and cannot be deleted")
+            rows = conn.execute(
+                "SELECT sid, session_id, header FROM sessions WHERE session_key = ? "
+                "OR session_id = ?",
+                (session_key, entry.session_id),
+            ).fetchall()
+            blob: dict[str, Any] = {"entry": entry.to_dict(), "sessions": []}
+            for sid, session_id, header in rows:
+                events = conn.execute(
+                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
+                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
+                    (sid,),
+                ).fetchall()
+                blob["sessions"].append(
+                    {
+                        "session_id": session_id,
+                        "header": loads(header),
+                        "events": [tx.row_to_event(e) for e in events],
+                    }
+                )
+            self._write_archive_blob(entry.session_id, blob)
+            for sid, _, _ in rows:
+                indexed = conn.execute(
+                    "SELECT id, content FROM entries WHERE sid = ?", (sid,)
+                ).fetchall()
+                try:
+                    fts.drop_indexed(conn, indexed)
+                except sqlite3.DatabaseError as exc:
+                    fts.mark_stale(conn, exc)
+                conn.execute("DELETE FROM entries WHERE sid = ?", (sid,))
+                conn.execute("DELETE FROM tips WHERE sid = ?", (sid,))
+                conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
+            routes.delete_route(conn, session_key)
+            conn.execute(
+                "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, 'deleted') "
+                "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
+                (session_key, to_us(self.clock.now())),
+            )
+        self._mirror_dirty()
+        return True
+
+    def _write_archive_blob(self, session_id: str, blob: dict[str, Any]) -> Path:
+        if not is_safe_id(session_id):
+            raise InvalidEntryError(f"unsafe session id {session_id!r}")
+        folder = self.sessions_dir / "archive"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        raw = dumps(blob).encode("utf-8")
+        digest = hashlib.sha256(raw).hexdigest()
+        path = folder / f"{session_id}.json.gz"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as handle:
+            tmp.chmod(0o600)
+            handle.write(gzip.compress(raw))
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+        (folder / f"{session_id}.sha256").write_text(digest + "\n")
+        return path
+
+
+def _headline(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> str:
+    cursor: tuple[Any, ...] | None = entry
+    for _ in range(_HEADLINE_LOOKUP):
+        if cursor is None:
+            break
+        if cursor[2] == "message" and cursor[3] == "user":
+            return _entry_text(cursor)[:120]
+        cursor = tx.entry_row(conn, cursor[1]) if cursor[1] is not None else None
+    return _entry_text(entry)[:120]
+
+
+def _entry_text(entry: tuple[Any, ...]) -> str:
+    if isinstance(entry[4], str):
+        return str(entry[4])
+    if entry[5]:
+        content = json.loads(entry[5]).get("content")
+        if isinstance(content, list):
+            return "\n".join(
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "text"
+            )
+    return ""

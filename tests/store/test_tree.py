@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sessiongate import SessionSource, SessionStore
+from sessiongate.core.keys import parse_session_key
+from sessiongate.errors import (
+    ConflictError,
+    EntryNotFoundError,
+    ForkTooLargeError,
+    InvalidEntryError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+
+if TYPE_CHECKING:
+    from sessiongate.core.clock import FakeClock
+
+
+def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
+    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id=chat))
+    return entry.session_key, entry.session_id
+
+
+def talk(store: SessionStore, sid: str, *texts: str) -> list[int]:
+    ids: list[int] = []
+    for text in texts:
+        got = store.append_messages(
+            sid,
+            [{"role": "user", "content": text}, {"role": "assistant", "content": f"re: {text}"}],
+        )
+        ids.extend(i for i in got if i is not None)
+    return ids
+
+
+def user_ids(store: SessionStore, sid: str) -> list[int]:
+    return [e["id"] for e in store.load_events(sid) if e.get("role") == "user"]
+
+
+def test_rewind_to_user_message_keeps_old_branch_as_tip(store: SessionStore):
+    _, sid = lane(store)
+    talk(store, sid, "one", "two", "three")
+    target = user_ids(store, sid)[1]
+    result = store.rewind_to(sid, target)
+    assert result == {"status": "rewound", "editor_text": "two", "rewound_count": 4}
+    assert [m["content"] for m in store.load_transcript(sid)] == ["one", "re: one"]
+    branches = store.list_branches(sid)
+    assert len(branches) == 2
+    assert [b["active"] for b in branches].count(True) == 1
+    old = next(b for b in branches if not b["active"])
+    assert old["message_count"] == 6
+    assert old["headline"] == "three"
+
+
+def test_rewind_to_statuses(store: SessionStore):
+    _, sid = lane(store)
+    ids = talk(store, sid, "one", "two")
+    assert store.rewind_to(sid, 999_999)["status"] == "missing"
+    assert store.rewind_to(sid, ids[1])["status"] == "not_user_message"
+    store.rewind_to(sid, ids[2])
+    assert store.rewind_to(sid, ids[2])["status"] == "off_active_path"
+    _, other = lane(store, "2")
+    assert store.rewind_to(other, ids[0])["status"] == "missing"
+
+
+def test_switch_branch_statuses_and_round_trip(store: SessionStore):
+    _, sid = lane(store)
+    talk(store, sid, "one", "two")
+    old_leaf = store.list_branches(sid)[0]["leaf_entry_id"]
+    store.rewind_to(sid, user_ids(store, sid)[1])
+    talk(store, sid, "two, edited")
+    assert store.switch_branch(sid, 999_999) == "missing"
+    first = user_ids(store, sid)[0]
+    assert store.switch_branch(sid, first) == "not_a_tip"
+    assert store.switch_branch(sid, old_leaf) == "switched"
+    assert [m["content"] for m in store.load_transcript(sid)][-2:] == ["two", "re: two"]
+    assert store.switch_branch(sid, old_leaf) == "already_active"
+    branches = store.list_branches(sid)
+    assert len(branches) == 2
+    inactive = next(b for b in branches if not b["active"])
+    assert inactive["headline"] == "two, edited"
+    assert store.switch_branch(sid, inactive["leaf_entry_id"]) == "switched"
+    assert store.load_transcript(sid)[-2]["content"] == "two, edited"
+
+
+def test_branch_listing_with_many_tips(store: SessionStore):
+    _, sid = lane(store)
+    talk(store, sid, "root")
+    for i in range(50):
+        talk(store, sid, f"variant {i}")
+        store.rewind_session(sid, 1)
+    branches = store.list_branches(sid)
+    assert len(branches) == 51  # 50 abandoned variants + the active leaf
+    assert sum(b["active"] for b in branches) == 1
+
+
+def test_message_fork_copies_prefix_and_leaves_source_untouched(store: SessionStore):
+    key, sid = lane(store)
+    talk(store, sid, "one", "two", "three")
+    before = store.load_transcript(sid)
+    child, text = store.fork_session(key, entry_id=user_ids(store, sid)[2])
+    assert text == "three"
+    assert parse_session_key(child.session_key)["fork_id"]
+    assert child.forked_from_parent
+    assert child.parent_session_key == key
+    assert [m["content"] for m in store.load_transcript(child.session_id)] == [
+        "one",
+        "re: one",
+        "two",
+        "re: two",
+    ]
+    assert store.load_transcript(sid) == before
+    assert store.session_info(child.session_id)["parent_session_id"] == sid
+    talk(store, child.session_id, "diverge")
+    assert len(store.load_transcript(sid)) == 6
+
+
+def test_fork_whole_branch_and_last_completed(store: SessionStore):
+    key, sid = lane(store)
+    talk(store, sid, "one")
+    store.append_messages(sid, [{"role": "user", "content": "in progress"}])
+    whole, _ = store.fork_session(key)
+    assert len(store.load_transcript(whole.session_id)) == 3
+    with pytest.raises(SessionBusyError):
+        store.fork_session(key, busy=True)
+    done, _ = store.fork_session(key, fork_from="last-completed", busy=True)
+    assert [m["content"] for m in store.load_transcript(done.session_id)] == ["one", "re: one"]
+    with pytest.raises(InvalidEntryError):
+        store.fork_session(key, fork_from="sideways")
+
+
+def test_fork_inherits_model_and_starts_fresh_counters(store: SessionStore):
+    key, _sid = lane(store)
+    store.set_session_fields(key, model_override="big-model")
+    store.record_turn(key, input_tokens=100, output_tokens=10)
+    child, _ = store.fork_session(key)
+    assert child.model_override == "big-model"
+    assert child.input_tokens == 0
+    assert child.total_tokens == 0
+
+
+def test_fork_admission(store: SessionStore):
+    key, sid = lane(store)
+    talk(store, sid, "x" * 4000)
+    with pytest.raises(ForkTooLargeError):
+        store.fork_session(key, max_tokens=100)
+    child, _ = store.fork_session(key, max_tokens=100, automatic=True)
+    assert child.forked_from_parent
+    assert store.load_transcript(child.session_id) == []
+
+
+def test_fork_errors(store: SessionStore):
+    key, sid = lane(store)
+    ids = talk(store, sid, "one")
+    with pytest.raises(SessionNotFoundError):
+        store.fork_session("agent:main:telegram:dm:nobody")
+    with pytest.raises(EntryNotFoundError):
+        store.fork_session(key, entry_id=12345)
+    with pytest.raises(InvalidEntryError):
+        store.fork_session(key, entry_id=ids[1])
+
+
+def test_model_context_follows_reset_boundary(make_store):
+    store = make_store(reset_mode="boundary")
+    key, sid = lane(store)
+    talk(store, sid, "before")
+    store.reset_session(key)
+    talk(store, sid, "after")
+    context = store.model_context(sid)
+    assert [m["content"] for m in context.messages] == ["after", "re: after"]
+    assert len(store.load_transcript(sid)) == 4
+
+
+def test_pin_orders_listing_and_archive_clears_pin(store: SessionStore, clock: FakeClock):
+    a_key, a_sid = lane(store, "a")
+    clock.advance(10)
+    b_key, _ = lane(store, "b")
+    store.patch_session(a_key, pinned=True)
+    rows, total = store.list_page()
+    assert [r.session_key for r in rows] == [a_key, b_key]
+    assert total == 2
+    with pytest.raises(StaleWriteError):
+        store.patch_session(a_key, archived=True)
+    with pytest.raises(StaleWriteError):
+        store.patch_session(a_key, archived=True, expected_session_id="20260101_000000_aaaaaaaa")
+    archived = store.patch_session(a_key, archived=True, expected_session_id=a_sid)
+    assert archived.archived
+    assert not archived.pinned
+    again = store.patch_session(a_key, archived=True, expected_session_id="whatever")
+    assert again.archived_at == archived.archived_at  # archiving twice is a no-op
+    rows, _ = store.list_page()
+    assert [r.session_key for r in rows] == [b_key]
+    rows, _ = store.list_page(archived=True)
+    assert [r.session_key for r in rows] == [a_key]
+
+
+def test_protected_keys_refuse_archive_and_delete(make_store):
+    key = "agent:main:telegram:dm:1"
+    store = make_store(protected_session_keys=[key])
+    _, sid = lane(store)
+    with pytest.raises(ConflictError):
+        store.patch_session(key, archived=True, expected_session_id=sid)
+    with pytest.raises(ConflictError):
+        store.delete_session(key)
+    assert store.get_session(key) is not None
+
+
+def test_unread_contract(store: SessionStore, clock: FakeClock):
+    key, _ = lane(store)
+    assert not store.get_session(key).unread  # never read is not unread
+    marked = store.patch_session(key, unread=True)
+    assert marked.unread
+    updated_at = marked.updated_at
+    clock.advance(5)
+    newer = store.patch_session(key, unread=True)
+    stale = store.patch_session(
+        key, unread=False, expected_marked_unread_at=marked.marked_unread_at
+    )
+    assert stale.unread
+    assert stale.marked_unread_at == newer.marked_unread_at
+    read = store.patch_session(key, unread=False, expected_marked_unread_at=newer.marked_unread_at)
+    assert not read.unread
+    assert read.last_read_at == clock.now()
+    assert read.updated_at == updated_at  # acks never bump updated_at
+    store.record_turn(key)
+    clock.advance(1)
+    assert not store.get_session(key).unread  # activity at the read instant is not newer
+    clock.advance(1)
+    store.record_turn(key)
+    assert store.get_session(key).unread
+
+
+def test_labels_unique_bounded_and_clearable(store: SessionStore):
+    a, _ = lane(store, "a")
+    b, _ = lane(store, "b")
+    assert store.patch_session(a, label="work").label == "work"
+    with pytest.raises(ConflictError):
+        store.patch_session(b, label="work")
+    for bad in ("", "x" * 513):
+        with pytest.raises(InvalidEntryError):
+            store.patch_session(b, label=bad)
+    assert store.patch_session(a, label=None).label is None
+    assert store.patch_session(b, label="work").label == "work"
+
+
+def test_patch_unknown_key(store: SessionStore):
+    with pytest.raises(SessionNotFoundError):
+        store.patch_session("agent:main:telegram:dm:none", pinned=True)
+
+
+def test_delete_writes_archive_blob_then_removes(store: SessionStore, store_dir):
+    key, sid = lane(store)
+    talk(store, sid, "secret plans")
+    assert store.search("plans")
+    assert store.delete_session(key)
+    assert store.get_session(key) is None
+    assert store.load_transcript(sid) == []
+    assert store.search("plans") == []
+    blob = store_dir / "archive" / f"{sid}.json.gz"
+    raw = gzip.decompress(blob.read_bytes())
+    assert (
+        hashlib.sha256(raw).hexdigest()
+        == (store_dir / "archive" / f"{sid}.sha256").read_text().strip()
+    )
+    data = json.loads(raw)
+    assert data["entry"]["session_key"] == key
+    assert data["sessions"][0]["events"][0]["content"] == "secret plans"
+    assert (blob.stat().st_mode & 0o777) == 0o600
+    assert not store.delete_session(key)
