@@ -10,12 +10,11 @@ place; the SQL lives in `store/sqlite/`, the rules in `core/`.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.core.clock import Clock, SystemClock, ensure_utc
+from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.entry import EntryAction, SessionEntry, next_action
 from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
 from sessiongate.core.ids import is_safe_id, new_session_id
@@ -26,22 +25,21 @@ from sessiongate.core.keys import (
     format_session_key,
     parse_session_key,
 )
-from sessiongate.core.transcript import validate_message
 from sessiongate.errors import (
-    InvalidSessionIdError,
     SessionNotFoundError,
-    StoreCorruptError,
 )
 from sessiongate.store.legacy import read_sessions_json
 from sessiongate.store.mirror import SessionsMirror
-from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
+from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
 from sessiongate.store.sqlite.database import Database
-from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
+from sessiongate.store.sqlite.transcripts import EntryRecord
+from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    import sqlite3
+    from collections.abc import Callable, Iterable
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
@@ -73,10 +71,9 @@ _FRESH_INCARNATION: dict[str, Any] = {
     "memory_flush_at": None,
     "memory_flush_compaction_count": None,
 }
-_MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name", "message_id", "metadata")
 
 
-class SessionStore(TreeOps):
+class SessionStore(TranscriptOps, TreeOps):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 
     def __init__(
@@ -483,160 +480,6 @@ class SessionStore(TreeOps):
                 )
             return known
 
-    # ------------------------------------------------------------------ transcripts
-
-    def append_to_transcript(
-        self, session_id: str, message: Mapping[str, Any], skip_db: bool = False
-    ) -> None:
-        """Append one message; `skip_db` means the agent already persisted it (no write)."""
-        if skip_db:
-            return
-        self.append_messages(session_id, [message])
-
-    def append_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        idempotency_key: str | None = None,
-    ) -> list[int | None]:
-        """Append one turn in one transaction; returns the new entry ids (None: a duplicate).
-
-        A message with a `message_id`, or any message when `idempotency_key` is given, is
-        appended at most once per session.
-        """
-        now_us = to_us(self.clock.now())
-        records = [_message_record(m, now_us, idempotency_key, i) for i, m in enumerate(messages)]
-        with self._db.transaction() as conn:
-            row = self._require_session(conn, session_id)
-            return self._append_records(conn, row, records)
-
-    def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
-        """Append a non-message tree entry (compaction, reset, custom, label, ...)."""
-        from sessiongate.core.transcript import validate_entry
-
-        clean = validate_entry(entry)
-        kind = clean.pop("type")
-        clean.pop("id", None)
-        clean.pop("parent_id", None)
-        ts = clean.pop("timestamp", None)
-        ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if ts else to_us(self.clock.now())
-        record = EntryRecord(kind, None, None, clean or None, ts_us)
-        with self._db.transaction() as conn:
-            row = self._require_session(conn, session_id)
-            ids = self._append_records(conn, row, [record])
-        assert ids[0] is not None
-        return ids[0]
-
-    def rewrite_transcript(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the active path atomically; the old entries stay as an inactive branch."""
-        now_us = to_us(self.clock.now())
-        records = [_message_record(m, now_us, None, i) for i, m in enumerate(messages)]
-        with self._db.transaction() as conn:
-            row = self._require_session(conn, session_id)
-            # The copies keep their platform ids; the originals give up theirs so the UNIQUE
-            # index stays a statement about the active transcript.
-            conn.execute(
-                "UPDATE entries SET idem = NULL WHERE sid = ? AND on_path = 1 AND idem IS NOT NULL",
-                (row.sid,),
-            )
-            row = tx.move_leaf(conn, row, None)
-            self._append_records(conn, row, records)
-
-    def load_transcript(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
-        """The active path as chat-format dicts; `limit` reads only the last N messages."""
-        if limit is not None and limit <= 0:
-            return []
-        with self._db.read() as conn:
-            row = tx.get_session_row(conn, session_id)
-            if row is None:
-                return []
-            rows = tx.load_path(conn, row.sid, limit=limit)
-        return [tx.row_to_message(r) for r in rows]
-
-    def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
-        """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
-        with self._db.read() as conn:
-            row = tx.get_session_row(conn, session_id)
-            if row is None:
-                return []
-            if branch == "all":
-                rows = conn.execute(
-                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
-                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
-                    (row.sid,),
-                ).fetchall()
-            else:
-                rows = tx.load_path(conn, row.sid, messages_only=False)
-        return [tx.row_to_event(r) for r in rows]
-
-    def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any]:
-        """Back up `n` user turns: the leaf moves before the n-th last user message.
-
-        The rewound entries stay in the tree as an inactive branch (the audit trail).
-        """
-        empty = {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
-        if n <= 0:
-            return empty
-        with self._db.transaction() as conn:
-            row = tx.get_session_row(conn, session_id)
-            if row is None:
-                return empty
-            target: tuple[Any, ...] | None = None
-            found = 0
-            for entry in conn.execute(
-                "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
-                "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC",
-                (row.sid,),
-            ):
-                if entry[2] == "user":
-                    target = entry
-                    found += 1
-                    if found == n:
-                        break
-            if target is None:
-                return empty
-            rewound = row.leaf_mdepth - target[5] + 1
-            tx.move_leaf(conn, row, target[1])
-        return {
-            "rewound_count": rewound,
-            "turns_undone": found,
-            "target_text": _text_of(target[3], target[4]),
-        }
-
-    def search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
-        """Full-text search over active branches; a broken index falls back to a scan."""
-        hits, _ = self.search_detailed(query, limit=limit)
-        return hits
-
-    def search_detailed(self, query: str, limit: int = 20) -> tuple[list[dict[str, Any]], bool]:
-        """Search hits and whether they came from the fallback scan (the index is stale)."""
-        limit = max(1, min(int(limit), 500))
-        damage: Exception | None = None
-        try:
-            with self._db.transaction() as conn:
-                if not fts.is_stale(conn):
-                    fts.catch_up(conn)
-                    return fts.query_index(conn, query, limit), False
-        except (sqlite3.DatabaseError, StoreCorruptError) as exc:
-            damage = exc
-        if damage is not None:
-            # Only the side index is suspect here; canonical writes go on regardless.
-            with self._db.transaction() as conn:
-                fts.mark_stale(conn, damage)
-        with self._db.read() as conn:
-            return fts.scan(conn, query, limit), True
-
-    def rebuild_search_index(self) -> int:
-        with self._db.transaction() as conn:
-            return fts.rebuild_index(conn)
-
-    def search_index_status(self) -> dict[str, Any]:
-        with self._db.read() as conn:
-            status = fts.index_status(conn)
-            status["integrity_error"] = fts.integrity_check(conn)
-        return status
-
     # ------------------------------------------------------------------ lifecycle
 
     def flush_mirror(self) -> None:
@@ -761,12 +604,6 @@ class SessionStore(TreeOps):
         )
         return session_id
 
-    def _append_records(
-        self, conn: sqlite3.Connection, row: SessionRow, records: Sequence[EntryRecord]
-    ) -> list[int | None]:
-        ids, _ = tx.insert_entries(conn, row, records)
-        return ids
-
     def _require(self, conn: sqlite3.Connection, session_key: str) -> SessionEntry:
         entry = routes.get_route(conn, session_key)
         if entry is None:
@@ -774,16 +611,6 @@ class SessionStore(TreeOps):
                 f"no session with key {session_key!r}", session_key=session_key
             )
         return entry
-
-    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> SessionRow:
-        if not is_safe_id(session_id):
-            raise InvalidSessionIdError(
-                f"invalid session id: {session_id!r}", session_id=session_id
-            )
-        row = tx.get_session_row(conn, session_id)
-        if row is None:
-            raise SessionNotFoundError(f"no session with id {session_id!r}", session_id=session_id)
-        return row
 
     def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
         routes.upsert_route(conn, entry, routes.get_route_parts(conn, entry.session_key))
@@ -850,38 +677,3 @@ def _alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None
         (platform, alias),
     ).fetchone()
     return None if row is None else str(row[0])
-
-
-def _message_record(
-    message: Mapping[str, Any], now_us: int, idempotency_key: str | None, index: int
-) -> EntryRecord:
-    clean = validate_message(message)
-    content = clean.get("content")
-    payload: dict[str, Any] = {k: clean[k] for k in _MESSAGE_EXTRAS if clean.get(k) is not None}
-    if content is not None and not isinstance(content, str):
-        payload["content"] = content
-        content = _text_of(None, None, parts=content)
-    ts = clean.get("timestamp")
-    ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if isinstance(ts, str) else now_us
-    message_id = clean.get("message_id")
-    if message_id is not None:
-        idem: str | None = f"m:{message_id}"
-    elif idempotency_key is not None:
-        idem = f"k:{idempotency_key}:{index}"
-    else:
-        idem = None
-    return EntryRecord("message", clean["role"], content, payload or None, ts_us, idem)
-
-
-def _text_of(content: Any, payload: str | None, *, parts: Any = None) -> str:
-    """Plain text of a message's content (text parts joined) for search and editing."""
-    if parts is None and payload:
-        from sessiongate.store.sqlite._codec import loads
-
-        parts = loads(payload).get("content")
-    if parts is None:
-        return content if isinstance(content, str) else ""
-    if isinstance(parts, str):
-        return parts
-    texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-    return "\n".join(t for t in texts if isinstance(t, str))
