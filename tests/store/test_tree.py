@@ -273,3 +273,54 @@ def test_delete_writes_archive_blob_then_removes(store: SessionStore, store_dir)
     assert data["sessions"][0]["events"][0]["content"] == "secret plans"
     assert (blob.stat().st_mode & 0o777) == 0o600
     assert not store.delete_session(key)
+
+
+def test_incognito_lives_in_memory_and_is_hidden(make_store, store_dir):
+    store = make_store()
+    source = SessionSource(platform="telegram", chat_id="1")
+    normal = store.get_or_create_session(source)
+    ghost = store.create_incognito_session(source)
+    assert ghost.incognito and ghost.session_key != normal.session_key
+    store.append_messages(ghost.session_id, [{"role": "user", "content": "whisper quietly"}])
+    assert store.load_transcript(ghost.session_id)[0]["content"] == "whisper quietly"
+    assert store.search("whisper") == []
+    assert ghost.session_key not in {e.session_key for e in store.list_sessions()}
+    assert [e.session_key for e in store.list_incognito()] == [ghost.session_key]
+    child, _ = store.fork_session(ghost.session_key)
+    assert store.is_incognito(child.session_key)
+    store.flush_mirror()
+    on_disk = (store_dir / "state.db").read_bytes() + (store_dir / "sessions.json").read_bytes()
+    wal = store_dir / "state.db-wal"
+    if wal.exists():
+        on_disk += wal.read_bytes()
+    assert b"whisper" not in on_disk
+    store.close()
+    again = make_store()
+    assert again.get_session(ghost.session_key) is None
+    assert again.tombstone(ghost.session_key) == "incognito"
+    assert again.load_transcript(ghost.session_id) == []
+
+
+def test_reconnect_resume_keeps_visible_session_once(make_store, clock: FakeClock):
+    store = make_store(reset_policy={"mode": "idle", "idle_minutes": 5})
+    source = SessionSource(platform="telegram", chat_id="1")
+    first = store.get_or_create_session(source)
+    clock.advance(600)
+    kept = store.get_or_create_session(source, visible_session_id=first.session_id)
+    assert kept.session_id == first.session_id
+    clock.advance(600)
+    rotated = store.get_or_create_session(source)
+    assert rotated.session_id != first.session_id
+    assert rotated.auto_reset_reason == "idle"
+
+
+def test_system_events_never_extend_freshness(make_store, clock: FakeClock):
+    store = make_store(reset_policy={"mode": "idle", "idle_minutes": 5})
+    source = SessionSource(platform="telegram", chat_id="1")
+    first = store.get_or_create_session(source)
+    for _ in range(5):
+        clock.advance(120)
+        assert store.get_or_create_session(source, event_kind="heartbeat").session_id == (
+            first.session_id
+        )
+    assert store.get_or_create_session(source).session_id != first.session_id

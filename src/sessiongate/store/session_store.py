@@ -10,6 +10,7 @@ place; the SQL lives in `store/sqlite/`, the rules in `core/`.
 from __future__ import annotations
 
 import logging
+import secrets
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from sessiongate.core.keys import (
     KeyParts,
     build_key_parts,
     disambiguate,
+    fork_key,
     format_session_key,
     parse_session_key,
 )
@@ -92,6 +94,11 @@ class SessionStore(TranscriptOps, TreeOps):
         self.db_path = self.sessions_dir / "state.db"
         self.json_path = self.sessions_dir / "sessions.json"
         self._db = Database(self.db_path, synchronous=config.synchronous)
+        # Incognito lanes live in a second, in-memory database: no durable code path can write
+        # them, and a restart removes them. Which keys and ids live there is tracked here.
+        self._memory: Database | None = None
+        self._incognito_keys: set[str] = set()
+        self._incognito_ids: set[str] = set()
         self.problems: list[str] = []
         self._closed = False
         self._import_mirror_file()
@@ -103,12 +110,19 @@ class SessionStore(TranscriptOps, TreeOps):
     # ------------------------------------------------------------------ routing entries
 
     def get_or_create_session(
-        self, source: SessionSource, force_new: bool = False, *, event_kind: str | None = None
+        self,
+        source: SessionSource,
+        force_new: bool = False,
+        *,
+        event_kind: str | None = None,
+        visible_session_id: str | None = None,
     ) -> SessionEntry:
         """The lane's current entry, created or rotated per the precedence of spec §2.
 
         `event_kind` marks system events (heartbeat, cron, exec): they may create a lane but
         never extend freshness, never change the remembered route and never trigger a reset.
+        `visible_session_id` is a reconnecting client's one-shot claim: when it names the
+        current session, a due policy reset waits for this one send.
         """
         system = event_kind is not None and is_system_event(event_kind)
         with self._db.transaction() as conn:
@@ -119,7 +133,14 @@ class SessionStore(TranscriptOps, TreeOps):
             elif force_new:
                 entry = self._rotate(conn, existing, now, end_reason="force_new")
             else:
-                entry = self._next_entry(conn, existing, source, now, system=system)
+                entry = self._next_entry(
+                    conn,
+                    existing,
+                    source,
+                    now,
+                    system=system,
+                    keep=visible_session_id == existing.session_id,
+                )
             if not system and (
                 entry.origin != source
                 or entry.last_interaction_at != now
@@ -142,6 +163,7 @@ class SessionStore(TranscriptOps, TreeOps):
         now: datetime,
         *,
         system: bool,
+        keep: bool = False,
     ) -> SessionEntry:
         action = next_action(existing)
         if action is EntryAction.NEW_SUSPENDED:
@@ -153,7 +175,7 @@ class SessionStore(TranscriptOps, TreeOps):
                 was_auto_reset=True,
                 auto_reset_reason="suspended",
             )
-        if action is EntryAction.REUSE and not system:
+        if action is EntryAction.REUSE and not system and not keep:
             reason = self._policy_reset_reason(existing, source, now)
             if reason is not None:
                 return self._rotate(
@@ -190,11 +212,11 @@ class SessionStore(TranscriptOps, TreeOps):
 
     def get_session(self, session_key: str) -> SessionEntry | None:
         """The entry for a key, or None; never creates."""
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             return routes.get_route(conn, session_key)
 
     def update_session(self, session_key: str, last_prompt_tokens: int | None = None) -> None:
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 return
@@ -216,7 +238,7 @@ class SessionStore(TranscriptOps, TreeOps):
         activity: bool = True,
     ) -> SessionEntry | None:
         """Add a finished turn's usage to the counters; `activity` stamps `last_activity_at`."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 return None
@@ -244,7 +266,7 @@ class SessionStore(TranscriptOps, TreeOps):
 
     def set_session_fields(self, session_key: str, **changes: Any) -> SessionEntry:
         """Set entry fields (toggles, model overrides, label, ...); raises if the key is unknown."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = self._require(conn, session_key)
             entry = entry.evolve(**changes)
             self._put(conn, entry)
@@ -265,7 +287,7 @@ class SessionStore(TranscriptOps, TreeOps):
         one; `boundary` keeps the id and the next model context starts after the entry.
         """
         mode = mode or self.config.reset_mode
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 return None
@@ -305,7 +327,7 @@ class SessionStore(TranscriptOps, TreeOps):
         """Point the key at another existing session id (from `/resume`)."""
         if not is_safe_id(target_session_id):
             return None
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             target = tx.get_session_row(conn, target_session_id)
             if entry is None or target is None:
@@ -328,7 +350,7 @@ class SessionStore(TranscriptOps, TreeOps):
             return entry
 
     def suspend_session(self, session_key: str) -> bool:
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 return False
@@ -337,7 +359,7 @@ class SessionStore(TranscriptOps, TreeOps):
 
     def mark_resume_pending(self, session_key: str, reason: str = "restart_timeout") -> bool:
         """Soft recovery marker; never overrides `suspended`."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None or entry.suspended:
                 return False
@@ -349,7 +371,7 @@ class SessionStore(TranscriptOps, TreeOps):
             return True
 
     def clear_resume_pending(self, session_key: str) -> bool:
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None or not entry.resume_pending:
                 return False
@@ -423,7 +445,7 @@ class SessionStore(TranscriptOps, TreeOps):
             )
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             return routes.route_by_session_id(conn, session_id)
 
     def has_any_sessions(self) -> bool:
@@ -432,7 +454,7 @@ class SessionStore(TranscriptOps, TreeOps):
 
     def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The incarnation row: key, parent, start/end, end reason, leaf, message count."""
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
         if row is None:
             return None
@@ -450,7 +472,7 @@ class SessionStore(TranscriptOps, TreeOps):
 
     def sessions_for_key(self, session_key: str) -> list[dict[str, Any]]:
         """Every incarnation a key has had, newest first (for `/resume` and `/sessions`)."""
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             rows = conn.execute(
                 "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY started_at DESC",
                 (session_key,),
@@ -493,6 +515,8 @@ class SessionStore(TranscriptOps, TreeOps):
         self._closed = True
         if self._mirror is not None:
             self._mirror.close()
+        if self._memory is not None:
+            self._memory.close()
         self._db.close()
 
     def __enter__(self) -> SessionStore:
@@ -502,6 +526,65 @@ class SessionStore(TranscriptOps, TreeOps):
         self.close()
 
     # ------------------------------------------------------------------ internals
+
+    def _db_for_key(self, session_key: str) -> Database:
+        if self._memory is not None and session_key in self._incognito_keys:
+            return self._memory
+        return self._db
+
+    def _db_for_id(self, session_id: str) -> Database:
+        if self._memory is not None and session_id in self._incognito_ids:
+            return self._memory
+        return self._db
+
+    def _register_created(self, db: Database, session_key: str, session_id: str) -> None:
+        if db is self._memory:
+            self._incognito_keys.add(session_key)
+            self._incognito_ids.add(session_id)
+
+    def is_incognito(self, session_key: str) -> bool:
+        return session_key in self._incognito_keys
+
+    def create_incognito_session(self, source: SessionSource) -> SessionEntry:
+        """A new lane held only in memory: hidden from search and from ordinary listings,
+        gone after a restart (its key then refused, never re-created on disk)."""
+        if self._memory is None:
+            self._memory = Database(None)
+        base = build_key_parts(
+            source,
+            group_sessions_per_user=self.config.group_sessions_per_user,
+            thread_sessions_per_user=self.config.thread_sessions_per_user,
+        )
+        key = fork_key(format_session_key(base), secrets.token_hex(4))
+        now = self.clock.now()
+        with self._memory.transaction() as conn:
+            entry = self._create_lane(conn, key, source, now).evolve(incognito=True)
+            routes.upsert_route(conn, entry, base)
+        self._register_created(self._memory, key, entry.session_id)
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO tombstones (session_key, deleted_at, reason) "
+                "VALUES (?, ?, 'incognito') ON CONFLICT (session_key) DO NOTHING",
+                (key, to_us(now)),
+            )
+        return entry
+
+    def tombstone(self, session_key: str) -> str | None:
+        """Why a key is gone (`deleted`, `incognito`), or None if it never was."""
+        if session_key in self._incognito_keys:
+            return None
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT reason FROM tombstones WHERE session_key = ?", (session_key,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_incognito(self) -> list[SessionEntry]:
+        """Incognito lanes (operators only)."""
+        if self._memory is None:
+            return []
+        with self._memory.read() as conn:
+            return list(routes.iter_routes(conn))
 
     @property
     def database(self) -> Database:
@@ -602,6 +685,8 @@ class SessionStore(TranscriptOps, TreeOps):
             started_at=to_us(now),
             header=header,
         )
+        if self._memory is not None and conn is self._memory.conn:
+            self._register_created(self._memory, key, session_id)
         return session_id
 
     def _require(self, conn: sqlite3.Connection, session_key: str) -> SessionEntry:

@@ -33,6 +33,10 @@ class TranscriptOps:
     _db: Database
     clock: Clock
 
+    if TYPE_CHECKING:  # provided by SessionStore
+
+        def _db_for_id(self, session_id: str) -> Database: ...
+
     def append_to_transcript(
         self, session_id: str, message: Mapping[str, Any], skip_db: bool = False
     ) -> None:
@@ -55,7 +59,7 @@ class TranscriptOps:
         """
         now_us = to_us(self.clock.now())
         records = [_message_record(m, now_us, idempotency_key, i) for i, m in enumerate(messages)]
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             return self._append_records(conn, row, records)
 
@@ -69,7 +73,7 @@ class TranscriptOps:
         ts = clean.pop("timestamp", None)
         ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if ts else to_us(self.clock.now())
         record = EntryRecord(kind, None, None, clean or None, ts_us)
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             ids = self._append_records(conn, row, [record])
         assert ids[0] is not None
@@ -79,7 +83,7 @@ class TranscriptOps:
         """Replace the active path atomically; the old entries stay as an inactive branch."""
         now_us = to_us(self.clock.now())
         records = [_message_record(m, now_us, None, i) for i, m in enumerate(messages)]
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             # The copies keep their platform ids; the originals give up theirs so the UNIQUE
             # index stays a statement about the active transcript.
@@ -94,7 +98,7 @@ class TranscriptOps:
         """The active path as chat-format dicts; `limit` reads only the last N messages."""
         if limit is not None and limit <= 0:
             return []
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return []
@@ -103,7 +107,7 @@ class TranscriptOps:
 
     def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
         """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return []
@@ -125,7 +129,7 @@ class TranscriptOps:
         empty = {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
         if n <= 0:
             return empty
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return empty

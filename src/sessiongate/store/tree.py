@@ -53,8 +53,12 @@ class TreeOps:
     config: GatewayConfig
     sessions_dir: Path
 
-    def _mirror_dirty(self) -> None:  # provided by SessionStore
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by SessionStore
+
+        def _mirror_dirty(self) -> None: ...
+        def _db_for_key(self, session_key: str) -> Database: ...
+        def _db_for_id(self, session_id: str) -> Database: ...
+        def _register_created(self, db: Database, session_key: str, session_id: str) -> None: ...
 
     # ------------------------------------------------------------------ branches
 
@@ -64,7 +68,7 @@ class TreeOps:
         Counts come from each entry's stored `mdepth`, so no tip's path is walked; a headline
         looks a few entries up at most.
         """
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return []
@@ -90,7 +94,7 @@ class TreeOps:
 
     def switch_branch(self, session_id: str, leaf_entry_id: int) -> str:
         """Make a tip the active leaf: `switched`, `missing`, `not_a_tip` or `already_active`."""
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = tx.get_session_row(conn, session_id)
             entry = tx.entry_row(conn, leaf_entry_id) if row is not None else None
             if row is None or entry is None or entry[10] != row.sid:
@@ -108,7 +112,7 @@ class TreeOps:
         Statuses: `rewound`, `missing`, `not_user_message`, `off_active_path`. The message text
         comes back for editing; the old branch stays as a tip.
         """
-        with self._db.transaction() as conn:
+        with self._db_for_id(session_id).transaction() as conn:
             row = tx.get_session_row(conn, session_id)
             entry = tx.entry_row(conn, entry_id) if row is not None else None
             if row is None or entry is None or entry[10] != row.sid:
@@ -152,7 +156,8 @@ class TreeOps:
                 session_key=session_key,
             )
         limit = max_tokens if max_tokens is not None else self.config.agent.context_window
-        with self._db.transaction() as conn:
+        db = self._db_for_key(session_key)
+        with db.transaction() as conn:
             parent = routes.get_route(conn, session_key)
             if parent is None:
                 raise SessionNotFoundError(
@@ -236,6 +241,8 @@ class TreeOps:
                 extra={"fork_isolated": True} if isolated else {},
             )
             routes.upsert_route(conn, child, routes.get_route_parts(conn, session_key))
+        # An incognito parent keeps its storage class: the child lives in memory too.
+        self._register_created(db, child_key, child_id)
         self._mirror_dirty()
         return child, editor_text
 
@@ -243,7 +250,7 @@ class TreeOps:
 
     def model_context(self, session_id: str) -> ModelContext:
         """The context the next turn would get, from one consistent read of the active path."""
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return ModelContext()
@@ -253,7 +260,7 @@ class TreeOps:
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
         """(generation, leaf id): a detached view taken at these values is stale when the
         generation moved (rewrite, rewind, switch) or the leaf moved past its admission."""
-        with self._db.read() as conn:
+        with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
         if row is None:
             raise SessionNotFoundError(f"no session with id {session_id!r}")
@@ -297,7 +304,7 @@ class TreeOps:
           marker makes it a successful no-op; acks never bump `updated_at`;
         - labels are unique, 1 to 512 characters; `label=None` clears.
         """
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 raise SessionNotFoundError(
@@ -364,7 +371,7 @@ class TreeOps:
     def delete_session(self, session_key: str) -> bool:
         """Delete a lane with every incarnation; an archive blob (gzip JSON + sha256) is
         written and synced first, and a tombstone keeps the key from being reused silently."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             entry = routes.get_route(conn, session_key)
             if entry is None:
                 return False
@@ -389,7 +396,9 @@ class TreeOps:
                         "events": [tx.row_to_event(e) for e in events],
                     }
                 )
-            self._write_archive_blob(entry.session_id, blob)
+            if not entry.incognito:
+                # Incognito transcripts never touch the disk, not even as an archive.
+                self._write_archive_blob(entry.session_id, blob)
             for sid, _, _ in rows:
                 indexed = conn.execute(
                     "SELECT id, content FROM entries WHERE sid = ?", (sid,)
