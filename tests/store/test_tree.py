@@ -280,7 +280,8 @@ def test_incognito_lives_in_memory_and_is_hidden(make_store, store_dir):
     source = SessionSource(platform="telegram", chat_id="1")
     normal = store.get_or_create_session(source)
     ghost = store.create_incognito_session(source)
-    assert ghost.incognito and ghost.session_key != normal.session_key
+    assert ghost.incognito
+    assert ghost.session_key != normal.session_key
     store.append_messages(ghost.session_id, [{"role": "user", "content": "whisper quietly"}])
     assert store.load_transcript(ghost.session_id)[0]["content"] == "whisper quietly"
     assert store.search("whisper") == []

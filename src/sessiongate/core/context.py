@@ -178,18 +178,18 @@ def sanitize_untrusted(value: str, max_chars: int) -> str:
 
 
 def _clean(value: str, max_chars: int) -> str:
-    # Category C covers control (\n, \x1b), format (bidi overrides, zero-width) and unassigned
-    # code points; Zl/Zp are the Unicode line and paragraph separators.
-    chars = (
-        " "
-        if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")
-        else ch
-        for ch in value
-    )
+    chars = (" " if _is_control(ch) else ch for ch in value)
     text = " ".join("".join(chars).split())
     if len(text) > max_chars:
         text = text[: max(0, max_chars - 1)].rstrip() + _ELLIPSIS
     return text
+
+
+def _is_control(ch: str) -> bool:
+    # Category C covers control (\n, \x1b), format (bidi overrides, zero-width) and unassigned
+    # code points; Zl/Zp are the Unicode line and paragraph separators.
+    category = unicodedata.category(ch)
+    return category[0] == "C" or category in ("Zl", "Zp")
 
 
 def _untrusted(label: str, value: str, max_chars: int) -> str:
