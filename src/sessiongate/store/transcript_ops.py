@@ -6,6 +6,7 @@ rewind by turns, and full-text search with its fallback.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.core.clock import ensure_utc
 from sessiongate.core.ids import is_safe_id
 from sessiongate.core.transcript import validate_entry, validate_message
-from sessiongate.errors import InvalidSessionIdError, SessionNotFoundError, StoreCorruptError
+from sessiongate.errors import (
+    InvalidSessionIdError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from sessiongate.store.sqlite import search as fts, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
 from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
@@ -25,6 +31,8 @@ if TYPE_CHECKING:
     from sessiongate.store.sqlite.database import Database
 
 __all__ = ["TranscriptOps"]
+
+log = logging.getLogger(__name__)
 
 _MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name", "message_id", "metadata")
 
@@ -169,12 +177,15 @@ class TranscriptOps:
                 if not fts.is_stale(conn):
                     fts.catch_up(conn)
                     return fts.query_index(conn, query, limit), False
-        except (sqlite3.DatabaseError, StoreCorruptError) as exc:
+        except (sqlite3.DatabaseError, StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
             # Only the side index is suspect here; canonical writes go on regardless.
-            with self._db.transaction() as conn:
-                fts.mark_stale(conn, damage)
+            try:
+                with self._db.transaction() as conn:
+                    fts.mark_stale(conn, damage)
+            except (StoreCorruptError, StoreUnavailableError):
+                log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
             return fts.scan(conn, query, limit), True
 

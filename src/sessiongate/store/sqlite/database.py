@@ -13,13 +13,13 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+from sessiongate.errors import ConflictError, StoreCorruptError, StoreUnavailableError
 from sessiongate.store.sqlite._schema import MIGRATIONS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
 __all__ = ["Database", "translate_errors"]
 
@@ -129,7 +129,8 @@ class Database:
                 conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
-                yield conn
+                with translate_errors():
+                    yield conn
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -151,17 +152,8 @@ class Database:
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
-            yield self.conn
-
-    def read_snapshot(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        with self.lock:
-            if self._depth:
-                return fn(self.conn)
-            self.conn.execute("BEGIN")
-            try:
-                return fn(self.conn)
-            finally:
-                self.conn.execute("COMMIT")
+            with translate_errors():
+                yield self.conn
 
     def close(self) -> None:
         with self.lock:
@@ -188,11 +180,13 @@ def translate_errors() -> Iterator[None]:
         text = str(exc).lower()
         if "full" in text or "readonly" in text or "read-only" in text or "locked" in text:
             raise StoreUnavailableError(f"the database refused the write: {exc}") from exc
-        raise
+        raise StoreUnavailableError(f"database error: {exc}") from exc
+    except sqlite3.IntegrityError as exc:
+        raise ConflictError(f"the write conflicts with stored data: {exc}") from exc
     except sqlite3.DatabaseError as exc:
-        if isinstance(exc, sqlite3.IntegrityError):
-            raise
-        raise StoreCorruptError(f"database error: {exc}") from exc
+        raise StoreCorruptError(
+            f"database error: {exc}; run `sessiongate doctor` to inspect the store"
+        ) from exc
 
 
 def _create_private_file(path: Path) -> None:

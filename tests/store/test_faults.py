@@ -1,0 +1,100 @@
+"""Injected faults: the disk refuses, the index breaks, the files are damaged.
+
+Canonical data is never lost or overwritten, and every failure is a store error with a clear
+message, never a raw `sqlite3` exception.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from sessiongate import SessionSource, SessionStore
+from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+
+
+def lane(store: SessionStore) -> str:
+    return store.get_or_create_session(SessionSource(platform="telegram", chat_id="1")).session_id
+
+
+def turn(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}, {"role": "assistant", "content": "ok " * 200}]
+
+
+def test_disk_full_while_appending_keeps_what_was_committed(store: SessionStore):
+    sid = lane(store)
+    store.append_messages(sid, turn("kept"))
+    conn = store.database.conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count={pages}")
+    with pytest.raises(StoreUnavailableError, match="full"):
+        for i in range(200):
+            store.append_messages(sid, turn(f"more {i}" + "x" * 4000))
+    assert store.load_transcript(sid)[0]["content"] == "kept"
+    conn.execute("PRAGMA max_page_count=1073741823")
+    store.append_messages(sid, turn("after"))
+    texts = [m["content"] for m in store.load_transcript(sid) if m["role"] == "user"]
+    assert texts[0] == "kept"
+    assert texts[-1] == "after"
+    assert len(texts) == len(set(texts))  # no half-written turn
+
+
+def test_read_only_database_refuses_writes_and_serves_reads(store: SessionStore):
+    sid = lane(store)
+    store.append_messages(sid, turn("readable"))
+    store.database.conn.execute("PRAGMA query_only=ON")
+    with pytest.raises(StoreUnavailableError):
+        store.append_messages(sid, turn("refused"))
+    assert [m["content"] for m in store.load_transcript(sid)][0] == "readable"
+    hits, degraded = store.search_detailed("readable")
+    assert hits
+    assert degraded  # the index could not catch up, so search scanned
+    store.database.conn.execute("PRAGMA query_only=OFF")
+
+
+def test_missing_index_table_falls_back(store: SessionStore):
+    sid = lane(store)
+    store.append_messages(sid, turn("still searchable"))
+    with store.database.transaction() as conn:
+        conn.execute("DROP TABLE entries_fts")
+    hits, degraded = store.search_detailed("searchable")
+    assert degraded
+    assert hits
+    assert store.search_index_status()["stale"]
+    store.append_messages(sid, turn("writes go on"))
+    store.rebuild_search_index()
+    hits, degraded = store.search_detailed("searchable")
+    assert not degraded
+    assert hits
+
+
+def test_truncated_state_db_refuses_to_open(make_store, store_dir: Path):
+    store = make_store()
+    sid = lane(store)
+    for i in range(50):
+        store.append_messages(sid, turn(f"t{i}"))
+    store.close()
+    conn = sqlite3.connect(store_dir / "state.db")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = (store_dir / "state.db").read_bytes()
+    (store_dir / "state.db").write_bytes(data[: len(data) // 3])
+    with pytest.raises(StoreCorruptError, match="doctor"):
+        reopened = make_store()
+        reopened.load_transcript(sid)
+
+
+def test_garbage_state_db_refuses_to_open(make_store, store_dir: Path):
+    store_dir.mkdir(parents=True)
+    (store_dir / "state.db").write_bytes(b"\x00garbage" * 512)
+    with pytest.raises(StoreCorruptError):
+        make_store()
+
+
+def test_no_sqlite_error_escapes_the_store(store: SessionStore):
+    sid = lane(store)
+    store.close()
+    with pytest.raises(StoreUnavailableError):
+        store.append_messages(sid, turn("closed"))
