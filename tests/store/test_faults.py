@@ -7,12 +7,15 @@ message, never a raw `sqlite3` exception.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from sessiongate import SessionSource, SessionStore
 from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def lane(store: SessionStore) -> str:
@@ -29,9 +32,13 @@ def test_disk_full_while_appending_keeps_what_was_committed(store: SessionStore)
     conn = store.database.conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count={pages}")
-    with pytest.raises(StoreUnavailableError, match="full"):
+
+    def fill() -> None:
         for i in range(200):
             store.append_messages(sid, turn(f"more {i}" + "x" * 4000))
+
+    with pytest.raises(StoreUnavailableError, match="full"):
+        fill()
     assert store.load_transcript(sid)[0]["content"] == "kept"
     conn.execute("PRAGMA max_page_count=1073741823")
     store.append_messages(sid, turn("after"))
@@ -47,7 +54,7 @@ def test_read_only_database_refuses_writes_and_serves_reads(store: SessionStore)
     store.database.conn.execute("PRAGMA query_only=ON")
     with pytest.raises(StoreUnavailableError):
         store.append_messages(sid, turn("refused"))
-    assert [m["content"] for m in store.load_transcript(sid)][0] == "readable"
+    assert next(m["content"] for m in store.load_transcript(sid)) == "readable"
     hits, degraded = store.search_detailed("readable")
     assert hits
     assert degraded  # the index could not catch up, so search scanned
@@ -81,9 +88,12 @@ def test_truncated_state_db_refuses_to_open(make_store, store_dir: Path):
     conn.close()
     data = (store_dir / "state.db").read_bytes()
     (store_dir / "state.db").write_bytes(data[: len(data) // 3])
+
+    def reopen() -> None:
+        make_store().load_transcript(sid)
+
     with pytest.raises(StoreCorruptError, match="doctor"):
-        reopened = make_store()
-        reopened.load_transcript(sid)
+        reopen()
 
 
 def test_garbage_state_db_refuses_to_open(make_store, store_dir: Path):
