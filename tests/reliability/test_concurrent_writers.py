@@ -24,7 +24,8 @@ WRITER = textwrap.dedent(
     try:
         for i in range(turns):
             chat = shared if shared != "-" else name
-            sid = store.get_or_create_session(SessionSource(platform="api", chat_id=chat)).session_id
+            source = SessionSource(platform="api", chat_id=chat)
+            sid = store.get_or_create_session(source).session_id
             turn = [
                 {"role": "user", "content": f"{name}:{i}:q", "message_id": f"{name}-{i}"},
                 {"role": "tool", "content": f"{name}:{i}:t", "tool_call_id": "x"},
