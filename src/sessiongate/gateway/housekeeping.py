@@ -1,0 +1,105 @@
+"""The housekeeping watcher (spec §10): idle sweep, pressure sweep, hourly routing prune.
+
+Every `housekeeping_interval_seconds` it sweeps cached agents idle past their TTL, sheds agents
+under memory pressure, releases what both evicted, and — at most once an hour — prunes routing
+entries older than `session_store_max_age_days`. It never ends a transcript: eviction only
+releases a warm agent, and pruning keeps the canonical transcript in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["PRUNE_INTERVAL_SECONDS", "HousekeepingReport", "HousekeepingWatcher"]
+
+logger = logging.getLogger(__name__)
+
+# Pruning walks every routing entry; once an hour is plenty for a retention counted in days.
+PRUNE_INTERVAL_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class HousekeepingReport:
+    idle_evicted: tuple[str, ...]
+    pressure_evicted: tuple[str, ...]
+    # Keys whose agents were committed and released in this tick (may include earlier evictions).
+    released: tuple[str, ...]
+    # Routing entries pruned; `None` when the hourly prune was not due this tick.
+    pruned: int | None
+
+
+class HousekeepingWatcher:
+    """Runs `tick()` every `config.housekeeping_interval_seconds` until stopped."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        cache: AgentCache,
+        config: GatewayConfig,
+        clock: Clock,
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._config = config
+        self._clock = clock
+        self._last_prune: float | None = None
+        self.next_deadline = clock.monotonic() + config.housekeeping_interval_seconds
+        self.ticks = 0
+        self.failures = 0
+
+    async def tick(self) -> HousekeepingReport:
+        """One pass; the first one prunes, later ones prune once `PRUNE_INTERVAL_SECONDS` have
+        passed on the clock since the last prune."""
+        idle = self._cache.sweep_idle()
+        pressure = self._cache.sweep_pressure()
+        released = await self._cache.drain_released()
+        pruned = None
+        now = self._clock.monotonic()
+        if self._last_prune is None or now - self._last_prune >= PRUNE_INTERVAL_SECONDS:
+            # Recorded before the call, so a failing prune is retried in an hour, not every tick.
+            self._last_prune = now
+            # Short sync transaction inline on the loop: hourly, and the store owns its lock.
+            pruned = self._store.prune_old_entries(self._config.session_store_max_age_days)
+        self.ticks += 1
+        if idle or pressure or pruned:
+            logger.info(
+                "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s",
+                len(idle),
+                len(pressure),
+                pruned,
+            )
+        return HousekeepingReport(tuple(idle), tuple(pressure), tuple(released), pruned)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick at each deadline until `stop` is set; a failing tick is logged and counted, and
+        the watcher goes on. Sleeps until the next deadline rather than polling."""
+        interval = self._config.housekeeping_interval_seconds
+        while not stop.is_set():
+            timeout = max(0.0, self.next_deadline - self._clock.monotonic())
+            try:
+                await asyncio.wait_for(stop.wait(), timeout)
+            except TimeoutError:
+                pass
+            else:
+                return
+            try:
+                await self.tick()
+            except Exception:
+                self.failures += 1
+                logger.exception("housekeeping tick failed")
+            # Deadlines stay on a fixed grid; after a stall, skip the missed ones instead of
+            # ticking back to back.
+            now = self._clock.monotonic()
+            self.next_deadline += interval
+            if self.next_deadline <= now:
+                self.next_deadline = now + interval

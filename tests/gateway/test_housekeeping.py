@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate.agents import Agent, EchoAgent
+from sessiongate.core.platform import Platform
+from sessiongate.gateway.agent_cache import AgentCache
+from sessiongate.gateway.housekeeping import PRUNE_INTERVAL_SECONDS, HousekeepingWatcher
+from sessiongate.gateway.memory import MemoryProbe
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+    from sessiongate.core.clock import FakeClock
+
+DAY = 86400
+
+
+class World:
+    """A real store under tmp_path, a cache over a fake /proc, and the watcher over both."""
+
+    def __init__(self, tmp_path: Path, clock: FakeClock, **config: Any) -> None:
+        self.clock = clock
+        self.config = GatewayConfig(**config)
+        self.store = SessionStore(tmp_path / "sessions", self.config, clock=clock)
+        self.proc = tmp_path / "machine"
+        self.set_rss_mb(10)
+        self.committed: list[str] = []
+        self.committed_event = asyncio.Event()
+        self.cache = AgentCache(
+            self.config.agent.agent_cache,
+            clock=clock,
+            memory=MemoryProbe(self.proc),
+            on_evict=self.commit,
+        )
+        self.watcher = HousekeepingWatcher(
+            store=self.store, cache=self.cache, config=self.config, clock=clock
+        )
+
+    async def commit(self, key: str, agent: Agent) -> None:
+        self.committed.append(key)
+        self.committed_event.set()
+
+    def set_rss_mb(self, megabytes: int) -> None:
+        status = self.proc / "proc/self/status"
+        status.parent.mkdir(parents=True, exist_ok=True)
+        status.write_text(f"RssAnon:\t{megabytes * 1024} kB\n")
+
+    def open_session(self, chat_id: str) -> tuple[str, str]:
+        entry = self.store.get_or_create_session(
+            SessionSource(platform=Platform.TELEGRAM, chat_id=chat_id)
+        )
+        self.cache.put(entry.session_key, EchoAgent())
+        return entry.session_key, entry.session_id
+
+
+@pytest.fixture
+def make(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., World]]:
+    worlds: list[World] = []
+
+    def make(**config: Any) -> World:
+        world = World(tmp_path, clock, **config)
+        worlds.append(world)
+        return world
+
+    yield make
+    for world in worlds:
+        world.store.close()
+
+
+async def test_tick_sweeps_idle_agents_without_ending_their_transcripts(make, clock) -> None:
+    w = make(agent={"agent_cache": {"idle_ttl_secs": 600}})
+    key_a, id_a = w.open_session("a")
+    key_b, _ = w.open_session("b")
+    clock.advance(300)
+    w.cache.get(key_b)
+    clock.advance(300)
+    report = await w.watcher.tick()
+    assert report.idle_evicted == (key_a,)
+    assert report.released == (key_a,)
+    assert w.committed == [key_a]
+    assert key_b in w.cache
+    # Eviction released the agent only: the session goes on.
+    info = w.store.session_info(id_a)
+    assert info is not None
+    assert info["ended_at"] is None
+    assert w.store.get_session(key_a) is not None
+
+
+async def test_tick_sheds_agents_under_memory_pressure(make) -> None:
+    w = make(
+        agent={
+            "agent_cache": {"memory_high_mb": 50, "protect_recent": 1, "max_evictions_per_pass": 4}
+        }
+    )
+    keys = [w.open_session(str(n))[0] for n in range(3)]
+    w.set_rss_mb(80)
+    report = await w.watcher.tick()
+    assert report.pressure_evicted == tuple(keys[:2])
+    assert report.idle_evicted == ()
+    assert w.committed == keys[:2]
+
+
+async def test_prune_runs_at_most_once_an_hour(make, clock) -> None:
+    w = make(session_store_max_age_days=1)
+    old_key, old_id = w.open_session("old")
+    clock.advance(2 * DAY)
+    assert (await w.watcher.tick()).pruned == 1
+    assert w.store.get_session(old_key) is None
+    # Pruning drops the routing entry; the canonical session row stays.
+    assert w.store.session_info(old_id) is not None
+
+    young_key, _ = w.open_session("young")
+    clock.advance(DAY - 1800)  # over an hour: this tick prunes, but "young" is too young
+    assert (await w.watcher.tick()).pruned == 0
+    clock.advance(1801)  # "young" is now over a day old, but the last prune was 30 min ago
+    assert (await w.watcher.tick()).pruned is None
+    assert w.store.get_session(young_key) is not None
+    clock.advance(PRUNE_INTERVAL_SECONDS)
+    assert (await w.watcher.tick()).pruned == 1
+    assert w.store.get_session(young_key) is None
+
+
+async def test_prune_disabled_by_zero_max_age_keeps_old_entries(make, clock) -> None:
+    w = make(session_store_max_age_days=0)
+    key, _ = w.open_session("a")
+    clock.advance(400 * DAY)
+    assert (await w.watcher.tick()).pruned == 0
+    assert w.store.get_session(key) is not None
+
+
+async def test_run_returns_at_once_when_stopped(make) -> None:
+    w = make()
+    stop = asyncio.Event()
+    stop.set()
+    await w.watcher.run(stop)
+    assert w.watcher.ticks == 0
+
+
+async def test_run_ticks_at_the_deadline_and_stops_on_the_event(make, clock) -> None:
+    w = make(housekeeping_interval_seconds=300, agent={"agent_cache": {"idle_ttl_secs": 60}})
+    key, _ = w.open_session("a")
+    clock.advance(300)
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        group.create_task(w.watcher.run(stop))
+        async with asyncio.timeout(30):
+            await w.committed_event.wait()
+        stop.set()
+    assert w.watcher.ticks == 1
+    assert w.committed == [key]
+    # The next deadline is one interval after the one just served.
+    assert w.watcher.next_deadline == clock.monotonic() + 300
+
+
+async def test_run_survives_a_failing_tick(make, clock) -> None:
+    w = make(
+        housekeeping_interval_seconds=300,
+        session_store_max_age_days=1,
+        agent={"agent_cache": {"idle_ttl_secs": 60}},
+    )
+    w.open_session("a")
+    w.store.close()  # the prune after the sweep will fail
+    clock.advance(300)
+    stop = asyncio.Event()
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(w.watcher.run(stop))
+        async with asyncio.timeout(30):
+            await w.committed_event.wait()
+        # The tick ran on to its failing prune before the watcher waited again.
+        assert not task.done()
+        stop.set()
+    assert w.watcher.failures == 1
