@@ -1,0 +1,19 @@
+"""The gateway runtime: lanes, the durable inbound queue, the turn journal, recovery, commands.
+
+Layers inside: `events` (MessageEvent) and `receipts` (Receipt) are the data at the edge;
+`lanes` keeps one turn per session key; `turns` runs a claimed turn; `commands` holds the slash
+commands and their busy table; `recovery` the restart rules; `runner` ties them together.
+"""
+
+from sessiongate.gateway.events import MessageEvent, MessageType
+from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.runner import GatewayRunner, RunnerStatistics
+
+__all__ = [
+    "GatewayRunner",
+    "MessageEvent",
+    "MessageType",
+    "Receipt",
+    "ReceiptStatus",
+    "RunnerStatistics",
+]

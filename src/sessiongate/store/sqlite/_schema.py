@@ -93,7 +93,82 @@ _V2 = [
     "INSERT INTO meta (key, value) VALUES ('fts_cursor', '0')",
 ]
 
+# The gateway's durable work (DESIGN decisions 3 and 4). `inbox` holds accepted inbound messages
+# until the outcome of their turn commits: `slot` rows collect follow-ups by merging (at most one
+# pending slot per lane, enforced by the partial unique index), `queued` rows are `/queue` items,
+# one turn each. A row is claimed (state `claimed`, `turn_id` set) in the transaction that
+# journals its turn and deleted in the transaction that commits the outcome, never before.
+# `inbound_seen` deduplicates by (platform, chat id, message id) and remembers where each message
+# went. `turns` is the journal (accepted -> running -> replied -> delivered | failed |
+# interrupted). `restart_counts` mirrors `restart_counts.json`: resumes dispatched per key.
+# Inbox and turn ids are AUTOINCREMENT, never reused after a delete or a prune: dedup records
+# point at inbox ids, and a turn id is the idempotency key of the turn's transcript rows.
+_V3 = [
+    """CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('slot', 'queued')),
+        state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'claimed')),
+        turn_id INTEGER,
+        text TEXT NOT NULL,
+        parts TEXT NOT NULL,
+        media TEXT NOT NULL DEFAULT '[]',
+        message_id TEXT,
+        message_ids TEXT NOT NULL DEFAULT '[]',
+        source TEXT NOT NULL,
+        message_type TEXT NOT NULL,
+        reply_to TEXT,
+        event_kind TEXT,
+        internal INTEGER NOT NULL DEFAULT 0,
+        accepted_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    )""",
+    "CREATE INDEX inbox_lane ON inbox(session_key, state, id)",
+    "CREATE UNIQUE INDEX inbox_one_slot ON inbox(session_key) "
+    "WHERE kind = 'slot' AND state = 'pending'",
+    """CREATE TABLE inbound_seen (
+        platform TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        session_id TEXT,
+        inbox_id INTEGER,
+        turn_id INTEGER,
+        status TEXT NOT NULL,
+        reply TEXT,
+        seen_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, chat_id, message_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX inbound_seen_inbox ON inbound_seen(inbox_id) WHERE inbox_id IS NOT NULL",
+    "CREATE INDEX inbound_seen_at ON inbound_seen(seen_at)",
+    """CREATE TABLE turns (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_key TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        inbox_id INTEGER,
+        state TEXT NOT NULL CHECK (state IN
+            ('accepted', 'running', 'replied', 'delivered', 'failed', 'interrupted')),
+        attempt INTEGER NOT NULL DEFAULT 1,
+        resumes INTEGER NOT NULL DEFAULT 0,
+        source TEXT NOT NULL,
+        reply TEXT,
+        error TEXT,
+        accepted_at INTEGER NOT NULL,
+        started_at INTEGER,
+        finished_at INTEGER,
+        delivered_at INTEGER
+    )""",
+    "CREATE INDEX turns_state ON turns(state)",
+    "CREATE INDEX turns_key ON turns(session_key, id)",
+    """CREATE TABLE restart_counts (
+        session_key TEXT PRIMARY KEY,
+        count INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
+    (3, "gateway inbox, inbound dedup, turn journal, restart counts", _V3),
 ]

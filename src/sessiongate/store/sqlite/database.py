@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -51,8 +52,14 @@ class Database:
         if path is not None:
             _create_private_file(path)
         try:
+            # `timeout` installs the busy handler before the first statement: another process
+            # may be creating or migrating the same file right now.
             self.conn = sqlite3.connect(
-                target, isolation_level=None, check_same_thread=False, cached_statements=512
+                target,
+                isolation_level=None,
+                check_same_thread=False,
+                cached_statements=512,
+                timeout=busy_timeout_ms / 1000,
             )
             self._configure(synchronous, busy_timeout_ms)
             self._migrate()
@@ -66,13 +73,12 @@ class Database:
 
     def _configure(self, synchronous: str, busy_timeout_ms: int) -> None:
         conn = self.conn
+        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         # Write-ahead log: readers never block the writer and a crash never tears a commit.
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(conn, busy_timeout_ms)
         # NORMAL in WAL loses at most the last commits on power loss, never on a process crash;
         # FULL also survives power loss at the cost of an fsync per commit.
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        # Another process (prune, import, a second gateway) may hold the write lock briefly.
-        conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         # Temporary b-trees (sorts) stay in memory; the page cache is 16 MiB.
         conn.execute("PRAGMA temp_store=MEMORY")
@@ -84,11 +90,18 @@ class Database:
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
-            done = {row[0] for row in self.conn.execute("SELECT version FROM schema_migrations")}
+            done = {r[0] for r in self.conn.execute("SELECT version FROM schema_migrations")}
             for version, name, statements in MIGRATIONS:
                 if version in done:
                     continue
                 with self.transaction():
+                    # Checked inside the write lock: two processes opening a new file at once
+                    # must not both apply a migration.
+                    applied = self.conn.execute(
+                        "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+                    ).fetchone()
+                    if applied is not None:
+                        continue
                     for statement in statements:
                         self.conn.execute(statement)
                     self.conn.execute(
@@ -97,7 +110,7 @@ class Database:
                         (version, name),
                     )
             known = max(v for v, _, _ in MIGRATIONS)
-            newest = max(done, default=0)
+            newest = self.conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
             if newest > known:
                 raise StoreUnavailableError(
                     f"state.db has schema version {newest}, newer than this sessiongate ({known})"
@@ -187,6 +200,25 @@ def translate_errors() -> Iterator[None]:
         raise StoreCorruptError(
             f"database error: {exc}; run `sessiongate doctor` to inspect the store"
         ) from exc
+
+
+def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Switch to WAL (persistent in the file), waiting out another process that is creating
+    the same new file: SQLite answers that race with SQLITE_BUSY at once, without calling the
+    busy handler, so the wait is ours."""
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+        return
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def _create_private_file(path: Path) -> None:

@@ -1,0 +1,5 @@
+"""`python -m sessiongate`: the `sessiongate` command."""
+
+from sessiongate.cli import main
+
+main()

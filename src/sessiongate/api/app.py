@@ -1,0 +1,121 @@
+"""`create_app`: the HTTP API over one runner and one store.
+
+The app does not own the runner or the store: whoever builds it (`sessiongate run`, a test)
+starts them before serving and stops them after the server has shut down, in that order.
+
+Routes (all JSON; session keys percent-encoded in paths):
+
+    POST   /v1/messages                         an inbound message on the api platform
+    GET    /v1/sessions                         list rows, pinned first
+    GET    /v1/sessions/{key}                   one row
+    PATCH  /v1/sessions/{key}                   pin, archive, unread, label
+    DELETE /v1/sessions/{key}                   delete (archive blob first)
+    GET    /v1/sessions/{key}/transcript        ?branch=active|all
+    GET    /v1/sessions/{key}/context           the next turn's model context
+    POST   /v1/sessions/{key}/reset|rewind|fork|compact
+    GET    /v1/sessions/{key}/branches          branch tips
+    POST   /v1/sessions/{key}/branches/switch
+    GET    /v1/search                           ?q=&limit=
+    GET    /healthz                             liveness (no token needed)
+    GET    /metrics                             Prometheus text format
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+import sessiongate
+from sessiongate.api import routes_messages, routes_sessions, routes_tree
+from sessiongate.api.auth import require_operator
+from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
+from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
+from sessiongate.api.middleware import (
+    BodyLimitMiddleware,
+    RequestCounterMiddleware,
+    SessionKeyPathMiddleware,
+)
+from sessiongate.api.responses import errors
+from sessiongate.api.schemas import HealthOut
+
+if TYPE_CHECKING:
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway import GatewayRunner
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["create_app"]
+
+_DESCRIPTION = """\
+The sessiongate gateway: send messages to the agent, and inspect and manage its
+conversations.
+
+When `api.token` is configured, every route except `/healthz` needs
+`Authorization: Bearer <token>`. Errors are `{"error": {"code", "message"}}` with a 4xx
+status for any bad input; malformed JSON is a 400 `invalid_json`, a field of the wrong type or
+out of range a 422 `invalid_request` (with `details`). Session keys go into paths
+percent-encoded (`agent%3Amain%3Aapi%3Adm%3Aalice`).
+"""
+
+
+def _health_router() -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get(
+        "/healthz",
+        response_model=HealthOut,
+        responses={503: {"model": HealthOut, "description": "The store is closed"}},
+        summary="Liveness: the process answers and the store is open",
+    )
+    async def healthz(request: Request) -> Response:
+        store: SessionStore = request.app.state.store
+        is_open = not store.database.closed
+        body = HealthOut(
+            status="ok" if is_open else "unavailable",
+            store="open" if is_open else "closed",
+            version=sessiongate.__version__,
+        )
+        return JSONResponse(body.model_dump(), status_code=200 if is_open else 503)
+
+    @router.get(
+        "/metrics",
+        dependencies=[Depends(require_operator)],
+        response_class=Response,
+        responses={
+            200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text"},
+            **errors(401),
+        },
+        summary="Prometheus metrics",
+    )
+    async def metrics(request: Request) -> Response:
+        api_metrics: ApiMetrics = request.app.state.metrics
+        return Response(api_metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig) -> FastAPI:
+    """The FastAPI app serving `runner` and `store` with `config` (token, body limits)."""
+    app = FastAPI(
+        title="sessiongate",
+        version=sessiongate.__version__,
+        description=_DESCRIPTION,
+    )
+    app.state.runner = runner
+    app.state.store = store
+    app.state.config = config
+    app.state.metrics = ApiMetrics(runner.statistics)
+    install_error_handlers(app)
+    app.include_router(_health_router())
+    app.include_router(routes_messages.router)
+    app.include_router(routes_sessions.router)
+    app.include_router(routes_tree.router)
+
+    # Added last = outermost: the body limit runs before anything reads the body, and the
+    # catch-all sits outside the routes so nothing unexpected escapes as a bare 500.
+    app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(SessionKeyPathMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.api.max_body_bytes)
+    app.add_middleware(RequestCounterMiddleware, counter=app.state.metrics.http_requests)
+    return app

@@ -1,0 +1,103 @@
+"""What route handlers take from the app: the store, the runner, the config, a checked key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+from urllib.parse import unquote
+
+from fastapi import Depends, Path, Request
+
+from sessiongate.api.metrics import ApiMetrics
+from sessiongate.core.config import GatewayConfig
+from sessiongate.core.keys import parse_session_key
+from sessiongate.errors import InvalidSessionKeyError, SessionBusyError, SessionNotFoundError
+from sessiongate.gateway import GatewayRunner
+from sessiongate.store.session_store import SessionStore
+
+if TYPE_CHECKING:
+    from sessiongate.core.entry import SessionEntry
+
+__all__ = [
+    "ConfigDep",
+    "KeyDep",
+    "MetricsDep",
+    "RunnerDep",
+    "StoreDep",
+    "decode_session_key",
+    "ensure_idle",
+    "require_entry",
+]
+
+# Longer than any key the builder makes from platform ids; a bound for hostile input.
+MAX_KEY_CHARS = 4096
+
+
+def get_store(request: Request) -> SessionStore:
+    store: SessionStore = request.app.state.store
+    return store
+
+
+def get_runner(request: Request) -> GatewayRunner:
+    runner: GatewayRunner = request.app.state.runner
+    return runner
+
+
+def get_config(request: Request) -> GatewayConfig:
+    config: GatewayConfig = request.app.state.config
+    return config
+
+
+def get_metrics(request: Request) -> ApiMetrics:
+    metrics: ApiMetrics = request.app.state.metrics
+    return metrics
+
+
+def decode_session_key(raw: str) -> str:
+    """The key from its path segment (percent-decoded once); `InvalidSessionKeyError` if it
+    cannot be a key at all."""
+    try:
+        key = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidSessionKeyError("the session key is not UTF-8", session_key=raw) from None
+    if not key or len(key) > MAX_KEY_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise InvalidSessionKeyError(f"invalid session key: {key[:200]!r}", session_key=key)
+    return key
+
+
+def _key_param(
+    key: Annotated[
+        str,
+        Path(
+            description="the session key, percent-encoded (`:` as `%3A`, `%` as `%25`, "
+            "`/` as `%2F`)",
+            examples=["agent%3Amain%3Aapi%3Adm%3Aalice"],
+        ),
+    ],
+) -> str:
+    return decode_session_key(key)
+
+
+def require_entry(store: SessionStore, key: str) -> SessionEntry:
+    """The entry for `key`: 404 when the key is well formed but unknown, 400 when it is not a
+    key (keys imported from a legacy store need not parse, so the lookup comes first)."""
+    entry = store.get_session(key)
+    if entry is None:
+        parse_session_key(key)
+        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+    return entry
+
+
+def ensure_idle(runner: GatewayRunner, key: str, action: str) -> None:
+    """Refuse an operation that moves the transcript while a turn runs on the lane."""
+    if runner.is_busy(key):
+        raise SessionBusyError(
+            f"cannot {action} while a turn is running on {key!r}; retry when it has finished",
+            session_key=key,
+        )
+
+
+StoreDep = Annotated[SessionStore, Depends(get_store)]
+RunnerDep = Annotated[GatewayRunner, Depends(get_runner)]
+ConfigDep = Annotated[GatewayConfig, Depends(get_config)]
+MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
+KeyDep = Annotated[str, Depends(_key_param)]

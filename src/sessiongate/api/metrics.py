@@ -1,0 +1,106 @@
+"""Prometheus metrics of one app, in the app's own `CollectorRegistry`.
+
+Gauges and counters the runner already keeps are read from `runner.statistics()` when the
+metrics are scraped (nothing is double-counted or kept in sync by hand); what only the API sees
+(turn latency as a caller waits for it, whether search fell back to a scan) is recorded here.
+Every numeric field of the statistics also appears as `sessiongate_runner_<field>`, so a field
+the runner adds later is exported without a change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from prometheus_client.metrics_core import Metric
+
+__all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "RunnerCollector"]
+
+# Named statistics fields → (metric name, kind, help); anything else goes out generically.
+_NAMED: dict[str, tuple[str, str, str]] = {
+    "queued": ("sessiongate_queue_depth", "gauge", "Messages waiting in lane queues"),
+    "running_turns": ("sessiongate_running_turns", "gauge", "Agent turns running now"),
+    "lanes": ("sessiongate_lanes", "gauge", "Conversation lanes the runner holds"),
+    "agent_cache_size": ("sessiongate_agent_cache_size", "gauge", "Agents in the cache"),
+    "evictions": ("sessiongate_agent_evictions", "counter", "Agents evicted from the cache"),
+}
+# Statistics fields counting finished turns, by outcome (`turns_<outcome>`).
+_TURN_OUTCOMES = ("completed", "failed", "interrupted")
+# A turn with the echo agent takes about a millisecond; one with a model, seconds to minutes.
+_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
+
+
+def _numeric_fields(stats: object) -> dict[str, float]:
+    if not dataclasses.is_dataclass(stats) or isinstance(stats, type):
+        return {}
+    out: dict[str, float] = {}
+    for field in dataclasses.fields(stats):
+        value: Any = getattr(stats, field.name)
+        if isinstance(value, (bool, int, float)):
+            out[field.name] = float(value)
+    return out
+
+
+class RunnerCollector:
+    """Reads `statistics()` at scrape time and yields the metric families."""
+
+    def __init__(self, statistics: Callable[[], object]) -> None:
+        self._statistics = statistics
+
+    def collect(self) -> Iterable[Metric]:
+        values = _numeric_fields(self._statistics())
+        for field, (name, kind, help_text) in _NAMED.items():
+            if field not in values:
+                continue
+            if kind == "counter":
+                yield CounterMetricFamily(name, help_text, value=values[field])
+            else:
+                yield GaugeMetricFamily(name, help_text, value=values[field])
+        turns = CounterMetricFamily(
+            "sessiongate_turns", "Agent turns finished, by outcome", labels=["outcome"]
+        )
+        for outcome in _TURN_OUTCOMES:
+            value = values.get(f"turns_{outcome}")
+            if value is not None:
+                turns.add_metric([outcome], value)
+        yield turns
+        for field, value in values.items():
+            yield GaugeMetricFamily(
+                f"sessiongate_runner_{field}", f"RunnerStatistics.{field}", value=value
+            )
+
+
+class ApiMetrics:
+    """The registry of one app plus the metrics the API records itself."""
+
+    def __init__(self, statistics: Callable[[], object]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(RunnerCollector(statistics))
+        self.turn_latency = Histogram(
+            "sessiongate_turn_latency_seconds",
+            "Time from accepting an API message to its reply, for callers that wait",
+            labelnames=["status"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.search_degraded = Gauge(
+            "sessiongate_search_degraded",
+            "1 when the last search fell back to a scan because the index is stale",
+            registry=self.registry,
+        )
+        self.http_requests = Counter(
+            "sessiongate_http_requests",
+            "HTTP requests answered, by route template and status",
+            labelnames=["method", "route", "status"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,206 @@
+"""Operator routes over sessions: list, read, transcript, context, search, reset, patch, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from starlette.concurrency import run_in_threadpool
+
+from sessiongate.api.auth import require_operator
+from sessiongate.api.deps import (
+    KeyDep,
+    MetricsDep,
+    RunnerDep,
+    StoreDep,
+    ensure_idle,
+    require_entry,
+)
+from sessiongate.api.responses import errors
+from sessiongate.api.rows import session_row
+from sessiongate.api.schemas import (
+    ContextOut,
+    DeleteOut,
+    PatchIn,
+    ResetOut,
+    SearchHit,
+    SearchOut,
+    SessionList,
+    SessionRow,
+    TranscriptEvent,
+    TranscriptOut,
+)
+from sessiongate.core.sentinel import UNSET
+from sessiongate.errors import SessionNotFoundError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(require_operator)])
+
+# Larger pages would let one request pin the store for a long scan.
+MAX_PAGE = 1000
+# Keeps `now - active_minutes` inside the range of a datetime (about 190 years).
+MAX_ACTIVE_MINUTES = 100_000_000
+
+
+@router.get(
+    "/sessions",
+    response_model=SessionList,
+    responses=errors(401, 422),
+    summary="List sessions, pinned first",
+)
+async def list_sessions(
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    archived: Annotated[
+        bool, Query(description="list archived sessions instead of the others")
+    ] = False,
+    active_minutes: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_ACTIVE_MINUTES, description="only sessions updated this recently"),
+    ] = None,
+) -> SessionList:
+    entries, total = await run_in_threadpool(
+        store.list_page,
+        limit=limit,
+        offset=offset,
+        archived=archived,
+        active_minutes=active_minutes,
+    )
+    end = offset + len(entries)
+    has_more = end < total
+    return SessionList(
+        sessions=[session_row(e, store) for e in entries],
+        total=total,
+        has_more=has_more,
+        next_offset=end if has_more else None,
+    )
+
+
+@router.get(
+    "/sessions/{key}",
+    response_model=SessionRow,
+    responses=errors(400, 401, 404),
+    summary="One session row",
+)
+async def get_session(key: KeyDep, store: StoreDep) -> SessionRow:
+    return session_row(require_entry(store, key), store)
+
+
+@router.get(
+    "/sessions/{key}/transcript",
+    response_model=TranscriptOut,
+    responses=errors(400, 401, 404, 422),
+    summary="The transcript: the active path, or every branch",
+)
+async def get_transcript(
+    key: KeyDep,
+    store: StoreDep,
+    branch: Annotated[Literal["active", "all"], Query()] = "active",
+) -> TranscriptOut:
+    entry = require_entry(store, key)
+    events = await run_in_threadpool(store.load_events, entry.session_id, branch=branch)
+    return TranscriptOut(
+        session_id=entry.session_id,
+        events=[TranscriptEvent.model_validate(e) for e in events],
+    )
+
+
+@router.get(
+    "/sessions/{key}/context",
+    response_model=ContextOut,
+    responses=errors(400, 401, 404),
+    summary="The model context the next turn would get",
+)
+async def get_context(key: KeyDep, store: StoreDep) -> ContextOut:
+    entry = require_entry(store, key)
+    context = await run_in_threadpool(store.model_context, entry.session_id)
+    return ContextOut(
+        session_key=key,
+        session_id=entry.session_id,
+        messages=context.messages,
+        model=context.model,
+        provider=context.provider,
+        thinking_level=context.thinking_level,
+        boundary_entry_id=context.boundary_entry_id,
+    )
+
+
+@router.get(
+    "/search",
+    response_model=SearchOut,
+    responses=errors(401, 422),
+    summary="Full-text search over the active branches",
+)
+async def search(
+    store: StoreDep,
+    metrics: MetricsDep,
+    q: Annotated[str, Query(min_length=1, max_length=1000)],
+    limit: Annotated[int, Query(ge=1, le=500)] = 20,
+) -> SearchOut:
+    hits, degraded = await run_in_threadpool(store.search_detailed, q, limit)
+    metrics.search_degraded.set(1 if degraded else 0)
+    return SearchOut(results=[SearchHit.model_validate(h) for h in hits], degraded=degraded)
+
+
+@router.post(
+    "/sessions/{key}/reset",
+    response_model=ResetOut,
+    responses=errors(400, 401, 404, 409),
+    summary="End the current conversation and start a new session id",
+)
+async def reset_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> ResetOut:
+    require_entry(store, key)
+    # The running turn would otherwise write its reply into the conversation just ended.
+    ensure_idle(runner, key, "reset")
+    entry = store.reset_session(key)
+    if entry is None:  # deleted between the two calls
+        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+    return ResetOut(session_id=entry.session_id)
+
+
+@router.patch(
+    "/sessions/{key}",
+    response_model=SessionRow,
+    responses=errors(400, 401, 404, 409, 413, 415, 422),
+    summary="Pin, archive, mark read or unread, label",
+)
+async def patch_session(key: KeyDep, body: PatchIn, store: StoreDep) -> SessionRow:
+    require_entry(store, key)
+    given = body.model_fields_set
+    changes: dict[str, Any] = {}
+    for name in ("pinned", "archived", "unread", "expected_session_id"):
+        value = getattr(body, name)
+        if value is not None:
+            changes[name] = value
+    # For these two, an explicit null is a value: clear the label / "I saw no marker".
+    for name in ("label", "expected_marked_unread_at"):
+        if name in given:
+            changes[name] = getattr(body, name)
+    entry = store.patch_session(key, **{name: changes.get(name, UNSET) for name in _PATCH_FIELDS})
+    return session_row(entry, store)
+
+
+_PATCH_FIELDS = (
+    "pinned",
+    "archived",
+    "expected_session_id",
+    "unread",
+    "expected_marked_unread_at",
+    "label",
+)
+
+
+@router.delete(
+    "/sessions/{key}",
+    response_model=DeleteOut,
+    responses=errors(400, 401, 404, 409),
+    summary="Delete a session (its transcript is archived first)",
+)
+async def delete_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> DeleteOut:
+    require_entry(store, key)
+    ensure_idle(runner, key, "delete the session")
+    if not store.delete_session(key):
+        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+    return DeleteOut(deleted=True, session_key=key)

@@ -1,0 +1,150 @@
+"""Operator routes over the transcript tree: rewind, fork, branches, switch, compact.
+
+Rewind, branch switch and fork move or copy the active path, so they are refused (409
+`session_busy`) while a turn runs on the lane; the one exception is a fork with
+`fork_from: last-completed`, which copies only what the running turn cannot change. The
+statuses the store reports for a well-formed request (`missing`, `not_a_tip`, ...) come back
+in a 200 body, as the clients expect; malformed requests are 4xx errors.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from starlette.concurrency import run_in_threadpool
+
+from sessiongate.api.auth import require_operator
+from sessiongate.api.deps import KeyDep, RunnerDep, StoreDep, ensure_idle, require_entry
+from sessiongate.api.errors import ApiError
+from sessiongate.api.responses import errors
+from sessiongate.api.schemas import (
+    BranchesOut,
+    BranchOut,
+    CompactOut,
+    ForkAtEntry,
+    ForkBranch,
+    ForkOut,
+    RewindOut,
+    RewindToEntry,
+    RewindTurns,
+    SwitchIn,
+    SwitchOut,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/v1", tags=["conversation tree"], dependencies=[Depends(require_operator)]
+)
+
+
+@router.post(
+    "/sessions/{key}/rewind",
+    response_model=RewindOut,
+    responses=errors(400, 401, 404, 409, 413, 415, 422),
+    summary="Move the active leaf back before a user message (the old branch stays)",
+)
+async def rewind(
+    key: KeyDep, body: RewindToEntry | RewindTurns, store: StoreDep, runner: RunnerDep
+) -> RewindOut:
+    entry = require_entry(store, key)
+    ensure_idle(runner, key, "rewind")
+    if isinstance(body, RewindToEntry):
+        result = store.rewind_to(entry.session_id, body.entry_id)
+        return RewindOut(
+            status=result["status"],
+            editor_text=result.get("editor_text") or "",
+            rewound_count=int(result.get("rewound_count") or 0),
+        )
+    undone = store.rewind_session(entry.session_id, body.turns)
+    count = int(undone["rewound_count"])
+    return RewindOut(
+        status="rewound" if count else "nothing_to_rewind",
+        editor_text=undone["target_text"],
+        rewound_count=count,
+    )
+
+
+@router.post(
+    "/sessions/{key}/fork",
+    response_model=ForkOut,
+    responses=errors(400, 401, 404, 409, 413, 415, 422),
+    summary="Copy the conversation into a new session key",
+)
+async def fork(
+    key: KeyDep, body: ForkAtEntry | ForkBranch, store: StoreDep, runner: RunnerDep
+) -> ForkOut:
+    require_entry(store, key)
+    if isinstance(body, ForkAtEntry):
+        ensure_idle(runner, key, "fork")
+        child, editor_text = store.fork_session(key, entry_id=body.entry_id)
+    else:
+        # The store refuses a busy fork unless it is `last-completed`.
+        child, editor_text = store.fork_session(
+            key, fork_from=body.fork_from, busy=runner.is_busy(key)
+        )
+    return ForkOut(
+        session_key=child.session_key, session_id=child.session_id, editor_text=editor_text
+    )
+
+
+@router.get(
+    "/sessions/{key}/branches",
+    response_model=BranchesOut,
+    responses=errors(400, 401, 404),
+    summary="Every branch tip of the current session",
+)
+async def branches(key: KeyDep, store: StoreDep) -> BranchesOut:
+    entry = require_entry(store, key)
+    tips = await run_in_threadpool(store.list_branches, entry.session_id)
+    return BranchesOut(branches=[_branch(t) for t in tips])
+
+
+def _branch(tip: dict[str, Any]) -> BranchOut:
+    updated = tip.get("updated_at")
+    if updated is not None and not isinstance(updated, str):
+        updated = updated.isoformat()
+    return BranchOut(
+        leaf_entry_id=tip["leaf_entry_id"],
+        headline=tip.get("headline") or "",
+        message_count=tip.get("message_count") or 0,
+        updated_at=updated,
+        active=bool(tip.get("active")),
+    )
+
+
+@router.post(
+    "/sessions/{key}/branches/switch",
+    response_model=SwitchOut,
+    responses=errors(400, 401, 404, 409, 413, 415, 422),
+    summary="Make another branch tip the active leaf",
+)
+async def switch_branch(
+    key: KeyDep, body: SwitchIn, store: StoreDep, runner: RunnerDep
+) -> SwitchOut:
+    entry = require_entry(store, key)
+    ensure_idle(runner, key, "switch branches")
+    return SwitchOut(status=store.switch_branch(entry.session_id, body.leaf_entry_id))
+
+
+@router.post(
+    "/sessions/{key}/compact",
+    response_model=CompactOut,
+    responses=errors(400, 401, 404, 409, 501),
+    summary="Summarise the older part of the conversation into a compaction entry",
+)
+async def compact(key: KeyDep, store: StoreDep, runner: RunnerDep) -> CompactOut:
+    require_entry(store, key)
+    compact_lane = getattr(runner, "compact", None)
+    if compact_lane is None:
+        raise ApiError(501, "not_implemented", "this gateway's runner cannot compact sessions")
+    result = compact_lane(key)
+    if inspect.isawaitable(result):
+        result = await result
+    return CompactOut(
+        compacted=bool(result["compacted"]),
+        tokens_before=int(result.get("tokens_before") or 0),
+        tokens_after=int(result.get("tokens_after") or 0),
+    )

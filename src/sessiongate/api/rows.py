@@ -1,0 +1,62 @@
+"""A `SessionEntry` as the API's session row (derived booleans and `next_reset_at` added)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sessiongate.api.schemas import SessionRow
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["next_reset_of", "session_row"]
+
+
+def next_reset_of(entry: SessionEntry, store: SessionStore) -> datetime | None:
+    """When the reset policy next makes this lane stale; None for `mode: none`."""
+    try:
+        return store.next_reset_at(entry)
+    except ValueError:
+        # An unknown timezone is reported by `sessiongate doctor`; the row still lists.
+        return None
+
+
+def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
+    return SessionRow(
+        session_key=entry.session_key,
+        session_id=entry.session_id,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+        display_name=entry.display_name,
+        platform=str(entry.platform) if entry.platform is not None else None,
+        chat_type=str(entry.chat_type),
+        label=entry.label,
+        input_tokens=entry.input_tokens,
+        output_tokens=entry.output_tokens,
+        cache_read_tokens=entry.cache_read_tokens,
+        cache_write_tokens=entry.cache_write_tokens,
+        total_tokens=entry.total_tokens,
+        context_tokens=entry.context_tokens,
+        last_prompt_tokens=entry.last_prompt_tokens,
+        estimated_cost_usd=entry.estimated_cost_usd,
+        cost_status=entry.cost_status,
+        compaction_count=entry.compaction_count,
+        archived=entry.archived,
+        pinned=entry.pinned,
+        unread=entry.unread,
+        archived_at=entry.archived_at,
+        pinned_at=entry.pinned_at,
+        last_read_at=entry.last_read_at,
+        marked_unread_at=entry.marked_unread_at,
+        last_activity_at=entry.last_activity_at,
+        session_started_at=entry.session_started_at,
+        last_interaction_at=entry.last_interaction_at,
+        next_reset_at=next_reset_of(entry, store),
+        suspended=entry.suspended,
+        resume_pending=entry.resume_pending,
+        parent_session_key=entry.parent_session_key,
+        forked_from_parent=entry.forked_from_parent,
+    )

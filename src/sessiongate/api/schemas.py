@@ -1,0 +1,305 @@
+"""Request and response bodies of the HTTP API (pydantic), and so its OpenAPI description.
+
+Input is strict where JSON has a type for it (a string is not a number, `"true"` is not a
+boolean) and every bound the store relies on is stated here, so a schema-driven fuzzer that
+stays inside the schema gets a 2xx or a documented 4xx. Bodies refuse unknown fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime  # noqa: TC003  # pydantic resolves annotations at run time
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+__all__ = [
+    "MAX_ENTRY_ID",
+    "BranchOut",
+    "BranchesOut",
+    "CompactOut",
+    "ContextOut",
+    "DeleteOut",
+    "ErrorDetail",
+    "ErrorOut",
+    "ForkAtEntry",
+    "ForkBranch",
+    "ForkOut",
+    "HealthOut",
+    "MessageIn",
+    "MessageOut",
+    "PatchIn",
+    "ResetOut",
+    "RewindOut",
+    "RewindToEntry",
+    "RewindTurns",
+    "SearchHit",
+    "SearchOut",
+    "SessionList",
+    "SessionRow",
+    "SwitchIn",
+    "SwitchOut",
+    "TranscriptEvent",
+    "TranscriptOut",
+]
+
+# SQLite integers are signed 64-bit; anything larger cannot name an entry.
+MAX_ENTRY_ID = 2**63 - 1
+
+
+def _encodable(value: str) -> str:
+    # JSON can carry lone surrogates ("\ud800") that no UTF-8 store can hold.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+Text = Annotated[StrictStr, AfterValidator(_encodable)]
+Id = Annotated[StrictStr, Field(min_length=1, max_length=1024), AfterValidator(_encodable)]
+EntryId = Annotated[StrictInt, Field(ge=0, le=MAX_ENTRY_ID)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable machine-readable name, e.g. session_not_found")
+    message: str
+    details: list[dict[str, Any]] | None = Field(
+        None, description="per-field problems of a 422 invalid_request"
+    )
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+# ---------------------------------------------------------------------------------- messages
+
+
+class MessageIn(_In):
+    """An inbound message on the `api` platform: the fields of a session source plus text."""
+
+    platform: Literal["api"] = "api"
+    chat_id: Id
+    chat_type: Literal["dm", "group", "channel", "thread"] = "dm"
+    chat_name: Id | None = None
+    user_id: Id | None = None
+    user_name: Id | None = None
+    thread_id: Id | None = None
+    chat_topic: Id | None = None
+    user_id_alt: Id | None = None
+    chat_id_alt: Id | None = None
+    guild_id: Id | None = None
+    parent_chat_id: Id | None = None
+    is_bot: StrictBool = False
+    text: Annotated[Text, Field(min_length=1, description="at most api.max_message_chars")]
+    message_id: Id | None = Field(
+        None, description="the client's id for this message; a retry with it is not run twice"
+    )
+    reply_to: Id | None = None
+    wait: StrictBool = Field(True, description="wait for the reply (false: answer 202 queued)")
+
+
+# The runner's receipt statuses that reach a client as a 2xx (see routes_messages).
+ReceiptStatus = Literal["replied", "queued", "duplicate", "command", "failed", "interrupted"]
+
+
+class MessageOut(BaseModel):
+    session_key: str
+    session_id: str | None
+    status: ReceiptStatus
+    reply: str | None
+    turn_id: int | None = None
+
+
+# ---------------------------------------------------------------------------------- sessions
+
+
+class SessionRow(BaseModel):
+    session_key: str
+    session_id: str
+    created_at: datetime
+    updated_at: datetime
+    display_name: str | None
+    platform: str | None
+    chat_type: str
+    label: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    total_tokens: int
+    context_tokens: int
+    last_prompt_tokens: int
+    estimated_cost_usd: float
+    cost_status: str
+    compaction_count: int
+    archived: bool
+    pinned: bool
+    unread: bool
+    archived_at: datetime | None
+    pinned_at: datetime | None
+    last_read_at: datetime | None
+    marked_unread_at: datetime | None = Field(
+        description="send it back as expected_marked_unread_at to acknowledge safely"
+    )
+    last_activity_at: datetime | None
+    session_started_at: datetime | None
+    last_interaction_at: datetime | None
+    next_reset_at: datetime | None = Field(
+        description="when the reset policy next makes this session stale (lazily, on a message)"
+    )
+    suspended: bool
+    resume_pending: bool
+    parent_session_key: str | None
+    forked_from_parent: bool
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionRow]
+    total: int
+    has_more: bool
+    next_offset: int | None
+
+
+class PatchIn(_In):
+    """Fields left out are left alone; `null` for `pinned`, `archived`, `unread` is the same.
+
+    `label: null` clears the label. `expected_marked_unread_at` (with `unread: false`) makes the
+    acknowledgement conditional: `null` means "I saw no marker".
+    """
+
+    pinned: StrictBool | None = None
+    archived: StrictBool | None = None
+    expected_session_id: Id | None = Field(
+        None, description="archive only if the key still points at this session id"
+    )
+    unread: StrictBool | None = None
+    expected_marked_unread_at: datetime | None = None
+    label: Annotated[Text, Field(min_length=1, max_length=512)] | None = None
+
+
+class ResetOut(BaseModel):
+    session_id: str
+
+
+class DeleteOut(BaseModel):
+    deleted: bool
+    session_key: str
+
+
+# ---------------------------------------------------------------------------------- transcripts
+
+
+class TranscriptEvent(BaseModel):
+    """One entry of the transcript tree; message entries add `role`, `content`, ..."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    parent_id: int | None
+    type: str
+    timestamp: str
+    role: str | None = None
+    content: str | list[Any] | None = None
+
+
+class TranscriptOut(BaseModel):
+    session_id: str
+    events: list[TranscriptEvent]
+
+
+class ContextOut(BaseModel):
+    session_key: str
+    session_id: str
+    messages: list[dict[str, Any]]
+    model: str | None
+    provider: str | None
+    thinking_level: str | None
+    boundary_entry_id: int | None
+
+
+class SearchHit(BaseModel):
+    session_id: str
+    session_key: str | None
+    role: str | None
+    snippet: str
+    timestamp: str | None
+
+
+class SearchOut(BaseModel):
+    results: list[SearchHit]
+    degraded: bool = Field(description="true when the index was stale and a scan answered")
+
+
+# ---------------------------------------------------------------------------------- tree
+
+
+class RewindToEntry(_In):
+    entry_id: EntryId = Field(description="a user message on the active path")
+
+
+class RewindTurns(_In):
+    turns: Annotated[StrictInt, Field(ge=1, le=10_000)] = Field(
+        description="how many user turns to undo"
+    )
+
+
+class RewindOut(BaseModel):
+    status: Literal[
+        "rewound", "nothing_to_rewind", "missing", "not_user_message", "off_active_path"
+    ]
+    editor_text: str
+    rewound_count: int
+
+
+class ForkAtEntry(_In):
+    entry_id: EntryId = Field(description="fork before this user message")
+
+
+class ForkBranch(_In):
+    fork_from: Literal["active", "last-completed"] = "active"
+
+
+class ForkOut(BaseModel):
+    session_key: str
+    session_id: str
+    editor_text: str
+
+
+class BranchOut(BaseModel):
+    leaf_entry_id: int
+    headline: str
+    message_count: int
+    updated_at: str | None
+    active: bool
+
+
+class BranchesOut(BaseModel):
+    branches: list[BranchOut]
+
+
+class SwitchIn(_In):
+    leaf_entry_id: EntryId
+
+
+class SwitchOut(BaseModel):
+    status: Literal["switched", "missing", "not_a_tip", "already_active"]
+
+
+class CompactOut(BaseModel):
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "unavailable"]
+    store: Literal["open", "closed"]
+    version: str

@@ -1,0 +1,18 @@
+"""`sessiongate bench`: issue 5's benchmark of the store against the libraries people use.
+
+harness.run_bench     every store, one after another, then report, JSON and chart
+├── contenders        the stores measured; the contenders' separate virtual environment
+├── runner            one store: the workload child, then two concurrent writer children
+│   └── workload      the workload itself (standard library only: it also runs in the
+│                     contenders' environment), with baseline.py and sessiongate_store.py
+├── gateway           the hook for the end-to-end gateway section
+└── report, machine   goals, ratios and docs/PERFORMANCE.md; the machine described
+cli.bench_command     the typer command over run_bench
+"""
+
+from __future__ import annotations
+
+from sessiongate.bench.harness import run_bench
+from sessiongate.bench.workload import Sizes
+
+__all__ = ["Sizes", "run_bench"]

@@ -1,0 +1,69 @@
+"""`sessiongate bench`: the command over `run_bench` (hook it with `app.command("bench")`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sessiongate.bench.harness import exit_code, run_bench
+
+__all__ = ["app", "bench_command"]
+
+
+def bench_command(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small sizes: about a minute; checks that it works.")
+    ] = False,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results as JSON to this file.")
+    ] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--only",
+            help="Run only this store (id or family: sessiongate, sqlite, openai-agents, "
+            "google-adk, langgraph, sessiongate-full, ...); repeatable.",
+        ),
+    ] = None,
+    no_contenders: Annotated[
+        bool,
+        typer.Option("--no-contenders", help="Only sessiongate and the sqlite3 baseline."),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for PERFORMANCE.md and performance.png "
+            "[default: docs/, or benchmarks/results/ with --quick].",
+        ),
+    ] = None,
+) -> None:
+    """Benchmark sessiongate's store against the sqlite3 baseline and the popular libraries.
+
+    Each store runs in its own processes, one after another; the contenders install into
+    benchmarks/.contenders/venv on first use. Writes a markdown report and a chart.
+    """
+    names = list(only or [])
+    if no_contenders:
+        names = [n for n in names if n.split("-")[0] in ("sessiongate", "sqlite")] or [
+            "sessiongate",
+            "sqlite",
+        ]
+    out_dir = out or Path("benchmarks/results" if quick else "docs")
+    try:
+        results = run_bench(
+            quick=quick,
+            out_dir=out_dir,
+            contenders=names or None,
+            json_path=json_path,
+            progress=True,
+        )
+    except ValueError as exc:  # an unknown --only name
+        raise typer.BadParameter(str(exc), param_hint="--only") from exc
+    raise typer.Exit(exit_code(results))
+
+
+app = typer.Typer(add_completion=False)
+app.command("bench")(bench_command)

@@ -1,0 +1,231 @@
+"""`run_bench`: every selected store, one after another, then the report, JSON and chart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from sessiongate.bench.contenders import (
+    StoreSpec,
+    VenvStatus,
+    ensure_contenders_venv,
+    find_benchmarks_dir,
+    select_stores,
+)
+from sessiongate.bench.gateway import run_gateway_section
+from sessiongate.bench.machine import describe_machine
+from sessiongate.bench.report import evaluate_goals, write_markdown
+from sessiongate.bench.runner import run_store
+from sessiongate.bench.workload import Sizes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["RESULTS_SCHEMA", "exit_code", "run_bench"]
+
+# Bumped when a key of the results JSON changes meaning or disappears.
+RESULTS_SCHEMA = 1
+
+
+def run_bench(
+    *,
+    quick: bool,
+    out_dir: Path,
+    contenders: list[str] | None,
+    json_path: Path | None,
+    progress: bool = True,
+    sizes: Sizes | None = None,
+    work_dir: Path | None = None,
+    benchmarks_dir: Path | None = None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark and write `out_dir/PERFORMANCE.md` (+ `performance.png`).
+
+    `contenders` names stores by id or family (`sessiongate`, `sqlite`, `openai-agents`,
+    `google-adk`, `langgraph`, `sessiongate-full`, ...); None runs them all. `sizes`
+    overrides the quick or default sizes; `work_dir` holds the databases while they are
+    measured (a temporary folder by default, removed afterwards).
+    """
+    specs = select_stores(contenders)
+    sizes = sizes or (Sizes.quick() if quick else Sizes())
+    timeout = timeout_s or (900.0 if quick else 4 * 3600.0)
+    bench_dir = benchmarks_dir or find_benchmarks_dir()
+    console = Console(stderr=True, quiet=not progress)
+    started = datetime.now(UTC)
+
+    needs_venv = any(s.contender for s in specs)
+    with console.status("setting up the contenders' environment (first run: pip install)"):
+        venv = ensure_contenders_venv(bench_dir, create=needs_venv)
+    if needs_venv and venv.python is None:
+        console.print(f"[yellow]contenders skipped:[/] {venv.reason}")
+
+    owned_work = work_dir is None
+    work_root = work_dir or Path(tempfile.mkdtemp(prefix="sessiongate-bench-"))
+    stores: dict[str, dict[str, Any]] = {}
+    skipped: list[dict[str, str]] = []
+    try:
+        with _progress(console) as tracker:
+            for spec in specs:
+                python = _python_for(spec, venv)
+                if python is None:
+                    skipped.append({"id": spec.id, "label": spec.label, "reason": str(venv.reason)})
+                    continue
+                t0 = time.perf_counter()
+                result = run_store(
+                    spec,
+                    python=python,
+                    adapter=spec.adapter_spec(bench_dir),
+                    sizes=sizes,
+                    work=work_root / spec.id,
+                    progress=tracker.update,
+                    timeout_s=timeout,
+                )
+                result["seconds"] = time.perf_counter() - t0
+                tracker.finish(spec, result)
+                stores[spec.id] = result
+    finally:
+        if owned_work:
+            shutil.rmtree(work_root, ignore_errors=True)
+
+    results: dict[str, Any] = {
+        "schema": RESULTS_SCHEMA,
+        "quick": quick,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": describe_machine(),
+        "sizes": sizes.to_dict(),
+        "stores": stores,
+        "skipped": skipped,
+        "gateway": run_gateway_section(quick=quick),
+    }
+    results["goals"] = evaluate_goals(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results["chart"] = _render_chart(results, venv, bench_dir, out_dir / "performance.png")
+    write_markdown(results, out_dir / "PERFORMANCE.md")
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=2) + "\n")
+    if progress:
+        _print_summary(Console(), results, out_dir)
+    return results
+
+
+def _python_for(spec: StoreSpec, venv: VenvStatus) -> Path | None:
+    return venv.python if spec.contender else Path(sys.executable)
+
+
+def _render_chart(
+    results: dict[str, Any], venv: VenvStatus, bench_dir: Path | None, png: Path
+) -> dict[str, Any]:
+    """Draw the chart with matplotlib from the contenders' venv, in a subprocess."""
+    if venv.python is None or bench_dir is None:
+        return {"path": None, "reason": venv.reason or "no contenders' environment"}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "results.json"
+        data.write_text(json.dumps(results))
+        done = subprocess.run(
+            [str(venv.python), str(bench_dir / "plot.py"), str(data), str(png)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    if done.returncode != 0:
+        return {"path": None, "reason": f"plot.py failed: {done.stderr.strip()[-500:]}"}
+    return {"path": str(png), "reason": None}
+
+
+class _Tracker:
+    """One progress line per store, fed by the children's progress events."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.tasks: dict[str, TaskID] = {}
+
+    def update(self, store: str, phase: str, done: int, total: int) -> None:
+        if self.progress is None:
+            return
+        task = self.tasks.get(store)
+        if task is None:
+            task = self.tasks[store] = self.progress.add_task(store, total=total)
+        self.progress.update(
+            task, description=f"{store:<20} {phase}", completed=done, total=max(total, 1)
+        )
+
+    def finish(self, spec: StoreSpec, result: dict[str, Any]) -> None:
+        if self.progress is None or spec.id not in self.tasks:
+            return
+        status = "done" if result["status"] == "ok" else "[red]failed[/]"
+        self.progress.update(
+            self.tasks[spec.id],
+            description=f"{spec.id:<20} {status} in {result['seconds']:.0f} s",
+            completed=1,
+            total=1,
+        )
+
+
+@contextmanager
+def _progress(console: Console) -> Iterator[_Tracker]:
+    if console.quiet:
+        yield _Tracker(None)
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        yield _Tracker(progress)
+
+
+def _print_summary(console: Console, results: dict[str, Any], out_dir: Path) -> None:
+    table = Table(title="sessiongate bench" + (" (quick)" if results["quick"] else ""))
+    for column in ("store", "append msg/s", "tail 50 p50", "full load p50", "bytes/msg", "writers"):
+        table.add_column(column, justify="left" if column == "store" else "right")
+    for store in results["stores"].values():
+        if store["status"] != "ok":
+            table.add_row(store["id"], "[red]failed[/]", "", "", "", "")
+            continue
+        w = store["workload"]
+        clean = all(m["clean"] for m in store["writers"].values())
+        table.add_row(
+            store["id"],
+            f"{w['append']['msg_per_s']:,.0f}",
+            f"{w['tail_50']['p50_ms']:.3f} ms",
+            f"{w['full_load']['p50_ms']:.1f} ms",
+            f"{w['disk']['bytes_per_message']:,.0f}",
+            "clean" if clean else "[yellow]errors/lost[/]",
+        )
+    for skipped in results["skipped"]:
+        table.add_row(skipped["id"], "[yellow]skipped[/]", "", "", "", "")
+    console.print(table)
+    marks = {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "[dim]n/a[/]"}
+    for goal in results["goals"]:
+        console.print(f"{marks[goal['passed']]}  {goal['goal']}: {goal['measured']}")
+    console.print(f"report: {out_dir / 'PERFORMANCE.md'}")
+
+
+def exit_code(results: dict[str, Any]) -> int:
+    """1 when a sessiongate store failed to run; goals never fail the command."""
+    failed = [s for s in results["stores"].values() if s["status"] != "ok"]
+    return 1 if any(s["family"] == "sessiongate" for s in failed) else 0

@@ -1,0 +1,430 @@
+"""Issue 5's goals as pass/fail lines, the ratios, and `docs/PERFORMANCE.md`.
+
+Everything here reads the results dictionary only, so a report can be rebuilt from a saved
+`--json` file. The markdown keeps whatever sits between the notes markers of the previous file:
+that is where the store's owner records what was tried and what it gave.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["evaluate_goals", "render_markdown", "write_markdown"]
+
+NOTES_START = "<!-- notes:start (kept when the benchmark rewrites this file) -->"
+NOTES_END = "<!-- notes:end -->"
+
+# Written as escapes: ruff flags the literal characters as look-alikes of x and -.
+X = "\u00d7"
+DASH = "\u2013"
+
+SG_DEFAULT = "sessiongate-normal"
+SG_FULL = "sessiongate-full"
+
+
+def _store(results: dict[str, Any], store_id: str) -> dict[str, Any] | None:
+    store = results.get("stores", {}).get(store_id)
+    if store is None or store.get("status") != "ok":
+        return None
+    found: dict[str, Any] = store
+    return found
+
+
+def _rate(store: dict[str, Any]) -> float:
+    return float(store["workload"]["append"]["msg_per_s"])
+
+
+def _goal(goal: str, measured: str, passed: bool | None) -> dict[str, Any]:
+    return {"goal": goal, "measured": measured, "passed": passed}
+
+
+def _missing(*names: str) -> str:
+    return f"not measured ({', '.join(names)} did not run)"
+
+
+def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal of issue 5 with what was measured; `passed` is None when not measured."""
+    goals: list[dict[str, Any]] = []
+    sg, sg_full = _store(results, SG_DEFAULT), _store(results, SG_FULL)
+    openai = _store(results, "openai-agents")
+
+    # Every append commits before it returns; sessiongate's default (NORMAL in WAL) survives a
+    # process crash. The ratio at equal FULL durability is shown beside it, with the most any
+    # store could reach there: the baseline's own ratio, which the disk's fsync sets.
+    goal = f"Durable appends ≥ 10{X} OpenAI SQLiteSession (sessiongate at its default)"
+    if sg and openai:
+        ratio = _rate(sg) / _rate(openai)
+        text = f"{ratio:.1f}{X} ({_n(_rate(sg))} vs {_n(_rate(openai))} msg/s)"
+        base_full = _store(results, "sqlite-full")
+        if sg_full:
+            text += f"; both at FULL: {_rate(sg_full) / _rate(openai):.1f}{X}"
+            if base_full:
+                text += f" (the FULL baseline: {_rate(base_full) / _rate(openai):.1f}{X})"
+        goals.append(_goal(goal, text, ratio >= 10))
+    else:
+        goals.append(_goal(goal, _missing(SG_DEFAULT, "openai-agents"), None))
+
+    for mine, base in ((sg, "sqlite-normal"), (sg_full, "sqlite-full")):
+        level = base.split("-")[1].upper()
+        goal = f"Appends ≥ 0.5{X} the plain sqlite3 baseline at synchronous={level}"
+        other = _store(results, base)
+        if mine and other:
+            ratio = _rate(mine) / _rate(other)
+            text = f"{ratio:.2f}{X} ({_n(_rate(mine))} vs {_n(_rate(other))} msg/s)"
+            goals.append(_goal(goal, text, ratio >= 0.5))
+        else:
+            goals.append(_goal(goal, _missing(f"sessiongate-{level.lower()}", base), None))
+
+    if sg:
+        w = sg["workload"]
+        tail = w["tail_50"]
+        goals.append(
+            _goal(
+                "Tail read of the last 50 ≤ 0.5 ms (median)",
+                f"{_ms(tail['p50_ms'])} median, {_ms(tail['p99_ms'])} p99",
+                tail["p50_ms"] <= 0.5,
+            )
+        )
+        full = w["full_load"]
+        goals.append(
+            _goal(
+                "Full load of a 5,000-message session ≤ 20 ms (median)",
+                f"{_ms(full['p50_ms'])} median, {_ms(full['p99_ms'])} p99 "
+                f"({full['messages']:,} messages)",
+                full["p50_ms"] <= 20 if full["messages"] >= 5000 else None,
+            )
+        )
+        baseline = _store(results, "sqlite-normal")
+        goal = f"Bytes per message ≤ 1.3{X} the baseline"
+        if baseline:
+            mine_b = w["disk"]["bytes_per_message"]
+            base_b = baseline["workload"]["disk"]["bytes_per_message"]
+            ratio = mine_b / base_b if base_b else float("inf")
+            goals.append(
+                _goal(goal, f"{ratio:.2f}{X} ({mine_b:,.0f} vs {base_b:,.0f} B)", ratio <= 1.3)
+            )
+        else:
+            goals.append(_goal(goal, _missing("sqlite-normal"), None))
+        growth = w["disk"]["growth"]
+        goals.append(
+            _goal(
+                "Linear growth on disk (bytes per message added, 2nd half ÷ 1st half ≤ 1.25)",
+                f"{growth:.2f}" if growth is not None else "too few probes",
+                growth <= 1.25 if growth is not None else None,
+            )
+        )
+    else:
+        goals.extend(
+            _goal(name, _missing(SG_DEFAULT), None)
+            for name in ("Tail read ≤ 0.5 ms", "Full load ≤ 20 ms", "Bytes per message", "Growth")
+        )
+
+    writers = [s for s in (sg, sg_full) if s]
+    if writers:
+        runs = [
+            (store["durability"], mode, w2)
+            for store in writers
+            for mode, w2 in store["writers"].items()
+        ]
+        clean = all(bool(w2["clean"]) for _, _, w2 in runs)
+        lines = [
+            f"{level} {mode}: {w2['errors']}/{w2['lost']}/{w2['duplicated']}"
+            for level, mode, w2 in runs
+        ]
+        goals.append(
+            _goal(
+                "Two writers: zero errors, lost or duplicated messages (errors/lost/duplicated)",
+                "; ".join(lines),
+                clean,
+            )
+        )
+    else:
+        goals.append(
+            _goal("Two writers: zero errors, lost, duplicated", _missing("sessiongate"), None)
+        )
+
+    gateway = results.get("gateway", {})
+    if gateway.get("status") == "ok":
+        inproc = gateway["in_process"]
+        goals.append(
+            _goal(
+                "Gateway ≥ 1,000 turns/s in process",
+                f"{_n(inproc['turns_per_s'])} turns/s",
+                inproc["turns_per_s"] >= 1000,
+            )
+        )
+        p99 = inproc["overhead_ms"]["p99_ms"]
+        goals.append(_goal("Gateway p99 overhead ≤ 5 ms", _ms(p99), p99 <= 5))
+    else:
+        why = f"not measured: {gateway.get('reason', 'no gateway section')}"
+        goals.append(_goal("Gateway ≥ 1,000 turns/s in process", why, None))
+        goals.append(_goal("Gateway p99 overhead ≤ 5 ms", why, None))
+    return goals
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def _n(value: float) -> str:
+    """Readable numbers: thousands separators from 100 up, two significant digits below."""
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2g}" if value < 1 else f"{value:.2f}"
+
+
+def _ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 1:
+        return f"{value:.1f} ms"
+    return f"{value:.3f} ms"
+
+
+def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out.extend("| " + " | ".join(row) + " |" for row in rows)
+    return out
+
+
+def _ok_stores(results: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in results.get("stores", {}).values() if s.get("status") == "ok"]
+
+
+def _verdict(passed: bool | None) -> str:
+    return {True: "PASS", False: "FAIL", None: "n/a"}[passed]
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    """The whole PERFORMANCE.md except the preserved notes."""
+    machine = results["machine"]
+    sizes = results["sizes"]
+    lines = [
+        "# Performance",
+        "",
+        "Generated by `sessiongate bench` (`benchmarks/README.md` describes the workload and",
+        "each contender); do not edit by hand except between the notes markers at the end.",
+        "",
+    ]
+    if results.get("quick"):
+        lines += [
+            "> **Quick run**: sizes far below issue 5's workload. It shows that the benchmark",
+            "> works, not how fast anything is; run `sessiongate bench` for real figures.",
+            "",
+        ]
+    lines += [
+        f"Run {results['finished_at']} on {machine['cpu']}, {machine['cores']} cores, "
+        f"{machine['ram_gb']} GB RAM; {machine['os']}; Python {machine['python']}, "
+        f"SQLite {machine['sqlite']}. Each store ran in its own processes, one after another.",
+        "",
+        f"Workload: {sizes['sessions']:,} sessions; {sizes['messages']:,} messages appended in "
+        f"turns of 2{DASH}4 to random sessions, one call per turn; one hot session of "
+        f"{sizes['hot_messages']:,} messages (LangGraph: 1,000), its last 50 read "
+        f"{sizes['tail_reads']:,} times and all of it {sizes['full_reads']} times; "
+        f"{sizes['cold_reads']} small sessions opened and read; two writer processes "
+        f"({sizes['writer_turns']} turns each).",
+        "",
+    ]
+    if results.get("chart", {}).get("path"):
+        lines += [f"![Benchmark chart]({Path(results['chart']['path']).name})", ""]
+
+    lines += ["## Goals (issue 5)", ""]
+    lines += _table(
+        ["", "goal", "measured"],
+        ([_verdict(g["passed"]), g["goal"], g["measured"]] for g in results["goals"]),
+    )
+    lines.append("")
+
+    stores = _ok_stores(results)
+    lines += ["## Writes", ""]
+    lines += _table(
+        ["store", "durability", "sessions/s", "append msg/s", "turn p50 / p99", "hot msg/s"],
+        (
+            [
+                s["label"],
+                _durability(s),
+                _n(s["workload"]["sessions"]["per_s"]),
+                f"**{_n(s['workload']['append']['msg_per_s'])}**",
+                _pair(s["workload"]["append"]["turn_latency"]),
+                _n(s["workload"]["hot"]["msg_per_s"]),
+            ]
+            for s in stores
+        ),
+    )
+    lines += ["", "## Reads and footprint", ""]
+    lines += _table(
+        [
+            "store",
+            "tail 50 p50 / p99",
+            "full load p50 / p99",
+            "open + tail 50 p50 / p99",
+            "bytes/msg",
+            "growth",
+            "peak RSS",
+        ],
+        (
+            [
+                s["label"],
+                _pair(s["workload"]["tail_50"]),
+                _pair(s["workload"]["full_load"])
+                + f" ({s['workload']['full_load']['messages']:,})",
+                _pair(s["workload"]["open_and_tail_50"]),
+                f"{s['workload']['disk']['bytes_per_message']:,.0f}",
+                _growth(s["workload"]["disk"]["growth"]),
+                f"{s['workload']['rss_mb']['peak']:.0f} MB",
+            ]
+            for s in stores
+        ),
+    )
+    lines += [
+        "",
+        "Growth: bytes per message added in the second half of the appends over the first half "
+        "(1 = linear). Peak RSS is the child process's `ru_maxrss`, imports included. "
+        "The baseline and LangGraph write nothing to create a session, hence their sessions/s.",
+        "",
+        "## Two writer processes on one database",
+        "",
+    ]
+    lines += _table(
+        [
+            "store",
+            "distinct sessions: errors / lost / dup / phantom",
+            "msg/s",
+            "one shared session: errors / lost / dup / phantom",
+            "msg/s",
+        ],
+        ([s["label"], *_writer_cells(s, "distinct"), *_writer_cells(s, "shared")] for s in stores),
+    )
+    lines += [
+        "",
+        "Lost: the call returned but the message is not stored; phantom: stored although its "
+        "call raised (part of a turn).",
+        "",
+    ]
+    lines += _ratio_sections(results)
+    lines += _problems(results)
+    gateway = results.get("gateway", {})
+    lines += ["## Gateway pipeline", ""]
+    if gateway.get("status") == "ok":
+        for where in ("in_process", "http"):
+            part = gateway.get(where)
+            if part:
+                lines.append(
+                    f"- {where.replace('_', ' ')}: {_n(part['turns_per_s'])} turns/s, overhead "
+                    f"{_pair(part['overhead_ms'])}"
+                )
+    else:
+        lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _durability(store: dict[str, Any]) -> str:
+    described = store["workload"].get("describe", {})
+    journal = described.get("journal_mode", "?")
+    return f"{described.get('synchronous', store['durability'])}, {journal}"
+
+
+def _pair(p: dict[str, Any]) -> str:
+    return f"{_ms(p['p50_ms'])} / {_ms(p['p99_ms'])}"
+
+
+def _growth(value: float | None) -> str:
+    return DASH if value is None else f"{value:.2f}"
+
+
+def _writer_cells(store: dict[str, Any], mode: str) -> list[str]:
+    w = store["writers"][mode]
+    cells = f"{w['errors']} / {w['lost']} / {w['duplicated']} / {w['phantom']}"
+    if w["error_kinds"]:
+        cells += " (" + ", ".join(f"{k} {X}{v}" for k, v in w["error_kinds"].items()) + ")"
+    return [cells, _n(w["msg_per_s"])]
+
+
+def _ratio_sections(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for mine_id in (SG_DEFAULT, SG_FULL):
+        mine = _store(results, mine_id)
+        if mine is None:
+            continue
+        others = [s for s in _ok_stores(results) if s["family"] != "sessiongate"]
+        if not others:
+            continue
+        w = mine["workload"]
+        lines += [
+            f"## {mine['label']} against each store",
+            "",
+            "Times faster (>1 is sessiongate ahead); bytes and RSS as sessiongate ÷ other "
+            "(<1 is sessiongate smaller). † = different hot-session size.",
+            "",
+        ]
+        rows = []
+        for other in others:
+            o = other["workload"]
+            mark = "†" if o["full_load"]["messages"] != w["full_load"]["messages"] else ""
+            rows.append(
+                [
+                    other["label"],
+                    other["durability"],
+                    _x(w["append"]["msg_per_s"], o["append"]["msg_per_s"]),
+                    _x(o["tail_50"]["p50_ms"], w["tail_50"]["p50_ms"]),
+                    _x(o["full_load"]["p50_ms"], w["full_load"]["p50_ms"]) + mark,
+                    _x(o["open_and_tail_50"]["p50_ms"], w["open_and_tail_50"]["p50_ms"]),
+                    _x(w["disk"]["bytes_per_message"], o["disk"]["bytes_per_message"]),
+                    _x(w["rss_mb"]["peak"], o["rss_mb"]["peak"]),
+                ]
+            )
+        lines += _table(
+            [
+                "vs",
+                "its durability",
+                "appends",
+                "tail 50",
+                "full load",
+                "open + tail",
+                "bytes/msg",
+                "peak RSS",
+            ],
+            rows,
+        )
+        lines.append("")
+    return lines
+
+
+def _x(numerator: float, denominator: float) -> str:
+    if denominator <= 0:
+        return DASH
+    ratio = numerator / denominator
+    return f"{ratio:,.0f}{X}" if ratio >= 100 else f"{ratio:.2f}{X}"
+
+
+def _problems(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for store in results.get("stores", {}).values():
+        if store.get("status") == "error":
+            first = str(store.get("error", "")).strip().splitlines()[-1:] or ["unknown error"]
+            lines.append(f"- {store['label']}: **failed** — {first[0]}")
+        problems = store.get("workload", {}).get("problems", [])
+        lines.extend(f"- {store['label']}: wrong read — {problem}" for problem in problems)
+    lines.extend(f"- {s['label']}: skipped — {s['reason']}" for s in results.get("skipped", []))
+    if results.get("chart", {}).get("reason"):
+        lines.append(f"- chart not drawn — {results['chart']['reason']}")
+    return ["## Skipped, failed and wrong", "", *lines, ""] if lines else []
+
+
+def write_markdown(results: dict[str, Any], path: Path) -> None:
+    """Write the report, keeping the notes of the file it replaces."""
+    notes = f"{NOTES_START}\n{NOTES_END}"
+    if path.exists():
+        old = path.read_text()
+        start, end = old.find(NOTES_START), old.find(NOTES_END)
+        if start != -1 and end > start:
+            notes = old[start : end + len(NOTES_END)]
+    body = render_markdown(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{body}\n## Notes\n\n{notes}\n")

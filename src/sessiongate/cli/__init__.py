@@ -1,0 +1,76 @@
+"""The `sessiongate` command: a thin shell over the Python API, one module per command group.
+
+    run        the gateway (HTTP API + runner)      cli/run.py
+    chat       a conversation in this terminal       cli/chat.py
+    sessions   list|show|search|export|import|prune  cli/sessions.py
+    doctor     check (and --repair) a home           cli/doctor.py
+    config     the effective configuration           cli/config_cmd.py
+    bench      the benchmark suite                   cli/bench.py
+
+Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import sessiongate
+from sessiongate.cli import bench, chat, config_cmd, doctor, run, sessions
+
+__all__ = ["app", "main"]
+
+# Fixed help width: the same text in every terminal and in docs/CLI.md.
+HELP_WIDTH = 88
+CONTEXT_SETTINGS = {
+    "help_option_names": ["-h", "--help"],
+    "max_content_width": HELP_WIDTH,
+    "terminal_width": HELP_WIDTH,
+}
+
+app = typer.Typer(
+    name="sessiongate",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings=CONTEXT_SETTINGS,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"sessiongate {sessiongate.__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """sessiongate: the session lifecycle engine and gateway for chat agents.
+
+    State lives under $SESSIONGATE_HOME (default: the user data dir); --home overrides it.
+    """
+
+
+app.command("run")(run.run)
+app.command("chat")(chat.chat)
+app.add_typer(sessions.app, name="sessions")
+app.command("doctor")(doctor.doctor)
+app.command("config")(config_cmd.show_config)
+app.command(
+    "bench",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)(bench.bench)
+
+
+def main() -> None:
+    """The console script (also `python -m sessiongate`)."""
+    app(prog_name="sessiongate")

@@ -1,0 +1,5 @@
+"""`python -m sessiongate.cli`."""
+
+from sessiongate.cli import main
+
+main()

@@ -1,0 +1,123 @@
+"""What every command shares: the options, finding home and config, opening the store, output.
+
+Exit codes: 0 success; 1 the operation failed or found problems; 2 bad usage or a bad
+configuration (click uses 2 for usage errors too).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from sessiongate.agents import build_agent_factory
+from sessiongate.config import ConfigError, default_home, load_config
+from sessiongate.errors import SessiongateError
+from sessiongate.store.session_store import SessionStore
+
+if TYPE_CHECKING:
+    from sessiongate.agents.base import AgentFactory
+    from sessiongate.core.config import GatewayConfig
+
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "ConfigOption",
+    "HomeOption",
+    "JsonOption",
+    "Paths",
+    "agent_factory_for",
+    "console",
+    "emit_json",
+    "err_console",
+    "fail",
+    "load_paths_and_config",
+    "open_store",
+    "sessions_dir",
+]
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+HomeOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--home",
+        help="State directory. Default: $SESSIONGATE_HOME, else the user data dir.",
+        file_okay=False,
+        show_default=False,
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="YAML config file. Default: $SESSIONGATE_CONFIG, else <home>/config.yaml if present.",
+        dir_okay=False,
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")]
+
+
+class Paths:
+    """Where one invocation keeps its state."""
+
+    __slots__ = ("config_file", "home")
+
+    def __init__(self, home: Path, config_file: Path | None) -> None:
+        self.home = home
+        self.config_file = config_file
+
+
+def sessions_dir(home: Path) -> Path:
+    return home / "sessions"
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def load_paths_and_config(
+    home: Path | None, config_file: Path | None
+) -> tuple[Paths, GatewayConfig]:
+    """Resolve `--home` and `--config`; a bad configuration exits with code 2."""
+    resolved = (home or default_home()).expanduser()
+    try:
+        config = load_config(config_file, home=resolved)
+    except ConfigError as exc:
+        fail(exc.message, EXIT_USAGE)
+    return Paths(resolved, config_file), config
+
+
+def open_store(paths: Paths, config: GatewayConfig) -> SessionStore:
+    """The store under `<home>/sessions`; a store that will not open exits with code 1."""
+    try:
+        return SessionStore(sessions_dir(paths.home), config)
+    except SessiongateError as exc:
+        fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)")
+    except OSError as exc:
+        fail(f"cannot open the store under {paths.home}: {exc}")
+
+
+def agent_factory_for(config: GatewayConfig) -> AgentFactory:
+    """The configured agent (OpenAI-compatible if configured, else echo); a missing optional
+    dependency exits with the install hint instead of a traceback."""
+    try:
+        return build_agent_factory(config)
+    except ImportError as exc:
+        fail(str(exc))
+
+
+def emit_json(data: Any) -> None:
+    """Plain JSON on stdout (no colour, no wrapping), for scripts."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,173 @@
+"""`sessiongate doctor [--repair]`: check a home directory and say exactly what is wrong.
+
+Checks, in order: the configuration loads; the database file passes SQLite's own check
+(`quick_check`, or `integrity_check` with `--full`), read directly from the file so a store
+that refuses to open can still be examined; the store opens; the full-text side index is
+current and consistent; `sessions.json` is readable. `--repair` rebuilds the full-text index
+and rewrites `sessions.json` from the database (the only two things that are derived, and so
+safe to rebuild). Exit code 0 when everything is (now) healthy, 1 when a problem remains.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from sessiongate.cli._common import (
+    EXIT_FAILURE,
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    console,
+    emit_json,
+    sessions_dir,
+)
+from sessiongate.config import ConfigError, default_home, load_config
+from sessiongate.core.config import GatewayConfig
+from sessiongate.core.freshness import resolve_timezone
+from sessiongate.errors import SessiongateError
+from sessiongate.store.session_store import SessionStore
+
+__all__ = ["Check", "doctor", "run_checks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    repaired: bool = False
+
+
+def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayConfig]:
+    try:
+        config = load_config(config_file, home=home)
+    except ConfigError as exc:
+        return Check("config", False, exc.message), GatewayConfig()
+    try:
+        resolve_timezone(config.reset_policy.timezone)
+    except ValueError as exc:
+        return Check("config", False, str(exc)), config
+    return Check("config", True, "loads"), config
+
+
+def _check_sqlite(db_path: Path, *, full: bool) -> Check:
+    name = "integrity_check" if full else "quick_check"
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return Check("database", False, f"cannot open {db_path}: {exc}")
+    try:
+        rows = conn.execute(f"PRAGMA {name}").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return Check("database", False, f"{name} failed: {exc}")
+    finally:
+        conn.close()
+    messages = [str(r[0]) for r in rows]
+    if messages == ["ok"]:
+        return Check("database", True, f"{name}: ok")
+    return Check("database", False, f"{name}: " + "; ".join(messages[:5]))
+
+
+def _check_mirror(json_path: Path) -> Check:
+    if not json_path.exists():
+        return Check("sessions.json", True, "absent (written by the gateway)")
+    try:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return Check("sessions.json", False, f"unreadable: {exc}")
+    if not isinstance(data, dict):
+        return Check("sessions.json", False, "top level is not an object")
+    count = sum(1 for k in data if not k.startswith("_"))
+    return Check("sessions.json", True, f"readable, {count} entries")
+
+
+def _check_search(store: SessionStore, *, repair: bool) -> Check:
+    status = store.search_index_status()
+    problems = []
+    if status.get("stale"):
+        problems.append("marked stale (search falls back to a scan)")
+    if status.get("integrity_error"):
+        problems.append(f"integrity check failed: {status['integrity_error']}")
+    if not problems:
+        return Check("search index", True, f"current ({status.get('pending', 0)} rows to index)")
+    if not repair:
+        return Check("search index", False, "; ".join(problems) + "; run with --repair")
+    indexed = store.rebuild_search_index()
+    after = store.search_index_status()
+    if after.get("stale") or after.get("integrity_error"):
+        return Check("search index", False, "still damaged after a rebuild", repaired=False)
+    return Check("search index", True, f"rebuilt ({indexed} rows)", repaired=True)
+
+
+def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool) -> list[Check]:
+    """Every check, in order; later checks are skipped when the database cannot be read."""
+    checks: list[Check] = []
+    config_check, config = _check_config(home, config_file)
+    checks.append(config_check)
+    directory = sessions_dir(home)
+    db_path = directory / "state.db"
+    if not db_path.exists():
+        checks.append(Check("database", True, f"no database yet at {db_path}"))
+        return checks
+    database = _check_sqlite(db_path, full=full)
+    checks.append(database)
+    mirror = _check_mirror(directory / "sessions.json")
+    try:
+        store = SessionStore(directory, config)
+    except SessiongateError as exc:
+        checks.append(Check("store", False, exc.message))
+        checks.append(mirror)
+        return checks
+    try:
+        checks.append(Check("store", True, "opens"))
+        checks.append(_check_search(store, repair=repair))
+        if not mirror.ok and repair and config.mirror_sessions_json:
+            store.flush_mirror()
+            mirror = _check_mirror(directory / "sessions.json")
+            mirror = Check(mirror.name, mirror.ok, f"rewritten: {mirror.detail}", repaired=True)
+        checks.append(mirror)
+    finally:
+        store.close()
+    return checks
+
+
+def doctor(
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    repair: Annotated[
+        bool,
+        typer.Option("--repair", help="Rebuild the search index and sessions.json if damaged."),
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Run SQLite's full integrity_check (slower).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Check the database, the search index and sessions.json; exit 1 if a problem remains."""
+    resolved = (home or default_home()).expanduser()
+    checks = run_checks(resolved, config_file, repair=repair, full=full)
+    healthy = all(c.ok for c in checks)
+    if as_json:
+        emit_json(
+            {"home": str(resolved), "healthy": healthy, "checks": [asdict(c) for c in checks]}
+        )
+    else:
+        table = Table(title=f"sessiongate doctor: {resolved}", title_justify="left")
+        for column in ("check", "result", "detail"):
+            table.add_column(column, overflow="fold")
+        for check in checks:
+            if check.repaired:
+                result = "[green]repaired[/]"
+            else:
+                result = "[green]ok[/]" if check.ok else "[red]problem[/]"
+            table.add_row(check.name, result, check.detail)
+        console.print(table)
+    if not healthy:
+        raise typer.Exit(EXIT_FAILURE)

@@ -1,0 +1,146 @@
+"""`sessiongate run`: the gateway (runner + HTTP API) until SIGTERM or Ctrl+C.
+
+Start order: configuration → bind check → store → runner → server. Stop order (one signal):
+the server stops accepting and finishes its requests, then `runner.stop()` drains or journals
+the running turns, then the store closes. A second signal cuts the server's wait short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sessiongate.api.app import create_app
+from sessiongate.api.auth import UnsafeBindError, check_bind_address
+from sessiongate.api.server import build_server
+from sessiongate.cli._common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    ConfigOption,
+    HomeOption,
+    Paths,
+    agent_factory_for,
+    err_console,
+    fail,
+    load_paths_and_config,
+    open_store,
+)
+from sessiongate.gateway import GatewayRunner
+from sessiongate.logs import configure_logging
+
+if TYPE_CHECKING:
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["run", "usage_banner"]
+
+log = logging.getLogger(__name__)
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> str:
+    """What `run` prints once it listens: where, and how to talk to it."""
+    url = _url(host, port)
+    auth = ""
+    if config.api.token is not None:
+        auth = ' \\\n    -H "Authorization: Bearer $SESSIONGATE_API__TOKEN"'
+    return "\n".join(
+        [
+            f"sessiongate is listening on {url} (home: {paths.home})",
+            "",
+            "Send a message and get the agent's reply:",
+            f"  curl -s {url}/v1/messages -H 'Content-Type: application/json'{auth} \\",
+            '    -d \'{"chat_id": "me", "text": "hello"}\'',
+            "",
+            f"List sessions:  curl -s {url}/v1/sessions{' -H ...' if auth else ''}",
+            f"API reference:  {url}/docs  (OpenAPI at {url}/openapi.json)",
+            "Chat in a terminal:  sessiongate chat",
+            "Stop: Ctrl+C or SIGTERM (drains running turns first).",
+        ]
+    )
+
+
+async def _serve(
+    paths: Paths, config: GatewayConfig, store: SessionStore, host: str, port: int
+) -> int:
+    runner = GatewayRunner(store, config, home=paths.home, agent_factory=agent_factory_for(config))
+    await runner.start()
+    try:
+        app = create_app(runner, store, config)
+
+        def announce(bound_host: str, bound_port: int) -> None:
+            # Plain text, never wrapped: the curl line must stay copyable.
+            sys.stdout.write(usage_banner(bound_host, bound_port, config, paths) + "\n")
+            sys.stdout.flush()
+
+        server = build_server(
+            app,
+            host=host,
+            port=port,
+            graceful_timeout=config.agent.restart_drain_timeout,
+            on_ready=announce,
+        )
+        try:
+            await server.serve()
+        except SystemExit:
+            # uvicorn exits this way when it cannot bind; its log line says why.
+            err_console.print(f"error: could not listen on {_url(host, port)}", markup=False)
+            return EXIT_FAILURE
+        if server.received_signals:
+            log.info("stopping on a signal", extra={"signals": server.received_signals})
+        return 0
+    finally:
+        await runner.stop()
+
+
+def run(
+    home: HomeOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Address to listen on. Default: api.host (127.0.0.1).", show_default=False
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Port; 0 picks a free one. Default: api.port (8787).",
+            show_default=False,
+        ),
+    ] = None,
+    config_file: ConfigOption = None,
+    log_level: Annotated[
+        str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")
+    ] = "info",
+) -> None:
+    """Run the gateway: the HTTP API and the agent runner, until SIGTERM or Ctrl+C.
+
+    Without api.token the server listens only on a loopback address.
+    """
+    paths, config = load_paths_and_config(home, config_file)
+    bind_host = host if host is not None else config.api.host
+    bind_port = port if port is not None else config.api.port
+    try:
+        check_bind_address(bind_host, config)
+    except UnsafeBindError as exc:
+        fail(exc.message, EXIT_USAGE)
+    level = log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        fail(f"unknown log level {log_level!r}", EXIT_USAGE)
+    configure_logging(level)
+    store = open_store(paths, config)
+    try:
+        code = asyncio.run(_serve(paths, config, store, bind_host, bind_port))
+    finally:
+        store.close()
+    raise typer.Exit(code)

@@ -1,0 +1,359 @@
+"""`sessiongate sessions list|show|search|export|import|prune`: the store from a shell.
+
+Each command opens the store under `<home>/sessions`, does one thing through the public
+`SessionStore` API and closes it; it is safe to run while the gateway serves the same home
+(SQLite's write lock orders the two).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from sessiongate.api.rows import session_row
+from sessiongate.cli._common import (
+    EXIT_USAGE,
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    console,
+    emit_json,
+    fail,
+    load_paths_and_config,
+    open_store,
+)
+from sessiongate.core.entry import SessionEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["EXPORT_FORMAT", "app"]
+
+EXPORT_FORMAT = "sessiongate.export"
+EXPORT_VERSION = 1
+
+app = typer.Typer(
+    help="List, show, search, export, import and prune sessions.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@contextlib.contextmanager
+def _store(
+    home: Path | None, config_file: Path | None
+) -> Iterator[tuple[SessionStore, GatewayConfig]]:
+    paths, config = load_paths_and_config(home, config_file)
+    store = open_store(paths, config)
+    try:
+        yield store, config
+    finally:
+        store.close()
+
+
+def _row(entry: SessionEntry, store: SessionStore) -> dict[str, Any]:
+    return session_row(entry, store).model_dump(mode="json")
+
+
+def _flags(row: dict[str, Any]) -> str:
+    names = [name for name in ("pinned", "archived", "unread", "suspended") if row[name]]
+    return ",".join(names)
+
+
+@app.command("list")
+def list_sessions(
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="Rows per page.")] = 100,
+    offset: Annotated[int, typer.Option(min=0, help="Rows to skip.")] = 0,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="List archived sessions instead.")
+    ] = False,
+    active_minutes: Annotated[
+        int | None,
+        typer.Option(min=1, help="Only sessions updated in the last N minutes."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List sessions, pinned first, then most recently updated."""
+    with _store(home, config_file) as (store, _config):
+        entries, total = store.list_page(
+            limit=limit, offset=offset, archived=archived, active_minutes=active_minutes
+        )
+        rows = [_row(e, store) for e in entries]
+    if as_json:
+        emit_json({"sessions": rows, "total": total})
+        return
+    table = Table(title=f"{len(rows)} of {total} sessions", title_justify="left")
+    for column in ("session key", "name", "updated", "tokens", "flags"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["session_key"],
+            row["label"] or row["display_name"] or "",
+            row["updated_at"],
+            str(row["total_tokens"]),
+            _flags(row),
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show(
+    key: Annotated[str, typer.Argument(help="The session key, as `sessions list` prints it.")],
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    transcript: Annotated[
+        bool, typer.Option("--transcript", "-t", help="Also print the transcript.")
+    ] = False,
+    all_branches: Annotated[
+        bool, typer.Option("--all-branches", help="With --transcript: every branch.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one session: its row and, optionally, its transcript."""
+    with _store(home, config_file) as (store, _config):
+        entry = store.get_session(key)
+        if entry is None:
+            fail(f"no session with key {key!r}")
+        row = _row(entry, store)
+        events: list[dict[str, Any]] | None = None
+        if transcript:
+            branch = "all" if all_branches else "active"
+            events = store.load_events(entry.session_id, branch=branch)
+    if as_json:
+        out: dict[str, Any] = {"session": row}
+        if events is not None:
+            out["events"] = events
+        emit_json(out)
+        return
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in row.items():
+        if value not in (None, False, 0, 0.0, ""):
+            table.add_row(name, str(value))
+    console.print(table)
+    for event in events or []:
+        if event.get("type") == "message":
+            content = event.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            console.print(f"[dim]#{event['id']}[/] [bold]{event.get('role')}[/]: {text}")
+        else:
+            console.print(f"[dim]#{event['id']} ({event.get('type')})[/]")
+
+
+@app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for (plain text, not a query).")],
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many hits.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Full-text search over the active branch of every transcript."""
+    with _store(home, config_file) as (store, _config):
+        hits, degraded = store.search_detailed(query, limit)
+    if as_json:
+        emit_json({"results": hits, "degraded": degraded})
+        return
+    if degraded:
+        console.print("[yellow]the search index is stale; results come from a slower scan[/]")
+    table = Table(title=f"{len(hits)} hits", title_justify="left")
+    for column in ("session key", "role", "when", "snippet"):
+        table.add_column(column, overflow="fold")
+    for hit in hits:
+        table.add_row(
+            str(hit.get("session_key")),
+            str(hit.get("role")),
+            str(hit.get("timestamp")),
+            str(hit.get("snippet")),
+        )
+    console.print(table)
+
+
+@app.command("export")
+def export(
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here instead of stdout.", dir_okay=False),
+    ] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Option("--key", help="Export only this key (repeatable). Default: all."),
+    ] = None,
+) -> None:
+    """Export sessions and their active transcripts as one JSON document."""
+    with _store(home, config_file) as (store, _config):
+        if keys:
+            entries = []
+            for key in keys:
+                entry = store.get_session(key)
+                if entry is None:
+                    fail(f"no session with key {key!r}")
+                entries.append(entry)
+        else:
+            entries = store.list_sessions()
+        sessions = [
+            {"entry": e.to_dict(), "events": store.load_events(e.session_id)} for e in entries
+        ]
+    document = {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "sessions": sessions,
+    }
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    output.chmod(0o600)  # transcripts are private
+    console.print(f"exported {len(sessions)} sessions to {output}")
+
+
+@app.command("import")
+def import_(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A `sessions export` document, or a sessions.json routing file.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import sessions; keys the store already has are skipped, never overwritten."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        fail(f"cannot read {file}: {exc}", EXIT_USAGE)
+    items, problems = _parse_import(data)
+    imported = messages = 0
+    with _store(home, config_file) as (store, _config):
+        for entry, events in items:
+            # A transcript already in the store (a pruned key coming back) is not appended
+            # again: messages without ids would be duplicated.
+            has_transcript = store.session_info(entry.session_id) is not None
+            if store.import_entries([entry]) == 0:
+                continue
+            imported += 1
+            batch = [_message_of(e) for e in events if e.get("type", "message") == "message"]
+            if batch and not has_transcript:
+                try:
+                    store.append_messages(entry.session_id, batch)
+                except ValueError as exc:
+                    problems.append(f"{entry.session_key}: transcript not imported: {exc}")
+                    continue
+                messages += len(batch)
+    skipped = len(items) - imported
+    if as_json:
+        emit_json(
+            {"imported": imported, "skipped": skipped, "messages": messages, "problems": problems}
+        )
+    else:
+        console.print(
+            f"imported {imported} sessions ({messages} messages); {skipped} already present"
+        )
+        for problem in problems:
+            console.print(f"[yellow]skipped:[/] {problem}")
+    if problems:
+        raise typer.Exit(1)
+
+
+_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "message_id")
+
+
+def _message_of(event: dict[str, Any]) -> dict[str, Any]:
+    message = {k: event[k] for k in _MESSAGE_KEYS if event.get(k) is not None}
+    if isinstance(event.get("metadata"), dict):
+        message["metadata"] = event["metadata"]
+    if isinstance(event.get("timestamp"), str):
+        message["timestamp"] = event["timestamp"]
+    return message
+
+
+def _parse_import(data: Any) -> tuple[list[tuple[SessionEntry, list[dict[str, Any]]]], list[str]]:
+    items: list[tuple[SessionEntry, list[dict[str, Any]]]] = []
+    problems: list[str] = []
+    if isinstance(data, dict) and data.get("format") == EXPORT_FORMAT:
+        raw_sessions = data.get("sessions")
+        if not isinstance(raw_sessions, list):
+            fail("the export document has no sessions list", EXIT_USAGE)
+        for index, item in enumerate(raw_sessions):
+            try:
+                if not isinstance(item, dict):
+                    raise ValueError("not an object")
+                raw_entry = item.get("entry")
+                if not isinstance(raw_entry, dict):
+                    raise ValueError("entry is not an object")
+                entry = SessionEntry.from_dict(raw_entry)
+                events = item.get("events") or []
+                if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+                    raise ValueError("events must be a list of objects")
+            except ValueError as exc:
+                problems.append(f"session #{index}: {exc}")
+                continue
+            items.append((entry, events))
+    elif isinstance(data, dict):
+        # A sessions.json routing file: key → entry, no transcripts.
+        for key, value in data.items():
+            if key.startswith("_"):
+                continue
+            try:
+                if not isinstance(value, dict):
+                    raise ValueError("not an object")
+                entry = SessionEntry.from_dict(
+                    {**value, "session_key": value.get("session_key", key)}
+                )
+            except ValueError as exc:
+                problems.append(f"{key[:80]!r}: {exc}")
+                continue
+            items.append((entry, []))
+    else:
+        fail("expected a JSON object (an export document or sessions.json)", EXIT_USAGE)
+    return items, problems
+
+
+@app.command("prune")
+def prune(
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    max_age_days: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Drop routing entries not updated for this many days. "
+            "Default: session_store_max_age_days.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Drop old routing entries (transcripts stay and remain searchable)."""
+    with _store(home, config_file) as (store, config):
+        days = max_age_days if max_age_days is not None else config.session_store_max_age_days
+        if days <= 0:
+            fail(
+                "pruning is off (session_store_max_age_days is 0); pass --max-age-days",
+                EXIT_USAGE,
+            )
+        pruned = store.prune_old_entries(days)
+    if as_json:
+        emit_json({"pruned": pruned, "max_age_days": days})
+    else:
+        console.print(f"pruned {pruned} entries older than {days} days")

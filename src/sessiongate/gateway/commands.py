@@ -1,0 +1,440 @@
+"""Slash commands, and the one table of what each does while its lane is busy.
+
+A command is recognised after stripping a leading group mention (`@bot /new`) and a
+`/cmd@bot` suffix, case-insensitively; `/new` and `/reset` are the configured
+`reset_triggers`. Unknown `/words` are ordinary text for the agent. Every command is
+deduplicated by its message id like any message, and its effect commits in the same
+transaction as that record, so a redelivered `/new` neither resets twice nor is lost.
+
+Slightly over the ~400-line budget so that the busy table sits next to every handler it
+governs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from sessiongate.core.context import sanitize_untrusted
+from sessiongate.gateway.lanes import CancelReason
+from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.events import MessageEvent
+    from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.store.lanes import Acceptance, LaneStore
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = [
+    "BUSY_REPLY",
+    "COMMANDS",
+    "BusyPolicy",
+    "CommandHost",
+    "CommandRunner",
+    "CommandSpec",
+    "ParsedCommand",
+    "parse_command",
+]
+
+
+class BusyPolicy(enum.StrEnum):
+    RUN = "run"  # runs at once, beside the running turn
+    INTERRUPT = "interrupt"  # interrupts the running turn, waits for it to end, then runs
+    REFUSE = "refuse"  # answers BUSY_REPLY and changes nothing
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    name: str
+    busy: BusyPolicy
+    usage: str
+    summary: str
+
+
+# What each command does while a turn of its lane is running (or waiting to run). Control
+# commands must get through a busy lane (a blocked agent must never make /stop unreachable);
+# commands that rewrite the transcript or switch sessions under a running turn are refused.
+COMMANDS: dict[str, CommandSpec] = {
+    spec.name: spec
+    for spec in (
+        CommandSpec("stop", BusyPolicy.RUN, "/stop", "stop the current reply"),
+        CommandSpec("status", BusyPolicy.RUN, "/status", "show this conversation's state"),
+        CommandSpec(
+            "queue", BusyPolicy.RUN, "/queue <text>", "run <text> as its own turn, in order"
+        ),
+        CommandSpec("sessions", BusyPolicy.RUN, "/sessions", "list this conversation's sessions"),
+        CommandSpec("title", BusyPolicy.RUN, "/title [name]", "show or set the title"),
+        CommandSpec("help", BusyPolicy.RUN, "/help", "list the commands"),
+        CommandSpec(
+            "new",
+            BusyPolicy.INTERRUPT,
+            "/new [text]",
+            "start a new session; text is its first turn",
+        ),
+        CommandSpec(
+            "reset",
+            BusyPolicy.INTERRUPT,
+            "/reset [soft] [text]",
+            "start over; soft keeps the session id",
+        ),
+        CommandSpec(
+            "resume", BusyPolicy.REFUSE, "/resume [n | session id]", "go back to an earlier session"
+        ),
+        CommandSpec("undo", BusyPolicy.REFUSE, "/undo [n]", "take back the last n turns"),
+        CommandSpec("retry", BusyPolicy.REFUSE, "/retry", "answer the last message again"),
+    )
+}
+
+BUSY_REPLY = "Busy with the current reply: try /{name} again after it arrives (or /stop it)."
+_RESET_NAMES = frozenset({"new", "reset"})
+_MENTION = re.compile(r"^@\S+\s+(?=/)")
+_COMMAND = re.compile(r"^/([^\s@/]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
+_TITLE_MAX = 100
+_UNDO_MAX = 100
+_LIST_MAX = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCommand:
+    name: str
+    args: str
+
+
+def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | None:
+    """The command in `text`, or None when it is ordinary text."""
+    stripped = _MENTION.sub("", text.strip(), count=1)
+    lowered = stripped.lower()
+    for trigger in reset_triggers:
+        word = trigger.strip().lower()
+        if word and (lowered == word or lowered.startswith((word + " ", word + "\n"))):
+            name = word.lstrip("/")
+            return ParsedCommand(
+                name if name in _RESET_NAMES else "new", stripped[len(word) :].strip()
+            )
+    match = _COMMAND.match(stripped)
+    if match is None:
+        return None
+    name = match.group(1).lower()
+    if name not in COMMANDS or name in _RESET_NAMES:
+        return None  # /new and /reset exist only as configured reset triggers
+    return ParsedCommand(name, (match.group(2) or "").strip())
+
+
+class CommandHost(Protocol):
+    """What commands need from the runner."""
+
+    def accept(self, entry: SessionEntry, inbound: Inbound, kind: InboxKind) -> Acceptance: ...
+
+    async def dispatch(
+        self,
+        entry: SessionEntry,
+        source: SessionSource,
+        acceptance: Acceptance,
+        *,
+        wait: bool,
+        interrupt: bool,
+    ) -> Receipt: ...
+
+    async def notify(self, source: SessionSource, text: str) -> None: ...
+
+    def discard(self, entry: SessionEntry, inbox_ids: list[int]) -> None: ...
+
+    def wake(self, session_key: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    command: ParsedCommand
+    event: MessageEvent
+    entry: SessionEntry
+    inbound: Inbound
+    wait: bool
+    busy: bool
+
+    @property
+    def key(self) -> str:
+        return self.entry.session_key
+
+
+class _Duplicate(Exception):
+    """Raised inside a command's transaction when its message id was seen meanwhile."""
+
+
+class CommandRunner:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        lane_store: LaneStore,
+        lanes: LaneTable,
+        config: GatewayConfig,
+        host: CommandHost,
+    ) -> None:
+        self._store = store
+        self._lane_store = lane_store
+        self._lanes = lanes
+        self._config = config
+        self._host = host
+
+    async def run(self, command: ParsedCommand, event: MessageEvent, *, wait: bool) -> Receipt:
+        spec = COMMANDS[command.name]
+        entry = self._store.get_or_create_session(event.source)
+        inbound = event.to_inbound()
+        seen = self._lane_store.lookup_seen(inbound)
+        if seen is not None:
+            return Receipt(
+                seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
+            )
+        busy = entry.session_key in self._lanes
+        call = _Call(command, event, entry, inbound, wait, busy)
+        if busy and spec.busy is BusyPolicy.REFUSE:
+            return await self._answer(call, BUSY_REPLY.format(name=spec.name), record=False)
+        handler: Callable[[_Call], Awaitable[Receipt]] = getattr(self, f"_cmd_{spec.name}")
+        try:
+            return await handler(call)
+        except _Duplicate:
+            return Receipt(entry.session_key, entry.session_id, ReceiptStatus.DUPLICATE, None, None)
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _answer(
+        self, call: _Call, reply: str, *, record: bool = True, entry: SessionEntry | None = None
+    ) -> Receipt:
+        if record:
+            with self._lane_store.atomic():
+                self._check_new(call)
+                self._record(call, reply)
+        await self._host.notify(call.event.source, reply)
+        entry = entry or call.entry
+        return Receipt(entry.session_key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
+    def _check_new(self, call: _Call) -> None:
+        """Inside the command's transaction: raise `_Duplicate` if the id was seen meanwhile."""
+        if self._lane_store.lookup_seen(call.inbound) is not None:
+            raise _Duplicate
+
+    def _record(self, call: _Call, reply: str) -> None:
+        self._lane_store.record_command(
+            call.inbound, session_key=call.key, session_id=call.entry.session_id, reply=reply
+        )
+
+    def _turn_inbound(self, call: _Call, text: str, *, verbatim: bool = False) -> Inbound:
+        # The command's message id is recorded for the command; the turn it starts has none.
+        return replace(call.inbound, text=text, message_id=None, media=(), verbatim=verbatim)
+
+    @contextlib.asynccontextmanager
+    async def _quiet_lane(self, key: str) -> AsyncIterator[None]:
+        """Hold the lane: interrupt its running turn, wait for its worker to leave, keep new
+        workers out until the block ends (so the slot cannot be claimed under `/new`)."""
+        self._lanes.hold(key)
+        try:
+            lane = self._lanes.get(key)
+            if lane is not None:
+                if lane.running is not None:
+                    lane.running.cancel(CancelReason.INTERRUPT)
+                await lane.released.wait()
+            yield
+        finally:
+            self._lanes.unhold(key)
+
+    # ------------------------------------------------------------------ the commands
+
+    async def _cmd_new(self, call: _Call) -> Receipt:
+        return await self._reset(call, soft=False, text=call.command.args)
+
+    async def _cmd_reset(self, call: _Call) -> Receipt:
+        args = call.command.args
+        soft = args.lower() == "soft" or args.lower().startswith(("soft ", "soft\n"))
+        return await self._reset(call, soft=soft, text=args[4:].strip() if soft else args)
+
+    async def _reset(self, call: _Call, *, soft: bool, text: str) -> Receipt:
+        key = call.key
+        acceptance: Acceptance | None = None
+        async with self._quiet_lane(key):
+            with self._lane_store.atomic():
+                self._check_new(call)
+                dropped = self._lane_store.clear_pending(key)
+                entry = self._store.reset_session(
+                    key, mode="boundary" if soft else None, reason=call.command.name
+                )
+                assert entry is not None  # get_or_create_session made the lane
+                self._lane_store.reset_restart_count(key)
+                if text:
+                    acceptance = self._host.accept(
+                        entry, self._turn_inbound(call, text), InboxKind.SLOT
+                    )
+                reply = "Started a new session." if not soft else "Started over (same session)."
+                if dropped:
+                    reply += f" {len(dropped)} waiting message(s) were dropped."
+                self._record(call, reply)
+            self._host.discard(entry, dropped)
+        await self._host.notify(call.event.source, reply)
+        if acceptance is None:
+            self._host.wake(key)
+            return Receipt(key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
+        return await self._host.dispatch(
+            entry, call.event.source, acceptance, wait=call.wait, interrupt=False
+        )
+
+    async def _cmd_stop(self, call: _Call) -> Receipt:
+        lane = self._lanes.get(call.key)
+        running = lane.running if lane is not None else None
+        stopped = running is not None and running.cancel(CancelReason.STOP)
+        reply = "Stopped the current reply." if stopped else "Nothing is running."
+        depth = self._lane_store.queue_depth(call.key)
+        if depth:
+            reply += f" {depth} waiting message(s) will run next."
+        return await self._answer(call, reply)
+
+    async def _cmd_queue(self, call: _Call) -> Receipt:
+        text = call.command.args
+        if not text:
+            return await self._answer(call, f"Usage: {COMMANDS['queue'].usage}", record=False)
+        with self._lane_store.atomic():
+            self._check_new(call)
+            acceptance = self._host.accept(
+                call.entry, self._turn_inbound(call, text), InboxKind.QUEUED
+            )
+            if acceptance.status is not AcceptStatus.FULL:
+                self._record(call, "queued")
+        if call.busy and acceptance.status is not AcceptStatus.FULL:
+            await self._host.notify(
+                call.event.source, f"Queued; it runs after {acceptance.depth - 1} other(s)."
+            )
+        return await self._host.dispatch(
+            call.entry, call.event.source, acceptance, wait=call.wait, interrupt=False
+        )
+
+    async def _cmd_status(self, call: _Call) -> Receipt:
+        entry = call.entry
+        lane = self._lanes.get(call.key)
+        state = (
+            "replying"
+            if lane is not None and lane.running is not None
+            else ("busy" if lane is not None else "idle")
+        )
+        lines = [
+            f"Session: {entry.session_id}",
+            f"Title: {entry.display_name or '(none)'}",
+            f"State: {state}, {self._lane_store.queue_depth(call.key)} waiting",
+            f"Tokens: {entry.input_tokens} in, {entry.output_tokens} out",
+        ]
+        if entry.resume_pending:
+            lines.append(f"Resume pending: {entry.resume_reason}")
+        return await self._answer(call, "\n".join(lines))
+
+    async def _cmd_sessions(self, call: _Call) -> Receipt:
+        sessions = self._store.sessions_for_key(call.key)[:_LIST_MAX]
+        lines = [
+            f"{i}. {s['session_id']} · {s['message_count']} messages"
+            + (" (current)" if s["session_id"] == call.entry.session_id else "")
+            for i, s in enumerate(sessions, 1)
+        ]
+        return await self._answer(call, "\n".join(lines) or "No sessions yet.")
+
+    async def _cmd_title(self, call: _Call) -> Receipt:
+        name = sanitize_untrusted(call.command.args, _TITLE_MAX)
+        if not name:
+            return await self._answer(call, f"Title: {call.entry.display_name or '(none)'}")
+        with self._lane_store.atomic():
+            self._check_new(call)
+            entry = self._store.set_session_fields(call.key, display_name=name)
+            reply = f"Title set: {name}"
+            self._record(call, reply)
+        await self._host.notify(call.event.source, reply)
+        return Receipt(call.key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
+    async def _cmd_help(self, call: _Call) -> Receipt:
+        lines = [f"{spec.usage} — {spec.summary}" for spec in COMMANDS.values()]
+        return await self._answer(call, "\n".join(lines))
+
+    async def _cmd_undo(self, call: _Call) -> Receipt:
+        arg = call.command.args
+        n = min(int(arg), _UNDO_MAX) if arg.isdigit() and int(arg) > 0 else 1
+        with self._lane_store.atomic():
+            self._check_new(call)
+            result = self._store.rewind_session(call.entry.session_id, n)
+            undone = int(result["turns_undone"])
+            reply = f"Took back {undone} turn(s)." if undone else "Nothing to take back."
+            self._record(call, reply)
+        await self._host.notify(call.event.source, reply)
+        return Receipt(call.key, call.entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
+    async def _cmd_retry(self, call: _Call) -> Receipt:
+        acceptance: Acceptance | None = None
+        with self._lane_store.atomic():
+            self._check_new(call)
+            result = self._store.rewind_session(call.entry.session_id, 1)
+            if result["turns_undone"]:
+                text = str(result["target_text"])
+                acceptance = self._host.accept(
+                    call.entry, self._turn_inbound(call, text, verbatim=True), InboxKind.SLOT
+                )
+            self._record(call, "retry" if acceptance else "Nothing to retry.")
+        if acceptance is None:
+            return await self._answer(call, "Nothing to retry.", record=False)
+        return await self._host.dispatch(
+            call.entry, call.event.source, acceptance, wait=call.wait, interrupt=False
+        )
+
+    async def _cmd_resume(self, call: _Call) -> Receipt:
+        session_id, refusal = self._resolve_target(call)
+        if session_id is None:
+            return await self._answer(call, refusal, record=False)
+        with self._lane_store.atomic():
+            self._check_new(call)
+            entry = self._store.switch_session(call.key, session_id)
+            reply = (
+                f"Resumed session {session_id}."
+                if entry is not None
+                else "That session cannot be resumed."
+            )
+            self._record(call, reply)
+        await self._host.notify(call.event.source, reply)
+        entry = entry or call.entry
+        return Receipt(call.key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
+    def _resolve_target(self, call: _Call) -> tuple[str | None, str]:
+        """The session id to switch to, or None and the refusal to show."""
+        arg = call.command.args.strip()
+        current = call.entry.session_id
+        own = [str(s["session_id"]) for s in self._store.sessions_for_key(call.key)]
+        if not arg:
+            earlier = [sid for sid in own if sid != current]
+            return (earlier[0], "") if earlier else (None, "No earlier session to resume.")
+        if arg.isdigit():
+            index = int(arg) - 1
+            if 0 <= index < min(len(own), _LIST_MAX):
+                return own[index], ""
+            return None, "No session with that number; see /sessions."
+        if arg == current:
+            return None, "That is the current session."
+        if arg in own or self._same_origin(call, arg):
+            return arg, ""
+        # Another person's or another chat's session: refused without saying whether it exists.
+        return None, "That session cannot be resumed from here."
+
+    def _same_origin(self, call: _Call, session_id: str) -> bool:
+        """Whether `session_id` belongs to the same person in the same chat (IDOR guard)."""
+        info = self._store.session_info(session_id)
+        if info is None or not info.get("session_key"):
+            return False
+        other = self._store.get_session(str(info["session_key"]))
+        origin = other.origin if other is not None else None
+        source = call.event.source
+        return (
+            origin is not None
+            and origin.platform == source.platform
+            and origin.chat_id == source.chat_id
+            and origin.user_id is not None
+            and origin.user_id == source.user_id
+        )

@@ -1,0 +1,141 @@
+"""Lanes: exactly one worker, hence one turn, per session key at a time.
+
+A lane is claimed by `LaneTable.ensure` *synchronously*: the lane is registered and its worker
+task created before the caller reaches any `await`, so two coroutines (a live message and a
+restart resume, two redeliveries) can never both see the key idle and start two agents on it.
+Live messages and restart resumes go through this same method. The worker releases the lane
+in the same synchronous step in which it finds no more work, so a message accepted in between
+either is claimed by that worker or finds the lane free and starts a new one: no lost wakeup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Iterator
+
+__all__ = ["CancelReason", "Lane", "LaneTable", "RunningTurn"]
+
+
+class CancelReason(enum.StrEnum):
+    INTERRUPT = "interrupt"  # a follow-up in `interrupt` mode, or `/new` while busy
+    STOP = "stop"  # `/stop`
+    DRAIN = "drain"  # shutdown: the drain timeout ran out; the turn resumes after restart
+
+
+class RunningTurn:
+    """The turn a lane is running; `cancel` records why before cancelling the agent's task."""
+
+    __slots__ = ("cancel_reason", "task", "turn_id")
+
+    def __init__(self, turn_id: int) -> None:
+        self.turn_id = turn_id
+        self.task: asyncio.Task[Any] | None = None
+        self.cancel_reason: CancelReason | None = None
+
+    def attach(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        if self.cancel_reason is not None:
+            task.cancel()
+
+    def cancel(self, reason: CancelReason) -> bool:
+        """Ask the turn to stop; the first reason wins. False if it had already been asked."""
+        if self.cancel_reason is not None:
+            return False
+        self.cancel_reason = reason
+        if self.task is not None:
+            self.task.cancel()
+        return True
+
+
+@dataclass(eq=False)
+class Lane:
+    key: str
+    task: asyncio.Task[None] | None = None
+    running: RunningTurn | None = None
+    # Turns to resume after a restart, run before any pending row of the lane.
+    resume: deque[int] = field(default_factory=deque)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class LaneTable:
+    """The lanes that have a worker, and the keys held by a command (`/new`) meanwhile."""
+
+    def __init__(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]) -> None:
+        self._spawn = spawn
+        self._lanes: dict[str, Lane] = {}
+        self._held: dict[str, int] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def get(self, key: str) -> Lane | None:
+        return self._lanes.get(key)
+
+    def ensure(
+        self,
+        key: str,
+        worker: Callable[[Lane], Coroutine[Any, Any, None]],
+        *,
+        resume_turn: int | None = None,
+    ) -> Lane | None:
+        """Claim the lane for `key` and start its worker, or hand the work to the existing one.
+
+        Synchronous on purpose (see the module docstring). A held key gets no new worker for
+        plain work (the holder starts one when it lets go); None is returned then.
+        """
+        lane = self._lanes.get(key)
+        if lane is None:
+            if resume_turn is None and key in self._held:
+                return None
+            lane = Lane(key)
+            if resume_turn is not None:
+                lane.resume.append(resume_turn)
+            self._lanes[key] = lane
+            self._idle.clear()
+            lane.task = self._spawn(worker(lane))
+        elif resume_turn is not None:
+            lane.resume.append(resume_turn)
+        return lane
+
+    def release(self, lane: Lane) -> None:
+        if self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
+        lane.released.set()
+        if not self._lanes:
+            self._idle.set()
+
+    def hold(self, key: str) -> None:
+        self._held[key] = self._held.get(key, 0) + 1
+
+    def unhold(self, key: str) -> None:
+        left = self._held.get(key, 0) - 1
+        if left > 0:
+            self._held[key] = left
+        else:
+            self._held.pop(key, None)
+
+    def is_held(self, key: str) -> bool:
+        return key in self._held
+
+    def running_turns(self) -> int:
+        return sum(1 for lane in self._lanes.values() if lane.running is not None)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [lane.task for lane in self._lanes.values() if lane.task is not None]
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    def __iter__(self) -> Iterator[Lane]:
+        return iter(list(self._lanes.values()))
+
+    def __len__(self) -> int:
+        return len(self._lanes)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._lanes

@@ -1,0 +1,74 @@
+"""`Receipt`: what the runner answers for one inbound message, and the waiters that get it."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Receipt", "ReceiptStatus", "Waiters"]
+
+
+class ReceiptStatus(enum.StrEnum):
+    REPLIED = "replied"  # the turn that consumed the message replied (`reply`)
+    QUEUED = "queued"  # accepted durably; the turn runs later (wait=False, or at shutdown)
+    DUPLICATE = "duplicate"  # seen before: no second turn; `reply` is the first turn's, if any
+    UNAUTHORIZED = "unauthorized"  # the sender is not on the platform's allow list
+    QUEUE_FULL = "queue_full"  # the lane's queue is at its cap; nothing was written
+    COMMAND = "command"  # a slash command ran; `reply` is its answer
+    FAILED = "failed"  # the turn failed (agent error or timeout); `reply` is the notice
+    INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    session_key: str
+    session_id: str | None
+    status: str
+    reply: str | None
+    turn_id: int | None
+
+
+class Waiters:
+    """Futures of callers waiting for the turn that consumes an inbox row.
+
+    Merged follow-ups share one row, so several callers can wait on one row; all of them get
+    the same outcome. A caller that gave up (its future is cancelled) is skipped.
+    """
+
+    def __init__(self) -> None:
+        self._by_row: dict[int, tuple[str, str | None, list[asyncio.Future[Receipt]]]] = {}
+
+    def add(
+        self, inbox_id: int, session_key: str, session_id: str | None
+    ) -> asyncio.Future[Receipt]:
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        entry = self._by_row.setdefault(inbox_id, (session_key, session_id, []))
+        entry[2].append(future)
+        return future
+
+    def resolve(
+        self,
+        inbox_id: int,
+        status: ReceiptStatus,
+        *,
+        reply: str | None = None,
+        turn_id: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        entry = self._by_row.pop(inbox_id, None)
+        if entry is None:
+            return
+        key, known_id, futures = entry
+        receipt = Receipt(key, session_id or known_id, status, reply, turn_id)
+        for future in futures:
+            if not future.done():
+                future.set_result(receipt)
+
+    def resolve_all(self, status: ReceiptStatus) -> None:
+        """Answer every waiter with `status` (at shutdown: their rows wait for the restart)."""
+        for inbox_id in list(self._by_row):
+            self.resolve(inbox_id, status)
+
+    def __len__(self) -> int:
+        return sum(len(entry[2]) for entry in self._by_row.values())

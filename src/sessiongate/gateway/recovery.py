@@ -1,0 +1,172 @@
+"""Restart recovery (spec §7 with the turn journal of DESIGN decision 4).
+
+At start, before any inbound message is looked at:
+
+1. `.clean_shutdown` (file in the home, and its record in the database) is consumed.
+2. `restart_counts.json` is merged into the database (the larger count wins).
+3. Every turn the journal still calls `running` was cut off by a crash: it goes back to
+   `accepted` (keeping its inbox row) and its session is marked `resume_pending`
+   (`restart_interrupted`). Without the marker, `suspend_recently_active()` runs as the spec says.
+4. Each `accepted` turn (crash, or drain timeout at the last stop) is classified:
+   - older than `agent.gateway_auto_continue_freshness` (from its acceptance): *stale*; it
+     becomes `interrupted`, its user text stays in the transcript, the user is told;
+   - its lane's counter of dispatched resumes has reached `stuck_loop_threshold`: *stuck*; the
+     session is suspended and the turn `failed`;
+   - otherwise it is *resumed*: dispatched through the same lane claim as live messages, the
+     counter raised in the claiming transaction (so a SIGKILLed resume still counts), with a
+     resume note for the agent.
+5. `replied` turns (committed, not delivered) are delivered; lanes with pending rows get workers.
+6. Live messages are accepted meanwhile but dispatched only when the startup gate opens, after
+   the resumed turns have finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sessiongate.core.entry import ResumeReason
+from sessiongate.store.lanes import TurnState
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    from pathlib import Path
+
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.lanes import Claim, LaneStore, Turn
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "RESTART_COUNTS_FILE",
+    "RecoveryPlan",
+    "consume_clean_shutdown",
+    "plan_recovery",
+    "read_restart_counts",
+    "write_clean_shutdown",
+    "write_restart_counts",
+]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
+RESTART_COUNTS_FILE = "restart_counts.json"
+
+
+@dataclass(slots=True)
+class RecoveryPlan:
+    clean: bool
+    requeued: int = 0  # running turns found after a crash
+    marked_recent: int = 0  # sessions marked by suspend_recently_active
+    resume: list[Turn] = field(default_factory=list)
+    stale: list[Claim] = field(default_factory=list)
+    stuck: list[Claim] = field(default_factory=list)
+    deliver: list[Turn] = field(default_factory=list)
+    pending_lanes: list[str] = field(default_factory=list)
+
+
+def consume_clean_shutdown(home: Path, lane_store: LaneStore) -> bool:
+    """Whether the last stop was graceful; the marker (file and record) is gone afterwards,
+    so a crash from here on is seen as unclean at the next start."""
+    recorded = lane_store.consume_clean_shutdown()
+    path = home / CLEAN_SHUTDOWN_FILE
+    present = path.exists()
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return recorded is not None or present
+
+
+def write_clean_shutdown(home: Path, lane_store: LaneStore, at: datetime) -> None:
+    """The database record first (the truth), then the file the spec describes."""
+    lane_store.mark_clean_shutdown(at)
+    _write_atomic(home / CLEAN_SHUTDOWN_FILE, at.isoformat() + "\n")
+
+
+def read_restart_counts(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning(
+            "unreadable restart counts file ignored", extra={"path": str(path), "error": str(exc)}
+        )
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(k): int(v) for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)
+    }
+
+
+def write_restart_counts(path: Path, counts: dict[str, int]) -> None:
+    _write_atomic(path, json.dumps(counts, indent=2, sort_keys=True) + "\n")
+
+
+def plan_recovery(
+    *,
+    home: Path,
+    store: SessionStore,
+    lane_store: LaneStore,
+    config: GatewayConfig,
+    now: datetime,
+) -> RecoveryPlan:
+    """Steps 1-5 of the module docstring, as far as they are synchronous journal decisions."""
+    plan = RecoveryPlan(clean=consume_clean_shutdown(home, lane_store))
+    counts_path = home / RESTART_COUNTS_FILE
+    lane_store.merge_restart_counts(read_restart_counts(counts_path))
+    for turn in lane_store.turns_in_state(TurnState.RUNNING):
+        lane_store.requeue(turn.id, resume_reason=str(ResumeReason.RESTART_INTERRUPTED))
+        plan.requeued += 1
+    if not plan.clean:
+        plan.marked_recent = store.suspend_recently_active()
+    counts = lane_store.restart_counts()
+    freshness = config.agent.gateway_auto_continue_freshness
+    for turn in lane_store.turns_in_state(TurnState.ACCEPTED):
+        claim = lane_store.get_claim(turn.id)
+        if claim is None:
+            log.error(
+                "accepted turn without its inbox row",
+                extra={"turn_id": turn.id, "session_key": turn.session_key},
+            )
+            continue
+        age = (now - turn.accepted_at).total_seconds()
+        if age > freshness:
+            plan.stale.append(claim)
+        elif counts.get(turn.session_key, 0) >= config.stuck_loop_threshold:
+            plan.stuck.append(claim)
+        else:
+            plan.resume.append(turn)
+    plan.deliver = lane_store.turns_in_state(TurnState.REPLIED)
+    plan.pending_lanes = lane_store.lanes_with_pending()
+    log.info(
+        "recovery planned",
+        extra={
+            "clean": plan.clean,
+            "requeued": plan.requeued,
+            "marked_recent": plan.marked_recent,
+            "resume": len(plan.resume),
+            "stale": len(plan.stale),
+            "stuck": len(plan.stuck),
+            "deliver": len(plan.deliver),
+            "pending_lanes": len(plan.pending_lanes),
+        },
+    )
+    return plan
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Temp file, fsync, rename, 0600: a reader sees the old or the new file, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -1,0 +1,530 @@
+"""`GatewayRunner`: inbound messages → lanes → agent turns → replies, crash-safe.
+
+Path of a message: authorise (allow list; an unknown sender leaves no trace) → slash command?
+→ `get_or_create_session` → durable accept (dedup + inbox row, one transaction) → in
+`interrupt` mode a follow-up cancels the running turn → the lane's worker claims rows one turn
+at a time (`lanes.py`) and the executor runs them (`turns.py`) → reply committed, delivered.
+
+The sync/async seam: store calls are short transactions and run inline on the event loop — no
+thread hop per call. A lane's turn awaits only the agent and the adapter; every state change
+happens between awaits, so cancellation can never split one. (If profiling ever shows the
+store blocking the loop, the one place to change is here: a single writer thread fed by a
+queue, as the style guide describes.)
+
+Every task has an owner: the runner's `TaskGroup` (lane workers, the recovery task, the
+housekeeping watcher of spec §10 over the runner's agent cache), held by a
+supervisor task that `stop()` awaits; each turn's agent call runs in a per-turn group owned by
+its worker. Shutdown order: stop accepting, drain running turns under
+`agent.restart_drain_timeout`, journal the rest for resume, stop adapters, close agents, write
+`.clean_shutdown`. The store belongs to the caller and stays open.
+
+Over the ~400-line budget: it is the runner's public surface plus the three sequences that
+must be read side by side to see that they never overlap on a lane (start-up recovery, the lane
+worker, the drain); turns, commands, lanes and recovery rules live in their own modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.agents.echo import EchoAgent
+from sessiongate.core.entry import ResumeReason
+from sessiongate.core.keys import build_session_key
+from sessiongate.errors import StaleWriteError
+from sessiongate.gateway import recovery
+from sessiongate.gateway.agent_cache import AgentCache
+from sessiongate.gateway.commands import CommandRunner, parse_command
+from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
+from sessiongate.gateway.housekeeping import HousekeepingWatcher
+from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
+from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
+from sessiongate.gateway.turns import STALE_NOTICE, STUCK_NOTICE, TurnCounters, TurnExecutor
+from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Sequence
+
+    from sessiongate.adapters.base import PlatformAdapter
+    from sessiongate.agents.base import AgentFactory
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.events import MessageEvent
+    from sessiongate.store.lanes import Acceptance, Inbound, SeenRecord
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["GatewayRunner", "RunnerStatistics"]
+
+log = logging.getLogger(__name__)
+
+_SHUTTING_DOWN = "The gateway is shutting down; please send your message again shortly."
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerStatistics:
+    running_turns: int
+    queued: int  # pending inbox rows over all lanes
+    lanes: int  # lanes with a worker
+    turns_completed: int
+    turns_failed: int
+    turns_interrupted: int
+    turns_resumed: int
+    agent_cache_size: int
+    evictions: int
+    duplicates: int
+    unauthorized: int
+    queue_full: int
+    deliveries_failed: int
+    lane_errors: int
+    waiters: int
+    startup_gate_open: bool
+    accepting: bool
+
+
+@dataclass(slots=True)
+class _Counters:
+    duplicates: int = 0
+    unauthorized: int = 0
+    queue_full: int = 0
+    lane_errors: int = 0
+
+
+class GatewayRunner:
+    def __init__(
+        self,
+        store: SessionStore,
+        config: GatewayConfig,
+        *,
+        home: Path,
+        agent_factory: AgentFactory | None = None,
+        clock: Clock | None = None,
+        adapters: Sequence[PlatformAdapter] = (),
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.home = Path(home)
+        self.clock: Clock = clock or store.clock
+        self.lane_store = LaneStore(store)
+        delay = config.agent.echo.delay_seconds
+        self._agent_factory: AgentFactory = agent_factory or (
+            lambda _key: EchoAgent(delay_seconds=delay)
+        )
+        self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
+        self.housekeeping = HousekeepingWatcher(
+            store=store, cache=self._agents, config=config, clock=self.clock
+        )
+        self._housekeeping_stop = asyncio.Event()
+        self._delivery = Delivery(adapters, self.lane_store)
+        self._waiters = Waiters()
+        self._turns = TurnCounters()
+        self._counters = _Counters()
+        self._lanes = LaneTable(self._spawn)
+        self._executor = TurnExecutor(
+            store=store,
+            lane_store=self.lane_store,
+            config=config,
+            agents=self._agents,
+            agent_factory=self._agent_factory,
+            delivery=self._delivery,
+            waiters=self._waiters,
+            counters=self._turns,
+            counts_changed=self._write_restart_counts,
+            drain_reason=lambda: self._drain_reason,
+        )
+        self._commands = CommandRunner(
+            store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
+        )
+        self._ready = asyncio.Event()  # start() finished (or stop() ran first)
+        self._deliveries_done = asyncio.Event()  # recovered replies sent: resumes may run
+        self._resumes_done = asyncio.Event()
+        self._gate = asyncio.Event()  # the startup gate: live work may be dispatched
+        self._shutdown = asyncio.Event()
+        self._stop_lock = asyncio.Lock()
+        self._group: asyncio.TaskGroup | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._recovery_task: asyncio.Task[None] | None = None
+        self._resumes_left = 0
+        self._started = self._stopped = self._stopping = self._accepting = False
+        # Until stop() says otherwise, a turn cut off without a drain resumes as a crash would.
+        self._drain_reason = str(ResumeReason.RESTART_INTERRUPTED)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Recover (see `recovery.py`), dispatch the resumes, then accept messages; the startup
+        gate opens once the resumed turns have finished."""
+        if self._stopped:
+            raise RuntimeError("a stopped GatewayRunner cannot be started again")
+        if self._started:
+            return
+        self._started = True
+        group_ready = asyncio.Event()
+        self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
+        await group_ready.wait()
+        plan = recovery.plan_recovery(
+            home=self.home,
+            store=self.store,
+            lane_store=self.lane_store,
+            config=self.config,
+            now=self.clock.now(),
+        )
+        notices = self._settle(plan)
+        self._resumes_left = len(plan.resume)
+        if not self._resumes_left:
+            self._resumes_done.set()
+        for turn in plan.resume:
+            self._lanes.ensure(turn.session_key, self._lane_worker, resume_turn=turn.id)
+        for key in plan.pending_lanes:
+            self._lanes.ensure(key, self._lane_worker)
+        self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
+        self._spawn(self.housekeeping.run(self._housekeeping_stop))
+        self._accepting = True
+        self._ready.set()
+        for adapter in self._delivery.adapters:
+            await adapter.start(self)
+
+    async def stop(self, *, restart: bool = False) -> None:
+        """Drain and shut down; idempotent. Turns still running after
+        `agent.restart_drain_timeout` are cancelled and journalled for resume, their sessions
+        marked `restart_timeout` (restart) or `shutdown_timeout`; pending rows stay queued."""
+        async with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._accepting = False
+            self._ready.set()
+            if not self._started:
+                return
+            await self._drain(restart=restart)
+
+    async def _drain(self, *, restart: bool) -> None:
+        self._stopping = True
+        self._drain_reason = str(
+            ResumeReason.RESTART_TIMEOUT if restart else ResumeReason.SHUTDOWN_TIMEOUT
+        )
+        # Wake workers waiting for recovery or the gate: they see `_stopping` and leave.
+        self._deliveries_done.set()
+        self._gate.set()
+        timeout = self.config.agent.restart_drain_timeout
+        running = [lane.running.task for lane in self._lanes if lane.running and lane.running.task]
+        if running and timeout > 0:
+            await asyncio.wait(running, timeout=timeout)
+        for lane in self._lanes:
+            if lane.running is not None:
+                lane.running.cancel(CancelReason.DRAIN)
+        workers = self._lanes.tasks()
+        if workers:
+            _, late = await asyncio.wait(workers, timeout=DELIVERY_TIMEOUT_SECONDS)
+            for task in late:  # stuck in delivery: the reply stays journalled `replied`
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+        self._waiters.resolve_all(ReceiptStatus.QUEUED)
+        for adapter in self._delivery.adapters:
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("adapter stop failed", extra={"platform": str(adapter.platform)})
+        self._housekeeping_stop.set()
+        await self._agents.aclose_all()
+        if self._recovery_task is not None:
+            self._recovery_task.cancel()
+        self._shutdown.set()
+        assert self._supervisor is not None
+        # A failure of the runner itself propagates from here, and without the marker the
+        # next start recovers as after a crash.
+        await self._supervisor
+        recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
+        log.info("gateway stopped", extra={"restart": restart})
+
+    async def _supervise(self, ready: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            ready.set()
+            await self._shutdown.wait()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        if self._group is None:
+            coro.close()
+            raise RuntimeError("the runner is not started")
+        return self._group.create_task(coro)
+
+    async def wait_idle(self) -> None:
+        """Until the startup gate is open and no lane has work (tests, benchmarks)."""
+        while True:
+            await self._gate.wait()
+            await self._lanes.wait_idle()
+            if not len(self._lanes):
+                return
+
+    # ------------------------------------------------------------------ recovery
+
+    def _settle(self, plan: recovery.RecoveryPlan) -> list[tuple[SessionSource, str, int]]:
+        """Commit the stale and stuck decisions; returns the notices to send."""
+        notices: list[tuple[SessionSource, str, int]] = []
+        for claim in plan.stale:
+            message = self._executor.user_message(claim)
+            self._executor.commit_interrupted(claim, message, reason="stale", notice=STALE_NOTICE)
+            notices.append((claim.item.source, STALE_NOTICE, claim.turn.id))
+        for claim in plan.stuck:
+            message = self._executor.user_message(claim)
+            self._executor.commit_failure(
+                claim, message, error="stuck_loop", notice=STUCK_NOTICE, suspend=True
+            )
+            notices.append((claim.item.source, STUCK_NOTICE, claim.turn.id))
+        if plan.stuck:
+            self._write_restart_counts()
+        return notices
+
+    async def _finish_recovery(
+        self, deliver: list[Any], notices: list[tuple[SessionSource, str, int]]
+    ) -> None:
+        try:
+            for turn in deliver:
+                await self._delivery.deliver_reply(
+                    turn.session_key, turn.id, turn.source, turn.reply or ""
+                )
+            for source, text, turn_id in notices:
+                await self._delivery.send(source, text, turn_id=turn_id)
+        finally:
+            self._deliveries_done.set()
+        await self._resumes_done.wait()
+        self._gate.set()
+        log.info("startup gate open")
+
+    def _resume_finished(self) -> None:
+        self._resumes_left -= 1
+        if self._resumes_left <= 0:
+            self._resumes_done.set()
+
+    def _write_restart_counts(self) -> None:
+        path = self.home / recovery.RESTART_COUNTS_FILE
+        recovery.write_restart_counts(path, self.lane_store.restart_counts())
+
+    # ------------------------------------------------------------------ lanes
+
+    async def _lane_worker(self, lane: Lane) -> None:
+        try:
+            while True:
+                if lane.resume:
+                    await self._deliveries_done.wait()
+                    turn_id = lane.resume.popleft()
+                    try:
+                        await self._run_resume(lane, turn_id)
+                    finally:
+                        self._resume_finished()
+                    continue
+                if not self._gate.is_set():
+                    await self._gate.wait()
+                    continue
+                if self._stopping or self._lanes.is_held(lane.key):
+                    return
+                claim = self._claim_next(lane.key)
+                if claim is None:
+                    return
+                await self._executor.run(lane, claim, resumed=False)
+        except Exception:
+            # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
+            self._counters.lane_errors += 1
+            log.exception("lane worker failed", extra={"session_key": lane.key})
+        finally:
+            self._lanes.release(lane)
+
+    async def _run_resume(self, lane: Lane, turn_id: int) -> None:
+        if self._stopping:
+            return  # still `accepted`: it resumes at the next start
+        try:
+            claim, count = self.lane_store.claim_resume(turn_id)
+        except (StaleWriteError, LookupError):
+            log.exception("resume could not be claimed", extra={"turn_id": turn_id})
+            return
+        self._write_restart_counts()
+        self._turns.resumed += 1
+        log.info(
+            "resuming turn",
+            extra={"session_key": lane.key, "turn_id": turn_id, "restart_count": count},
+        )
+        await self._executor.run(lane, claim, resumed=True)
+
+    def _claim_next(self, key: str) -> Any:
+        entry = self.store.get_session(key)
+        if entry is None:
+            item = self.lane_store.peek_next(key)
+            if item is None:
+                return None
+            # The routing entry was pruned or deleted while the row waited: route it again.
+            entry = self.store.get_or_create_session(item.source)
+        return self.lane_store.claim_next(key, entry.session_id)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def handle_message(self, event: MessageEvent, *, wait: bool = True) -> Receipt:
+        """Route one inbound message; with `wait`, return once its turn has an outcome.
+
+        Called before `start()` finishes, it waits for it; after `stop()`, it answers `failed`
+        (nothing is written, so the platform's redelivery or the client's retry is safe).
+        """
+        await self._ready.wait()
+        event = self._normalise(event)
+        source = event.source
+        if not self._accepting:
+            return Receipt(self._key_of(source), None, ReceiptStatus.FAILED, _SHUTTING_DOWN, None)
+        if not event.internal and not self._is_authorized(source):
+            self._counters.unauthorized += 1
+            log.info(
+                "unauthorized sender",
+                extra={"platform": str(source.platform), "user_id": source.user_id},
+            )
+            return Receipt(self._key_of(source), None, ReceiptStatus.UNAUTHORIZED, None, None)
+        command = (
+            None
+            if event.event_kind
+            else parse_command(event.text, reset_triggers=self.config.reset_triggers)
+        )
+        if command is not None:
+            return await self._commands.run(command, event, wait=wait)
+        entry = self.store.get_or_create_session(source, event_kind=event.event_kind)
+        # System events never interrupt and never merge: each is its own queued turn.
+        kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
+        acceptance = self.accept(entry, event.to_inbound(), kind)
+        return await self.dispatch(
+            entry, source, acceptance, wait=wait, interrupt=kind is InboxKind.SLOT
+        )
+
+    def _normalise(self, event: MessageEvent) -> MessageEvent:
+        adapter = self._delivery.adapter_for(event.source.platform)
+        if adapter is None:
+            return event
+        chat_id = adapter.chat_id_key(event.source.chat_id)
+        if chat_id == event.source.chat_id:
+            return event
+        return replace(event, source=replace(event.source, chat_id=chat_id))
+
+    def _is_authorized(self, source: SessionSource) -> bool:
+        platform = self.config.platforms.get(str(source.platform))
+        if platform is None or platform.allow_from is None:
+            return True
+        allowed = set(platform.allow_from)
+        return "*" in allowed or any(
+            uid in allowed for uid in (source.user_id, source.user_id_alt) if uid
+        )
+
+    def _key_of(self, source: SessionSource) -> str:
+        # Computed, never stored: an unauthorised sender must leave no row behind.
+        return build_session_key(
+            source,
+            group_sessions_per_user=self.config.group_sessions_per_user,
+            thread_sessions_per_user=self.config.thread_sessions_per_user,
+        )
+
+    # ------------------------------------------------------------------ CommandHost
+
+    def accept(self, entry: SessionEntry, inbound: Inbound, kind: InboxKind) -> Acceptance:
+        return self.lane_store.accept(
+            inbound,
+            session_key=entry.session_key,
+            session_id=entry.session_id,
+            kind=kind,
+            cap=self.config.queue_cap,
+        )
+
+    async def dispatch(
+        self,
+        entry: SessionEntry,
+        source: SessionSource,
+        acceptance: Acceptance,
+        *,
+        wait: bool,
+        interrupt: bool,
+    ) -> Receipt:
+        key = entry.session_key
+        if acceptance.status is AcceptStatus.DUPLICATE:
+            assert acceptance.seen is not None
+            return await self._duplicate(acceptance.seen, wait=wait)
+        if acceptance.status is AcceptStatus.FULL:
+            self._counters.queue_full += 1
+            notice = (
+                f"{acceptance.depth} messages are already waiting here, so this one was not "
+                "taken. Please send it again after the current replies."
+            )
+            log.warning("queue full", extra={"session_key": key, "depth": acceptance.depth})
+            await self.notify(source, notice)
+            return Receipt(key, entry.session_id, ReceiptStatus.QUEUE_FULL, notice, None)
+        assert acceptance.inbox_id is not None
+        if self._stopping:
+            # Accepted while the runner drains: the row is durable and runs after the restart.
+            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+        lane = self._lanes.get(key)
+        if (
+            interrupt
+            and self.config.busy_input_mode == "interrupt"
+            and self._gate.is_set()
+            and lane is not None
+            and lane.running is not None
+            and lane.running.cancel(CancelReason.INTERRUPT)
+        ):
+            log.info(
+                "follow-up interrupts the running turn",
+                extra={"session_key": key, "turn_id": lane.running.turn_id},
+            )
+        future = self._waiters.add(acceptance.inbox_id, key, entry.session_id) if wait else None
+        self._lanes.ensure(key, self._lane_worker)
+        if future is None:
+            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+        return await future
+
+    async def _duplicate(self, seen: SeenRecord, *, wait: bool) -> Receipt:
+        self._counters.duplicates += 1
+        if wait and seen.pending and seen.inbox_id is not None:
+            first = await self._waiters.add(seen.inbox_id, seen.session_key, seen.session_id)
+            return replace(first, status=ReceiptStatus.DUPLICATE)
+        return Receipt(
+            seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
+        )
+
+    async def notify(self, source: SessionSource, text: str) -> None:
+        await self._delivery.send(source, text, turn_id=None)
+
+    def discard(self, entry: SessionEntry, inbox_ids: list[int]) -> None:
+        for inbox_id in inbox_ids:
+            self._waiters.resolve(inbox_id, ReceiptStatus.INTERRUPTED, session_id=entry.session_id)
+
+    def wake(self, session_key: str) -> None:
+        if not self._stopping and self.lane_store.queue_depth(session_key):
+            self._lanes.ensure(session_key, self._lane_worker)
+
+    # ------------------------------------------------------------------ introspection
+
+    def is_busy(self, session_key: str) -> bool:
+        """A worker holds the lane: a turn is running or about to."""
+        return session_key in self._lanes
+
+    def queue_depth(self, session_key: str) -> int:
+        return self.lane_store.queue_depth(session_key)
+
+    def statistics(self) -> RunnerStatistics:
+        cache = self._agents.statistics()
+        return RunnerStatistics(
+            running_turns=self._lanes.running_turns(),
+            queued=self.lane_store.total_queued(),
+            lanes=len(self._lanes),
+            turns_completed=self._turns.completed,
+            turns_failed=self._turns.failed,
+            turns_interrupted=self._turns.interrupted,
+            turns_resumed=self._turns.resumed,
+            agent_cache_size=cache.size,
+            evictions=cache.evictions_total,
+            duplicates=self._counters.duplicates,
+            unauthorized=self._counters.unauthorized,
+            queue_full=self._counters.queue_full,
+            deliveries_failed=self._delivery.failures,
+            lane_errors=self._counters.lane_errors,
+            waiters=len(self._waiters),
+            startup_gate_open=self._gate.is_set(),
+            accepting=self._accepting,
+        )

@@ -1,0 +1,397 @@
+"""Running one claimed turn: model context, the agent call, and the outcome commit.
+
+The agent runs in its own task inside a per-turn `TaskGroup`, so an interrupt (a follow-up,
+`/stop`, `/new`) or the drain cancels only the agent, and the lane's worker, which owns the
+group, journals what happened. Outcomes:
+
+| agent                     | journal     | transcript                          | user gets      |
+|---------------------------|-------------|-------------------------------------|----------------|
+| replied                   | replied     | user + agent messages + reply       | the reply      |
+| raised / gateway_timeout  | failed      | user + notice (excluded from model) | a short notice |
+| interrupted (follow-up, /stop, /new) | interrupted | the user message         | nothing        |
+| cancelled by the drain    | accepted    | nothing (the turn resumes later)    | after restart  |
+
+Each outcome commits in one transaction (`LaneStore`), then the reply is delivered and the
+journal says `delivered`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.agents.base import TurnRequest, TurnResult
+from sessiongate.core.context import (
+    build_session_context,
+    build_session_context_prompt,
+    format_sender_prefix,
+)
+from sessiongate.core.keys import is_shared_multi_user_session
+from sessiongate.core.transcript import build_model_context
+from sessiongate.errors import InvalidEntryError, SessionNotFoundError
+from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
+from sessiongate.gateway.receipts import ReceiptStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sessiongate.agents.base import Agent, AgentFactory
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.gateway.delivery import Delivery
+    from sessiongate.gateway.receipts import Waiters
+    from sessiongate.store.lanes import Claim, InboxItem, LaneStore
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = [
+    "RESUME_NOTE",
+    "STALE_NOTICE",
+    "STUCK_NOTICE",
+    "TurnCounters",
+    "TurnExecutor",
+    "build_user_message",
+    "failure_notice",
+]
+
+log = logging.getLogger(__name__)
+
+RESUME_NOTE = (
+    "Your previous attempt at answering the last user message was interrupted by a gateway "
+    "restart (this is attempt {attempt}). Actions you started then may already have happened: "
+    "do NOT re-execute them and do not try to verify them. Answer from the conversation as it "
+    "stands, and say briefly that the earlier attempt was interrupted if it matters."
+)
+STALE_NOTICE = (
+    "Your message could not be answered: it was interrupted by a restart, and it is too old "
+    "to continue automatically. Please send it again if it still matters."
+)
+STUCK_NOTICE = (
+    "This conversation kept getting interrupted by restarts, so it was set aside; your next "
+    "message starts a fresh session."
+)
+
+
+def failure_notice(*, timed_out: bool, timeout: int) -> str:
+    """The short reply a user gets for a failed turn; the error itself stays in the log and
+    the journal (it may hold internals)."""
+    if timed_out:
+        return f"Sorry, no reply: the agent took longer than {timeout} seconds and was stopped."
+    return "Sorry, something went wrong while answering. Please try again."
+
+
+@dataclass(slots=True)
+class TurnCounters:
+    completed: int = 0
+    failed: int = 0
+    interrupted: int = 0
+    resumed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentDone:
+    result: TurnResult | None
+    error: str | None = None
+    timed_out: bool = False
+
+
+def build_user_message(
+    item: InboxItem, *, turn_id: int, shared: bool, redact_pii: bool
+) -> dict[str, Any]:
+    """The stored user message of a turn: merged parts joined with newlines, each prefixed with
+    its own sender in a shared multi-user session, media listed as attachment lines."""
+    lines: list[str] = []
+    for part in item.parts:
+        text = str(part.get("text") or "")
+        if shared and not part.get("verbatim"):
+            sender = replace(
+                item.source, user_id=part.get("user_id"), user_name=part.get("user_name")
+            )
+            text = format_sender_prefix(text, sender, shared=True, redact_pii=redact_pii)
+        lines.append(text)
+    lines.extend(f"[attachment: {media}]" for media in item.media)
+    metadata: dict[str, Any] = {"turn_id": turn_id}
+    if item.message_ids:
+        metadata["message_ids"] = list(item.message_ids)
+    if item.media:
+        metadata["media"] = list(item.media)
+    if item.reply_to:
+        metadata["reply_to"] = item.reply_to
+    if item.event_kind:
+        metadata["event_kind"] = item.event_kind
+    return {
+        "role": "user",
+        "content": "\n".join(lines),
+        "timestamp": item.accepted_at.isoformat(),
+        "metadata": metadata,
+    }
+
+
+class TurnExecutor:
+    """Runs claimed turns for the runner's lane workers."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        lane_store: LaneStore,
+        config: GatewayConfig,
+        agents: AgentCache,
+        agent_factory: AgentFactory,
+        delivery: Delivery,
+        waiters: Waiters,
+        counters: TurnCounters,
+        counts_changed: Callable[[], None],
+        drain_reason: Callable[[], str],
+    ) -> None:
+        self._store = store
+        self._lane_store = lane_store
+        self._config = config
+        self._agents = agents
+        self._agent_factory = agent_factory
+        self._delivery = delivery
+        self._waiters = waiters
+        self._counters = counters
+        self._counts_changed = counts_changed
+        self._drain_reason = drain_reason
+        self._release_due = False
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, lane: Lane, claim: Claim, *, resumed: bool) -> None:
+        turn = claim.turn
+        extra = {"session_key": turn.session_key, "turn_id": turn.id}
+        running = RunningTurn(turn.id)
+        lane.running = running
+        try:
+            user_message = self.user_message(claim)
+            log.info("turn started", extra={**extra, "attempt": turn.attempt, "resumed": resumed})
+            done = await self._call_agent(claim, running, user_message, resumed=resumed)
+        finally:
+            lane.running = None
+        if done is None:
+            reason = running.cancel_reason or CancelReason.DRAIN
+            if reason is CancelReason.DRAIN:
+                self._lane_store.requeue(turn.id, resume_reason=self._drain_reason())
+                log.info("turn left for resume after restart", extra=extra)
+                return
+            await self.interrupt(claim, user_message, reason=str(reason))
+        elif done.result is not None:
+            await self._replied(claim, user_message, done.result)
+        else:
+            timeout = self._config.agent.gateway_timeout
+            notice = failure_notice(timed_out=done.timed_out, timeout=timeout)
+            await self.fail(claim, user_message, error=done.error or "error", notice=notice)
+        if self._release_due:
+            self._release_due = False
+            # Agents the cache evicted during this turn: commit and close them now, outside
+            # any cancellation-sensitive section.
+            await self._agents.drain_released()
+
+    def user_message(self, claim: Claim) -> dict[str, Any]:
+        item = claim.item
+        shared = is_shared_multi_user_session(
+            item.source,
+            group_sessions_per_user=self._config.group_sessions_per_user,
+            thread_sessions_per_user=self._config.thread_sessions_per_user,
+        )
+        return build_user_message(
+            item, turn_id=claim.turn.id, shared=shared, redact_pii=self._config.redact_pii
+        )
+
+    def _request(self, claim: Claim, user_message: dict[str, Any], *, resumed: bool) -> TurnRequest:
+        # Store reads run inline on the loop: they are short, and this is the runner's one seam
+        # between the async runtime and the sync store (see runner.py).
+        turn = claim.turn
+        entry = self._store.get_session(turn.session_key)
+        context = build_model_context(self._store.load_events(turn.session_id))
+        prompt = build_session_context_prompt(
+            build_session_context(claim.item.source, self._config, entry)
+        )
+        messages = [*context.messages, {"role": "user", "content": user_message["content"]}]
+        return TurnRequest(
+            session_key=turn.session_key,
+            session_id=turn.session_id,
+            system_prompt=prompt,
+            messages=messages,
+            model=context.model or (entry.model_override if entry else None),
+            resume_note=RESUME_NOTE.format(attempt=turn.attempt) if resumed else None,
+            turn_id=turn.id,
+        )
+
+    async def _call_agent(
+        self, claim: Claim, running: RunningTurn, user_message: dict[str, Any], *, resumed: bool
+    ) -> _AgentDone | None:
+        """The agent's outcome, or None when its task was cancelled (interrupt, stop, drain)."""
+        key = claim.turn.session_key
+        self._agents.mark_busy(key)
+        try:
+            async with asyncio.TaskGroup() as group:
+                task = group.create_task(self._invoke(claim, user_message, resumed=resumed))
+                running.attach(task)
+        except BaseException:
+            # The worker itself is being cancelled (the runner is torn down without a drain):
+            # leave the turn to be resumed, then let the cancellation go on.
+            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
+            raise
+        finally:
+            if self._agents.mark_idle(key):
+                self._release_due = True
+        return None if task.cancelled() else task.result()
+
+    async def _invoke(
+        self, claim: Claim, user_message: dict[str, Any], *, resumed: bool
+    ) -> _AgentDone:
+        extra = {"session_key": claim.turn.session_key, "turn_id": claim.turn.id}
+        timeout = asyncio.timeout(self._config.agent.gateway_timeout)
+        try:
+            request = self._request(claim, user_message, resumed=resumed)
+            agent = self._agent_for(claim.turn.session_key)
+            async with timeout:
+                result = await agent.run_turn(request)
+        except TimeoutError:
+            if timeout.expired():
+                log.warning("agent timed out", extra=extra)
+                return _AgentDone(None, "gateway_timeout", timed_out=True)
+            log.exception("agent raised TimeoutError", extra=extra)
+            return _AgentDone(None, "TimeoutError")
+        except Exception as exc:
+            log.exception("agent failed", extra=extra)
+            return _AgentDone(None, f"{type(exc).__name__}: {exc}"[:500])
+        return _AgentDone(result)
+
+    def _agent_for(self, key: str) -> Agent:
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agent_factory(key)
+            # The new agent is not busy yet, so mark it before the cap can pick it.
+            if self._agents.put(key, agent):
+                self._release_due = True
+            self._agents.mark_busy(key)
+        return agent
+
+    # ------------------------------------------------------------------ outcomes
+
+    async def _replied(
+        self, claim: Claim, user_message: dict[str, Any], result: TurnResult
+    ) -> None:
+        turn = claim.turn
+        messages = [
+            user_message,
+            *result.messages,
+            {"role": "assistant", "content": result.text},
+        ]
+        usage = result.usage
+        # No adapter for the platform (the HTTP `api` channel): the receipt is the delivery.
+        receipt_only = self._delivery.adapter_for(claim.item.source.platform) is None
+        try:
+            counter_reset = self._lane_store.commit_reply(
+                claim,
+                messages,
+                reply=result.text,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                cost_usd=result.cost_usd,
+                delivered=receipt_only,
+            )
+        except (InvalidEntryError, SessionNotFoundError) as exc:
+            log.warning(
+                "reply could not be stored",
+                extra={"session_key": turn.session_key, "turn_id": turn.id, "error": str(exc)},
+            )
+            notice = failure_notice(timed_out=False, timeout=0)
+            await self.fail(claim, user_message, error=f"unstorable reply: {exc}", notice=notice)
+            return
+        if counter_reset:
+            self._counts_changed()
+        self._counters.completed += 1
+        log.info("turn replied", extra={"session_key": turn.session_key, "turn_id": turn.id})
+        if not receipt_only:
+            await self._delivery.deliver_reply(
+                turn.session_key, turn.id, claim.item.source, result.text
+            )
+        self._waiters.resolve(
+            claim.item.id,
+            ReceiptStatus.REPLIED,
+            reply=result.text,
+            turn_id=turn.id,
+            session_id=turn.session_id,
+        )
+
+    async def fail(
+        self,
+        claim: Claim,
+        user_message: dict[str, Any],
+        *,
+        error: str,
+        notice: str,
+        suspend: bool = False,
+    ) -> None:
+        self.commit_failure(claim, user_message, error=error, notice=notice, suspend=suspend)
+        await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
+        self._waiters.resolve(
+            claim.item.id,
+            ReceiptStatus.FAILED,
+            reply=notice,
+            turn_id=claim.turn.id,
+            session_id=claim.turn.session_id,
+        )
+
+    def commit_failure(
+        self,
+        claim: Claim,
+        user_message: dict[str, Any],
+        *,
+        error: str,
+        notice: str,
+        suspend: bool = False,
+    ) -> None:
+        notice_message = {
+            "role": "assistant",
+            "content": notice,
+            "metadata": {"exclude_from_context": True, "gateway_notice": "failed"},
+        }
+        self._lane_store.commit_failure(
+            claim,
+            error=error,
+            notice=notice,
+            messages=[user_message, notice_message],
+            suspend=suspend,
+        )
+        self._counters.failed += 1
+        log.warning(
+            "turn failed",
+            extra={"session_key": claim.turn.session_key, "turn_id": claim.turn.id, "error": error},
+        )
+
+    async def interrupt(
+        self, claim: Claim, user_message: dict[str, Any], *, reason: str, notice: str | None = None
+    ) -> None:
+        self.commit_interrupted(claim, user_message, reason=reason, notice=notice)
+        if notice is not None:
+            await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
+        self._waiters.resolve(
+            claim.item.id,
+            ReceiptStatus.INTERRUPTED,
+            reply=notice,
+            turn_id=claim.turn.id,
+            session_id=claim.turn.session_id,
+        )
+
+    def commit_interrupted(
+        self, claim: Claim, user_message: dict[str, Any], *, reason: str, notice: str | None
+    ) -> None:
+        kept = {**user_message, "metadata": {**user_message["metadata"], "interrupted": reason}}
+        self._lane_store.commit_interrupted(claim, reason=reason, messages=[kept], notice=notice)
+        self._counters.interrupted += 1
+        log.info(
+            "turn interrupted",
+            extra={
+                "session_key": claim.turn.session_key,
+                "turn_id": claim.turn.id,
+                "reason": reason,
+            },
+        )

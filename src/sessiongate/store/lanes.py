@@ -1,0 +1,590 @@
+"""`LaneStore`: the gateway's durable inbound queue and turn journal, one transaction per call.
+
+The gateway never sees a connection: each method here is one state transition (DESIGN
+decisions 1, 3 and 4), and the outcome of a turn (transcript rows, usage, journal state, inbox
+row, resume flag, stuck-loop counter) commits in one transaction with `SessionStore`'s own
+methods nested inside as savepoints. Work is claimed, never removed up front: an inbox row is
+marked claimed by the transaction that journals its turn and deleted by the one that commits
+the turn's outcome, so a crash at any point leaves the row to be resumed.
+
+Over the ~400-line budget because it is the whole durable contract of the runtime in one place:
+each method is one transition, and reading them together is how one checks that no path
+removes work before its outcome commits. The SQL itself lives in `sqlite/inbox.py` and
+`sqlite/journal.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.core.source import SessionSource
+from sessiongate.errors import SessionNotFoundError
+from sessiongate.store.sqlite import inbox, journal
+from sessiongate.store.sqlite._codec import from_us, to_us
+from sessiongate.store.sqlite.inbox import InboxKind, InboxRow, SeenRow
+from sessiongate.store.sqlite.journal import TRANSITIONS, TurnRow, TurnState
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterator, Sequence
+    from datetime import datetime
+
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = [
+    "TRANSITIONS",
+    "AcceptStatus",
+    "Acceptance",
+    "Claim",
+    "Inbound",
+    "InboxItem",
+    "InboxKind",
+    "LaneStore",
+    "SeenRecord",
+    "Turn",
+    "TurnState",
+]
+
+log = logging.getLogger(__name__)
+
+_CLEAN_SHUTDOWN = "clean_shutdown"
+
+
+class AcceptStatus(enum.StrEnum):
+    ACCEPTED = "accepted"  # a new row
+    MERGED = "merged"  # merged into the lane's pending slot
+    DUPLICATE = "duplicate"  # this (platform, chat, message id) was seen before; nothing written
+    FULL = "full"  # the lane's queue is at its cap; nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One inbound message as the store keeps it (the gateway's `MessageEvent`, flattened)."""
+
+    source: SessionSource
+    text: str
+    media: tuple[str, ...] = ()
+    message_id: str | None = None
+    message_type: str = "text"
+    reply_to: str | None = None
+    event_kind: str | None = None
+    internal: bool = False
+    # Text the gateway re-submits as stored (`/retry`): it already carries its sender prefix.
+    verbatim: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SeenRecord:
+    """Where an already-seen message went, for answering a redelivery with the first receipt."""
+
+    session_key: str
+    session_id: str | None
+    status: str  # "accepted" (became or joined an inbox row) or "command"
+    inbox_id: int | None
+    turn_id: int | None
+    reply: str | None  # a command's answer, or the reply of the turn that consumed the message
+    turn_state: TurnState | None
+    pending: bool  # its inbox row still waits for (or is in) a turn
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    status: AcceptStatus
+    inbox_id: int | None
+    depth: int  # the lane's pending rows after this call (the slot counts one)
+    seen: SeenRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    id: int
+    session_key: str
+    kind: InboxKind
+    text: str
+    parts: tuple[dict[str, Any], ...]
+    media: tuple[str, ...]
+    message_id: str | None
+    message_ids: tuple[str, ...]
+    source: SessionSource
+    message_type: str
+    reply_to: str | None
+    event_kind: str | None
+    internal: bool
+    accepted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: int
+    session_key: str
+    session_id: str
+    inbox_id: int | None
+    state: TurnState
+    attempt: int
+    resumes: int
+    source: SessionSource
+    reply: str | None
+    error: str | None
+    accepted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    delivered_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A turn and the inbox row it holds."""
+
+    turn: Turn
+    item: InboxItem
+
+
+class LaneStore:
+    """The inbox, the journal and the recovery records of one `SessionStore`'s database."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
+        self._db = store.database
+        self._clock = store.clock
+
+    def _now(self) -> int:
+        return to_us(self._clock.now())
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group several calls (and `SessionStore` calls) into one transaction."""
+        with self._db.transaction():
+            yield
+
+    # ------------------------------------------------------------------ accepting
+
+    def accept(
+        self,
+        inbound: Inbound,
+        *,
+        session_key: str,
+        session_id: str | None,
+        kind: InboxKind,
+        cap: int,
+    ) -> Acceptance:
+        """Deduplicate and write one inbound message, in one transaction.
+
+        A `slot` message merges into the lane's pending slot when there is one (always allowed:
+        it adds no row); otherwise a new row is written unless the lane already holds `cap`
+        pending rows, in which case nothing is written and the status is FULL.
+        """
+        source = inbound.source
+        now = self._now()
+        part: dict[str, Any] = {
+            "text": inbound.text,
+            "user_id": source.user_id,
+            "user_name": source.user_name,
+        }
+        if inbound.verbatim:
+            part["verbatim"] = True
+        with self._db.transaction() as conn:
+            if inbound.message_id:
+                seen = inbox.select_seen(
+                    conn, str(source.platform), source.chat_id, inbound.message_id
+                )
+                if seen is not None:
+                    depth = inbox.count_pending(conn, seen.session_key)
+                    return Acceptance(
+                        AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
+                    )
+            depth = inbox.count_pending(conn, session_key)
+            slot = inbox.pending_slot(conn, session_key) if kind is InboxKind.SLOT else None
+            fields: dict[str, Any] = {
+                "part": part,
+                "media": list(inbound.media),
+                "message_id": inbound.message_id,
+                "source": source.to_dict(),
+                "message_type": inbound.message_type,
+                "reply_to": inbound.reply_to,
+                "at": now,
+            }
+            if slot is not None:
+                inbox.merge_into_slot(conn, slot, **fields)
+                status, inbox_id = AcceptStatus.MERGED, slot.id
+            elif depth >= cap:
+                return Acceptance(AcceptStatus.FULL, None, depth)
+            else:
+                inbox_id = inbox.insert_row(
+                    conn,
+                    session_key=session_key,
+                    kind=kind,
+                    event_kind=inbound.event_kind,
+                    internal=inbound.internal,
+                    **fields,
+                )
+                status, depth = AcceptStatus.ACCEPTED, depth + 1
+            if inbound.message_id:
+                inbox.insert_seen(
+                    conn,
+                    SeenRow(
+                        str(source.platform),
+                        source.chat_id,
+                        inbound.message_id,
+                        session_key,
+                        session_id,
+                        inbox_id,
+                        None,
+                        "accepted",
+                        None,
+                        now,
+                    ),
+                )
+            return Acceptance(status, inbox_id, depth)
+
+    def lookup_seen(self, inbound: Inbound) -> SeenRecord | None:
+        if not inbound.message_id:
+            return None
+        source = inbound.source
+        with self._db.read() as conn:
+            seen = inbox.select_seen(conn, str(source.platform), source.chat_id, inbound.message_id)
+            return None if seen is None else _seen(conn, seen)
+
+    def record_command(
+        self, inbound: Inbound, *, session_key: str, session_id: str | None, reply: str
+    ) -> bool:
+        """Remember a command's message id and answer; False if it was already seen.
+
+        Call it inside `atomic()` together with the command's effect, so a redelivered `/new`
+        neither resets twice nor is lost.
+        """
+        if not inbound.message_id:
+            return True
+        source = inbound.source
+        with self._db.transaction() as conn:
+            return inbox.insert_seen(
+                conn,
+                SeenRow(
+                    str(source.platform),
+                    source.chat_id,
+                    inbound.message_id,
+                    session_key,
+                    session_id,
+                    None,
+                    None,
+                    "command",
+                    reply,
+                    self._now(),
+                ),
+            )
+
+    def clear_pending(self, session_key: str) -> list[int]:
+        """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
+        with self._db.transaction() as conn:
+            return inbox.delete_pending(conn, session_key)
+
+    # ------------------------------------------------------------------ claiming
+
+    def claim_next(self, session_key: str, session_id: str) -> Claim | None:
+        """Claim the lane's next pending row (the slot first, then `/queue` items, oldest first)
+        and journal its turn as running, in one transaction; None when the lane is empty."""
+        now = self._now()
+        with self._db.transaction() as conn:
+            row = inbox.next_pending(conn, session_key)
+            if row is None:
+                return None
+            turn_id = journal.insert_turn(
+                conn,
+                session_key=session_key,
+                session_id=session_id,
+                inbox_id=row.id,
+                source=row.source,
+                accepted_at=row.accepted_at,
+                started_at=now,
+            )
+            inbox.claim_row(conn, row.id, turn_id)
+            inbox.link_seen_to_turn(conn, row.id, turn_id)
+        item = _item(row)
+        turn = Turn(
+            id=turn_id,
+            session_key=session_key,
+            session_id=session_id,
+            inbox_id=row.id,
+            state=TurnState.RUNNING,
+            attempt=1,
+            resumes=0,
+            source=item.source,
+            reply=None,
+            error=None,
+            accepted_at=item.accepted_at,
+            started_at=from_us(now),
+            finished_at=None,
+            delivered_at=None,
+        )
+        return Claim(turn, item)
+
+    def claim_resume(self, turn_id: int) -> tuple[Claim, int]:
+        """Dispatch an accepted (interrupted) turn again: accepted -> running, attempt + 1, and
+        the lane's stuck-loop counter + 1, in one transaction — so a resume that is SIGKILLed
+        is still counted. Returns the claim and the new counter value."""
+        now = self._now()
+        with self._db.transaction() as conn:
+            journal.transition(conn, turn_id, TurnState.RUNNING, at=now, resume=True)
+            claim = self._load_claim(conn, turn_id)
+            count = journal.bump_restart_count(conn, claim.turn.session_key, at=now)
+        return claim, count
+
+    def get_claim(self, turn_id: int) -> Claim | None:
+        with self._db.read() as conn:
+            try:
+                return self._load_claim(conn, turn_id)
+            except LookupError:
+                return None
+
+    def _load_claim(self, conn: sqlite3.Connection, turn_id: int) -> Claim:
+        row = journal.get_turn(conn, turn_id)
+        item_row = inbox.get_row(conn, row.inbox_id) if row and row.inbox_id else None
+        if row is None or item_row is None:
+            raise LookupError(f"turn {turn_id} holds no inbox row")
+        return Claim(_turn(row), _item(item_row))
+
+    # ------------------------------------------------------------------ outcomes
+
+    def commit_reply(
+        self,
+        claim: Claim,
+        messages: Sequence[dict[str, Any]],
+        *,
+        reply: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_usd: float | None = None,
+        delivered: bool = False,
+    ) -> bool:
+        """The replied outcome in one transaction: transcript rows (idempotent per turn),
+        usage, journal -> replied (-> delivered too when `delivered`: the reply has no channel
+        but the receipt), inbox row deleted, `resume_pending` cleared, stuck-loop counter
+        reset. Returns whether a counter was reset. Raises `SessionNotFoundError` when the
+        session row is gone (nothing is written then)."""
+        turn = claim.turn
+        now = self._now()
+        with self._db.transaction() as conn:
+            journal.transition(conn, turn.id, TurnState.REPLIED, at=now, reply=reply)
+            if delivered:
+                journal.transition(conn, turn.id, TurnState.DELIVERED, at=now)
+            self._store.append_messages(
+                turn.session_id, list(messages), idempotency_key=_idem(turn.id)
+            )
+            self._store.record_turn(
+                turn.session_key,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cache_read_tokens=cache_read_tokens,
+                cache_write_tokens=cache_write_tokens,
+                cost_usd=cost_usd,
+                last_prompt_tokens=input_tokens or None,
+            )
+            self._store.clear_resume_pending(turn.session_key)
+            inbox.delete_row(conn, claim.item.id)
+            return journal.reset_restart_count(conn, turn.session_key)
+
+    def commit_failure(
+        self,
+        claim: Claim,
+        *,
+        error: str,
+        notice: str,
+        messages: Sequence[dict[str, Any]],
+        suspend: bool = False,
+    ) -> None:
+        """Failed in one transaction: the user's message (and `messages`) kept in the transcript
+        when the session still exists, journal -> failed, inbox row deleted, `resume_pending`
+        cleared; `suspend` also suspends the session and resets its stuck-loop counter."""
+        turn = claim.turn
+        with self._db.transaction() as conn:
+            journal.transition(
+                conn, turn.id, TurnState.FAILED, at=self._now(), reply=notice, error=error
+            )
+            self._append_best_effort(turn, messages)
+            self._store.clear_resume_pending(turn.session_key)
+            if suspend:
+                self._store.suspend_session(turn.session_key)
+                journal.reset_restart_count(conn, turn.session_key)
+            inbox.delete_row(conn, claim.item.id)
+
+    def commit_interrupted(
+        self,
+        claim: Claim,
+        *,
+        reason: str,
+        messages: Sequence[dict[str, Any]],
+        notice: str | None = None,
+    ) -> None:
+        """Interrupted in one transaction: the user's message stays in the transcript, journal
+        -> interrupted, inbox row deleted, `resume_pending` cleared."""
+        turn = claim.turn
+        with self._db.transaction() as conn:
+            journal.transition(
+                conn, turn.id, TurnState.INTERRUPTED, at=self._now(), reply=notice, error=reason
+            )
+            self._append_best_effort(turn, messages)
+            self._store.clear_resume_pending(turn.session_key)
+            inbox.delete_row(conn, claim.item.id)
+
+    def _append_best_effort(self, turn: Turn, messages: Sequence[dict[str, Any]]) -> None:
+        if not messages:
+            return
+        try:
+            self._store.append_messages(
+                turn.session_id, list(messages), idempotency_key=_idem(turn.id)
+            )
+        except SessionNotFoundError:
+            # The session was deleted while the turn ran; the journal still records the turn.
+            log.warning(
+                "session gone; turn outcome kept in the journal only",
+                extra={"session_key": turn.session_key, "turn_id": turn.id},
+            )
+
+    def requeue(self, turn_id: int, *, resume_reason: str | None) -> None:
+        """Running -> accepted (drain timeout, crash recovery): the turn keeps its inbox row and
+        will be resumed; `resume_reason` marks the session resume-pending in the same commit."""
+        with self._db.transaction() as conn:
+            journal.transition(conn, turn_id, TurnState.ACCEPTED, at=self._now())
+            row = journal.get_turn(conn, turn_id)
+            if resume_reason is not None and row is not None:
+                self._store.mark_resume_pending(row.session_key, resume_reason)
+
+    def mark_delivered(self, turn_id: int) -> None:
+        with self._db.transaction() as conn:
+            journal.transition(conn, turn_id, TurnState.DELIVERED, at=self._now())
+
+    # ------------------------------------------------------------------ reading
+
+    def get_turn(self, turn_id: int) -> Turn | None:
+        with self._db.read() as conn:
+            row = journal.get_turn(conn, turn_id)
+        return None if row is None else _turn(row)
+
+    def turns_in_state(self, state: TurnState) -> list[Turn]:
+        with self._db.read() as conn:
+            return [_turn(row) for row in journal.turns_in_state(conn, state)]
+
+    def peek_next(self, session_key: str) -> InboxItem | None:
+        """The row `claim_next` would claim, without claiming it."""
+        with self._db.read() as conn:
+            row = inbox.next_pending(conn, session_key)
+        return None if row is None else _item(row)
+
+    def get_item(self, inbox_id: int) -> InboxItem | None:
+        with self._db.read() as conn:
+            row = inbox.get_row(conn, inbox_id)
+        return None if row is None else _item(row)
+
+    def queue_depth(self, session_key: str) -> int:
+        """Pending rows of the lane: the slot counts one, each `/queue` item one (spec §8)."""
+        with self._db.read() as conn:
+            return inbox.count_pending(conn, session_key)
+
+    def total_queued(self) -> int:
+        with self._db.read() as conn:
+            return inbox.count_pending_all(conn)
+
+    def lanes_with_pending(self) -> list[str]:
+        with self._db.read() as conn:
+            return inbox.lanes_with_pending(conn)
+
+    # ------------------------------------------------------------------ recovery records
+
+    def restart_count(self, session_key: str) -> int:
+        with self._db.read() as conn:
+            return journal.get_restart_count(conn, session_key)
+
+    def restart_counts(self) -> dict[str, int]:
+        with self._db.read() as conn:
+            return journal.restart_counts(conn)
+
+    def merge_restart_counts(self, counts: dict[str, int]) -> None:
+        with self._db.transaction() as conn:
+            journal.merge_restart_counts(conn, counts, at=self._now())
+
+    def reset_restart_count(self, session_key: str) -> bool:
+        with self._db.transaction() as conn:
+            return journal.reset_restart_count(conn, session_key)
+
+    def mark_clean_shutdown(self, at: datetime) -> None:
+        with self._db.transaction() as conn:
+            journal.set_meta(conn, _CLEAN_SHUTDOWN, at.isoformat())
+
+    def consume_clean_shutdown(self) -> str | None:
+        """The recorded clean-shutdown time, removed in the same transaction (None if absent)."""
+        with self._db.transaction() as conn:
+            return journal.pop_meta(conn, _CLEAN_SHUTDOWN)
+
+    def prune(self, before: datetime) -> tuple[int, int]:
+        """Housekeeping: forget dedup records and finished turns older than `before`."""
+        cutoff = to_us(before)
+        with self._db.transaction() as conn:
+            return inbox.prune_seen(conn, cutoff), journal.prune_turns(conn, cutoff)
+
+
+def _idem(turn_id: int) -> str:
+    # The transcript's idempotency key for every row of one turn (plus its index): a crash
+    # after the commit and a retried commit can never append a turn twice.
+    return f"turn:{turn_id}"
+
+
+def _seen(conn: sqlite3.Connection, seen: SeenRow) -> SeenRecord:
+    turn = journal.get_turn(conn, seen.turn_id) if seen.turn_id is not None else None
+    pending = False
+    if turn is None and seen.inbox_id is not None:
+        pending = inbox.get_row(conn, seen.inbox_id) is not None
+    elif turn is not None:
+        pending = turn.state in (TurnState.ACCEPTED, TurnState.RUNNING)
+    return SeenRecord(
+        session_key=seen.session_key,
+        session_id=turn.session_id if turn is not None else seen.session_id,
+        status=seen.status,
+        inbox_id=seen.inbox_id,
+        turn_id=seen.turn_id,
+        reply=seen.reply if turn is None else turn.reply,
+        turn_state=None if turn is None else turn.state,
+        pending=pending,
+    )
+
+
+def _item(row: InboxRow) -> InboxItem:
+    return InboxItem(
+        id=row.id,
+        session_key=row.session_key,
+        kind=row.kind,
+        text=row.text,
+        parts=tuple(row.parts),
+        media=tuple(row.media),
+        message_id=row.message_id,
+        message_ids=tuple(row.message_ids),
+        source=SessionSource.from_dict(row.source),
+        message_type=row.message_type,
+        reply_to=row.reply_to,
+        event_kind=row.event_kind,
+        internal=row.internal,
+        accepted_at=from_us(row.accepted_at),
+    )
+
+
+def _turn(row: TurnRow) -> Turn:
+    return Turn(
+        id=row.id,
+        session_key=row.session_key,
+        session_id=row.session_id,
+        inbox_id=row.inbox_id,
+        state=row.state,
+        attempt=row.attempt,
+        resumes=row.resumes,
+        source=SessionSource.from_dict(row.source),
+        reply=row.reply,
+        error=row.error,
+        accepted_at=from_us(row.accepted_at),
+        started_at=None if row.started_at is None else from_us(row.started_at),
+        finished_at=None if row.finished_at is None else from_us(row.finished_at),
+        delivered_at=None if row.delivered_at is None else from_us(row.delivered_at),
+    )

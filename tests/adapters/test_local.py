@@ -1,0 +1,102 @@
+"""The `local` terminal adapter with injected input and output."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from sessiongate import GatewayConfig, SessionStore
+from sessiongate.adapters.local import LocalAdapter, StdinLines
+from sessiongate.gateway import GatewayRunner
+
+
+def _lines(*lines: str | None):
+    queue = list(lines)
+
+    async def read() -> str | None:
+        return queue.pop(0) if queue else None
+
+    return read
+
+
+async def _chat(tmp_path, clock, adapter: LocalAdapter, **config) -> GatewayRunner:
+    cfg = GatewayConfig(**config)
+    store = SessionStore(tmp_path / "sessions", cfg, clock=clock)
+    runner = GatewayRunner(store, cfg, home=tmp_path, clock=clock, adapters=[adapter])
+    await runner.start()
+    return runner
+
+
+async def test_lines_become_messages_and_replies_are_printed(tmp_path, clock):
+    out: list[str] = []
+    adapter = LocalAdapter(
+        user_id="me",
+        read_line=_lines("hello", "   ", "/status", "/exit", "unread"),
+        write=out.append,
+        prompt="you> ",
+    )
+    runner = await _chat(tmp_path, clock, adapter)
+    try:
+        assert await adapter.run() == 2
+        text = "".join(out)
+        assert "agent> echo: hello\n" in text
+        assert "agent> Session: " in text
+        assert "unread" not in text
+        assert text.startswith("you> ")
+        entry = runner.store.get_session("agent:main:local:dm:me")
+        contents = [m["content"] for m in runner.store.load_transcript(entry.session_id)]
+        assert contents == ["hello", "echo: hello"]
+    finally:
+        await runner.stop()
+        runner.store.close()
+
+
+async def test_typing_while_the_agent_works_interrupts_it(tmp_path, clock):
+    out: list[str] = []
+    adapter = LocalAdapter(user_id="me", read_line=_lines("one", "two"), write=out.append)
+    runner = await _chat(tmp_path, clock, adapter)
+    try:
+        await adapter.run()  # returns once the replies in flight have arrived
+        # `two` arrived while `one` was running: in the default `interrupt` mode it took over.
+        assert out == ["agent> echo: two\n"]
+        entry = runner.store.get_session("agent:main:local:dm:me")
+        contents = [m["content"] for m in runner.store.load_transcript(entry.session_id)]
+        assert contents == ["one", "two", "echo: two"]
+    finally:
+        await runner.stop()
+        runner.store.close()
+
+
+async def test_an_unauthorised_local_user_is_told(tmp_path, clock):
+    out: list[str] = []
+    adapter = LocalAdapter(user_id="eve", read_line=_lines("hi"), write=out.append)
+    runner = await _chat(tmp_path, clock, adapter, platforms={"local": {"allow_from": ["me"]}})
+    try:
+        await adapter.run()
+        assert out == ["(unauthorized)\n"]
+    finally:
+        await runner.stop()
+        runner.store.close()
+
+
+async def test_stdin_lines_reads_standard_input(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("first\nsecond\n"))
+    read = StdinLines()
+    assert [await read(), await read(), await read()] == ["first", "second", None]
+
+
+async def test_waiting_for_replies_keeps_a_script_in_order(tmp_path, clock):
+    out: list[str] = []
+    script = _lines("hello", "/new", "again")
+    adapter = LocalAdapter(read_line=script, write=out.append, wait_for_replies=True)
+    runner = await _chat(tmp_path, clock, adapter)
+    try:
+        await adapter.run()
+        assert out == [
+            "agent> echo: hello\n",
+            "agent> Started a new session.\n",
+            "agent> echo: again\n",
+        ]
+    finally:
+        await runner.stop()
+        runner.store.close()

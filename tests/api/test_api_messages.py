@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import pytest
+
+from sessiongate import GatewayConfig
+
+
+def test_a_message_gets_the_echo_reply_on_the_api_platform(send):
+    body = send("hello there")
+    assert body["status"] == "replied"
+    assert body["reply"] == "echo: hello there"
+    assert body["session_key"] == "agent:main:api:dm:alice"
+    assert body["session_id"]
+
+
+def test_the_conversation_is_stored_and_listed(client, send, key_path):
+    first = send("one")
+    send("two")
+    rows = client.get("/v1/sessions").json()["sessions"]
+    assert [r["session_key"] for r in rows] == [first["session_key"]]
+    events = client.get(key_path(first["session_key"], "/transcript")).json()["events"]
+    assert [e["content"] for e in events] == ["one", "echo: one", "two", "echo: two"]
+
+
+def test_a_retry_with_the_same_message_id_runs_no_second_turn(client, send, key_path):
+    first = send("once", message_id="m-1")
+    again = send("once", message_id="m-1")
+    assert first["status"] == "replied"
+    assert again["status"] == "duplicate"
+    events = client.get(key_path(first["session_key"], "/transcript")).json()["events"]
+    assert [e["content"] for e in events] == ["once", "echo: once"]
+
+
+def test_wait_false_answers_202_queued(client, runner):
+    response = client.post("/v1/messages", json={"chat_id": "q", "text": "later", "wait": False})
+    assert response.status_code == 202
+    assert response.json()["status"] == "queued"
+    client.portal.call(runner.wait_idle)
+    key = response.json()["session_key"]
+    assert client.get("/v1/sessions").json()["sessions"][0]["session_key"] == key
+
+
+def test_group_sources_get_their_own_lanes(send):
+    a = send("hi", chat_id="room", chat_type="group", user_id="u1")
+    b = send("hi", chat_id="room", chat_type="group", user_id="u2")
+    assert a["session_key"] != b["session_key"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"text": "no chat"}, 422, "invalid_request"),
+        ({"chat_id": "a"}, 422, "invalid_request"),
+        ({"chat_id": "a", "text": ""}, 422, "invalid_request"),
+        ({"chat_id": 5, "text": "x"}, 422, "invalid_request"),
+        ({"chat_id": "a", "text": "x", "wait": "yes"}, 422, "invalid_request"),
+        ({"chat_id": "a", "text": "x", "platform": "telegram"}, 422, "invalid_request"),
+        ({"chat_id": "a", "text": "x", "role_authorized": True}, 422, "invalid_request"),
+        ({"chat_id": "a", "text": "x", "chat_type": "space"}, 422, "invalid_request"),
+        ([1, 2], 422, "invalid_request"),
+    ],
+)
+def test_bad_message_bodies_are_4xx_with_a_code(client, body, status, code):
+    response = client.post("/v1/messages", json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["code"] == code
+
+
+def test_a_lone_surrogate_is_refused_not_stored(client):
+    response = client.post(
+        "/v1/messages",
+        content=b'{"chat_id": "a", "text": "\\ud800"}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert client.get("/v1/sessions").json()["total"] == 0
+
+
+def test_malformed_json_is_a_400(client):
+    response = client.post(
+        "/v1/messages", content=b'{"chat_id": ', headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_a_body_that_is_not_json_is_a_415(client):
+    response = client.post("/v1/messages", content=b"chat_id=a&text=b")
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+class TestLimits:
+    @pytest.fixture
+    def config(self) -> GatewayConfig:
+        return GatewayConfig(api={"max_body_bytes": 2048, "max_message_chars": 100})
+
+    def test_text_over_the_limit_is_a_413(self, client):
+        response = client.post("/v1/messages", json={"chat_id": "a", "text": "x" * 101})
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "message_too_long"
+
+    def test_a_body_over_the_limit_is_refused_before_parsing(self, client):
+        response = client.post(
+            "/v1/messages",
+            content=b"{" + b" " * 4096 + b"}",
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "payload_too_large"
+
+    def test_a_chunked_body_over_the_limit_is_refused(self, client):
+        def chunks():
+            for _ in range(10):
+                yield b" " * 1000
+
+        response = client.post(
+            "/v1/messages", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 413
+
+    def test_a_body_at_the_limit_is_accepted(self, client):
+        body = b'{"chat_id": "a", "text": "hi"}'
+        padded = body[:-1] + b" " * (2048 - len(body)) + b"}"
+        response = client.post(
+            "/v1/messages", content=padded, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 200, response.text
+
+
+class TestAllowList:
+    @pytest.fixture
+    def config(self) -> GatewayConfig:
+        return GatewayConfig(platforms={"api": {"allow_from": ["trusted"]}})
+
+    def test_a_sender_off_the_allow_list_is_a_403_and_creates_nothing(self, client):
+        response = client.post(
+            "/v1/messages", json={"chat_id": "a", "user_id": "stranger", "text": "hi"}
+        )
+        assert response.status_code == 403
+        assert response.json()["error"]["code"] == "unauthorized"
+        assert client.get("/v1/sessions").json()["total"] == 0
+
+    def test_a_sender_on_the_allow_list_is_answered(self, client):
+        response = client.post(
+            "/v1/messages", json={"chat_id": "a", "user_id": "trusted", "text": "hi"}
+        )
+        assert response.json()["status"] == "replied"

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sessiongate.api.app import create_app
+
+
+def _samples(text: str) -> dict[tuple[str, tuple], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+def test_metrics_expose_the_runner_and_the_api(client, send):
+    send("hello")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples = _samples(response.text)
+    names = {name for name, _ in samples}
+    for name in (
+        "sessiongate_queue_depth",
+        "sessiongate_running_turns",
+        "sessiongate_agent_cache_size",
+        "sessiongate_search_degraded",
+        "sessiongate_turn_latency_seconds_count",
+    ):
+        assert name in names, name
+    assert samples[("sessiongate_turn_latency_seconds_count", (("status", "replied"),))] == 1
+    assert samples[("sessiongate_turns_total", (("outcome", "completed"),))] >= 1
+    assert samples[("sessiongate_running_turns", ())] == 0
+    requests = (
+        "sessiongate_http_requests_total",
+        (("method", "POST"), ("route", "/v1/messages"), ("status", "200")),
+    )
+    assert samples[requests] == 1
+
+
+def test_each_app_has_its_own_registry(runner, store, config):
+    first = create_app(runner, store, config)
+    second = create_app(runner, store, config)
+    assert first.state.metrics.registry is not second.state.metrics.registry

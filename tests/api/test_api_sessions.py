@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+from sessiongate import Platform, SessionSource
+from sessiongate.core.source import ChatType
+
+
+def test_list_pages_with_has_more_and_next_offset(client, send):
+    for name in ("a", "b", "c"):
+        send("hi", chat_id=name)
+    page = client.get("/v1/sessions", params={"limit": 2}).json()
+    assert (len(page["sessions"]), page["total"], page["has_more"], page["next_offset"]) == (
+        2,
+        3,
+        True,
+        2,
+    )
+    rest = client.get("/v1/sessions", params={"limit": 2, "offset": 2}).json()
+    assert (len(rest["sessions"]), rest["has_more"], rest["next_offset"]) == (1, False, None)
+
+
+def test_a_row_has_the_documented_fields(client, send, key_path):
+    key = send("hi")["session_key"]
+    row = client.get(key_path(key)).json()
+    for name in (
+        "session_key",
+        "session_id",
+        "created_at",
+        "updated_at",
+        "display_name",
+        "platform",
+        "chat_type",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "archived",
+        "pinned",
+        "unread",
+        "label",
+        "next_reset_at",
+    ):
+        assert name in row
+    assert (row["platform"], row["chat_type"], row["archived"]) == ("api", "dm", False)
+    assert row["total_tokens"] > 0
+
+
+def test_an_unknown_key_is_404_and_a_malformed_key_400(client, key_path):
+    missing = client.get(key_path("agent:main:api:dm:nobody"))
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "session_not_found"
+    bad = client.get(key_path("not a key"))
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "invalid_session_key"
+    control = client.get("/v1/sessions/agent%3Amain%0A")
+    assert control.status_code == 400
+
+
+def test_keys_with_colon_percent_and_slash_round_trip(client, store, key_path):
+    entry = store.get_or_create_session(
+        SessionSource(
+            platform=Platform.MATRIX, chat_id="!r:srv/x%y", chat_type=ChatType.GROUP, user_id="@u:s"
+        )
+    )
+    assert "%3A" in entry.session_key
+    assert "/" in entry.session_key
+    response = client.get(key_path(entry.session_key))
+    assert response.status_code == 200, response.text
+    assert response.json()["session_key"] == entry.session_key
+    transcript = client.get(key_path(entry.session_key, "/transcript"))
+    assert transcript.json()["session_id"] == entry.session_id
+
+
+def test_transcript_of_all_branches_includes_the_rewound_one(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    client.post(key_path(key, "/rewind"), json={"turns": 1})
+    active = client.get(key_path(key, "/transcript")).json()["events"]
+    everything = client.get(key_path(key, "/transcript"), params={"branch": "all"}).json()
+    assert [e["content"] for e in active] == ["first", "echo: first"]
+    assert len(everything["events"]) == 4
+    assert {"id", "parent_id", "type", "timestamp", "role", "content"} <= everything["events"][
+        0
+    ].keys()
+    bad = client.get(key_path(key, "/transcript"), params={"branch": "some"})
+    assert bad.status_code == 422
+
+
+def test_context_is_what_the_next_turn_gets(client, send, key_path):
+    key = send("remember this")["session_key"]
+    context = client.get(key_path(key, "/context")).json()
+    assert context["messages"] == [
+        {"role": "user", "content": "remember this"},
+        {"role": "assistant", "content": "echo: remember this"},
+    ]
+
+
+def test_search_finds_messages_across_sessions(client, send):
+    send("the quick brown fox", chat_id="a")
+    send("lazy dogs", chat_id="b")
+    found = client.get("/v1/search", params={"q": "fox"}).json()
+    assert {hit["session_key"] for hit in found["results"]} == {"agent:main:api:dm:a"}
+    assert found["degraded"] is False
+    assert client.get("/v1/search", params={"q": 'NOT " OR *'}).status_code == 200
+    assert client.get("/v1/search").status_code == 422
+    assert client.get("/v1/search", params={"q": "x", "limit": 0}).status_code == 422
+
+
+def test_reset_starts_a_new_session_id(client, send, key_path):
+    first = send("before")
+    reset = client.post(key_path(first["session_key"], "/reset"))
+    assert reset.status_code == 200
+    assert reset.json()["session_id"] != first["session_id"]
+    assert client.get(key_path(first["session_key"], "/transcript")).json()["events"] == []
+    assert client.post(key_path("agent:main:api:dm:nobody", "/reset")).status_code == 404
+
+
+def test_patch_pins_labels_and_clears_the_label(client, send, key_path):
+    send("a", chat_id="a")
+    key = send("b", chat_id="b")["session_key"]
+    send("c", chat_id="c")
+    row = client.patch(key_path(key), json={"pinned": True, "label": "work"}).json()
+    assert (row["pinned"], row["label"]) == (True, "work")
+    listed = client.get("/v1/sessions").json()["sessions"]
+    assert listed[0]["session_key"] == key
+    cleared = client.patch(key_path(key), json={"label": None}).json()
+    assert cleared["label"] is None
+    assert cleared["pinned"] is True
+
+
+def test_a_taken_label_is_a_409(client, send, key_path):
+    a = send("a", chat_id="a")["session_key"]
+    b = send("b", chat_id="b")["session_key"]
+    client.patch(key_path(a), json={"label": "same"})
+    response = client.patch(key_path(b), json={"label": "same"})
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "conflict"
+
+
+def test_archive_needs_the_expected_session_id(client, send, key_path):
+    sent = send("a")
+    key = sent["session_key"]
+    stale = client.patch(key_path(key), json={"archived": True, "expected_session_id": "x"})
+    assert stale.status_code == 409
+    assert stale.json()["error"]["code"] == "stale_write"
+    row = client.patch(
+        key_path(key), json={"archived": True, "expected_session_id": sent["session_id"]}
+    ).json()
+    assert row["archived"] is True
+    assert client.get("/v1/sessions").json()["total"] == 0
+    assert client.get("/v1/sessions", params={"archived": True}).json()["total"] == 1
+
+
+def test_unread_marker_and_conditional_ack(client, send, key_path):
+    key = send("a")["session_key"]
+    marked = client.patch(key_path(key), json={"unread": True}).json()
+    assert marked["unread"] is True
+    stale_ack = client.patch(
+        key_path(key), json={"unread": False, "expected_marked_unread_at": None}
+    ).json()
+    assert stale_ack["unread"] is True
+    ack = client.patch(
+        key_path(key),
+        json={"unread": False, "expected_marked_unread_at": marked["marked_unread_at"]},
+    ).json()
+    assert ack["unread"] is False
+
+
+def test_patch_refuses_unknown_fields_and_wrong_types(client, send, key_path):
+    key = send("a")["session_key"]
+    assert client.patch(key_path(key), json={"colour": "red"}).status_code == 422
+    assert client.patch(key_path(key), json={"pinned": "yes"}).status_code == 422
+    assert client.patch(key_path(key), json={"label": ""}).status_code == 422
+    assert client.patch(key_path(key), json={"label": "x" * 513}).status_code == 422
+
+
+def test_delete_removes_the_session_and_archives_it_first(client, send, key_path, store):
+    key = send("bye")["session_key"]
+    response = client.delete(key_path(key))
+    assert response.status_code == 200
+    assert response.json() == {"deleted": True, "session_key": key}
+    assert client.get(key_path(key)).status_code == 404
+    assert client.delete(key_path(key)).status_code == 404
+    assert list((store.sessions_dir / "archive").glob("*.json.gz"))

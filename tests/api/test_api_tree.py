@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from sessiongate.agents.base import TurnRequest, TurnResult
+from sessiongate.api.app import create_app
+from sessiongate.gateway import GatewayRunner
+
+
+def test_rewind_by_turns_returns_the_text_to_edit(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    body = client.post(key_path(key, "/rewind"), json={"turns": 1}).json()
+    assert body == {"status": "rewound", "editor_text": "second", "rewound_count": 2}
+    nothing = client.post(key_path(key, "/rewind"), json={"turns": 5}).json()
+    assert nothing["status"] == "rewound"
+    again = client.post(key_path(key, "/rewind"), json={"turns": 1}).json()
+    assert again == {"status": "nothing_to_rewind", "editor_text": "", "rewound_count": 0}
+
+
+def test_rewind_to_an_entry_and_its_statuses(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    events = client.get(key_path(key, "/transcript")).json()["events"]
+    user_second = events[2]["id"]
+    reply = events[3]["id"]
+    assert client.post(key_path(key, "/rewind"), json={"entry_id": reply}).json()["status"] == (
+        "not_user_message"
+    )
+    assert client.post(key_path(key, "/rewind"), json={"entry_id": 10**9}).json()["status"] == (
+        "missing"
+    )
+    done = client.post(key_path(key, "/rewind"), json={"entry_id": user_second}).json()
+    assert done == {"status": "rewound", "editor_text": "second", "rewound_count": 2}
+    off = client.post(key_path(key, "/rewind"), json={"entry_id": user_second}).json()
+    assert off["status"] == "off_active_path"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{}, {"entry_id": 1, "turns": 1}, {"turns": 0}, {"entry_id": -1}, {"entry_id": 2**63}],
+)
+def test_rewind_bodies_must_name_exactly_one_valid_target(client, send, key_path, body):
+    key = send("x")["session_key"]
+    response = client.post(key_path(key, "/rewind"), json=body)
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_request"
+
+
+def test_branches_and_switching_between_them(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    client.post(key_path(key, "/rewind"), json={"turns": 1})
+    send("second, edited")
+    tips = client.get(key_path(key, "/branches")).json()["branches"]
+    assert len(tips) == 2
+    assert sum(t["active"] for t in tips) == 1
+    inactive = next(t for t in tips if not t["active"])
+    assert inactive["headline"] == "second"
+    switched = client.post(
+        key_path(key, "/branches/switch"), json={"leaf_entry_id": inactive["leaf_entry_id"]}
+    ).json()
+    assert switched == {"status": "switched"}
+    events = client.get(key_path(key, "/transcript")).json()["events"]
+    assert events[-1]["content"] == "echo: second"
+    again = client.post(
+        key_path(key, "/branches/switch"), json={"leaf_entry_id": inactive["leaf_entry_id"]}
+    ).json()
+    assert again == {"status": "already_active"}
+    missing = client.post(key_path(key, "/branches/switch"), json={"leaf_entry_id": 10**9})
+    assert missing.json() == {"status": "missing"}
+
+
+def test_fork_at_a_message_copies_the_prefix_before_it(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    events = client.get(key_path(key, "/transcript")).json()["events"]
+    fork = client.post(key_path(key, "/fork"), json={"entry_id": events[2]["id"]})
+    assert fork.status_code == 200, fork.text
+    child = fork.json()
+    assert child["editor_text"] == "second"
+    assert child["session_key"] != key
+    copied = client.get(key_path(child["session_key"], "/transcript")).json()["events"]
+    assert [e["content"] for e in copied] == ["first", "echo: first"]
+    row = client.get(key_path(child["session_key"])).json()
+    assert row["parent_session_key"] == key
+    assert row["forked_from_parent"] is True
+
+
+def test_fork_of_the_active_branch(client, send, key_path):
+    key = send("first")["session_key"]
+    child = client.post(key_path(key, "/fork"), json={}).json()
+    copied = client.get(key_path(child["session_key"], "/transcript")).json()["events"]
+    assert len(copied) == 2
+    assert child["editor_text"] == ""
+
+
+def test_fork_errors_are_4xx(client, send, key_path):
+    key = send("first")["session_key"]
+    events = client.get(key_path(key, "/transcript")).json()["events"]
+    not_user = client.post(key_path(key, "/fork"), json={"entry_id": events[1]["id"]})
+    assert not_user.status_code == 400
+    missing = client.post(key_path(key, "/fork"), json={"entry_id": 10**9})
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "entry_not_found"
+    bad_mode = client.post(key_path(key, "/fork"), json={"fork_from": "elsewhere"})
+    assert bad_mode.status_code == 422
+
+
+@pytest.mark.skipif(
+    not hasattr(GatewayRunner, "compact"), reason="GatewayRunner.compact has not landed yet"
+)
+def test_compact_answers_the_token_counts(client, send, key_path):
+    key = send("one " * 50)["session_key"]
+    for i in range(6):
+        send(f"message {i} " * 50)
+    body = client.post(key_path(key, "/compact")).json()
+    assert set(body) == {"compacted", "tokens_before", "tokens_after"}
+    if body["compacted"]:
+        assert body["tokens_after"] < body["tokens_before"]
+    assert client.post(key_path("agent:main:api:dm:nobody", "/compact")).status_code == 404
+
+
+class BlockingAgent:
+    """Holds every turn until the test releases it: a lane that is busy for as long as needed."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        self.started.set()
+        await self.release.wait()
+        return TurnResult(text="done")
+
+    async def summarize(self, messages):
+        return "summary"
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_rewind_switch_and_fork_are_refused_while_a_turn_runs(
+    tmp_path, store, config, clock, key_path
+):
+    agent = BlockingAgent()
+    agent.release.set()  # the first turn runs straight through
+    runner = GatewayRunner(
+        store, config, home=tmp_path / "home", clock=clock, agent_factory=lambda key: agent
+    )
+    app = create_app(runner, store, config)
+    await runner.start()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            first = await http.post("/v1/messages", json={"chat_id": "a", "text": "hi"})
+            assert first.status_code == 200, first.text
+            key = first.json()["session_key"]
+            agent.release = asyncio.Event()
+            agent.started.clear()
+            pending = asyncio.create_task(
+                http.post("/v1/messages", json={"chat_id": "a", "text": "slow"})
+            )
+            await agent.started.wait()
+            assert runner.is_busy(key)
+            for method, suffix, body in [
+                ("POST", "/rewind", {"turns": 1}),
+                ("POST", "/branches/switch", {"leaf_entry_id": 1}),
+                ("POST", "/fork", {}),
+                ("POST", "/fork", {"entry_id": 1}),
+                ("DELETE", "", None),
+                ("POST", "/reset", None),
+            ]:
+                response = await http.request(method, key_path(key, suffix), json=body)
+                assert response.status_code == 409, (suffix, response.text)
+                assert response.json()["error"]["code"] == "session_busy"
+            allowed = await http.post(key_path(key, "/fork"), json={"fork_from": "last-completed"})
+            assert allowed.status_code == 200, allowed.text
+            agent.release.set()
+            assert (await pending).json()["status"] == "replied"
+            await runner.wait_idle()
+            after = await http.post(key_path(key, "/rewind"), json={"turns": 1})
+            assert after.json()["status"] == "rewound"
+    finally:
+        agent.release.set()
+        await runner.stop()

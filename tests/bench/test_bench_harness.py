@@ -1,0 +1,170 @@
+"""`run_bench` end to end: sessiongate's store and the sqlite3 baseline at tiny sizes.
+
+Real child processes and real SQLite files under `tmp_path`; no contender is installed and no
+figure is asserted (speed lives in the benchmark's own report, never in a test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiongate.bench import Sizes, run_bench
+from sessiongate.bench.report import NOTES_END, NOTES_START, write_markdown
+
+TINY = Sizes(
+    sessions=12,
+    messages=90,
+    hot_messages=60,
+    tail_reads=5,
+    full_reads=2,
+    cold_reads=4,
+    writer_turns=8,
+    writer_sessions=2,
+)
+STORES = {"sessiongate-normal", "sessiongate-full", "sqlite-normal", "sqlite-full"}
+# (returned results, results read back from --json, root folder)
+Bench = tuple[dict[str, Any], dict[str, Any], Path]
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    root = tmp_path_factory.mktemp("bench")
+    json_path = root / "results.json"
+    results = run_bench(
+        quick=True,
+        out_dir=root / "docs",
+        contenders=["sessiongate", "sqlite"],
+        json_path=json_path,
+        progress=False,
+        sizes=TINY,
+        work_dir=root / "work",
+    )
+    return results, json.loads(json_path.read_text()), root
+
+
+def test_every_selected_store_ran_and_nothing_else(bench: Bench) -> None:
+    results, _saved, _root = bench
+    assert set(results["stores"]) == STORES
+    failures = {k: s.get("error") for k, s in results["stores"].items() if s["status"] != "ok"}
+    assert failures == {}
+    assert results["skipped"] == []
+
+
+def test_workload_results_have_every_measure(bench: Bench) -> None:
+    results, _saved, _root = bench
+    for store in results["stores"].values():
+        w = store["workload"]
+        assert w["sessions"]["count"] == TINY.sessions
+        assert w["append"]["messages"] == TINY.messages
+        assert w["append"]["msg_per_s"] > 0
+        assert w["append"]["turn_latency"]["n"] == w["append"]["turns"]
+        assert w["hot"]["messages"] == TINY.hot_messages
+        assert w["tail_50"]["n"] == TINY.tail_reads
+        assert w["full_load"]["n"] == TINY.full_reads
+        assert w["full_load"]["messages"] == TINY.hot_messages
+        assert w["open_and_tail_50"]["n"] == TINY.cold_reads
+        for timing in (w["tail_50"], w["full_load"], w["open_and_tail_50"]):
+            assert 0 < timing["p50_ms"] <= timing["p99_ms"] <= timing["max_ms"]
+        assert w["disk"]["messages"] == TINY.messages + TINY.hot_messages
+        assert w["disk"]["bytes_per_message"] > 0
+        assert w["disk"]["probes"][0]["messages"] == 0
+        assert w["disk"]["probes"][-1]["messages"] == TINY.messages
+        assert w["rss_mb"]["peak"] >= w["rss_mb"]["after_open"] > 0
+        assert w["describe"]["synchronous"] == store["durability"]
+        # Every read returned exactly the messages written, in order.
+        assert w["problems"] == [], store["id"]
+
+
+def test_two_writer_results_count_every_message(bench: Bench) -> None:
+    results, _saved, _root = bench
+    for store in results["stores"].values():
+        for mode in ("distinct", "shared"):
+            w = store["writers"][mode]
+            assert w["mode"] == mode
+            assert w["turns"] == 2 * TINY.writer_turns
+            assert w["acked"] + w["errors"] > 0
+            for key in ("errors", "lost", "duplicated", "phantom", "msg_per_s", "turn_p99_ms"):
+                assert w[key] >= 0
+    for baseline in ("sqlite-normal", "sqlite-full"):
+        for w in results["stores"][baseline]["writers"].values():
+            assert w["clean"]
+            assert w["acked"] == w["attempted"] == w["stored"]
+
+
+def test_json_file_holds_the_returned_results(bench: Bench) -> None:
+    results, saved, _root = bench
+    assert saved == json.loads(json.dumps(results))
+    assert saved["schema"] == 1
+    assert saved["quick"] is True
+    assert saved["sizes"] == TINY.to_dict()
+    assert {"cpu", "cores", "ram_gb", "python", "sqlite"} <= set(saved["machine"])
+
+
+def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
+    results, _saved, _root = bench
+    goals = {g["goal"]: g for g in results["goals"]}
+    assert len(goals) == 10
+    for goal in goals.values():
+        assert goal["passed"] in (True, False, None)
+        assert goal["measured"]
+    # OpenAI did not run, the hot session is below 5,000 and the gateway has no section yet.
+    unjudged = [g["goal"] for g in results["goals"] if g["passed"] is None]
+    assert any("OpenAI" in g for g in unjudged)
+    assert any("5,000" in g for g in unjudged)
+    assert any("Gateway" in g for g in unjudged)
+    assert results["gateway"]["status"] == "skipped"
+    assert results["gateway"]["reason"]
+
+
+def test_markdown_report_is_written_with_tables_and_goals(bench: Bench) -> None:
+    results, _saved, root = bench
+    text = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## Goals (issue 5)" in text
+    assert "Quick run" in text
+    for store in results["stores"].values():
+        assert store["label"] in text
+    assert "against each store" in text
+    assert NOTES_START in text
+    assert NOTES_END in text
+    chart = results["chart"]
+    if chart["path"] is None:
+        assert chart["reason"]
+    else:
+        assert (root / "docs" / "performance.png").stat().st_size > 0
+
+
+def test_rewriting_the_report_keeps_the_notes(bench: Bench, tmp_path: Path) -> None:
+    results, _saved, _root = bench
+    path = tmp_path / "PERFORMANCE.md"
+    write_markdown(results, path)
+    kept = "Tried: prepared statements once per connection; appends went from 30k to 41k msg/s."
+    path.write_text(path.read_text().replace(NOTES_END, f"{kept}\n{NOTES_END}"))
+    write_markdown(results, path)
+    assert kept in path.read_text()
+    assert path.read_text().count(NOTES_START) == 1
+
+
+def test_an_unknown_store_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown store nosuch"):
+        run_bench(
+            quick=True, out_dir=tmp_path, contenders=["nosuch"], json_path=None, progress=False
+        )
+
+
+def test_the_command_documents_its_options() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sessiongate.bench", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )
+    for option in ("--quick", "--json", "--only", "--no-contenders", "--out"):
+        assert option in done.stdout

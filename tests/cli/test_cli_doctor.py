@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+
+from sessiongate import GatewayConfig, SessionStore
+from sessiongate.store.sqlite import search as fts
+
+
+def _report(result):
+    return json.loads(result.stdout)
+
+
+def _checks(report):
+    return {c["name"]: c for c in report["checks"]}
+
+
+def test_a_fresh_home_is_healthy_and_not_created(sg, home):
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 0, result.stderr
+    assert _report(result)["healthy"] is True
+    assert not (home / "sessions" / "state.db").exists()
+
+
+def test_a_seeded_home_passes_every_check(sg, home, seeded):
+    result = sg("doctor", "--home", str(home), "--json", "--full")
+    assert result.returncode == 0, result.stdout
+    checks = _checks(_report(result))
+    assert checks["database"]["detail"] == "integrity_check: ok"
+    assert {"config", "database", "store", "search index", "sessions.json"} <= checks.keys()
+
+
+def test_a_stale_search_index_is_a_problem_until_repaired(sg, home, seeded):
+    store = SessionStore(home / "sessions", GatewayConfig())
+    with store.database.transaction() as conn:
+        fts.mark_stale(conn, RuntimeError("injected"))
+    store.close()
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 1
+    assert _checks(_report(result))["search index"]["ok"] is False
+    repaired = sg("doctor", "--home", str(home), "--json", "--repair")
+    assert repaired.returncode == 0, repaired.stdout
+    assert _checks(_report(repaired))["search index"]["repaired"] is True
+    assert sg("doctor", "--home", str(home)).returncode == 0
+
+
+def test_an_unreadable_sessions_json_is_rewritten_by_repair(sg, home, seeded):
+    mirror = home / "sessions" / "sessions.json"
+    mirror.write_text("{ torn", encoding="utf-8")
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 1
+    assert _checks(_report(result))["sessions.json"]["ok"] is False
+    repaired = sg("doctor", "--home", str(home), "--json", "--repair")
+    assert repaired.returncode == 0, repaired.stdout
+    assert set(json.loads(mirror.read_text(encoding="utf-8"))) >= set(seeded.values())
+
+
+def test_a_damaged_database_file_is_reported_not_crashed_on(sg, home, seeded):
+    db = home / "sessions" / "state.db"
+    for suffix in ("-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    data = bytearray(db.read_bytes())
+    data[:100] = b"\x00" * 100  # the header: SQLite no longer recognises the file
+    db.write_bytes(bytes(data))
+    result = sg("doctor", "--home", str(home))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "problem" in result.stdout
+
+
+def test_a_bad_config_is_reported_as_a_check(sg, home, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("reset_policy: {timezone: Mars/Olympus}\n", encoding="utf-8")
+    result = sg("doctor", "--home", str(home), "--config", str(bad), "--json")
+    assert result.returncode == 1
+    assert "Mars/Olympus" in _checks(_report(result))["config"]["detail"]

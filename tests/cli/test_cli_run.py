@@ -1,0 +1,109 @@
+"""`sessiongate run` and `sessiongate chat` as real processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+def _start(home, env) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `run` on a free port; returns the process, its URL and the banner it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiongate", "run", "--home", str(home), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    assert proc.stdout is not None
+    seen = []
+    url = None
+    for line in proc.stdout:
+        seen.append(line)
+        match = LISTENING.search(line)
+        if match:
+            url = match.group(1)
+        if url and line.startswith("Stop:"):  # the banner's last line
+            return proc, url, "".join(seen)
+    _, err = proc.communicate()
+    raise AssertionError(f"run exited without listening: {''.join(seen)} {err}")
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_run_serves_a_message_and_exits_cleanly_on_a_signal(sg, env, home, stop_signal):
+    proc, url, banner = _start(home, env)
+    try:
+        response = httpx.post(f"{url}/v1/messages", json={"chat_id": "cli", "text": "ping"})
+        assert response.json()["reply"] == "echo: ping"
+        proc.send_signal(stop_signal)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert f"curl -s {url}/v1/messages" in banner
+    logs = [json.loads(line) for line in err.splitlines() if line.strip()]
+    assert logs, "no log lines"
+    assert all("event" in line and "level" in line for line in logs)
+    listed = json.loads(sg("sessions", "list", "--home", str(home), "--json").stdout)
+    assert [row["session_key"] for row in listed["sessions"]] == ["agent:main:api:dm:cli"]
+
+
+def test_run_refuses_a_public_address_without_a_token(sg, home):
+    result = sg("run", "--home", str(home), "--host", "0.0.0.0", "--port", "0")
+    assert result.returncode == 2
+    assert "refusing to listen" in result.stderr
+    assert not (home / "sessions").exists()
+
+
+def test_run_with_a_bad_log_level_is_a_usage_error(sg, home):
+    result = sg("run", "--home", str(home), "--log-level", "loud")
+    assert result.returncode == 2
+
+
+def test_chat_converses_on_the_local_platform(sg, home):
+    result = sg("chat", "--home", str(home), "--chat-id", "me", input="hello\n\n/quit\nnot sent\n")
+    assert result.returncode == 0, result.stderr
+    assert "agent> echo: hello" in result.stdout
+    assert "not sent" not in result.stdout
+    again = sg("chat", "--home", str(home), "--chat-id", "me", input="again\n")
+    assert "agent> echo: again" in again.stdout
+    listed = json.loads(sg("sessions", "list", "--home", str(home), "--json").stdout)
+    [row] = listed["sessions"]
+    assert row["platform"] == "local"
+    shown = sg("sessions", "show", row["session_key"], "--home", str(home), "-t", "--json")
+    contents = [e["content"] for e in json.loads(shown.stdout)["events"]]
+    assert contents == ["hello", "echo: hello", "again", "echo: again"]
+
+
+def test_chat_ends_at_end_of_input(sg, home):
+    result = sg("chat", "--home", str(home), input="only line\n")
+    assert result.returncode == 0, result.stderr
+    assert "echo: only line" in result.stdout
+
+
+def test_python_dash_m_sessiongate_prints_the_version(sg):
+    result = sg("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("sessiongate ")
+
+
+def test_run_on_a_port_in_use_exits_1(sg, home):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = sg("run", "--home", str(home), "--port", str(port))
+    assert result.returncode == 1
+    assert "could not listen" in result.stderr

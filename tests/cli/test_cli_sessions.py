@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import json
+
+from sessiongate import GatewayConfig, SessionStore
+
+
+def _json(result):
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_list_prints_every_seeded_session(sg, home, seeded):
+    data = _json(sg("sessions", "list", "--home", str(home), "--json"))
+    assert data["total"] == 2
+    assert {row["session_key"] for row in data["sessions"]} == set(seeded.values())
+    row = data["sessions"][0]
+    assert {"archived", "pinned", "unread", "total_tokens", "next_reset_at"} <= row.keys()
+
+
+def test_list_as_a_table_names_the_sessions(sg, home, seeded):
+    result = sg("sessions", "list", "--home", str(home))
+    assert result.returncode == 0, result.stderr
+    assert "2 of 2 sessions" in result.stdout
+    assert "alice" in result.stdout
+
+
+def test_list_of_an_empty_home_is_empty(sg, home):
+    assert _json(sg("sessions", "list", "--home", str(home), "--json"))["total"] == 0
+
+
+def test_show_prints_the_row_and_transcript(sg, home, seeded):
+    data = _json(
+        sg("sessions", "show", seeded["alice"], "--home", str(home), "--transcript", "--json")
+    )
+    assert data["session"]["session_key"] == seeded["alice"]
+    assert [e["content"] for e in data["events"]] == [
+        "the quick brown fox",
+        "echo: the quick brown fox",
+    ]
+
+
+def test_show_of_an_unknown_key_fails_with_a_message(sg, home, seeded):
+    result = sg("sessions", "show", "agent:main:telegram:dm:nobody", "--home", str(home))
+    assert result.returncode == 1
+    assert "no session with key" in result.stderr
+
+
+def test_search_finds_a_word_of_one_transcript(sg, home, seeded):
+    data = _json(sg("sessions", "search", "lazy", "--home", str(home), "--json"))
+    assert {hit["session_key"] for hit in data["results"]} == {seeded["bob"]}
+    assert data["degraded"] is False
+
+
+def test_search_with_query_syntax_is_plain_text(sg, home, seeded):
+    data = _json(sg("sessions", "search", 'NOT "fox OR', "--home", str(home), "--json"))
+    assert isinstance(data["results"], list)
+
+
+def test_export_then_import_into_another_home_round_trips(sg, home, seeded, tmp_path):
+    dump = tmp_path / "dump.json"
+    result = sg("sessions", "export", "--home", str(home), "--output", str(dump))
+    assert result.returncode == 0, result.stderr
+    assert oct(dump.stat().st_mode & 0o777) == "0o600"
+    other = tmp_path / "other"
+    report = _json(sg("sessions", "import", str(dump), "--home", str(other), "--json"))
+    assert report == {"imported": 2, "skipped": 0, "messages": 4, "problems": []}
+    shown = _json(
+        sg("sessions", "show", seeded["bob"], "--home", str(other), "--transcript", "--json")
+    )
+    assert [e["content"] for e in shown["events"]] == [
+        "a lazy dog sleeps",
+        "echo: a lazy dog sleeps",
+    ]
+    again = _json(sg("sessions", "import", str(dump), "--home", str(other), "--json"))
+    assert again["imported"] == 0
+    assert again["skipped"] == 2
+    store = SessionStore(other / "sessions", GatewayConfig())
+    try:
+        entry = store.get_session(seeded["bob"])
+        assert entry is not None
+        assert len(store.load_transcript(entry.session_id)) == 2
+    finally:
+        store.close()
+
+
+def test_export_to_stdout_is_one_json_document(sg, home, seeded):
+    data = _json(sg("sessions", "export", "--home", str(home), "--key", seeded["alice"]))
+    assert data["format"] == "sessiongate.export"
+    assert [s["entry"]["session_key"] for s in data["sessions"]] == [seeded["alice"]]
+
+
+def test_import_of_a_sessions_json_file_brings_in_the_routes(sg, home, seeded, tmp_path):
+    mirror = home / "sessions" / "sessions.json"
+    assert mirror.exists()
+    other = tmp_path / "other"
+    report = _json(sg("sessions", "import", str(mirror), "--home", str(other), "--json"))
+    assert report["imported"] == 2
+
+
+def test_import_of_a_malformed_file_is_a_usage_error(sg, home, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    result = sg("sessions", "import", str(bad), "--home", str(home))
+    assert result.returncode == 2
+    assert "cannot read" in result.stderr
+
+
+def test_import_reports_bad_entries_and_exits_1(sg, home, tmp_path):
+    dump = tmp_path / "dump.json"
+    dump.write_text(
+        json.dumps({"format": "sessiongate.export", "version": 1, "sessions": [{"entry": 5}]}),
+        encoding="utf-8",
+    )
+    result = sg("sessions", "import", str(dump), "--home", str(home), "--json")
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["problems"]
+
+
+def test_prune_without_an_age_is_refused(sg, home, seeded):
+    result = sg("sessions", "prune", "--home", str(home))
+    assert result.returncode == 2
+    assert "--max-age-days" in result.stderr
+
+
+def test_prune_drops_old_routes_and_keeps_transcripts(sg, home, seeded):
+    data = _json(sg("sessions", "prune", "--home", str(home), "--max-age-days", "30", "--json"))
+    assert data["pruned"] == 2
+    assert _json(sg("sessions", "list", "--home", str(home), "--json"))["total"] == 0
+    hits = _json(sg("sessions", "search", "fox", "--home", str(home), "--json"))["results"]
+    assert hits

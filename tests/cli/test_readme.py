@@ -1,0 +1,45 @@
+"""The README's configuration example loads, and its commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from sessiongate.cli._docs import command_paths
+from sessiongate.config import load_config
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+
+
+def test_readme_starts_with_make_run_and_make_test():
+    first = _blocks("sh")[0].splitlines()
+    assert first[0].startswith("make run")
+    assert first[1].startswith("make test")
+
+
+def test_the_yaml_example_is_a_valid_configuration(tmp_path):
+    [example] = _blocks("yaml")
+    path = tmp_path / "config.yaml"
+    path.write_text(example, encoding="utf-8")
+    config = load_config(path, environ={})
+    assert config.agent.echo.delay_seconds == 2
+    assert config.api.token is not None
+
+
+def test_every_sessiongate_command_in_the_readme_exists():
+    known = {" ".join(p) for p in command_paths()}
+    for block in _blocks("sh"):
+        for line in block.splitlines():
+            if not line.startswith("sessiongate "):
+                continue
+            words = line.split("#")[0].split()[1:]
+            name = words[0]
+            if name == "sessions":
+                for sub in words[1].split("|"):
+                    assert f"sessions {sub}" in known, line
+            else:
+                assert name in known, line

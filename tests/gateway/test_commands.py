@@ -1,0 +1,241 @@
+"""Slash commands: parsing, effects, deduplication, and the busy table."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from gateway_support import settle
+
+from sessiongate.core.transcript import build_model_context
+from sessiongate.gateway.commands import BUSY_REPLY, COMMANDS, BusyPolicy, parse_command
+
+TRIGGERS = ["/new", "/reset"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/new", ("new", "")),
+        ("/NEW  Hello there ", ("new", "Hello there")),
+        ("@bot /new hi", ("new", "hi")),
+        ("/reset soft", ("reset", "soft")),
+        ("/status@my_bot", ("status", "")),
+        ("/queue line one\nline two", ("queue", "line one\nline two")),
+        ("/undo 2", ("undo", "2")),
+        ("/unknown thing", None),
+        ("/usr/bin/env", None),
+        ("hello /new", None),
+        ("@bot hello", None),
+        ("", None),
+    ],
+)
+def test_parse_command(text, expected):
+    parsed = parse_command(text, reset_triggers=TRIGGERS)
+    assert (None if parsed is None else (parsed.name, parsed.args)) == expected
+
+
+def test_reset_words_come_from_the_configured_triggers():
+    assert parse_command("/new", reset_triggers=["start over"]) is None
+    parsed = parse_command("Start Over please", reset_triggers=["start over"])
+    assert (parsed.name, parsed.args) == ("new", "please")
+
+
+def test_the_busy_table_lets_control_commands_through():
+    policies = {name: spec.busy for name, spec in COMMANDS.items()}
+    assert policies["stop"] is policies["status"] is policies["queue"] is BusyPolicy.RUN
+    assert policies["new"] is policies["reset"] is BusyPolicy.INTERRUPT
+    assert policies["undo"] is policies["retry"] is policies["resume"] is BusyPolicy.REFUSE
+
+
+async def test_new_starts_a_session_and_the_old_one_keeps_its_transcript(gw):
+    first = await gw.adapter.receive("hello")
+    receipt = await gw.adapter.receive("/new")
+    assert receipt.status == "command"
+    assert receipt.session_id != first.session_id
+    assert gw.adapter.texts()[-1] == "Started a new session."
+    assert [m["content"] for m in gw.store.load_transcript(first.session_id)] == [
+        "hello",
+        "re: hello",
+    ]
+    after = await gw.adapter.receive("again")
+    assert after.session_id == receipt.session_id
+    assert gw.hub.requests[-1].messages == [{"role": "user", "content": "again"}]
+
+
+async def test_new_with_text_runs_it_as_the_first_turn(gw):
+    first = await gw.adapter.receive("hello")
+    receipt = await gw.adapter.receive("/new plan a trip")
+    assert receipt.status == "replied"
+    assert receipt.reply == "re: plan a trip"
+    assert receipt.session_id != first.session_id
+    assert gw.hub.requests[-1].messages == [{"role": "user", "content": "plan a trip"}]
+
+
+async def test_new_while_busy_interrupts_and_drops_what_was_waiting(make_gateway):
+    gw = await make_gateway(busy_input_mode="queue")
+    gw.hub.blocking = True
+    running = asyncio.ensure_future(gw.adapter.receive("long"))
+    started = await gw.hub.next_started()
+    waiting = asyncio.ensure_future(gw.adapter.receive("follow-up"))
+    await gw.adapter.receive("/queue later", wait=False)
+    await settle()
+    gw.hub.blocking = False
+    receipt = await gw.adapter.receive("/new")
+    assert "2 waiting message(s) were dropped" in receipt.reply
+    assert (await running).status == "interrupted"
+    assert (await waiting).status == "interrupted"
+    assert gw.hub.cancelled == [started.turn_id]
+    assert gw.runner.queue_depth(receipt.session_key) == 0
+    await gw.runner.wait_idle()
+    assert gw.hub.user_texts() == ["long"]  # nothing dropped ran afterwards
+    old = gw.store.load_transcript(started.session_id)
+    assert [m["content"] for m in old] == ["long"]
+
+
+async def test_reset_soft_keeps_the_id_and_starts_the_context_over(gw):
+    first = await gw.adapter.receive("hello")
+    receipt = await gw.adapter.receive("/reset soft")
+    assert receipt.session_id == first.session_id
+    await gw.adapter.receive("fresh")
+    assert gw.hub.requests[-1].messages == [{"role": "user", "content": "fresh"}]
+
+
+async def test_a_redelivered_new_resets_only_once(gw):
+    await gw.adapter.receive("hello")
+    once = await gw.adapter.receive("/new", message_id="n1")
+    twice = await gw.adapter.receive("/new", message_id="n1")
+    assert twice.status == "duplicate"
+    assert twice.reply == once.reply
+    assert len(gw.store.sessions_for_key(once.session_key)) == 2
+
+
+async def test_stop_interrupts_the_running_turn(make_gateway):
+    gw = await make_gateway(busy_input_mode="queue")
+    gw.hub.blocking = True
+    running = asyncio.ensure_future(gw.adapter.receive("long"))
+    await gw.hub.next_started()
+    await gw.adapter.receive("next", wait=False)
+    receipt = await gw.adapter.receive("/stop")
+    assert receipt.reply == "Stopped the current reply. 1 waiting message(s) will run next."
+    assert (await running).status == "interrupted"
+    gw.hub.release_all()
+    await gw.runner.wait_idle()
+    assert gw.transcript() == [("user", "long"), ("user", "next"), ("assistant", "re: next")]
+    assert (await gw.adapter.receive("/stop")).reply == "Nothing is running."
+
+
+async def test_status_answers_at_once_while_busy(gw):
+    gw.hub.blocking = True
+    await gw.adapter.receive("long", wait=False)
+    await gw.hub.next_started()
+    receipt = await gw.adapter.receive("/status")
+    assert receipt.status == "command"
+    assert "State: replying, 0 waiting" in receipt.reply
+    assert receipt.session_id in receipt.reply
+
+
+@pytest.mark.parametrize("command", ["/undo", "/retry", "/resume"])
+async def test_transcript_commands_are_refused_while_busy(gw, command):
+    await gw.adapter.receive("hello")
+    gw.hub.blocking = True
+    await gw.adapter.receive("long", wait=False)
+    await gw.hub.next_started()
+    receipt = await gw.adapter.receive(command, message_id="c1")
+    assert receipt.reply == BUSY_REPLY.format(name=command[1:])
+    gw.hub.release_all()
+    await gw.runner.wait_idle()
+    assert len(gw.transcript()) == 4
+    # Refused, so not remembered: the same message works once the lane is idle.
+    assert (await gw.adapter.receive(command, message_id="c1")).status != "duplicate"
+
+
+async def test_undo_takes_back_turns(gw):
+    for text in ("one", "two", "three"):
+        await gw.adapter.receive(text)
+    receipt = await gw.adapter.receive("/undo 2")
+    assert receipt.reply == "Took back 2 turn(s)."
+    assert gw.transcript() == [("user", "one"), ("assistant", "re: one")]
+    assert (await gw.adapter.receive("/undo 9")).reply == "Took back 1 turn(s)."
+    assert (await gw.adapter.receive("/undo")).reply == "Nothing to take back."
+
+
+async def test_retry_answers_the_last_message_again(make_gateway):
+    gw = await make_gateway(group_sessions_per_user=False)
+    common = {"chat_id": "g", "chat_type": "group", "user_id": "a", "user_name": "Ann"}
+    await gw.adapter.receive("hi", **common)
+    receipt = await gw.adapter.receive("/retry", **common)
+    assert receipt.status == "replied"
+    assert receipt.reply == "re: [Ann] hi"  # the stored text, not prefixed twice
+    session_id = receipt.session_id
+    contents = [m["content"] for m in gw.store.load_transcript(session_id)]
+    assert contents == ["[Ann] hi", "re: [Ann] hi"]
+
+
+async def test_resume_goes_back_to_the_previous_session(gw):
+    first = await gw.adapter.receive("hello")
+    await gw.adapter.receive("/new")
+    receipt = await gw.adapter.receive("/resume")
+    assert receipt.session_id == first.session_id
+    assert receipt.reply == f"Resumed session {first.session_id}."
+    after = await gw.adapter.receive("where were we")
+    assert after.session_id == first.session_id
+    contents = [m["content"] for m in gw.store.load_transcript(first.session_id)]
+    assert contents == ["hello", "re: hello", "where were we", "re: where were we"]
+
+
+async def test_resume_by_number_from_the_session_list(gw):
+    first = await gw.adapter.receive("hello")
+    await gw.adapter.receive("/new")
+    listing = await gw.adapter.receive("/sessions")
+    assert listing.reply.splitlines()[1].startswith(f"2. {first.session_id} · 2 messages")
+    assert "(current)" in listing.reply.splitlines()[0]
+    assert (await gw.adapter.receive("/resume 2")).session_id == first.session_id
+    assert "No session with that number" in (await gw.adapter.receive("/resume 7")).reply
+
+
+async def test_resume_refuses_another_persons_session(make_gateway):
+    gw = await make_gateway()
+    group = {"chat_id": "g", "chat_type": "group"}
+    ann = await gw.adapter.receive("secret plans", user_id="ann", **group)
+    bob = await gw.adapter.receive(f"/resume {ann.session_id}", user_id="bob", **group)
+    assert bob.reply == "That session cannot be resumed from here."
+    assert bob.session_id != ann.session_id
+    # Ann herself, in another thread of the same chat, may.
+    mine = await gw.adapter.receive(
+        f"/resume {ann.session_id}", user_id="ann", thread_id="t1", **group
+    )
+    assert mine.session_id == ann.session_id
+
+
+async def test_title_shows_and_sets(gw):
+    await gw.adapter.receive("hello")
+    assert (await gw.adapter.receive("/title")).reply == "Title: (none)"
+    receipt = await gw.adapter.receive("/title Trip\nplanning")
+    assert receipt.reply == "Title set: Trip planning"
+    assert gw.store.get_session(receipt.session_key).display_name == "Trip planning"
+
+
+async def test_queue_without_text_shows_usage(gw):
+    receipt = await gw.adapter.receive("/queue")
+    assert receipt.reply == "Usage: /queue <text>"
+    assert gw.hub.requests == []
+
+
+async def test_help_lists_every_command(gw):
+    reply = (await gw.adapter.receive("/help")).reply
+    assert all(spec.usage in reply for spec in COMMANDS.values())
+
+
+async def test_a_mentioned_command_in_a_group_runs(gw):
+    await gw.adapter.receive("hi", chat_id="g", chat_type="group", user_id="u")
+    receipt = await gw.adapter.receive("@bot /new", chat_id="g", chat_type="group", user_id="u")
+    assert receipt.reply == "Started a new session."
+
+
+async def test_model_context_after_undo_drops_the_rewound_turns(gw):
+    await gw.adapter.receive("one")
+    await gw.adapter.receive("two")
+    receipt = await gw.adapter.receive("/undo")
+    context = build_model_context(gw.store.load_events(receipt.session_id))
+    assert [m["content"] for m in context.messages] == ["one", "re: one"]
