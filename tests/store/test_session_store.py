@@ -464,3 +464,14 @@ def test_two_connections_see_each_others_writes(make_store, store_dir: Path):
         assert conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 2
     finally:
         conn.close()
+
+
+def test_switching_back_reopens_the_closed_window(store: SessionStore):
+    first = store.get_or_create_session(dm())
+    store.append_messages(first.session_id, turn("remember the blue door"))
+    store.reset_session(first.session_key)
+    store.switch_session(first.session_key, first.session_id)
+    context = store.model_context(first.session_id)
+    assert [m["content"] for m in context.messages] == ["remember the blue door", "ok"]
+    kinds = [e["type"] for e in store.load_events(first.session_id, branch="all")]
+    assert "reset" in kinds  # the boundary stays in the tree as the record

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -121,17 +121,21 @@ class SessionEntry:
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         return new
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; `compact` leaves out fields at their default (the store's rows,
+        where most of ~60 fields are defaults, stay small enough to live in their page)."""
         out: dict[str, Any] = {}
         for name in _FIELD_NAMES:
             value = getattr(self, name)
+            if compact and name not in _REQUIRED and value == _DEFAULTS.get(name, _NO_DEFAULT):
+                continue
             if value is None or value.__class__ in _PLAIN:
                 out[name] = value
                 continue
             if isinstance(value, datetime):
                 value = value.isoformat()
             elif isinstance(value, SessionSource):
-                value = _source_dict(value)
+                value = _compact_source_dict(value) if compact else _source_dict(value)
             elif isinstance(value, (Platform, ChatType)):
                 value = str(value)
             elif isinstance(value, dict):
@@ -163,6 +167,11 @@ def _source_dict(source: SessionSource) -> dict[str, Any]:
     return source.to_dict()
 
 
+@functools.lru_cache(maxsize=1024)
+def _compact_source_dict(source: SessionSource) -> dict[str, Any]:
+    return {k: v for k, v in source.to_dict().items() if v is not None and v is not False}
+
+
 def next_action(entry: SessionEntry) -> EntryAction:
     """The precedence of spec §2, in one place."""
     if entry.suspended:
@@ -174,6 +183,14 @@ def next_action(entry: SessionEntry) -> EntryAction:
 
 _FIELD_NAMES = tuple(f.name for f in fields(SessionEntry))
 _FIELD_SET = frozenset(_FIELD_NAMES)
+_REQUIRED = frozenset({"session_key", "session_id", "created_at", "updated_at"})
+_NO_DEFAULT = object()
+_DEFAULTS: dict[str, Any] = {}
+for _f in fields(SessionEntry):
+    if _f.default is not MISSING:
+        _DEFAULTS[_f.name] = _f.default
+    elif _f.default_factory is not MISSING:
+        _DEFAULTS[_f.name] = _f.default_factory()
 _PLAIN = (str, int, float, bool)
 _FIELD_KINDS: dict[str, str] = {}
 for _f in fields(SessionEntry):

@@ -338,6 +338,11 @@ class SessionStore(TranscriptOps, TreeOps):
                 if current is not None and current.ended_at is None:
                     tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
                 tx.end_session_row(conn, target.sid, at=None, reason=None)
+                leaf = tx.entry_row(conn, target.leaf_id) if target.leaf_id is not None else None
+                if leaf is not None and leaf[2] == "reset":
+                    # Resuming reopens the window the rotation closed: the boundary it wrote
+                    # moves off the active path (it stays in the tree as the record).
+                    tx.move_leaf(conn, target, leaf[1])
             entry = entry.evolve(
                 session_id=target_session_id,
                 updated_at=now,

@@ -183,7 +183,7 @@ def _route_row(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]
         "suspended": int(entry.suspended),
         "resume_pending": int(entry.resume_pending),
         "label": entry.label,
-        "data": dumps(entry.to_dict()),
+        "data": dumps(entry.to_dict(compact=True)),
     }
 
 
