@@ -328,15 +328,20 @@ def build_model_context(path: Sequence[Mapping[str, Any]]) -> ModelContext:
     messages: list[dict[str, Any]] = []
     if boundary is not None and boundary.get("type") == EntryType.COMPACTION:
         messages.append({"role": "user", "content": f"{SUMMARY_PREFIX}\n{boundary.get('summary')}"})
-    messages.extend(chat for entry in entries if (chat := _to_chat(entry)) is not None)
+    to_chat = _to_chat
+    for entry in entries:
+        chat = to_chat(entry)
+        if chat is not None:
+            messages.append(chat)
     model = provider = thinking = None
     for entry in path:
-        if entry.get("type") == EntryType.MODEL_CHANGE:
+        kind = entry.get("type")
+        if kind == "model_change":
             model, provider = entry.get("model"), entry.get("provider")
-        elif entry.get("type") == EntryType.THINKING_LEVEL_CHANGE:
+        elif kind == "thinking_level_change":
             thinking = entry.get("thinking_level")
     return ModelContext(
-        messages=repair_tool_pairing(messages),
+        messages=_pair_tools(messages, owned=True),
         model=model,
         provider=provider,
         thinking_level=thinking,
@@ -351,6 +356,13 @@ def repair_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
     message that made the call, answering it once. Unanswered calls are removed from their
     assistant message, which is dropped when it is then left with no content and no calls.
     """
+    return _pair_tools(messages, owned=False)
+
+
+def _pair_tools(messages: Sequence[Mapping[str, Any]], *, owned: bool) -> list[dict[str, Any]]:
+    """`repair_tool_pairing`; `owned` messages are fresh copies already and are reused."""
+    if owned and not any(m.get("role") == Role.TOOL or m.get("tool_calls") for m in messages):
+        return list(messages)  # type: ignore[arg-type]  # owned means list[dict]
     out: list[dict[str, Any]] = []
     group: int | None = None  # index in `out` of the assistant whose result run is open
     answered: dict[str, bool] = {}
@@ -372,11 +384,11 @@ def repair_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> list[dict[str,
             call_id = message.get("tool_call_id")
             if group is not None and isinstance(call_id, str) and answered.get(call_id) is False:
                 answered[call_id] = True
-                out.append(copy.deepcopy(dict(message)))
+                out.append(_copy_message(message))
             continue
         close()
         group, answered = None, {}
-        item = copy.deepcopy(dict(message))
+        item = _copy_message(message)
         calls = item.pop("tool_calls", None) or []
         if item.get("role") == Role.ASSISTANT and calls:
             unique: dict[str, Any] = {}
@@ -508,20 +520,42 @@ def _context_entries(
 
 
 def _to_chat(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    # Called once per entry of the active path on every turn: kept to a few dict lookups.
     kind = entry.get("type")
-    if kind == EntryType.MESSAGE:
-        if is_excluded_from_context(entry):
+    if kind == "message":
+        metadata = entry.get("metadata")
+        if metadata is not None and is_excluded_from_context(entry):
             return None
-        chat = {"role": entry.get("role"), "content": copy.deepcopy(entry.get("content"))}
-        for name in ("tool_calls", "tool_call_id", "name"):
-            if entry.get(name):
-                chat[name] = copy.deepcopy(entry[name])
+        content = entry.get("content")
+        chat = {
+            "role": entry.get("role"),
+            "content": content
+            if content is None or content.__class__ is str
+            else _copy_value(content),
+        }
+        for name in _CHAT_EXTRAS:
+            value = entry.get(name)
+            if value:
+                chat[name] = _copy_value(value)
         return chat
     if kind == EntryType.CUSTOM_MESSAGE:
-        return {"role": entry.get("role") or "user", "content": copy.deepcopy(entry.get("content"))}
+        return {"role": entry.get("role") or "user", "content": _copy_value(entry.get("content"))}
     if kind == EntryType.BRANCH_SUMMARY:
         return {"role": "user", "content": f"{BRANCH_SUMMARY_PREFIX}\n{entry.get('summary')}"}
     return None
+
+
+_CHAT_EXTRAS = ("tool_calls", "tool_call_id", "name")
+
+
+def _copy_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy sharing nothing mutable with `message`; plain text (the common case) is immutable
+    and needs no deep copy, which keeps a 10,000-entry context cheap to build."""
+    return {name: _copy_value(value) for name, value in message.items()}
+
+
+def _copy_value(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int)) else copy.deepcopy(value)
 
 
 def _id(entry: Mapping[str, Any]) -> int | None:

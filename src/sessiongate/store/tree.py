@@ -254,7 +254,7 @@ class TreeOps:
             row = tx.get_session_row(conn, session_id)
             if row is None:
                 return ModelContext()
-            events = [tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)]
+            events = tx.load_context_events(conn, row.sid)
         return build_model_context(events)
 
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:

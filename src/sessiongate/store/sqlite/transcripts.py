@@ -29,6 +29,7 @@ __all__ = [
     "get_session_row",
     "insert_entries",
     "list_tips",
+    "load_context_events",
     "load_path",
     "move_leaf",
     "row_to_event",
@@ -267,6 +268,25 @@ def copy_path(
     leaf = entry_row(conn, base + upto_depth)
     assert leaf is not None
     return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+
+
+_CONTEXT_PATH = (
+    "SELECT id, type, role, content, payload FROM entries "
+    "WHERE sid = ? AND on_path = 1 ORDER BY depth"
+)
+
+
+def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, Any]]:
+    """The active path as the slim events the model-context builder reads (no timestamps, no
+    tree links): the hot read of every turn, so it fetches and builds only what it needs."""
+    events: list[dict[str, Any]] = []
+    append = events.append
+    for entry_id, kind, role, content, payload in conn.execute(_CONTEXT_PATH, (sid,)):
+        event: dict[str, Any] = {"id": entry_id, "type": kind, "role": role, "content": content}
+        if payload is not None:
+            event.update(loads(payload))
+        append(event)
+    return events
 
 
 def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
