@@ -325,3 +325,44 @@ def test_system_events_never_extend_freshness(make_store, clock: FakeClock):
             first.session_id
         )
     assert store.get_or_create_session(source).session_id != first.session_id
+
+
+def test_detached_view_with_admission_survives_appends_not_rewinds(store: SessionStore):
+    _, sid = lane(store)
+    talk(store, sid, "one", "two")
+    admitted = store.append_messages(sid, [{"role": "user", "content": "three"}])[0]
+    view = store.read_model_context(sid, admission_entry_id=admitted)
+    assert [m["content"] for m in view.context.messages] == ["one", "re: one", "two", "re: two"]
+    store.append_messages(sid, [{"role": "assistant", "content": "re: three"}])
+    assert store.is_view_current(view)
+    store.rewind_session(sid, 1)
+    assert not store.is_view_current(view)
+
+
+def test_detached_view_without_admission_is_stale_after_an_append(store: SessionStore):
+    _, sid = lane(store)
+    talk(store, sid, "one")
+    view = store.read_model_context(sid)
+    assert store.is_view_current(view)
+    talk(store, sid, "two")
+    assert not store.is_view_current(view)
+    with pytest.raises(EntryNotFoundError):
+        store.read_model_context(sid, admission_entry_id=999_999)
+
+
+def test_detached_view_reads_from_another_thread_while_writes_go_on(store: SessionStore):
+    import threading
+
+    _, sid = lane(store)
+    talk(store, sid, *[f"m{i}" for i in range(200)])
+    results: list[int] = []
+
+    def reader() -> None:
+        results.extend(len(store.read_model_context(sid).context.messages) for _ in range(20))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    talk(store, sid, *[f"n{i}" for i in range(50)])
+    thread.join()
+    assert len(results) == 20
+    assert all(400 <= n <= 500 and n % 2 == 0 for n in results)  # whole turns only

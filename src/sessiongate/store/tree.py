@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import sqlite3
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.entry import SessionEntry
@@ -40,11 +41,22 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.store.sqlite.database import Database
 
-__all__ = ["TreeOps"]
+__all__ = ["ContextView", "TreeOps"]
 
 # Headlines look this far up a tip's path for the user message that names the branch.
 _HEADLINE_LOOKUP = 32
 _MAX_LABEL = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ContextView:
+    """A model context read at one moment, with what is needed to tell if it still holds."""
+
+    session_id: str
+    context: ModelContext
+    generation: int
+    leaf_id: int | None
+    admission_entry_id: int | None
 
 
 class TreeOps:
@@ -256,6 +268,48 @@ class TreeOps:
                 return ModelContext()
             events = tx.load_context_events(conn, row.sid)
         return build_model_context(events)
+
+    def read_model_context(
+        self, session_id: str, *, admission_entry_id: int | None = None
+    ) -> ContextView:
+        """A detached, non-persisting view of the model context, from one snapshot.
+
+        Safe to call from a worker thread (its own read connection, so the event loop's store
+        calls are not held up). With `admission_entry_id` (the turn's admitted user message) the
+        view stops before that entry; `is_view_current` tells whether it still holds.
+        """
+        with self._db_for_id(session_id).snapshot() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                raise SessionNotFoundError(f"no session with id {session_id!r}")
+            events = tx.load_context_events(conn, row.sid)
+        if admission_entry_id is not None:
+            cut = next((i for i, e in enumerate(events) if e["id"] == admission_entry_id), None)
+            if cut is None:
+                raise EntryNotFoundError(
+                    f"entry {admission_entry_id} is not on the active path",
+                    entry_id=admission_entry_id,
+                )
+            events = events[:cut]
+        return ContextView(
+            session_id=session_id,
+            context=build_model_context(events),
+            generation=row.generation,
+            leaf_id=row.leaf_id,
+            admission_entry_id=admission_entry_id,
+        )
+
+    def is_view_current(self, view: ContextView) -> bool:
+        """False once the transcript was rewritten (rewind, switch, rewrite) or, for a view
+        without admission, appended to; admitted views survive later appends."""
+        with self._db_for_id(view.session_id).read() as conn:
+            row = tx.get_session_row(conn, view.session_id)
+            if row is None or row.generation != view.generation:
+                return False
+            if view.admission_entry_id is None:
+                return row.leaf_id == view.leaf_id
+            entry = tx.entry_row(conn, view.admission_entry_id)
+            return entry is not None and bool(entry[9])
 
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
         """(generation, leaf id): a detached view taken at these values is stale when the

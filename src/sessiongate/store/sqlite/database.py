@@ -48,6 +48,8 @@ class Database:
         self.lock = threading.RLock()
         self._depth = 0
         self._closed = False
+        self._readers = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
         target = ":memory:" if path is None else str(path)
         if path is not None:
             _create_private_file(path)
@@ -168,11 +170,46 @@ class Database:
             with translate_errors():
                 yield self.conn
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction on this thread's own read-only connection.
+
+        WAL lets it read while the writer writes, so a long read (a 10,000-entry model
+        context) can run on a worker thread without holding the store's lock. An in-memory
+        database has no second connection; there the shared one is used under the lock.
+        """
+        if self.path is None:
+            with self.read() as conn:
+                yield conn
+            return
+        if self._closed:
+            raise StoreUnavailableError("the store is closed")
+        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                f"file:{self.path}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=10,
+            )
+            self._readers.conn = conn
+            with self.lock:
+                self._reader_conns.append(conn)
+        with translate_errors():
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
     def close(self) -> None:
         with self.lock:
             if self._closed:
                 return
             self._closed = True
+            for reader in self._reader_conns:
+                reader.close()
             try:
                 self.conn.execute("PRAGMA optimize")
             except sqlite3.Error:
