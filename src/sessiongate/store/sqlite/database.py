@@ -179,29 +179,29 @@ class Database:
         database has no second connection; there the shared one is used under the lock.
         """
         if self.path is None:
-            with self.read() as conn:
-                yield conn
+            with self.read() as shared:
+                yield shared
             return
         if self._closed:
             raise StoreUnavailableError("the store is closed")
-        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
+        reader: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if reader is None:
+            reader = sqlite3.connect(
                 f"file:{self.path}?mode=ro",
                 uri=True,
                 isolation_level=None,
                 check_same_thread=False,
                 timeout=10,
             )
-            self._readers.conn = conn
+            self._readers.conn = reader
             with self.lock:
-                self._reader_conns.append(conn)
+                self._reader_conns.append(reader)
         with translate_errors():
-            conn.execute("BEGIN")
+            reader.execute("BEGIN")
             try:
-                yield conn
+                yield reader
             finally:
-                conn.execute("COMMIT")
+                reader.execute("COMMIT")
 
     def close(self) -> None:
         with self.lock:
