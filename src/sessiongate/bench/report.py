@@ -163,6 +163,27 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         why = f"not measured: {gateway.get('reason', 'no gateway section')}"
         goals.append(_goal("Gateway ≥ 1,000 turns/s in process", why, None))
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", why, None))
+    goals.extend(_tree_goals(results))
+    return goals
+
+
+_TREE_GOALS = {
+    "branches": "Branch listing with {tips} tips ≤ 50 ms",
+    "context": "Model context of a {entries}-entry transcript ≤ 20 ms",
+    "fork": "Fork of a {fork_prefix}-message prefix ≤ 100 ms",
+}
+
+
+def _tree_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    tree = results.get("tree", {})
+    if tree.get("status") != "ok":
+        return []
+    goals = []
+    for name, label in _TREE_GOALS.items():
+        measured = tree[name]["median_ms"]
+        # The budgets are for the full sizes; a quick run reports them without judging.
+        verdict = None if results.get("quick") else measured <= tree["budgets_ms"][name]
+        goals.append(_goal(label.format(**tree["sizes"]), _ms(measured), verdict))
     return goals
 
 
@@ -321,6 +342,17 @@ def render_markdown(results: dict[str, Any]) -> str:
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")
+    tree = results.get("tree", {})
+    if tree.get("status") == "ok":
+        sizes = tree["sizes"]
+        lines += [
+            "## Conversation trees",
+            "",
+            f"- branch listing, {sizes['tips']} tips: {_ms(tree['branches']['median_ms'])}",
+            f"- model context, {sizes['entries']} entries: {_ms(tree['context']['median_ms'])}",
+            f"- fork of a {sizes['fork_prefix']}-message prefix: {_ms(tree['fork']['median_ms'])}",
+            "",
+        ]
     return "\n".join(lines)
 
 
