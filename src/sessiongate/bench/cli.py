@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 
 from sessiongate.bench.harness import exit_code, run_bench
 
-__all__ = ["app", "bench_command"]
+__all__ = ["app", "bench_command", "main"]
 
 
 def bench_command(
@@ -67,3 +68,18 @@ def bench_command(
 
 app = typer.Typer(add_completion=False)
 app.command("bench")(bench_command)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `sessiongate bench ARGS...`: the exit code of the run."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="sessiongate bench", standalone_mode=False)
+    except typer.Exit as done:
+        return int(done.exit_code)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as done:
+        return int(done.exit_code)
+    return 0
