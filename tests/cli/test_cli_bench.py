@@ -40,3 +40,9 @@ def test_bench_passes_its_arguments_to_the_suite(monkeypatch):
         bench.bench(Ctx())  # type: ignore[arg-type]
     assert exc.value.exit_code == 3
     assert seen == [["--quick", "x"]]
+
+
+def test_bench_reaches_the_real_suite_and_rejects_an_unknown_store(sg):
+    result = sg("bench", "--only", "no-such-store")
+    assert result.returncode == 2
+    assert "unknown store no-such-store" in result.stderr + result.stdout
