@@ -5,6 +5,7 @@ import asyncio
 import httpx
 import pytest
 
+from sessiongate import GatewayConfig
 from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.api.app import create_app
 from sessiongate.gateway import GatewayRunner
@@ -110,17 +111,22 @@ def test_fork_errors_are_4xx(client, send, key_path):
     assert bad_mode.status_code == 422
 
 
-@pytest.mark.skipif(
-    not hasattr(GatewayRunner, "compact"), reason="GatewayRunner.compact has not landed yet"
-)
+# A 1,000-token window keeps about 250 tokens: the conversation below is well over that.
+@pytest.mark.parametrize("config", [GatewayConfig(agent={"context_window": 1000})])
 def test_compact_answers_the_token_counts(client, send, key_path):
     key = send("one " * 50)["session_key"]
     for i in range(6):
         send(f"message {i} " * 50)
     body = client.post(key_path(key, "/compact")).json()
     assert set(body) == {"compacted", "tokens_before", "tokens_after"}
-    if body["compacted"]:
-        assert body["tokens_after"] < body["tokens_before"]
+    assert body["compacted"] is True
+    assert body["tokens_after"] < body["tokens_before"]
+    events = client.get(key_path(key, "/transcript")).json()["events"]
+    assert events[-1]["type"] == "compaction"
+    assert client.get(key_path(key)).json()["compaction_count"] == 1
+    again = client.post(key_path(key, "/compact")).json()
+    assert again["compacted"] is False
+    assert again["tokens_after"] == again["tokens_before"]
     assert client.post(key_path("agent:main:api:dm:nobody", "/compact")).status_code == 404
 
 
@@ -173,6 +179,7 @@ async def test_rewind_switch_and_fork_are_refused_while_a_turn_runs(
                 ("POST", "/fork", {"entry_id": 1}),
                 ("DELETE", "", None),
                 ("POST", "/reset", None),
+                ("POST", "/compact", None),
             ]:
                 response = await http.request(method, key_path(key, suffix), json=body)
                 assert response.status_code == 409, (suffix, response.text)

@@ -36,6 +36,11 @@ class Hub:
         self.active: dict[str, int] = defaultdict(int)
         self.max_active: dict[str, int] = defaultdict(int)
         self.closed = 0
+        # Compaction: what `summarize` was given, and a gate that holds it until opened.
+        self.summarized: list[list[dict[str, Any]]] = []
+        self.summary_gate: asyncio.Event | None = None
+        self.summary_started = asyncio.Event()
+        self.summary_fail: BaseException | None = None
         self._started: asyncio.Queue[TurnRequest] = asyncio.Queue()
         self._releases: dict[int | None, asyncio.Event] = {}
 
@@ -57,6 +62,8 @@ class Hub:
         self.hang = False
         for event in self._releases.values():
             event.set()
+        if self.summary_gate is not None:
+            self.summary_gate.set()
 
     def user_texts(self) -> list[str]:
         return [str(r.messages[-1]["content"]) for r in self.requests]
@@ -95,6 +102,13 @@ class HubAgent:
             hub.active[self.key] -= 1
 
     async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        hub = self.hub
+        hub.summarized.append(messages)
+        hub.summary_started.set()
+        if hub.summary_gate is not None:
+            await hub.summary_gate.wait()
+        if hub.summary_fail is not None:
+            raise hub.summary_fail
         return "summary"
 
     async def aclose(self) -> None:

@@ -9,7 +9,11 @@ from sessiongate import GatewayConfig, SessionSource, SessionStore
 from sessiongate.agents import Agent, EchoAgent
 from sessiongate.core.platform import Platform
 from sessiongate.gateway.agent_cache import AgentCache
-from sessiongate.gateway.housekeeping import PRUNE_INTERVAL_SECONDS, HousekeepingWatcher
+from sessiongate.gateway.housekeeping import (
+    JOURNAL_RETENTION_SECONDS,
+    PRUNE_INTERVAL_SECONDS,
+    HousekeepingWatcher,
+)
 from sessiongate.gateway.memory import MemoryProbe
 
 if TYPE_CHECKING:
@@ -176,3 +180,37 @@ async def test_run_survives_a_failing_tick(make, clock) -> None:
         assert not task.done()
         stop.set()
     assert w.watcher.failures == 1
+
+
+async def test_the_runners_prune_forgets_old_dedup_records_and_finished_turns(
+    make_gateway, clock
+) -> None:
+    assert JOURNAL_RETENTION_SECONDS == 7 * DAY
+    gw = await make_gateway()
+    old = await gw.adapter.receive("hello", message_id="m1")
+    assert (await gw.runner.housekeeping.tick()).journal_pruned == (0, 0)
+    clock.advance(JOURNAL_RETENTION_SECONDS - 60)
+    recent = await gw.adapter.receive("still here", message_id="m2")
+    clock.advance(120)  # `old` is now past the window; `recent` is two minutes old
+    report = await gw.runner.housekeeping.tick()
+    assert report.journal_pruned == (1, 1)
+    assert gw.lanes.get_turn(old.turn_id) is None
+    assert gw.lanes.get_turn(recent.turn_id) is not None
+    assert (await gw.adapter.receive("still here", message_id="m2")).status == "duplicate"
+    # The transcript is never pruned with the journal.
+    assert [m["content"] for m in gw.store.load_transcript(old.session_id)][:2] == [
+        "hello",
+        "re: hello",
+    ]
+    # Past the window a redelivered id is a new message again: the documented trade-off.
+    assert (await gw.adapter.receive("hello", message_id="m1")).status == "replied"
+
+
+async def test_the_journal_prune_runs_with_the_hourly_prune_only(make_gateway, clock) -> None:
+    gw = await make_gateway()
+    await gw.adapter.receive("hello", message_id="m1")
+    assert (await gw.runner.housekeeping.tick()).journal_pruned == (0, 0)
+    clock.advance(PRUNE_INTERVAL_SECONDS - 1)
+    assert (await gw.runner.housekeeping.tick()).journal_pruned is None
+    clock.advance(JOURNAL_RETENTION_SECONDS)
+    assert (await gw.runner.housekeeping.tick()).journal_pruned == (1, 1)

@@ -8,9 +8,10 @@ import asyncio
 import pytest
 from gateway_support import settle
 
+from sessiongate import SessionSource
 from sessiongate.core.transcript import build_model_context
 from sessiongate.gateway import MessageEvent, ReceiptStatus
-from sessiongate.store.lanes import TurnState
+from sessiongate.store.lanes import Inbound, TurnState
 
 
 async def test_a_message_gets_one_reply_stored_and_delivered(gw):
@@ -339,3 +340,31 @@ async def test_concurrent_arrivals_never_start_two_agents_on_one_key(make_gatewa
     gw.hub.release_all()
     await gw.runner.wait_idle()
     assert gw.hub.max_active[receipts[0].session_key] == 1
+
+
+async def test_an_idle_lanes_turn_costs_two_transactions(make_gateway):
+    gw = await make_gateway()
+    api = SessionSource(platform="api", chat_id="x")
+    await gw.runner.handle_message(MessageEvent(source=api, text="first"))
+    traced: list[str] = []
+    gw.store.database.conn.set_trace_callback(traced.append)
+    try:
+        receipt = await gw.runner.handle_message(MessageEvent(source=api, text="second"))
+    finally:
+        gw.store.database.conn.set_trace_callback(None)
+    assert receipt.status == "replied"
+    # One to route, accept and claim; one for the outcome (delivered with it: no adapter).
+    assert traced.count("BEGIN IMMEDIATE") == 2
+    assert gw.lanes.get_turn(receipt.turn_id).state is TurnState.DELIVERED
+
+
+async def test_the_message_is_committed_before_its_turn_starts(gw):
+    gw.hub.blocking = True
+    await gw.adapter.receive("hello", message_id="m1", wait=False)
+    request = await gw.hub.next_started()
+    assert not gw.store.database.conn.in_transaction
+    turn = gw.lanes.get_turn(request.turn_id)
+    assert turn.state is TurnState.RUNNING
+    assert gw.lanes.get_item(turn.inbox_id).text == "hello"
+    seen = gw.lanes.lookup_seen(Inbound(gw.adapter.source(), "hello", message_id="m1"))
+    assert (seen.pending, seen.turn_id) == (True, request.turn_id)

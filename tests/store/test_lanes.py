@@ -285,3 +285,132 @@ def test_ids_are_never_reused(store, lanes, clock):
         seen.append((accepted.inbox_id, claim.turn.id))
     assert seen[0][0] != seen[1][0]
     assert seen[0][1] != seen[1][1]
+
+
+def _statements(store: SessionStore) -> tuple[list[str], object]:
+    traced: list[str] = []
+    store.database.conn.set_trace_callback(traced.append)
+    return traced, lambda: store.database.conn.set_trace_callback(None)
+
+
+def test_accept_and_claim_is_one_transaction_that_claims_the_new_row(store, lanes):
+    entry = _entry(store)
+    traced, stop = _statements(store)
+    acceptance, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi", message_id="m1"), entry=entry, kind=InboxKind.SLOT, cap=32
+    )
+    stop()
+    assert [s for s in traced if s.startswith(("BEGIN", "COMMIT", "SAVEPOINT"))] == [
+        "BEGIN IMMEDIATE",
+        "COMMIT",
+    ]
+    # The row just written is claimed as built, not read back.
+    assert not any(s.startswith("SELECT id, session_key, kind") for s in traced)
+    assert acceptance.status is AcceptStatus.ACCEPTED
+    assert (claim.item.id, claim.item.text, claim.item.message_ids) == (
+        acceptance.inbox_id,
+        "hi",
+        ("m1",),
+    )
+    assert (claim.turn.session_id, claim.entry) == (entry.session_id, entry)
+    assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
+    assert lanes.queue_depth(entry.session_key) == 0
+    # The dedup record already names the turn.
+    seen = lanes.lookup_seen(Inbound(SOURCE, "hi", message_id="m1"))
+    assert (seen.turn_id, seen.pending) == (claim.turn.id, True)
+    # What the claim carries is what a reload of the row gives.
+    stored = lanes.get_item(claim.item.id)
+    assert (stored.text, stored.parts, stored.source, stored.accepted_at) == (
+        claim.item.text,
+        claim.item.parts,
+        claim.item.source,
+        claim.item.accepted_at,
+    )
+
+
+def test_accept_and_claim_takes_the_oldest_waiting_row_first(store, lanes):
+    entry = _entry(store)
+    waiting = _accept(lanes, entry, "waited", kind=InboxKind.QUEUED, message_id="m0")
+    acceptance, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "new", message_id="m1"), entry=entry, kind=InboxKind.QUEUED, cap=32
+    )
+    assert claim.item.id == waiting.inbox_id
+    assert acceptance.depth == 2
+    assert lanes.queue_depth(entry.session_key) == 1
+    assert lanes.lookup_seen(Inbound(SOURCE, "x", message_id="m0")).turn_id == claim.turn.id
+    assert lanes.lookup_seen(Inbound(SOURCE, "x", message_id="m1")).turn_id is None
+
+
+def test_accept_and_claim_claims_nothing_for_a_duplicate_or_a_full_lane(store, lanes):
+    entry = _entry(store)
+    inbound = Inbound(SOURCE, "hi", message_id="m1")
+    lanes.accept_and_claim(inbound, entry=entry, kind=InboxKind.SLOT, cap=32)
+    again, claim = lanes.accept_and_claim(inbound, entry=entry, kind=InboxKind.SLOT, cap=32)
+    assert (again.status, claim) == (AcceptStatus.DUPLICATE, None)
+    _accept(lanes, entry, "q", kind=InboxKind.QUEUED)
+    full, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "more"), entry=entry, kind=InboxKind.QUEUED, cap=1
+    )
+    assert (full.status, claim) == (AcceptStatus.FULL, None)
+
+
+def test_a_receipt_only_reply_is_delivered_in_the_outcome_commit(store, lanes):
+    entry = _entry(store)
+    _, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"), entry=entry, kind=InboxKind.SLOT, cap=32
+    )
+    traced, stop = _statements(store)
+    lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="ok", delivered=True)
+    stop()
+    assert traced.count("BEGIN IMMEDIATE") == 1
+    # The entry seen at the claim had no resume flag: there is none to clear.
+    assert sum(s.startswith("UPDATE turns") for s in traced) == 1
+    turn = lanes.get_turn(claim.turn.id)
+    assert (turn.state, turn.reply) == (TurnState.DELIVERED, "ok")
+    assert turn.finished_at == turn.delivered_at is not None
+    with pytest.raises(StaleWriteError, match="finished and delivered"):
+        lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="ok")
+
+
+def test_claim_item_claims_that_row_once(store, lanes):
+    entry = _entry(store)
+    _accept(lanes, entry, "hi")
+    item = lanes.peek_next(entry.session_key)
+    assert lanes.has_pending(entry.session_key)
+    claim = lanes.claim_item(item, entry)
+    assert (claim.item.id, claim.turn.session_id) == (item.id, entry.session_id)
+    assert not lanes.has_pending(entry.session_key)
+    with pytest.raises(LookupError):
+        lanes.claim_item(item, entry)
+
+
+def test_discard_pending_events_keeps_user_rows_and_the_named_row(store, lanes):
+    entry = _entry(store)
+    slot = _accept(lanes, entry, "user text")
+    first = _accept(lanes, entry, "beat", kind=InboxKind.QUEUED, event_kind="heartbeat")
+    second = _accept(lanes, entry, "cron", kind=InboxKind.QUEUED, event_kind="cron")
+    queued = _accept(lanes, entry, "/queue item", kind=InboxKind.QUEUED)
+    assert lanes.discard_pending_events(entry.session_key, keep=second.inbox_id) == [first.inbox_id]
+    assert lanes.discard_pending_events(entry.session_key) == [second.inbox_id]
+    remaining = []
+    while (claim := lanes.claim_next(entry.session_key, entry.session_id)) is not None:
+        remaining.append(claim.item.id)
+    assert remaining == [slot.inbox_id, queued.inbox_id]
+
+
+def test_resolve_reads_the_route_without_touching_it(store, lanes, clock):
+    assert lanes.resolve(SOURCE) == ("agent:main:telegram:dm:c1", None)
+    assert store.list_sessions() == []
+    entry = _entry(store)
+    clock.advance(60)
+    assert lanes.resolve(SOURCE) == (entry.session_key, entry)
+    assert store.get_session(entry.session_key) == entry
+
+
+def test_prune_keeps_the_dedup_record_of_a_row_that_still_waits(store, lanes, clock):
+    entry = _entry(store)
+    _accept(lanes, entry, "waiting", message_id="m1")
+    clock.advance(30 * 86400)
+    assert lanes.prune(clock.now()) == (0, 0)
+    again = _accept(lanes, entry, "waiting", message_id="m1")
+    assert again.status is AcceptStatus.DUPLICATE

@@ -6,8 +6,7 @@ A command is recognised after stripping a leading group mention (`@bot /new`) an
 deduplicated by its message id like any message, and its effect commits in the same
 transaction as that record, so a redelivered `/new` neither resets twice nor is lost.
 
-Slightly over the ~400-line budget so that the busy table sits next to every handler it
-governs.
+Over the ~400-line budget so that the busy table sits next to every handler it governs.
 """
 
 from __future__ import annotations
@@ -16,27 +15,30 @@ import contextlib
 import enum
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sessiongate.core.context import sanitize_untrusted
+from sessiongate.errors import SessionBusyError, StaleWriteError
 from sessiongate.gateway.lanes import CancelReason
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.gateway.routing import Routed
     from sessiongate.store.lanes import Acceptance, LaneStore
     from sessiongate.store.session_store import SessionStore
 
 __all__ = [
     "BUSY_REPLY",
     "COMMANDS",
+    "RUN_WHEN_ARCHIVED",
     "BusyPolicy",
     "CommandHost",
     "CommandRunner",
@@ -91,8 +93,18 @@ COMMANDS: dict[str, CommandSpec] = {
         ),
         CommandSpec("undo", BusyPolicy.REFUSE, "/undo [n]", "take back the last n turns"),
         CommandSpec("retry", BusyPolicy.REFUSE, "/retry", "answer the last message again"),
+        CommandSpec(
+            "compress",
+            BusyPolicy.REFUSE,
+            "/compress",
+            "summarise the older part of this conversation",
+        ),
     )
 }
+
+# What an archived session still answers: commands that start no work and change nothing
+# (every other command gets the archived notice, like a message).
+RUN_WHEN_ARCHIVED = frozenset({"stop", "status", "help"})
 
 BUSY_REPLY = "Busy with the current reply: try /{name} again after it arrives (or /stop it)."
 _RESET_NAMES = frozenset({"new", "reset"})
@@ -132,6 +144,16 @@ def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | No
 class CommandHost(Protocol):
     """What commands need from the runner."""
 
+    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed: ...
+
+    async def refuse_archived(
+        self, entry: SessionEntry, source: SessionSource, *, event: str | None = None
+    ) -> Receipt: ...
+
+    async def compact(
+        self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]: ...
+
     def accept(self, entry: SessionEntry, inbound: Inbound, kind: InboxKind) -> Acceptance: ...
 
     async def dispatch(
@@ -146,7 +168,7 @@ class CommandHost(Protocol):
 
     async def notify(self, source: SessionSource, text: str) -> None: ...
 
-    def discard(self, entry: SessionEntry, inbox_ids: list[int]) -> None: ...
+    def discard(self, entry: SessionEntry, inbox_ids: Sequence[int]) -> None: ...
 
     def wake(self, session_key: str) -> None: ...
 
@@ -187,13 +209,18 @@ class CommandRunner:
 
     async def run(self, command: ParsedCommand, event: MessageEvent, *, wait: bool) -> Receipt:
         spec = COMMANDS[command.name]
-        entry = self._store.get_or_create_session(event.source)
         inbound = event.to_inbound()
         seen = self._lane_store.lookup_seen(inbound)
         if seen is not None:
             return Receipt(
                 seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
             )
+        with self._lane_store.atomic():
+            routed = self._host.route(event.source)
+        entry = routed.entry
+        self._host.discard(entry, routed.dropped)
+        if routed.archived and spec.name not in RUN_WHEN_ARCHIVED:
+            return await self._host.refuse_archived(entry, event.source)
         busy = entry.session_key in self._lanes
         call = _Call(command, event, entry, inbound, wait, busy)
         if busy and spec.busy is BusyPolicy.REFUSE:
@@ -403,6 +430,25 @@ class CommandRunner:
         entry = entry or call.entry
         return Receipt(call.key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
 
+    async def _cmd_compress(self, call: _Call) -> Receipt:
+        def record(result: dict[str, Any]) -> None:
+            # Inside the compaction's commit: the command is remembered with its effect.
+            self._check_new(call)
+            self._record(call, _compress_reply(result))
+
+        try:
+            result = await self._host.compact(call.key, record=record)
+        except SessionBusyError:
+            return await self._answer(call, BUSY_REPLY.format(name="compress"), record=False)
+        except StaleWriteError:
+            reply = "The conversation moved on while it was being summarised; try again."
+            return await self._answer(call, reply, record=False)
+        reply = _compress_reply(result)
+        if not result["compacted"]:
+            return await self._answer(call, reply)
+        await self._host.notify(call.event.source, reply)
+        return Receipt(call.key, call.entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
     def _resolve_target(self, call: _Call) -> tuple[str | None, str]:
         """The session id to switch to, or None and the refusal to show."""
         arg = call.command.args.strip()
@@ -438,3 +484,14 @@ class CommandRunner:
             and origin.user_id is not None
             and origin.user_id == source.user_id
         )
+
+
+def _compress_reply(result: dict[str, Any]) -> str:
+    if result["compacted"]:
+        return (
+            f"Summarised the earlier conversation: about {result['tokens_before']} tokens of "
+            f"context are now {result['tokens_after']}."
+        )
+    if result.get("reason") == "summary_failed":
+        return "Could not summarise the conversation right now; nothing was changed."
+    return "Nothing to summarise yet: the conversation still fits as it is."

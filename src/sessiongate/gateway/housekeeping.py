@@ -1,9 +1,11 @@
-"""The housekeeping watcher (spec §10): idle sweep, pressure sweep, hourly routing prune.
+"""The housekeeping watcher (spec §10): idle sweep, pressure sweep, hourly prunes.
 
 Every `housekeeping_interval_seconds` it sweeps cached agents idle past their TTL, sheds agents
 under memory pressure, releases what both evicted, and — at most once an hour — prunes routing
-entries older than `session_store_max_age_days`. It never ends a transcript: eviction only
-releases a warm agent, and pruning keeps the canonical transcript in the store.
+entries older than `session_store_max_age_days` and the gateway's own records older than
+`JOURNAL_RETENTION_SECONDS` (dedup records of inbound message ids and finished journal turns).
+It never ends a transcript: eviction only releases a warm agent, and pruning keeps the
+canonical transcript in the store.
 """
 
 from __future__ import annotations
@@ -11,20 +13,33 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.store.lanes import LaneStore
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["PRUNE_INTERVAL_SECONDS", "HousekeepingReport", "HousekeepingWatcher"]
+__all__ = [
+    "JOURNAL_RETENTION_SECONDS",
+    "PRUNE_INTERVAL_SECONDS",
+    "HousekeepingReport",
+    "HousekeepingWatcher",
+]
 
 logger = logging.getLogger(__name__)
 
 # Pruning walks every routing entry; once an hour is plenty for a retention counted in days.
 PRUNE_INTERVAL_SECONDS = 3600.0
+
+# How long, by the clock, an inbound message id is remembered and a finished turn stays in the
+# journal. Platforms redeliver within hours (Telegram keeps an update for 24 h) and clients
+# retry within minutes, so a week leaves a wide margin; a message whose row still waits is
+# remembered whatever its age, and unfinished turns are never pruned.
+JOURNAL_RETENTION_SECONDS = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +50,8 @@ class HousekeepingReport:
     released: tuple[str, ...]
     # Routing entries pruned; `None` when the hourly prune was not due this tick.
     pruned: int | None
+    # (dedup records, journal turns) pruned; `None` when not due or there is no lane store.
+    journal_pruned: tuple[int, int] | None = None
 
 
 class HousekeepingWatcher:
@@ -47,8 +64,10 @@ class HousekeepingWatcher:
         cache: AgentCache,
         config: GatewayConfig,
         clock: Clock,
+        lanes: LaneStore | None = None,
     ) -> None:
         self._store = store
+        self._lanes = lanes
         self._cache = cache
         self._config = config
         self._clock = clock
@@ -63,22 +82,28 @@ class HousekeepingWatcher:
         idle = self._cache.sweep_idle()
         pressure = self._cache.sweep_pressure()
         released = await self._cache.drain_released()
-        pruned = None
+        pruned = journal_pruned = None
         now = self._clock.monotonic()
         if self._last_prune is None or now - self._last_prune >= PRUNE_INTERVAL_SECONDS:
             # Recorded before the call, so a failing prune is retried in an hour, not every tick.
             self._last_prune = now
-            # Short sync transaction inline on the loop: hourly, and the store owns its lock.
+            # Short sync transactions inline on the loop: hourly, and the store owns its lock.
             pruned = self._store.prune_old_entries(self._config.session_store_max_age_days)
+            if self._lanes is not None:
+                cutoff = self._clock.now() - timedelta(seconds=JOURNAL_RETENTION_SECONDS)
+                journal_pruned = self._lanes.prune(cutoff)
         self.ticks += 1
-        if idle or pressure or pruned:
+        if idle or pressure or pruned or (journal_pruned and any(journal_pruned)):
             logger.info(
-                "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s",
+                "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s journal_pruned=%s",
                 len(idle),
                 len(pressure),
                 pruned,
+                journal_pruned,
             )
-        return HousekeepingReport(tuple(idle), tuple(pressure), tuple(released), pruned)
+        return HousekeepingReport(
+            tuple(idle), tuple(pressure), tuple(released), pruned, journal_pruned
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick at each deadline until `stop` is set; a failing tick is logged and counted, and

@@ -3,9 +3,14 @@
 A lane is claimed by `LaneTable.ensure` *synchronously*: the lane is registered and its worker
 task created before the caller reaches any `await`, so two coroutines (a live message and a
 restart resume, two redeliveries) can never both see the key idle and start two agents on it.
-Live messages and restart resumes go through this same method. The worker releases the lane
-in the same synchronous step in which it finds no more work, so a message accepted in between
-either is claimed by that worker or finds the lane free and starts a new one: no lost wakeup.
+Live messages, restart resumes and compactions go through this same method. The worker releases
+the lane in the same synchronous step in which it finds no more work, so a message accepted in
+between either is claimed by that worker or finds the lane free and starts a new one: no lost
+wakeup.
+
+A lane can start with work already in hand: the turn its first message claimed in the same
+transaction that accepted it (`first`), or a job such as a compaction (`job`) that holds the
+lane like a turn does, so messages arriving meanwhile queue behind it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Iterator
+    from collections.abc import Awaitable, Callable, Coroutine, Iterator
+
+    from sessiongate.store.lanes import Claim
 
 __all__ = ["CancelReason", "Lane", "LaneTable", "RunningTurn"]
 
@@ -61,6 +68,9 @@ class Lane:
     # Turns to resume after a restart, run before any pending row of the lane.
     resume: deque[int] = field(default_factory=deque)
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    # Work the lane was created with; the worker takes it before anything else.
+    first: Claim | None = None
+    job: Callable[[], Awaitable[None]] | None = None
 
 
 class LaneTable:
@@ -82,17 +92,23 @@ class LaneTable:
         worker: Callable[[Lane], Coroutine[Any, Any, None]],
         *,
         resume_turn: int | None = None,
+        first: Claim | None = None,
+        job: Callable[[], Awaitable[None]] | None = None,
     ) -> Lane | None:
         """Claim the lane for `key` and start its worker, or hand the work to the existing one.
 
         Synchronous on purpose (see the module docstring). A held key gets no new worker for
-        plain work (the holder starts one when it lets go); None is returned then.
+        plain work (the holder starts one when it lets go); None is returned then. `first` and
+        `job` need a free lane (`is_free`, checked with no await since): they raise
+        `RuntimeError` otherwise, since the work they carry would have no one to run it.
         """
         lane = self._lanes.get(key)
+        if (first is not None or job is not None) and not self.is_free(key):
+            raise RuntimeError(f"lane {key!r} is not free")
         if lane is None:
             if resume_turn is None and key in self._held:
                 return None
-            lane = Lane(key)
+            lane = Lane(key, first=first, job=job)
             if resume_turn is not None:
                 lane.resume.append(resume_turn)
             self._lanes[key] = lane
@@ -121,6 +137,10 @@ class LaneTable:
 
     def is_held(self, key: str) -> bool:
         return key in self._held
+
+    def is_free(self, key: str) -> bool:
+        """No worker and no holder: work for `key` may start at once."""
+        return key not in self._lanes and key not in self._held
 
     def running_turns(self) -> int:
         return sum(1 for lane in self._lanes.values() if lane.running is not None)

@@ -18,6 +18,7 @@ class ReceiptStatus(enum.StrEnum):
     COMMAND = "command"  # a slash command ran; `reply` is its answer
     FAILED = "failed"  # the turn failed (agent error or timeout); `reply` is the notice
     INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
+    ARCHIVED = "archived"  # the session is archived and takes no new work; nothing was written
 
 
 @dataclass(frozen=True, slots=True)

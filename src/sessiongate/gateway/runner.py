@@ -1,9 +1,15 @@
 """`GatewayRunner`: inbound messages → lanes → agent turns → replies, crash-safe.
 
 Path of a message: authorise (allow list; an unknown sender leaves no trace) → slash command?
-→ `get_or_create_session` → durable accept (dedup + inbox row, one transaction) → in
-`interrupt` mode a follow-up cancels the running turn → the lane's worker claims rows one turn
-at a time (`lanes.py`) and the executor runs them (`turns.py`) → reply committed, delivered.
+→ route (below) → durable accept (dedup + inbox row) → in `interrupt` mode a follow-up cancels
+the running turn → the lane's worker claims rows one turn at a time (`lanes.py`) and the
+executor runs them (`turns.py`) → reply committed, delivered.
+
+Routing (`routing.py`): a message is routed in the transaction that accepts it; an archived
+session refuses it, a busy lane's session is never rolled over under its running turn. When the
+lane is free and the startup gate open, that same transaction also claims the turn (journal
+`running`), so an idle lane's message costs one transaction before its turn and one for its
+outcome.
 
 The sync/async seam: store calls are short transactions and run inline on the event loop — no
 thread hop per call. A lane's turn awaits only the agent and the adapter; every state change
@@ -20,7 +26,8 @@ its worker. Shutdown order: stop accepting, drain running turns under
 
 Over the ~400-line budget: it is the runner's public surface plus the three sequences that
 must be read side by side to see that they never overlap on a lane (start-up recovery, the lane
-worker, the drain); turns, commands, lanes and recovery rules live in their own modules.
+worker, the drain); routing, turns, commands, compaction, lanes and recovery rules live in
+their own modules.
 """
 
 from __future__ import annotations
@@ -34,19 +41,21 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.agents.echo import EchoAgent
 from sessiongate.core.entry import ResumeReason
 from sessiongate.core.keys import build_session_key
-from sessiongate.errors import StaleWriteError
+from sessiongate.errors import SessionBusyError, SessionNotFoundError, StaleWriteError
 from sessiongate.gateway import recovery
 from sessiongate.gateway.agent_cache import AgentCache
 from sessiongate.gateway.commands import CommandRunner, parse_command
+from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
+from sessiongate.gateway.routing import Routed, Router
 from sessiongate.gateway.turns import STALE_NOTICE, STUCK_NOTICE, TurnCounters, TurnExecutor
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
     from sessiongate.adapters.base import PlatformAdapter
     from sessiongate.agents.base import AgentFactory
@@ -55,14 +64,18 @@ if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.events import MessageEvent
-    from sessiongate.store.lanes import Acceptance, Inbound, SeenRecord
+    from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["GatewayRunner", "RunnerStatistics"]
+__all__ = ["ARCHIVED_NOTICE", "GatewayRunner", "RunnerStatistics"]
 
 log = logging.getLogger(__name__)
 
 _SHUTTING_DOWN = "The gateway is shutting down; please send your message again shortly."
+ARCHIVED_NOTICE = (
+    "This conversation is archived and takes no new messages; it has to be unarchived "
+    "before it can go on."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +92,8 @@ class RunnerStatistics:
     duplicates: int
     unauthorized: int
     queue_full: int
+    archived: int  # messages refused because their session is archived
+    rollovers: int  # sessions rolled over by a reset policy (or a suspension) at a message
     deliveries_failed: int
     lane_errors: int
     waiters: int
@@ -91,6 +106,7 @@ class _Counters:
     duplicates: int = 0
     unauthorized: int = 0
     queue_full: int = 0
+    archived: int = 0
     lane_errors: int = 0
 
 
@@ -116,7 +132,7 @@ class GatewayRunner:
         )
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self.housekeeping = HousekeepingWatcher(
-            store=store, cache=self._agents, config=config, clock=self.clock
+            store=store, cache=self._agents, config=config, clock=self.clock, lanes=self.lane_store
         )
         self._housekeeping_stop = asyncio.Event()
         self._delivery = Delivery(adapters, self.lane_store)
@@ -124,6 +140,7 @@ class GatewayRunner:
         self._turns = TurnCounters()
         self._counters = _Counters()
         self._lanes = LaneTable(self._spawn)
+        self._router = Router(store=store, lane_store=self.lane_store, lanes=self._lanes)
         self._executor = TurnExecutor(
             store=store,
             lane_store=self.lane_store,
@@ -138,6 +155,9 @@ class GatewayRunner:
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
+        )
+        self._compactor = Compactor(
+            store=store, lane_store=self.lane_store, config=config, executor=self._executor
         )
         self._ready = asyncio.Event()  # start() finished (or stop() ran first)
         self._deliveries_done = asyncio.Event()  # recovered replies sent: resumes may run
@@ -310,6 +330,16 @@ class GatewayRunner:
 
     async def _lane_worker(self, lane: Lane) -> None:
         try:
+            if lane.job is not None:
+                job, lane.job = lane.job, None
+                await job()
+            if lane.first is not None:
+                first, lane.first = lane.first, None
+                if self._stopping:
+                    # Claimed just before the stop: journalled like a turn the drain cut off.
+                    self.lane_store.requeue(first.turn.id, resume_reason=self._drain_reason)
+                    return
+                await self._executor.run(lane, first, resumed=False)
             while True:
                 if lane.resume:
                     await self._deliveries_done.wait()
@@ -324,10 +354,17 @@ class GatewayRunner:
                     continue
                 if self._stopping or self._lanes.is_held(lane.key):
                     return
-                claim = self._claim_next(lane.key)
-                if claim is None:
+                found = self._router.claim_next(lane.key)
+                if found.entry is not None:
+                    self.discard(found.entry, found.dropped)
+                if found.refused is not None and found.entry is not None:
+                    item = found.refused
+                    self._waiters.resolve(item.id, ReceiptStatus.ARCHIVED, reply=ARCHIVED_NOTICE)
+                    await self.refuse_archived(found.entry, item.source, event=item.event_kind)
+                    continue
+                if found.claim is None:
                     return
-                await self._executor.run(lane, claim, resumed=False)
+                await self._executor.run(lane, found.claim, resumed=False)
         except Exception:
             # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
             self._counters.lane_errors += 1
@@ -350,16 +387,6 @@ class GatewayRunner:
             extra={"session_key": lane.key, "turn_id": turn_id, "restart_count": count},
         )
         await self._executor.run(lane, claim, resumed=True)
-
-    def _claim_next(self, key: str) -> Any:
-        entry = self.store.get_session(key)
-        if entry is None:
-            item = self.lane_store.peek_next(key)
-            if item is None:
-                return None
-            # The routing entry was pruned or deleted while the row waited: route it again.
-            entry = self.store.get_or_create_session(item.source)
-        return self.lane_store.claim_next(key, entry.session_id)
 
     # ------------------------------------------------------------------ inbound
 
@@ -388,13 +415,38 @@ class GatewayRunner:
         )
         if command is not None:
             return await self._commands.run(command, event, wait=wait)
-        entry = self.store.get_or_create_session(source, event_kind=event.event_kind)
         # System events never interrupt and never merge: each is its own queued turn.
         kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
-        acceptance = self.accept(entry, event.to_inbound(), kind)
-        return await self.dispatch(
-            entry, source, acceptance, wait=wait, interrupt=kind is InboxKind.SLOT
+        inbound = event.to_inbound()
+        claim: Claim | None = None
+        acceptance: Acceptance | None = None
+        with self.lane_store.atomic():
+            routed = self.route(source, event_kind=event.event_kind)
+            entry = routed.entry
+            startable = not routed.busy and self._gate.is_set() and not self._stopping
+            if routed.archived:
+                acceptance = None  # refused below; nothing is written
+            elif startable:
+                acceptance, claim = self.lane_store.accept_and_claim(
+                    inbound, entry=entry, kind=kind, cap=self.config.queue_cap
+                )
+            else:
+                acceptance = self.accept(entry, inbound, kind)
+        self.discard(entry, routed.dropped)
+        if acceptance is None:
+            return await self.refuse_archived(entry, source, event=event.event_kind)
+        if claim is None:
+            return await self.dispatch(
+                entry, source, acceptance, wait=wait, interrupt=kind is InboxKind.SLOT
+            )
+        # The lane was free and nothing awaited since: its worker starts with this turn.
+        future = (
+            self._waiters.add(claim.item.id, entry.session_key, entry.session_id) if wait else None
         )
+        self._lanes.ensure(entry.session_key, self._lane_worker, first=claim)
+        if future is None:
+            return Receipt(entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+        return await future
 
     def _normalise(self, event: MessageEvent) -> MessageEvent:
         adapter = self._delivery.adapter_for(event.source.platform)
@@ -423,6 +475,25 @@ class GatewayRunner:
         )
 
     # ------------------------------------------------------------------ CommandHost
+
+    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed:
+        return self._router.route(source, event_kind=event_kind)
+
+    async def refuse_archived(
+        self, entry: SessionEntry, source: SessionSource, *, event: str | None = None
+    ) -> Receipt:
+        """Answer a message to an archived session; a system event (`event`, its kind) gets
+        the receipt only: the notice is for people."""
+        self._counters.archived += 1
+        log.info(
+            "message to an archived session refused",
+            extra={"session_key": entry.session_key, "event_kind": event},
+        )
+        if event is None:
+            await self.notify(source, ARCHIVED_NOTICE)
+        return Receipt(
+            entry.session_key, entry.session_id, ReceiptStatus.ARCHIVED, ARCHIVED_NOTICE, None
+        )
 
     def accept(self, entry: SessionEntry, inbound: Inbound, kind: InboxKind) -> Acceptance:
         return self.lane_store.accept(
@@ -490,7 +561,55 @@ class GatewayRunner:
     async def notify(self, source: SessionSource, text: str) -> None:
         await self._delivery.send(source, text, turn_id=None)
 
-    def discard(self, entry: SessionEntry, inbox_ids: list[int]) -> None:
+    async def compact(
+        self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """Summarise the older part of the session into a `compaction` entry (`compaction.py`):
+        `{compacted, tokens_before, tokens_after, reason}`.
+
+        It runs on the lane as a turn does: refused with `SessionBusyError` while the lane has
+        a turn running or waiting (or the runner is stopping), and messages that arrive
+        meanwhile queue behind it. `SessionNotFoundError` for an unknown key,
+        `SessionArchivedError` for an archived session, `StaleWriteError` if the transcript
+        moved while the summary was written (nothing is written then). `record(result)` runs
+        inside the commit.
+        """
+        await self._ready.wait()
+        if self._stopping or not self._accepting:
+            raise SessionBusyError("the gateway is shutting down", session_key=session_key)
+        if not self._lanes.is_free(session_key):
+            raise SessionBusyError(
+                "a turn is running or waiting on this session; compact after it",
+                session_key=session_key,
+            )
+        if self.store.get_session(session_key) is None:
+            raise SessionNotFoundError(
+                f"no session with key {session_key!r}", session_key=session_key
+            )
+        outcome: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+        async def job() -> None:
+            try:
+                result = await self._compactor.run(session_key, record=record)
+            except BaseException as exc:
+                if not outcome.done():
+                    outcome.set_exception(
+                        exc
+                        if isinstance(exc, Exception)
+                        else SessionBusyError("compaction cut off by shutdown")
+                    )
+                if not isinstance(exc, Exception):
+                    raise
+                # Not the lane's failure: the caller gets it; the lane goes on with its rows.
+            else:
+                if not outcome.done():
+                    outcome.set_result(result)
+
+        self._lanes.ensure(session_key, self._lane_worker, job=job)
+        # Shielded: a caller that gives up does not cut the compaction off half-way.
+        return await asyncio.shield(outcome)
+
+    def discard(self, entry: SessionEntry, inbox_ids: Sequence[int]) -> None:
         for inbox_id in inbox_ids:
             self._waiters.resolve(inbox_id, ReceiptStatus.INTERRUPTED, session_id=entry.session_id)
 
@@ -522,6 +641,8 @@ class GatewayRunner:
             duplicates=self._counters.duplicates,
             unauthorized=self._counters.unauthorized,
             queue_full=self._counters.queue_full,
+            archived=self._counters.archived,
+            rollovers=self._router.rollovers,
             deliveries_failed=self._delivery.failures,
             lane_errors=self._counters.lane_errors,
             waiters=len(self._waiters),

@@ -18,6 +18,7 @@ journal says `delivered`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.receipts import ReceiptStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from sessiongate.agents.base import Agent, AgentFactory
     from sessiongate.core.config import GatewayConfig
@@ -204,7 +205,9 @@ class TurnExecutor:
         # Store reads run inline on the loop: they are short, and this is the runner's one seam
         # between the async runtime and the sync store (see runner.py).
         turn = claim.turn
-        entry = self._store.get_session(turn.session_key)
+        # The entry as routed when the turn was claimed (saves a read; a field changed since,
+        # such as a `/title` sent meanwhile, shows from the next turn).
+        entry = claim.entry or self._store.get_session(turn.session_key)
         context = build_model_context(self._store.load_events(turn.session_id))
         prompt = build_session_context_prompt(
             build_session_context(claim.item.source, self._config, entry)
@@ -260,6 +263,21 @@ class TurnExecutor:
             log.exception("agent failed", extra=extra)
             return _AgentDone(None, f"{type(exc).__name__}: {exc}"[:500])
         return _AgentDone(result)
+
+    @contextlib.asynccontextmanager
+    async def borrow_agent(self, key: str) -> AsyncIterator[Agent]:
+        """The session's agent, marked busy (no cache rule evicts it) while the caller uses it
+        outside a turn (a compaction's summary)."""
+        agent = self._agent_for(key)
+        self._agents.mark_busy(key)
+        try:
+            yield agent
+        finally:
+            if self._agents.mark_idle(key):
+                self._release_due = True
+        if self._release_due:
+            self._release_due = False
+            await self._agents.drain_released()
 
     def _agent_for(self, key: str) -> Agent:
         agent = self._agents.get(key)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from datetime import datetime
 
+    from sessiongate.core.entry import SessionEntry
     from sessiongate.store.session_store import SessionStore
 
 __all__ = [
@@ -137,10 +138,13 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A turn and the inbox row it holds."""
+    """A turn and the inbox row it holds, and the routing entry as it was when the turn was
+    claimed (None for a resumed turn): it saves the executor a read, and tells the outcome
+    commit whether a `resume_pending` flag can be set at all."""
 
     turn: Turn
     item: InboxItem
+    entry: SessionEntry | None = None
 
 
 class LaneStore:
@@ -162,6 +166,15 @@ class LaneStore:
 
     # ------------------------------------------------------------------ accepting
 
+    def resolve(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
+        """The key `source` routes to and its entry, read only: nothing is created, rotated
+        or touched (a busy lane's message must not roll its session over mid-turn)."""
+        with self._db.read() as conn:
+            # The store's own routing (identity aliases, key-collision tags), so the key is
+            # always the one `get_or_create_session` would use.
+            _, key, entry = self._store._route_for(conn, source)
+        return key, entry
+
     def accept(
         self,
         inbound: Inbound,
@@ -177,8 +190,53 @@ class LaneStore:
         it adds no row); otherwise a new row is written unless the lane already holds `cap`
         pending rows, in which case nothing is written and the status is FULL.
         """
-        source = inbound.source
         now = self._now()
+        with self._db.transaction() as conn:
+            acceptance, _ = self._accept(conn, inbound, session_key, kind, cap, now)
+            if acceptance.inbox_id is not None and acceptance.seen is None:
+                self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
+            return acceptance
+
+    def accept_and_claim(
+        self, inbound: Inbound, *, entry: SessionEntry, kind: InboxKind, cap: int
+    ) -> tuple[Acceptance, Claim | None]:
+        """`accept`, then `claim_next`, in one transaction: for a lane with no worker, whose
+        message can start its turn at once. The message is durable before the turn starts,
+        exactly as with two transactions; the claim is None when nothing was taken
+        (duplicate, full)."""
+        key, session_id = entry.session_key, entry.session_id
+        now = self._now()
+        with self._db.transaction() as conn:
+            acceptance, fresh = self._accept(conn, inbound, key, kind, cap, now)
+            if acceptance.inbox_id is None or acceptance.seen is not None:
+                return acceptance, None
+            if fresh is not None and acceptance.depth == 1:
+                # The lane's only pending row is the one just written: claim it as built,
+                # without reading it back.
+                item = fresh
+                turn_id = self._journal(conn, key, session_id, item, now)
+                self._remember(conn, inbound, key, session_id, item.id, now, turn_id=turn_id)
+            else:
+                self._remember(conn, inbound, key, session_id, acceptance.inbox_id, now)
+                row = inbox.next_pending(conn, key)
+                assert row is not None  # the accepted row itself is pending
+                item = _item(row)
+                turn_id = self._journal(conn, key, session_id, item, now)
+                inbox.link_seen_to_turn(conn, item.id, turn_id)
+        return acceptance, self._claim(turn_id, item, entry, now)
+
+    def _accept(
+        self,
+        conn: sqlite3.Connection,
+        inbound: Inbound,
+        session_key: str,
+        kind: InboxKind,
+        cap: int,
+        now: int,
+    ) -> tuple[Acceptance, InboxItem | None]:
+        """The acceptance, and the new row when one was written (for claiming it unread).
+        The dedup record is the caller's to write (`_remember`), so it can name the turn."""
+        source = inbound.source
         part: dict[str, Any] = {
             "text": inbound.text,
             "user_id": source.user_id,
@@ -186,59 +244,86 @@ class LaneStore:
         }
         if inbound.verbatim:
             part["verbatim"] = True
-        with self._db.transaction() as conn:
-            if inbound.message_id:
-                seen = inbox.select_seen(
-                    conn, str(source.platform), source.chat_id, inbound.message_id
-                )
-                if seen is not None:
-                    depth = inbox.count_pending(conn, seen.session_key)
-                    return Acceptance(
-                        AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
-                    )
-            depth = inbox.count_pending(conn, session_key)
-            slot = inbox.pending_slot(conn, session_key) if kind is InboxKind.SLOT else None
-            fields: dict[str, Any] = {
-                "part": part,
-                "media": list(inbound.media),
-                "message_id": inbound.message_id,
-                "source": source.to_dict(),
-                "message_type": inbound.message_type,
-                "reply_to": inbound.reply_to,
-                "at": now,
-            }
-            if slot is not None:
-                inbox.merge_into_slot(conn, slot, **fields)
-                status, inbox_id = AcceptStatus.MERGED, slot.id
-            elif depth >= cap:
-                return Acceptance(AcceptStatus.FULL, None, depth)
-            else:
-                inbox_id = inbox.insert_row(
-                    conn,
-                    session_key=session_key,
-                    kind=kind,
-                    event_kind=inbound.event_kind,
-                    internal=inbound.internal,
-                    **fields,
-                )
-                status, depth = AcceptStatus.ACCEPTED, depth + 1
-            if inbound.message_id:
-                inbox.insert_seen(
-                    conn,
-                    SeenRow(
-                        str(source.platform),
-                        source.chat_id,
-                        inbound.message_id,
-                        session_key,
-                        session_id,
-                        inbox_id,
-                        None,
-                        "accepted",
-                        None,
-                        now,
-                    ),
-                )
-            return Acceptance(status, inbox_id, depth)
+        if inbound.message_id:
+            seen = inbox.select_seen(conn, str(source.platform), source.chat_id, inbound.message_id)
+            if seen is not None:
+                depth = inbox.count_pending(conn, seen.session_key)
+                return Acceptance(
+                    AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
+                ), None
+        depth = inbox.count_pending(conn, session_key)
+        slot = None
+        if depth and kind is InboxKind.SLOT:
+            slot = inbox.pending_slot(conn, session_key)
+        fields: dict[str, Any] = {
+            "part": part,
+            "media": list(inbound.media),
+            "message_id": inbound.message_id,
+            "source": source.to_dict(),
+            "message_type": inbound.message_type,
+            "reply_to": inbound.reply_to,
+            "at": now,
+        }
+        if slot is not None:
+            inbox.merge_into_slot(conn, slot, **fields)
+            return Acceptance(AcceptStatus.MERGED, slot.id, depth), None
+        if depth >= cap:
+            return Acceptance(AcceptStatus.FULL, None, depth), None
+        inbox_id = inbox.insert_row(
+            conn,
+            session_key=session_key,
+            kind=kind,
+            event_kind=inbound.event_kind,
+            internal=inbound.internal,
+            **fields,
+        )
+        item = InboxItem(
+            id=inbox_id,
+            session_key=session_key,
+            kind=kind,
+            text=inbound.text,
+            parts=(part,),
+            media=tuple(inbound.media),
+            message_id=inbound.message_id,
+            message_ids=(inbound.message_id,) if inbound.message_id else (),
+            source=source,
+            message_type=inbound.message_type,
+            reply_to=inbound.reply_to,
+            event_kind=inbound.event_kind,
+            internal=inbound.internal,
+            accepted_at=from_us(now),
+        )
+        return Acceptance(AcceptStatus.ACCEPTED, inbox_id, depth + 1), item
+
+    def _remember(
+        self,
+        conn: sqlite3.Connection,
+        inbound: Inbound,
+        session_key: str,
+        session_id: str | None,
+        inbox_id: int,
+        now: int,
+        *,
+        turn_id: int | None = None,
+    ) -> None:
+        if not inbound.message_id:
+            return
+        source = inbound.source
+        inbox.insert_seen(
+            conn,
+            SeenRow(
+                str(source.platform),
+                source.chat_id,
+                inbound.message_id,
+                session_key,
+                session_id,
+                inbox_id,
+                turn_id,
+                "accepted",
+                None,
+                now,
+            ),
+        )
 
     def lookup_seen(self, inbound: Inbound) -> SeenRecord | None:
         if not inbound.message_id:
@@ -281,6 +366,18 @@ class LaneStore:
         with self._db.transaction() as conn:
             return inbox.delete_pending(conn, session_key)
 
+    def drop_pending(self, inbox_id: int) -> bool:
+        """Delete one waiting row that will not run (its session was archived while it
+        waited); False if it is no longer pending."""
+        with self._db.transaction() as conn:
+            return inbox.delete_pending_row(conn, inbox_id)
+
+    def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
+        """Delete the lane's waiting system events (a rollover: they were meant for the old
+        session), except row `keep`; returns their ids."""
+        with self._db.transaction() as conn:
+            return inbox.delete_pending_events(conn, session_key, keep=keep)
+
     # ------------------------------------------------------------------ claiming
 
     def claim_next(self, session_key: str, session_id: str) -> Claim | None:
@@ -291,23 +388,51 @@ class LaneStore:
             row = inbox.next_pending(conn, session_key)
             if row is None:
                 return None
-            turn_id = journal.insert_turn(
-                conn,
-                session_key=session_key,
-                session_id=session_id,
-                inbox_id=row.id,
-                source=row.source,
-                accepted_at=row.accepted_at,
-                started_at=now,
-            )
-            inbox.claim_row(conn, row.id, turn_id)
+            item = _item(row)
+            turn_id = self._journal(conn, session_key, session_id, item, now)
             inbox.link_seen_to_turn(conn, row.id, turn_id)
-        item = _item(row)
-        turn = Turn(
-            id=turn_id,
+        return self._claim(turn_id, item, None, now, session_id=session_id)
+
+    def claim_item(self, item: InboxItem, entry: SessionEntry) -> Claim:
+        """Claim this pending row (from `peek_next`) for `entry`'s session, in one transaction
+        (call it inside `atomic()` with the routing that chose the entry). Raises
+        `LookupError` if the row is no longer pending."""
+        now = self._now()
+        with self._db.transaction() as conn:
+            turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
+            inbox.link_seen_to_turn(conn, item.id, turn_id)
+        return self._claim(turn_id, item, entry, now)
+
+    def _journal(
+        self, conn: sqlite3.Connection, session_key: str, session_id: str, item: InboxItem, now: int
+    ) -> int:
+        """Journal the row's turn as running and mark the row claimed by it."""
+        turn_id = journal.insert_turn(
+            conn,
             session_key=session_key,
             session_id=session_id,
-            inbox_id=row.id,
+            inbox_id=item.id,
+            source=item.source.to_dict(),
+            accepted_at=to_us(item.accepted_at),
+            started_at=now,
+        )
+        inbox.claim_row(conn, item.id, turn_id)
+        return turn_id
+
+    def _claim(
+        self,
+        turn_id: int,
+        item: InboxItem,
+        entry: SessionEntry | None,
+        now: int,
+        *,
+        session_id: str | None = None,
+    ) -> Claim:
+        turn = Turn(
+            id=turn_id,
+            session_key=item.session_key,
+            session_id=session_id or (entry.session_id if entry is not None else ""),
+            inbox_id=item.id,
             state=TurnState.RUNNING,
             attempt=1,
             resumes=0,
@@ -319,7 +444,7 @@ class LaneStore:
             finished_at=None,
             delivered_at=None,
         )
-        return Claim(turn, item)
+        return Claim(turn, item, entry)
 
     def claim_resume(self, turn_id: int) -> tuple[Claim, int]:
         """Dispatch an accepted (interrupted) turn again: accepted -> running, attempt + 1, and
@@ -369,9 +494,7 @@ class LaneStore:
         turn = claim.turn
         now = self._now()
         with self._db.transaction() as conn:
-            journal.transition(conn, turn.id, TurnState.REPLIED, at=now, reply=reply)
-            if delivered:
-                journal.transition(conn, turn.id, TurnState.DELIVERED, at=now)
+            journal.finish_reply(conn, turn.id, at=now, reply=reply, delivered=delivered)
             self._store.append_messages(
                 turn.session_id, list(messages), idempotency_key=_idem(turn.id)
             )
@@ -384,7 +507,8 @@ class LaneStore:
                 cost_usd=cost_usd,
                 last_prompt_tokens=input_tokens or None,
             )
-            self._store.clear_resume_pending(turn.session_key)
+            if _may_be_resume_pending(claim):
+                self._store.clear_resume_pending(turn.session_key)
             inbox.delete_row(conn, claim.item.id)
             return journal.reset_restart_count(conn, turn.session_key)
 
@@ -469,6 +593,10 @@ class LaneStore:
         with self._db.read() as conn:
             return [_turn(row) for row in journal.turns_in_state(conn, state)]
 
+    def has_pending(self, session_key: str) -> bool:
+        with self._db.read() as conn:
+            return inbox.has_pending(conn, session_key)
+
     def peek_next(self, session_key: str) -> InboxItem | None:
         """The row `claim_next` would claim, without claiming it."""
         with self._db.read() as conn:
@@ -525,6 +653,13 @@ class LaneStore:
         cutoff = to_us(before)
         with self._db.transaction() as conn:
             return inbox.prune_seen(conn, cutoff), journal.prune_turns(conn, cutoff)
+
+
+def _may_be_resume_pending(claim: Claim) -> bool:
+    # Only restart recovery and the requeue of a cut-off turn set the flag: neither can happen
+    # between a live turn's claim and its outcome, so an entry seen without the flag at the
+    # claim still lacks it, and the clear (a read and a savepoint) can be skipped.
+    return claim.entry is None or claim.entry.resume_pending
 
 
 def _idem(turn_id: int) -> str:

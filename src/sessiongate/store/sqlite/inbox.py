@@ -28,8 +28,11 @@ __all__ = [
     "count_pending",
     "count_pending_all",
     "delete_pending",
+    "delete_pending_events",
+    "delete_pending_row",
     "delete_row",
     "get_row",
+    "has_pending",
     "insert_row",
     "insert_seen",
     "lanes_with_pending",
@@ -117,9 +120,16 @@ _MERGE = (
 )
 _CLAIM = "UPDATE inbox SET state = 'claimed', turn_id = ? WHERE id = ? AND state = 'pending'"
 _DELETE = "DELETE FROM inbox WHERE id = ?"
+_DELETE_PENDING_ROW = "DELETE FROM inbox WHERE id = ? AND state = 'pending'"
 _PENDING_IDS = "SELECT id FROM inbox WHERE session_key = ? AND state = 'pending' ORDER BY id"
 _DELETE_PENDING = "DELETE FROM inbox WHERE session_key = ? AND state = 'pending'"
+# System events (`event_kind` set) waiting on a lane, for a rollover to discard.
+_PENDING_EVENT_IDS = (
+    "SELECT id FROM inbox WHERE session_key = ? AND state = 'pending' "
+    "AND event_kind IS NOT NULL ORDER BY id"
+)
 _COUNT_PENDING = "SELECT count(*) FROM inbox WHERE session_key = ? AND state = 'pending'"
+_HAS_PENDING = "SELECT 1 FROM inbox WHERE session_key = ? AND state = 'pending' LIMIT 1"
 _COUNT_PENDING_ALL = "SELECT count(*) FROM inbox WHERE state = 'pending'"
 _LANES_PENDING = (
     "SELECT session_key FROM inbox WHERE state = 'pending' GROUP BY session_key ORDER BY min(id)"
@@ -137,7 +147,12 @@ _INSERT_SEEN = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _LINK_SEEN = "UPDATE inbound_seen SET turn_id = ? WHERE inbox_id = ? AND turn_id IS NULL"
-_PRUNE_SEEN = "DELETE FROM inbound_seen WHERE seen_at < ?"
+# A record whose inbox row still waits (or runs) is kept whatever its age: forgetting it would
+# let a redelivery of that message become a second row.
+_PRUNE_SEEN = (
+    "DELETE FROM inbound_seen WHERE seen_at < ? "
+    "AND (inbox_id IS NULL OR inbox_id NOT IN (SELECT id FROM inbox))"
+)
 
 
 def _row(raw: tuple[Any, ...]) -> InboxRow:
@@ -257,12 +272,30 @@ def delete_row(conn: sqlite3.Connection, inbox_id: int) -> None:
     conn.execute(_DELETE, (inbox_id,))
 
 
+def delete_pending_row(conn: sqlite3.Connection, inbox_id: int) -> bool:
+    """Delete one row if it is still pending (never a claimed one); whether it was."""
+    return conn.execute(_DELETE_PENDING_ROW, (inbox_id,)).rowcount == 1
+
+
 def delete_pending(conn: sqlite3.Connection, session_key: str) -> list[int]:
     """Delete the lane's pending rows (slot and queue, for `/new`); returns their ids."""
     ids = [r[0] for r in conn.execute(_PENDING_IDS, (session_key,))]
     if ids:
         conn.execute(_DELETE_PENDING, (session_key,))
     return ids
+
+
+def delete_pending_events(
+    conn: sqlite3.Connection, session_key: str, *, keep: int | None = None
+) -> list[int]:
+    """Delete the lane's pending system events (except row `keep`); returns their ids."""
+    ids = [r[0] for r in conn.execute(_PENDING_EVENT_IDS, (session_key,)) if r[0] != keep]
+    conn.executemany(_DELETE, [(i,) for i in ids])
+    return ids
+
+
+def has_pending(conn: sqlite3.Connection, session_key: str) -> bool:
+    return conn.execute(_HAS_PENDING, (session_key,)).fetchone() is not None
 
 
 def count_pending(conn: sqlite3.Connection, session_key: str) -> int:
@@ -309,5 +342,6 @@ def link_seen_to_turn(conn: sqlite3.Connection, inbox_id: int, turn_id: int) -> 
 
 
 def prune_seen(conn: sqlite3.Connection, before: int) -> int:
-    """Forget dedup records older than `before` (housekeeping); returns how many."""
+    """Forget dedup records older than `before` (housekeeping) whose inbox row is gone;
+    returns how many."""
     return int(conn.execute(_PRUNE_SEEN, (before,)).rowcount)

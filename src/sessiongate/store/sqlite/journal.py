@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.errors import StaleWriteError
 from sessiongate.store.sqlite._codec import dumps, loads
@@ -22,6 +22,7 @@ __all__ = [
     "TurnRow",
     "TurnState",
     "bump_restart_count",
+    "finish_reply",
     "get_meta",
     "get_restart_count",
     "get_turn",
@@ -105,6 +106,12 @@ _TRANSITION = (
     "started_at = coalesce(:started, started_at), finished_at = coalesce(:finished, finished_at), "
     "delivered_at = coalesce(:delivered, delivered_at) "
     "WHERE id = :id AND state IN (SELECT value FROM json_each(:allowed))"
+)
+# running -> replied, and -> delivered in the same statement when the receipt is the delivery.
+_FINISH_REPLY = (
+    "UPDATE turns SET state = :to, reply = :reply, finished_at = :at, "
+    "delivered_at = CASE WHEN :to = 'delivered' THEN :at END "
+    "WHERE id = :id AND state = 'running'"
 )
 _STATE_OF = "SELECT state FROM turns WHERE id = ?"
 _PRUNE = (
@@ -217,6 +224,21 @@ def transition(
     }
     if conn.execute(_TRANSITION, params).rowcount == 1:
         return
+    _refuse(conn, turn_id, to, allowed)
+
+
+def finish_reply(
+    conn: sqlite3.Connection, turn_id: int, *, at: int, reply: str, delivered: bool
+) -> None:
+    """The hot path's `transition(REPLIED)` (then `transition(DELIVERED)` when `delivered`)
+    as one statement; the same rule: only a running turn can reply."""
+    to = TurnState.DELIVERED if delivered else TurnState.REPLIED
+    params = {"to": str(to), "reply": reply, "at": at, "id": turn_id}
+    if conn.execute(_FINISH_REPLY, params).rowcount != 1:
+        _refuse(conn, turn_id, TurnState.REPLIED, [str(TurnState.RUNNING)])
+
+
+def _refuse(conn: sqlite3.Connection, turn_id: int, to: TurnState, allowed: list[str]) -> NoReturn:
     raw = conn.execute(_STATE_OF, (turn_id,)).fetchone()
     if raw is None:
         raise StaleWriteError(f"no turn {turn_id}", turn_id=turn_id, expected=None)

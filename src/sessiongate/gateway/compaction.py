@@ -1,0 +1,202 @@
+"""Compaction: the older part of a conversation summarised into one `compaction` entry.
+
+What is kept: the newest entries worth about a quarter of `agent.context_window`
+(`KEEP_FRACTION`), cut by `choose_compaction_cut`, which never separates a tool call from its
+results; everything before the cut (a previous summary included, so its points carry over) goes
+to the session's agent to summarise (the echo agent's summary is deterministic). A quarter
+leaves three quarters of the window for the summary, the system prompt and the turns to come
+before the next compaction is due.
+
+Compaction is a transaction around an await (LESSONS B9.13): a plan from one read of the active
+path, the summary outside any lock, then the entry committed only if the session and its leaf
+have not moved meanwhile (`StaleWriteError` otherwise), together with the entry's raised
+`compaction_count`. The runner runs it on the lane as it runs a turn, so no turn runs alongside
+and messages that arrive meanwhile queue behind it.
+
+Nothing is written when there is nothing to summarise (the context already fits the kept part,
+or only a previous summary lies before the cut), when the summary would not make the context
+smaller, or when the agent fails to summarise (logged; the answer says `compacted: false`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.core.transcript import (
+    EntryType,
+    ModelContext,
+    build_model_context,
+    choose_compaction_cut,
+    estimate_tokens,
+)
+from sessiongate.errors import SessionArchivedError, SessionNotFoundError, StaleWriteError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway.turns import TurnExecutor
+    from sessiongate.store.lanes import LaneStore
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = [
+    "KEEP_FRACTION",
+    "CompactionPlan",
+    "Compactor",
+    "context_after",
+    "keep_tokens",
+    "plan_compaction",
+]
+
+log = logging.getLogger(__name__)
+
+# The kept part of a compacted context: 1/KEEP_FRACTION of the model's window (see above).
+KEEP_FRACTION = 4
+
+
+def keep_tokens(context_window: int) -> int:
+    return context_window // KEEP_FRACTION
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPlan:
+    tokens_before: int  # the estimated tokens of the current model context
+    first_kept_entry_id: int | None  # None: keep nothing but the summary
+    summarize: list[dict[str, Any]]  # the context messages before the cut
+    fresh: bool  # something other than a previous summary lies before the cut
+
+
+def context_after(
+    events: Sequence[Mapping[str, Any]], summary: str, first_kept_entry_id: int | None
+) -> ModelContext:
+    """The model context the next turn would get with this compaction at the leaf."""
+    leaf = events[-1].get("id") if events else None
+    ids = [e["id"] for e in events if isinstance(e.get("id"), int)]
+    probe = {
+        "type": str(EntryType.COMPACTION),
+        "id": max(ids, default=0) + 1,
+        "parent_id": leaf,
+        "summary": summary,
+        "first_kept_entry_id": first_kept_entry_id,
+        "tokens_before": 0,
+    }
+    return build_model_context([*events, probe])
+
+
+def plan_compaction(events: Sequence[Mapping[str, Any]], *, keep: int) -> CompactionPlan:
+    """Where to cut the active path `events` to keep about `keep` tokens, and what to summarise.
+
+    The messages to summarise are found with the builder itself: the context with the cut
+    applied is `[summary, *kept]`, and `kept` is a suffix of today's context (the cut never
+    starts inside a tool exchange), so what precedes it is what the summary replaces.
+    """
+    context = build_model_context(events)
+    messages = context.messages
+    tokens_before = estimate_tokens(messages)
+    cut = choose_compaction_cut(events, keep)
+    kept = context_after(events, "", cut).messages[1:]
+    if len(kept) > len(messages) or (kept and messages[len(messages) - len(kept) :] != kept):
+        # Cannot happen with the builder's pairing rules; refuse rather than lose messages.
+        log.error("compaction cut does not split the context; nothing compacted")
+        return CompactionPlan(tokens_before, cut, [], fresh=False)
+    head = messages[: len(messages) - len(kept)]
+    boundary = context.boundary_entry_id
+    summarised_before = boundary is not None and any(
+        e.get("id") == boundary and e.get("type") == EntryType.COMPACTION for e in events
+    )
+    return CompactionPlan(tokens_before, cut, head, fresh=len(head) > int(summarised_before))
+
+
+class Compactor:
+    """Runs one compaction for the runner, which holds the lane meanwhile."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        lane_store: LaneStore,
+        config: GatewayConfig,
+        executor: TurnExecutor,
+    ) -> None:
+        self._store = store
+        self._lane_store = lane_store
+        self._config = config
+        self._executor = executor
+
+    async def run(
+        self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """`{compacted, tokens_before, tokens_after, reason}`; `record(result)` runs inside
+        the commit (a command remembers its message id with the effect)."""
+        entry = self._store.get_session(session_key)
+        if entry is None:
+            raise SessionNotFoundError(
+                f"no session with key {session_key!r}", session_key=session_key
+            )
+        if entry.archived:
+            raise SessionArchivedError(
+                "the session is archived; unarchive it to compact it", session_key=session_key
+            )
+        session_id = entry.session_id
+        generation = self._store.transcript_generation(session_id)
+        events = self._store.load_events(session_id)
+        plan = plan_compaction(events, keep=keep_tokens(self._config.agent.context_window))
+        before = plan.tokens_before
+        if not plan.fresh:
+            return _unchanged(before, "nothing_to_compact")
+        extra = {"session_key": session_key, "session_id": session_id}
+        try:
+            async with (
+                self._executor.borrow_agent(session_key) as agent,
+                asyncio.timeout(self._config.agent.gateway_timeout),
+            ):
+                summary = await agent.summarize(plan.summarize)
+        except Exception:
+            log.exception("compaction summary failed; nothing compacted", extra=extra)
+            return _unchanged(before, "summary_failed")
+        after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
+        if after >= before:
+            return _unchanged(before, "no_gain")
+        result: dict[str, Any] = {
+            "compacted": True,
+            "tokens_before": before,
+            "tokens_after": after,
+            "reason": None,
+        }
+        with self._lane_store.atomic():
+            current = self._store.get_session(session_key)
+            if (
+                current is None
+                or current.session_id != session_id
+                or self._store.transcript_generation(session_id) != generation
+            ):
+                raise StaleWriteError(
+                    "the conversation changed while it was being summarised; compact again",
+                    session_key=session_key,
+                )
+            self._store.append_entry(
+                session_id,
+                {
+                    "type": "compaction",
+                    "summary": summary,
+                    "first_kept_entry_id": plan.first_kept_entry_id,
+                    "tokens_before": before,
+                    "tokens_after": after,
+                },
+            )
+            self._store.set_session_fields(
+                session_key, compaction_count=current.compaction_count + 1
+            )
+            if record is not None:
+                record(result)
+        log.info(
+            "session compacted", extra={**extra, "tokens_before": before, "tokens_after": after}
+        )
+        return result
+
+
+def _unchanged(tokens: int, reason: str) -> dict[str, Any]:
+    return {"compacted": False, "tokens_before": tokens, "tokens_after": tokens, "reason": reason}

@@ -1,0 +1,120 @@
+"""Routing: which session an inbound message goes to, and when a session rolls over.
+
+A message is routed in the transaction that accepts it (`Router.route`, called inside
+`LaneStore.atomic()`):
+
+- an archived entry is only read: the message is refused and nothing is written;
+- a busy lane's entry (a worker or a holder has it) is only read: a reset policy never rolls a
+  session over under its running turn;
+- otherwise `get_or_create_session` routes it there and then, evaluating the reset policy, and
+  a rollover makes the message the first turn of the new session.
+
+A row accepted while its lane was busy is routed again when the worker claims it, between turns
+(`Router.claim_next`): a rollover held back by a running turn happens there, after the old
+session's outcome has committed, and the waiting message still opens the new session (never
+swallowed). A rollover discards the system events still queued for the old session (they were
+meant for it); `/new` and `/reset` discard every waiting row themselves. A row whose session
+was archived while it waited is refused there too, and deleted: archiving stops the work that
+had not started.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.store.lanes import Claim, InboxItem, LaneStore
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["NextTurn", "Routed", "Router"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Where an inbound message goes."""
+
+    entry: SessionEntry
+    busy: bool  # the lane has a worker or a holder: the entry was only read
+    archived: bool  # the session refuses new work: the entry was only read
+    dropped: tuple[int, ...] = ()  # system events discarded by a rollover (inbox ids)
+
+
+@dataclass(frozen=True, slots=True)
+class NextTurn:
+    """What a worker finds between turns: a claimed turn, or a refused row, or neither (the
+    lane is empty); and the system events a rollover discarded meanwhile."""
+
+    claim: Claim | None
+    entry: SessionEntry | None = None
+    dropped: tuple[int, ...] = ()
+    refused: InboxItem | None = None  # deleted: its session is archived
+
+
+class Router:
+    def __init__(self, *, store: SessionStore, lane_store: LaneStore, lanes: LaneTable) -> None:
+        self._store = store
+        self._lane_store = lane_store
+        self._lanes = lanes
+        self.rollovers = 0
+
+    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed:
+        """Route a message as it arrives, inside the caller's transaction."""
+        key, current = self._lane_store.resolve(source)
+        busy = not self._lanes.is_free(key)
+        if current is not None and (current.archived or busy):
+            return Routed(current, busy=busy, archived=current.archived)
+        entry = self._store.get_or_create_session(source, event_kind=event_kind)
+        dropped: tuple[int, ...] = ()
+        if current is not None and entry.session_id != current.session_id:
+            dropped = self._rolled_over(current, entry)
+        return Routed(entry, busy=busy, archived=False, dropped=dropped)
+
+    def claim_next(self, key: str) -> NextTurn:
+        """Route and claim the lane's next row between turns, in one transaction."""
+        # Reads first: an empty lane (the end of every burst) costs one index probe.
+        if not self._lane_store.has_pending(key):
+            return NextTurn(None)
+        item = self._lane_store.peek_next(key)
+        if item is None:
+            return NextTurn(None)
+        with self._lane_store.atomic():
+            before = self._store.get_session(key)
+            if before is not None and before.archived:
+                self._lane_store.drop_pending(item.id)
+                return NextTurn(None, before, refused=item)
+            entry = self._store.get_or_create_session(item.source, event_kind=item.event_kind)
+            dropped: tuple[int, ...] = ()
+            if entry.session_key != key:
+                # The sender routes to another key now (an identity alias learned while the
+                # row waited): the row still runs on the lane that accepted it.
+                entry = before or entry
+            elif before is not None and before.session_id != entry.session_id:
+                dropped = self._rolled_over(before, entry, keep=item.id)
+            claim = self._lane_store.claim_item(item, entry)
+        return NextTurn(claim, entry, dropped)
+
+    def _rolled_over(
+        self, before: SessionEntry, entry: SessionEntry, *, keep: int | None = None
+    ) -> tuple[int, ...]:
+        """Discard the system events queued for the old session (inside the caller's
+        transaction, except row `keep`, the message being claimed); returns their ids."""
+        dropped = self._lane_store.discard_pending_events(entry.session_key, keep=keep)
+        self.rollovers += 1
+        log.info(
+            "session rolled over",
+            extra={
+                "session_key": entry.session_key,
+                "old_session_id": before.session_id,
+                "session_id": entry.session_id,
+                "reason": entry.auto_reset_reason,
+                "discarded_events": len(dropped),
+            },
+        )
+        return tuple(dropped)
