@@ -108,3 +108,16 @@ def test_no_sqlite_error_escapes_the_store(store: SessionStore):
     store.close()
     with pytest.raises(StoreUnavailableError):
         store.append_messages(sid, turn("closed"))
+
+
+def test_the_wal_is_checkpointed_off_the_writer(store: SessionStore, store_dir: Path):
+    sid = lane(store)
+    db = store.database
+    assert db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    for i in range(450):
+        store.append_messages(sid, turn(f"t{i}"))
+    # The checkpointer runs on its own thread, woken every 200 commits.
+    assert db.wait_checkpoints(2, timeout=30)
+    wal = store_dir / "state.db-wal"
+    # PASSIVE checkpoints let SQLite reuse the log from the start instead of growing it.
+    assert wal.stat().st_size < 16 * 1024 * 1024

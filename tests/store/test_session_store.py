@@ -475,3 +475,19 @@ def test_switching_back_reopens_the_closed_window(store: SessionStore):
     assert [m["content"] for m in context.messages] == ["remember the blue door", "ok"]
     kinds = [e["type"] for e in store.load_events(first.session_id, branch="all")]
     assert "reset" in kinds  # the boundary stays in the tree as the record
+
+
+def test_a_drawn_session_id_that_exists_is_drawn_again(store: SessionStore):
+    from sessiongate.store.sqlite.transcripts import unused_session_id
+
+    taken = store.get_or_create_session(dm()).session_id
+    draws = iter([taken, taken, "20260101_000000_0000beef"])
+    with store.database.read() as conn:
+        assert unused_session_id(conn, lambda: next(draws)) == "20260101_000000_0000beef"
+
+
+def test_resolve_route_reads_without_creating(store: SessionStore):
+    key, entry = store.resolve_route(dm("new"))
+    assert key == "agent:main:telegram:dm:new"
+    assert entry is None
+    assert not store.has_any_sessions()

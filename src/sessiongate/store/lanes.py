@@ -169,11 +169,9 @@ class LaneStore:
     def resolve(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
         """The key `source` routes to and its entry, read only: nothing is created, rotated
         or touched (a busy lane's message must not roll its session over mid-turn)."""
-        with self._db.read() as conn:
-            # The store's own routing (identity aliases, key-collision tags), so the key is
-            # always the one `get_or_create_session` would use.
-            _, key, entry = self._store._route_for(conn, source)
-        return key, entry
+        # The store's own routing (identity aliases, key-collision tags), so the key is always
+        # the one `get_or_create_session` would use.
+        return self._store.resolve_route(source)
 
     def accept(
         self,

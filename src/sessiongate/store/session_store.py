@@ -210,6 +210,13 @@ class SessionStore(TranscriptOps, TreeOps):
             now=now,
         )
 
+    def resolve_route(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
+        """The key `source` routes to and its entry, read only: nothing is created, rotated or
+        touched (identity aliases and collision tags applied exactly as on the write path)."""
+        with self._db.read() as conn:
+            _, key, entry = self._route_for(conn, source)
+        return key, entry
+
     def get_session(self, session_key: str) -> SessionEntry | None:
         """The entry for a key, or None; never creates."""
         with self._db_for_key(session_key).read() as conn:
@@ -673,7 +680,7 @@ class SessionStore(TranscriptOps, TreeOps):
     def _new_incarnation(
         self, conn: sqlite3.Connection, key: str, *, parent: str | None, now: datetime
     ) -> str:
-        session_id = new_session_id(self.clock)
+        session_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
         header = {
             "type": "session",
             "version": 1,

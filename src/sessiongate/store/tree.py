@@ -211,7 +211,7 @@ class TreeOps:
                 isolated = True
             now = self.clock.now()
             child_key = fork_key(session_key, secrets.token_hex(4))
-            child_id = new_session_id(self.clock)
+            child_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
             child_row = tx.create_session_row(
                 conn,
                 session_id=child_id,

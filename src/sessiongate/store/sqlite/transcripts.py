@@ -17,7 +17,7 @@ from sessiongate.store.sqlite._codec import dumps, iso_from_us, loads
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "EntryRecord",
@@ -34,6 +34,7 @@ __all__ = [
     "move_leaf",
     "row_to_event",
     "row_to_message",
+    "unused_session_id",
 ]
 
 
@@ -124,6 +125,19 @@ FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
 def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
     row = conn.execute(_GET_SESSION, (session_id,)).fetchone()
     return None if row is None else SessionRow(*row)
+
+
+def unused_session_id(conn: sqlite3.Connection, make: Callable[[], str]) -> str:
+    """A fresh id from `make` that no session has: the random part is 32 bits, so a burst of
+    many sessions in one second can draw the same id twice."""
+    for _ in range(16):
+        candidate = make()
+        if conn.execute(_SESSION_EXISTS, (candidate,)).fetchone() is None:
+            return candidate
+    raise RuntimeError("could not draw an unused session id")
+
+
+_SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id = ?"
 
 
 def create_session_row(
