@@ -491,3 +491,40 @@ def test_resolve_route_reads_without_creating(store: SessionStore):
     assert key == "agent:main:telegram:dm:new"
     assert entry is None
     assert not store.has_any_sessions()
+
+
+def test_the_mirrors_own_last_write_is_not_parsed_again(make_store, store_dir: Path):
+    store = make_store()
+    entry = store.get_or_create_session(dm())
+    store.flush_mirror()
+    store.close()
+    os.remove(store_dir / "state.db")  # would be re-imported if the file were read
+    for extra in ("state.db-wal", "state.db-shm"):
+        if (store_dir / extra).exists():
+            os.remove(store_dir / extra)
+    again = make_store()  # a new database has no stamp: the mirror is imported
+    assert again.get_session(entry.session_key) is not None
+    again.flush_mirror()
+    again.close()
+    data = json.loads((store_dir / "sessions.json").read_text())
+    data["agent:main:telegram:dm:added-by-hand"] = {
+        **data[entry.session_key],
+        "session_key": "agent:main:telegram:dm:added-by-hand",
+        "session_id": "20260101_000000_abcdef01",
+    }
+    (store_dir / "sessions.json").write_text(json.dumps(data))
+    third = make_store()  # an edited file no longer matches the stamp: it is read
+    assert third.get_session("agent:main:telegram:dm:added-by-hand") is not None
+
+
+def test_an_unchanged_mirror_is_skipped_at_open(make_store, store_dir: Path):
+    store = make_store()
+    entry = store.get_or_create_session(dm())
+    store.flush_mirror()
+    store.close()
+    conn = sqlite3.connect(store_dir / "state.db")
+    with conn:
+        conn.execute("DELETE FROM routes")
+    conn.close()
+    again = make_store()
+    assert again.get_session(entry.session_key) is None  # the file was not parsed

@@ -14,11 +14,14 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.errors import SessiongateError
 from sessiongate.store.sqlite._codec import loads
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["MIRROR_README", "SessionsMirror", "write_json_atomic"]
@@ -34,10 +37,19 @@ MIRROR_README = (
 class SessionsMirror:
     """Coalescing writer of `sessions.json`; `mark_dirty()` is cheap and never blocks."""
 
-    def __init__(self, db_path: Path, json_path: Path, *, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        db_path: Path,
+        json_path: Path,
+        *,
+        interval: float = 1.0,
+        on_written: Callable[[os.stat_result], None] | None = None,
+    ) -> None:
         self._db_path = db_path
         self._json_path = json_path
+        self._base_interval = interval
         self._interval = interval
+        self._on_written = on_written
         self._dirty = threading.Event()
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
@@ -69,7 +81,11 @@ class SessionsMirror:
             # Coalesce a burst of changes into one write.
             self._stop.wait(self._interval)
             self._dirty.clear()
+            started = time.monotonic()
             self._write()
+            # A big mirror (100,000 lanes) takes a while to write: spend at most ~5% of a core
+            # on it by waiting twenty times as long as the last write took.
+            self._interval = max(self._base_interval, (time.monotonic() - started) * 20)
 
     def _write(self) -> None:
         with self._write_lock:
@@ -86,7 +102,9 @@ class SessionsMirror:
                 write_json_atomic(self._json_path, payload)
                 self.writes += 1
                 self.last_error = None
-            except (OSError, sqlite3.Error) as exc:
+                if self._on_written is not None:
+                    self._on_written(self._json_path.stat())
+            except (OSError, sqlite3.Error, SessiongateError) as exc:
                 # The mirror is derived: a failed write is reported, never fatal.
                 self.last_error = str(exc)
                 log.warning("sessions.json mirror write failed", extra={"error": str(exc)})

@@ -40,6 +40,7 @@ from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
+    import os
     import sqlite3
     from collections.abc import Callable, Iterable
 
@@ -104,7 +105,9 @@ class SessionStore(TranscriptOps, TreeOps):
         self._import_mirror_file()
         self._mirror: SessionsMirror | None = None
         if config.mirror_sessions_json:
-            self._mirror = SessionsMirror(self.db_path, self.json_path)
+            self._mirror = SessionsMirror(
+                self.db_path, self.json_path, on_written=self._remember_mirror_write
+            )
             self._mirror.mark_dirty()
 
     # ------------------------------------------------------------------ routing entries
@@ -717,8 +720,28 @@ class SessionStore(TranscriptOps, TreeOps):
         if self._mirror is not None:
             self._mirror.mark_dirty()
 
+    def _remember_mirror_write(self, stat: os.stat_result) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('mirror_stamp', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (_stamp(stat),),
+            )
+
     def _import_mirror_file(self) -> None:
-        """Bring in keys that `sessions.json` has and the database lacks (never overwrite)."""
+        """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
+
+        A file that is exactly the mirror's own last write holds nothing the database lacks,
+        so it is not parsed (with 100,000 lanes that is seconds and hundreds of MB at start).
+        """
+        try:
+            stat = self.json_path.stat()
+        except FileNotFoundError:
+            return
+        with self._db.read() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'mirror_stamp'").fetchone()
+        if row is not None and row[0] == _stamp(stat):
+            return
         legacy = read_sessions_json(self.json_path, now=self.clock.now())
         self.problems.extend(legacy.problems)
         if not legacy.entries:
@@ -752,6 +775,10 @@ class SessionStore(TranscriptOps, TreeOps):
                 routes.upsert_route(conn, entry, _parts_of(entry))
                 imported += 1
         return imported
+
+
+def _stamp(stat: os.stat_result) -> str:
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
 def _parts_of(entry: SessionEntry) -> KeyParts | None:
