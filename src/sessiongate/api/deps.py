@@ -31,23 +31,26 @@ __all__ = [
 # Longer than any key the builder makes from platform ids; a bound for hostile input.
 MAX_KEY_CHARS = 4096
 
+# The dependencies below are `async def` although they never await: FastAPI runs a plain `def`
+# dependency on its thread pool, and a dozen thread hops per request cost more than the request.
 
-def get_store(request: Request) -> SessionStore:
+
+async def get_store(request: Request) -> SessionStore:
     store: SessionStore = request.app.state.store
     return store
 
 
-def get_runner(request: Request) -> GatewayRunner:
+async def get_runner(request: Request) -> GatewayRunner:
     runner: GatewayRunner = request.app.state.runner
     return runner
 
 
-def get_config(request: Request) -> GatewayConfig:
+async def get_config(request: Request) -> GatewayConfig:
     config: GatewayConfig = request.app.state.config
     return config
 
 
-def get_metrics(request: Request) -> ApiMetrics:
+async def get_metrics(request: Request) -> ApiMetrics:
     metrics: ApiMetrics = request.app.state.metrics
     return metrics
 
@@ -64,7 +67,7 @@ def decode_session_key(raw: str) -> str:
     return key
 
 
-def _key_param(
+async def _key_param(
     key: Annotated[
         str,
         Path(
