@@ -7,6 +7,7 @@ import sys
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.local import LocalAdapter, StdinLines
+from sessiongate.agents import build_agent_factory
 from sessiongate.gateway import GatewayRunner
 
 
@@ -22,7 +23,14 @@ def _lines(*lines: str | None):
 async def _chat(tmp_path, clock, adapter: LocalAdapter, **config) -> GatewayRunner:
     cfg = GatewayConfig(**config)
     store = SessionStore(tmp_path / "sessions", cfg, clock=clock)
-    runner = GatewayRunner(store, cfg, home=tmp_path, clock=clock, adapters=[adapter])
+    runner = GatewayRunner(
+        store,
+        cfg,
+        home=tmp_path,
+        clock=clock,
+        adapters=[adapter],
+        agent_factory=build_agent_factory(cfg),
+    )
     await runner.start()
     return runner
 

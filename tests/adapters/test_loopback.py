@@ -8,6 +8,7 @@ import pytest
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.loopback import LoopbackAdapter, SentMessage
+from sessiongate.agents import build_agent_factory
 from sessiongate.gateway import GatewayRunner
 
 
@@ -45,7 +46,14 @@ async def test_the_runner_starts_and_stops_its_adapters(tmp_path, clock):
     config = GatewayConfig()
     adapter = LoopbackAdapter()
     with SessionStore(tmp_path / "sessions", config, clock=clock) as store:
-        runner = GatewayRunner(store, config, home=tmp_path, clock=clock, adapters=[adapter])
+        runner = GatewayRunner(
+            store,
+            config,
+            home=tmp_path,
+            clock=clock,
+            adapters=[adapter],
+            agent_factory=build_agent_factory(config),
+        )
         await runner.start()
         assert adapter.started
         assert adapter.runner is runner
@@ -61,4 +69,10 @@ def test_two_adapters_for_one_platform_are_refused(tmp_path):
         SessionStore(tmp_path / "sessions", config) as store,
         pytest.raises(ValueError, match="two adapters"),
     ):
-        GatewayRunner(store, config, home=tmp_path, adapters=[LoopbackAdapter(), LoopbackAdapter()])
+        GatewayRunner(
+            store,
+            config,
+            home=tmp_path,
+            adapters=[LoopbackAdapter(), LoopbackAdapter()],
+            agent_factory=build_agent_factory(config),
+        )

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sessiongate import GatewayConfig, SessionStore
+from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.gateway import GatewayRunner
 
@@ -45,7 +46,13 @@ def store(tmp_path: Path, config: GatewayConfig, clock: FakeClock) -> Iterator[S
 
 @pytest.fixture
 def runner(tmp_path: Path, store: SessionStore, config: GatewayConfig, clock: FakeClock):
-    return GatewayRunner(store, config, home=tmp_path / "home", clock=clock)
+    return GatewayRunner(
+        store,
+        config,
+        home=tmp_path / "home",
+        clock=clock,
+        agent_factory=build_agent_factory(config),
+    )
 
 
 @pytest.fixture

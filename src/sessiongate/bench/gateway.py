@@ -136,12 +136,13 @@ def _child_json(args: list[str], *, timeout_s: float) -> dict[str, Any]:
 
 async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
     from sessiongate import GatewayConfig, SessionSource, SessionStore
+    from sessiongate.agents import build_agent_factory
     from sessiongate.core.platform import Platform
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
     config = GatewayConfig()
     store = SessionStore(home / "sessions", config)
-    runner = GatewayRunner(store, config, home=home)
+    runner = GatewayRunner(store, config, home=home, agent_factory=build_agent_factory(config))
     await runner.start()
     try:
 
@@ -185,6 +186,7 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
 def _populate(home: Path, sessions: int) -> dict[str, Any]:
     """A home whose store knows `sessions` sessions, last used days ago, shut down cleanly."""
     from sessiongate import GatewayConfig, SessionSource, SessionStore
+    from sessiongate.agents import build_agent_factory
     from sessiongate.core.clock import FakeClock
     from sessiongate.core.platform import Platform
     from sessiongate.gateway import GatewayRunner
@@ -204,7 +206,9 @@ def _populate(home: Path, sessions: int) -> dict[str, Any]:
                 )
 
         async def clean_stop() -> None:
-            runner = GatewayRunner(store, config, home=home, clock=clock)
+            runner = GatewayRunner(
+                store, config, home=home, clock=clock, agent_factory=build_agent_factory(config)
+            )
             await runner.start()
             await runner.stop()
 

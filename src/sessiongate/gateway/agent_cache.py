@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING
 from sessiongate.gateway.memory import MemoryProbe
 
 if TYPE_CHECKING:
-    from sessiongate.agents.base import Agent
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import AgentCacheConfig
+    from sessiongate.gateway.agent import Agent
 
 __all__ = ["AgentCache", "AgentCacheStatistics", "EvictionReason", "OnEvict"]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sessiongate.adapters.base import PlatformAdapter
     from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.store.lanes import LaneStore
 
 __all__ = ["DELIVERY_TIMEOUT_SECONDS", "Delivery"]

@@ -38,7 +38,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents.echo import EchoAgent
 from sessiongate.core.entry import ResumeReason
 from sessiongate.core.keys import build_session_key
 from sessiongate.errors import SessionBusyError, SessionNotFoundError, StaleWriteError
@@ -57,12 +56,12 @@ from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
-    from sessiongate.adapters.base import PlatformAdapter
-    from sessiongate.agents.base import AgentFactory
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.adapter import PlatformAdapter
+    from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
     from sessiongate.store.session_store import SessionStore
@@ -117,7 +116,7 @@ class GatewayRunner:
         config: GatewayConfig,
         *,
         home: Path,
-        agent_factory: AgentFactory | None = None,
+        agent_factory: AgentFactory,
         clock: Clock | None = None,
         adapters: Sequence[PlatformAdapter] = (),
     ) -> None:
@@ -126,10 +125,9 @@ class GatewayRunner:
         self.home = Path(home)
         self.clock: Clock = clock or store.clock
         self.lane_store = LaneStore(store)
-        delay = config.agent.echo.delay_seconds
-        self._agent_factory: AgentFactory = agent_factory or (
-            lambda _key: EchoAgent(delay_seconds=delay)
-        )
+        # Agents sit below the gateway: the caller chooses them (`sessiongate.agents.
+        # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
+        self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self.housekeeping = HousekeepingWatcher(
             store=store, cache=self._agents, config=config, clock=self.clock, lanes=self.lane_store

@@ -23,7 +23,6 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.core.context import (
     build_session_context,
     build_session_context_prompt,
@@ -32,14 +31,15 @@ from sessiongate.core.context import (
 from sessiongate.core.keys import is_shared_multi_user_session
 from sessiongate.core.transcript import build_model_context
 from sessiongate.errors import InvalidEntryError, SessionNotFoundError
+from sessiongate.gateway.agent import TurnRequest, TurnResult
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.receipts import ReceiptStatus
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from sessiongate.agents.base import Agent, AgentFactory
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway.agent import Agent, AgentFactory
     from sessiongate.gateway.agent_cache import AgentCache
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.receipts import Waiters

@@ -1,0 +1,62 @@
+"""The `Agent` protocol: what the gateway needs from whatever produces replies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Agent", "AgentFactory", "TurnRequest", "TurnResult", "Usage"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """One turn: the model context built by the gateway, the new user message last."""
+
+    session_key: str
+    session_id: str
+    system_prompt: str
+    messages: list[dict[str, Any]]
+    model: str | None = None
+    # Set when the turn resumes one interrupted by a restart; tells the agent not to redo
+    # actions that may already have happened.
+    resume_note: str | None = None
+    turn_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    # Messages the agent produced before its final reply (tool calls and results), stored in
+    # the transcript ahead of the assistant text.
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Agent(Protocol):
+    """An agent serving one session key; the gateway caches one per key (spec §11)."""
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        """Produce the reply. Cancellation (interrupt, timeout, shutdown) may arrive at any
+        await; the gateway journals the outcome."""
+        ...
+
+    async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        """A summary of `messages` for compaction."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release clients and resources; the transcript is already durable."""
+        ...
+
+
+AgentFactory = Callable[[str], Agent]
