@@ -11,7 +11,6 @@ safe to rebuild). Exit code 0 when everything is (now) healthy, 1 when a problem
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
 from typing import Annotated
@@ -32,6 +31,7 @@ from sessiongate.config import ConfigError, default_home, load_config
 from sessiongate.core.config import GatewayConfig
 from sessiongate.core.freshness import resolve_timezone
 from sessiongate.errors import SessiongateError
+from sessiongate.store.health import check_database_file
 from sessiongate.store.session_store import SessionStore
 
 __all__ = ["Check", "doctor", "run_checks"]
@@ -58,21 +58,8 @@ def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayC
 
 
 def _check_sqlite(db_path: Path, *, full: bool) -> Check:
-    name = "integrity_check" if full else "quick_check"
-    try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        return Check("database", False, f"cannot open {db_path}: {exc}")
-    try:
-        rows = conn.execute(f"PRAGMA {name}").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return Check("database", False, f"{name} failed: {exc}")
-    finally:
-        conn.close()
-    messages = [str(r[0]) for r in rows]
-    if messages == ["ok"]:
-        return Check("database", True, f"{name}: ok")
-    return Check("database", False, f"{name}: " + "; ".join(messages[:5]))
+    healthy, detail = check_database_file(db_path, full=full)
+    return Check("database", healthy, detail)
 
 
 def _check_mirror(json_path: Path) -> Check:
