@@ -393,9 +393,14 @@ async def test_a_session_deleted_just_before_a_crash_stays_deleted(tmp_path: Pat
             await poll_until(
                 lambda: mirror.exists() and key in json.loads(mirror.read_text() or "{}")
             )
+            before_delete = mirror.read_bytes()
             deleted = await client.delete(_key_path(key))
             assert deleted.status_code == 200
         await gateway.kill()
+        # The kill lands inside the mirror's coalescing interval (it writes about a second
+        # after a change); putting back the file of before the delete makes that window
+        # certain instead of likely.
+        mirror.write_bytes(before_delete)
         url = await gateway.start()
         async with httpx.AsyncClient(base_url=url, timeout=GUARD_SECONDS) as client:
             after = await client.get(_key_path(key))
