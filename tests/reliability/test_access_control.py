@@ -307,11 +307,6 @@ def test_with_redact_pii_raw_ids_never_reach_the_model(privacy: PrivacyRun):
     assert "[Bob Realname] bob here" in seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tree.py _write_archive_blob writes `<session id>.sha256` with Path.write_text, so "
-    "it gets the umask's 0644",
-)
 def test_data_files_are_0600_and_folders_0700(privacy: PrivacyRun):
     wrong = []
     paths = list(privacy.home.rglob("*"))
@@ -324,10 +319,5 @@ def test_data_files_are_0600_and_folders_0700(privacy: PrivacyRun):
     assert not wrong, wrong
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`sessiongate run --home H` creates H with the umask's 0755 (only `sessions/` and "
-    "`archive/` are made 0700); H holds `.clean_shutdown` and `restart_counts.json`",
-)
 def test_the_home_folder_is_0700(privacy: PrivacyRun):
     assert stat.S_IMODE(os.lstat(privacy.home).st_mode) == 0o700

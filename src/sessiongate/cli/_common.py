@@ -101,6 +101,8 @@ def load_paths_and_config(
 def open_store(paths: Paths, config: GatewayConfig) -> SessionStore:
     """The store under `<home>/sessions`; a store that will not open exits with code 1."""
     try:
+        # The home holds transcripts and recovery markers: private, like the store's files.
+        paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         return SessionStore(sessions_dir(paths.home), config)
     except SessiongateError as exc:
         fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)")

@@ -67,8 +67,8 @@ def _check_mirror(json_path: Path) -> Check:
         return Check("sessions.json", True, "absent (written by the gateway)")
     try:
         data = json.loads(json_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return Check("sessions.json", False, f"unreadable: {exc}")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return Check("sessions.json", False, f"unreadable: {exc!s:.200}")
     if not isinstance(data, dict):
         return Check("sessions.json", False, "top level is not an object")
     count = sum(1 for k in data if not k.startswith("_"))

@@ -44,8 +44,9 @@ def read_sessions_json(path: Path, *, now: datetime) -> LegacyRead:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise ValueError("top level is not an object")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        result.problems.append(f"{path.name} is unreadable ({exc}); backed up and ignored")
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: a hostile file nests deeper than the parser's stack.
+        result.problems.append(f"{path.name} is unreadable ({exc!s:.200}); backed up and ignored")
         result.backup = _backup(path, now)
         return result
     for key, value in data.items():

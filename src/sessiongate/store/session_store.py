@@ -751,13 +751,31 @@ class SessionStore(TranscriptOps, TreeOps):
             log.info("imported entries from sessions.json", extra={"count": imported})
 
     def import_entries(self, entries: Iterable[SessionEntry]) -> int:
-        """Insert entries whose keys the database lacks; returns how many were imported."""
+        """Insert entries whose keys the database lacks; returns how many were imported.
+
+        Never trusted further than that: a deleted (tombstoned) key stays deleted, and an entry
+        naming a session id that belongs to another key is refused, so an edited file cannot
+        attach one person's lane to another person's transcript.
+        """
         imported = 0
         with self._db.transaction() as conn:
             for entry in entries:
                 if routes.get_route_parts(conn, entry.session_key) is not None:
                     continue
-                if tx.get_session_row(conn, entry.session_id) is None:
+                tombstoned = conn.execute(
+                    "SELECT 1 FROM tombstones WHERE session_key = ?", (entry.session_key,)
+                ).fetchone()
+                if tombstoned is not None:
+                    self.problems.append(f"entry {entry.session_key[:80]!r} skipped: deleted")
+                    continue
+                existing = tx.get_session_row(conn, entry.session_id)
+                if existing is not None and existing.session_key != entry.session_key:
+                    self.problems.append(
+                        f"entry {entry.session_key[:80]!r} skipped: its session id belongs to "
+                        "another conversation"
+                    )
+                    continue
+                if existing is None:
                     tx.create_session_row(
                         conn,
                         session_id=entry.session_id,

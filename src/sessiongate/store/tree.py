@@ -488,7 +488,10 @@ class TreeOps:
             handle.flush()
             os.fsync(handle.fileno())
         tmp.replace(path)
-        (folder / f"{session_id}.sha256").write_text(digest + "\n")
+        sums = folder / f"{session_id}.sha256"
+        fd = os.open(sums, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(digest + "\n")
         return path
 
 
