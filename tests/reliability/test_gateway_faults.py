@@ -73,16 +73,7 @@ async def _run_cli(*args: str) -> tuple[int, str, str]:
             "UPDATE entries_fts_data SET block = zeroblob(length(block)) WHERE id > 10",
             id="leaf-blocks",
         ),
-        pytest.param(
-            "DELETE FROM entries_fts_data WHERE id > 1",
-            id="structure-record",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="without its structure record (entries_fts_data id 10) a new connection "
-                "cannot construct the FTS5 table, so rebuild_index's DROP TABLE fails too and "
-                "`doctor --repair` dies with a StoreCorruptError traceback",
-            ),
-        ),
+        pytest.param("DELETE FROM entries_fts_data WHERE id > 1", id="structure-record"),
     ],
 )
 async def test_a_corrupt_search_index_degrades_search_and_doctor_repairs_it(

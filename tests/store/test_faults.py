@@ -121,3 +121,21 @@ def test_the_wal_is_checkpointed_off_the_writer(store: SessionStore, store_dir: 
     wal = store_dir / "state.db-wal"
     # PASSIVE checkpoints let SQLite reuse the log from the start instead of growing it.
     assert wal.stat().st_size < 16 * 1024 * 1024
+
+
+def test_an_index_without_its_structure_record_is_rebuilt(make_store, store_dir: Path):
+    store = make_store()
+    sid = lane(store)
+    store.append_messages(sid, turn("needle in the haystack"))
+    assert store.search("needle")
+    with store.database.transaction() as conn:
+        conn.execute("DELETE FROM entries_fts_data WHERE id > 1")
+    store.close()
+    reopened = make_store()
+    hits, degraded = reopened.search_detailed("needle")
+    assert degraded
+    assert hits
+    assert reopened.rebuild_search_index() > 0
+    hits, degraded = reopened.search_detailed("needle")
+    assert not degraded
+    assert hits[0]["session_id"] == sid

@@ -125,12 +125,39 @@ def scan(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any
 
 def rebuild_index(conn: sqlite3.Connection) -> int:
     """Drop and rebuild the index from the entries; clears the stale mark."""
-    conn.execute("DROP TABLE IF EXISTS entries_fts")
+    try:
+        conn.execute("DROP TABLE IF EXISTS entries_fts")
+    except sqlite3.DatabaseError:
+        _unlink_broken_index(conn)
     conn.execute(_CREATE_INDEX)
     conn.execute(_SET_CURSOR, ("0",))
     moved = catch_up(conn)
     conn.execute(_SET_STALE, ("0",))
     return moved
+
+
+_SHADOW_TABLES = (
+    "entries_fts_data",
+    "entries_fts_idx",
+    "entries_fts_docsize",
+    "entries_fts_config",
+)
+
+
+def _unlink_broken_index(conn: sqlite3.Connection) -> None:
+    """Remove an index so damaged that SQLite cannot even construct it to drop it (its
+    structure record is gone): unlink it from the schema, then drop its shadow tables as the
+    plain tables they are. Only the derived index is touched; the entries stay."""
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema=ON")
+    try:
+        conn.execute("DELETE FROM sqlite_master WHERE type = 'table' AND name = 'entries_fts'")
+        # A new schema version makes every connection (ours included) read the schema again.
+        conn.execute(f"PRAGMA schema_version={version + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema=OFF")
+    for table in _SHADOW_TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def index_status(conn: sqlite3.Connection) -> dict[str, Any]:
