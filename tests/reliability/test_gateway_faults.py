@@ -308,12 +308,6 @@ def _check_big_messages(
                     result.problems.append(f"acknowledged {token} lost")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a store error while committing a reply kills the lane worker: the turn stays "
-    "`running` until a restart, its `wait: true` client gets no answer, and later messages "
-    "on the same lane are answered before it",
-)
 async def test_a_failed_reply_commit_leaves_no_turn_running_behind_later_ones(tmp_path: Path):
     home = tmp_path / "home"
     db = home / "sessions" / "state.db"

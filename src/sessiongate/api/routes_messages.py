@@ -24,7 +24,7 @@ from sessiongate.api.responses import errors
 from sessiongate.api.schemas import MessageIn, MessageOut
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
-from sessiongate.errors import QueueFullError, UnauthorizedError
+from sessiongate.errors import QueueFullError, StoreUnavailableError, UnauthorizedError
 from sessiongate.gateway import MessageEvent
 
 __all__ = ["router", "source_of"]
@@ -92,6 +92,10 @@ async def post_message(
         raise QueueFullError(
             "the conversation's queue is full; retry when the agent has caught up",
             session_key=receipt.session_key,
+        )
+    if status == "unavailable":
+        raise StoreUnavailableError(
+            receipt.reply or "storage refused the write", session_key=receipt.session_key
         )
     if status == "queued":
         response.status_code = 202

@@ -19,6 +19,9 @@ class ReceiptStatus(enum.StrEnum):
     FAILED = "failed"  # the turn failed (agent error or timeout); `reply` is the notice
     INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
     ARCHIVED = "archived"  # the session is archived and takes no new work; nothing was written
+    # The disk refused the turn's outcome: the message stays accepted and the gateway keeps
+    # retrying; the lane takes no further turn meanwhile, so order is kept.
+    UNAVAILABLE = "unavailable"
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,12 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
-from sessiongate.gateway.turns import STALE_NOTICE, STUCK_NOTICE, TurnCounters, TurnExecutor
+from sessiongate.gateway.turns import (
+    STALE_NOTICE,
+    STUCK_NOTICE,
+    TurnCounters,
+    TurnExecutor,
+)
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore
 
 if TYPE_CHECKING:

@@ -30,13 +30,18 @@ from sessiongate.core.context import (
 )
 from sessiongate.core.keys import is_shared_multi_user_session
 from sessiongate.core.transcript import build_model_context
-from sessiongate.errors import InvalidEntryError, SessionNotFoundError
+from sessiongate.errors import (
+    InvalidEntryError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from sessiongate.gateway.agent import TurnRequest, TurnResult
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.receipts import ReceiptStatus
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.agent import Agent, AgentFactory
@@ -72,6 +77,17 @@ STUCK_NOTICE = (
     "This conversation kept getting interrupted by restarts, so it was set aside; your next "
     "message starts a fresh session."
 )
+
+
+STORAGE_NOTICE = (
+    "The reply could not be saved yet (the gateway's storage refused the write). Your message "
+    "is kept; the gateway retries and answers it once storage recovers."
+)
+
+
+# Backoff of the outcome retries while the disk refuses writes (seconds).
+_STORE_RETRY_FIRST = 0.05
+_STORE_RETRY_MAX = 5.0
 
 
 def failure_notice(*, timed_out: bool, timeout: int) -> str:
@@ -174,16 +190,25 @@ class TurnExecutor:
         if done is None:
             reason = running.cancel_reason or CancelReason.DRAIN
             if reason is CancelReason.DRAIN:
-                self._lane_store.requeue(turn.id, resume_reason=self._drain_reason())
+                await self._until_stored(
+                    claim,
+                    lambda: self._requeue(turn.id),
+                )
                 log.info("turn left for resume after restart", extra=extra)
                 return
-            await self.interrupt(claim, user_message, reason=str(reason))
+            await self._until_stored(
+                claim, lambda: self.interrupt(claim, user_message, reason=str(reason))
+            )
         elif done.result is not None:
-            await self._replied(claim, user_message, done.result)
+            result = done.result
+            await self._until_stored(claim, lambda: self._replied(claim, user_message, result))
         else:
             timeout = self._config.agent.gateway_timeout
             notice = failure_notice(timed_out=done.timed_out, timeout=timeout)
-            await self.fail(claim, user_message, error=done.error or "error", notice=notice)
+            error = done.error or "error"
+            await self._until_stored(
+                claim, lambda: self.fail(claim, user_message, error=error, notice=notice)
+            )
         if self._release_due:
             self._release_due = False
             # Agents the cache evicted during this turn: commit and close them now, outside
@@ -290,6 +315,44 @@ class TurnExecutor:
         return agent
 
     # ------------------------------------------------------------------ outcomes
+
+    async def _requeue(self, turn_id: int) -> None:
+        self._lane_store.requeue(turn_id, resume_reason=self._drain_reason())
+
+    async def _until_stored(self, claim: Claim, commit: Callable[[], Awaitable[None]]) -> None:
+        """Commit a turn's outcome, retrying while the disk refuses (full, read-only).
+
+        Each attempt is one transaction, and the transcript rows carry the turn's idempotency
+        keys, so a retry never doubles anything. The waiting client is told at once; the lane
+        stays on this turn, so no later message overtakes it. If the gateway stops meanwhile,
+        the journal still says `running` and recovery resumes the turn.
+        """
+        delay = _STORE_RETRY_FIRST
+        told = False
+        while True:
+            try:
+                await commit()
+                return
+            except (StoreUnavailableError, StoreCorruptError) as exc:
+                if not told:
+                    told = True
+                    log.error(
+                        "turn outcome not stored; retrying",
+                        extra={
+                            "session_key": claim.turn.session_key,
+                            "turn_id": claim.turn.id,
+                            "error": str(exc),
+                        },
+                    )
+                    self._waiters.resolve(
+                        claim.item.id,
+                        ReceiptStatus.UNAVAILABLE,
+                        reply=STORAGE_NOTICE,
+                        turn_id=claim.turn.id,
+                        session_id=claim.turn.session_id,
+                    )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _STORE_RETRY_MAX)
 
     async def _replied(
         self, claim: Claim, user_message: dict[str, Any], result: TurnResult
