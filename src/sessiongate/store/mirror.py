@@ -15,16 +15,15 @@ import sqlite3
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from sessiongate.errors import SessiongateError
-from sessiongate.store.sqlite._codec import loads
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from pathlib import Path
 
-__all__ = ["MIRROR_README", "SessionsMirror", "write_json_atomic"]
+__all__ = ["MIRROR_README", "SessionsMirror"]
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +92,14 @@ class SessionsMirror:
                 conn = sqlite3.connect(f"file:{self._db_path}?mode=ro", uri=True)
                 try:
                     conn.execute("PRAGMA busy_timeout=5000")
-                    rows = conn.execute("SELECT session_key, data FROM routes").fetchall()
+                    # One read transaction, streamed row by row: the stored JSON is written as
+                    # it is, so 100,000 lanes never sit in memory at once.
+                    conn.execute("BEGIN")
+                    rows = conn.execute("SELECT session_key, data FROM routes")
+                    _write_atomic(self._json_path, lambda out: _stream_mirror(out, rows))
+                    conn.execute("COMMIT")
                 finally:
                     conn.close()
-                payload: dict[str, Any] = {"_README": MIRROR_README}
-                for key, data in rows:
-                    payload[key] = loads(data)
-                write_json_atomic(self._json_path, payload)
                 self.writes += 1
                 self.last_error = None
                 if self._on_written is not None:
@@ -110,14 +110,21 @@ class SessionsMirror:
                 log.warning("sessions.json mirror write failed", extra={"error": str(exc)})
 
 
-def write_json_atomic(path: Path, payload: Any) -> None:
+def _stream_mirror(out: TextIO, rows: Iterable[tuple[str, str]]) -> None:
+    out.write('{\n "_README": ' + json.dumps(MIRROR_README, ensure_ascii=False))
+    for key, data in rows:
+        out.write(",\n " + json.dumps(key, ensure_ascii=False) + ": " + data)
+    out.write("\n}\n")
+
+
+def _write_atomic(path: Path, fill: Callable[[TextIO], None]) -> None:
     """Temp file in the same folder, fsync, rename, 0600: readers see old or new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, ensure_ascii=False, indent=1)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
