@@ -110,7 +110,8 @@ def test_json_file_holds_the_returned_results(bench: Bench) -> None:
 def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
     results, _saved, _root = bench
     goals = {g["goal"]: g for g in results["goals"]}
-    assert len(goals) == 13  # 10 store and gateway goals, 3 conversation-tree budgets
+    # 10 store and gateway goals, the gateway's memory, 3 conversation-tree budgets
+    assert len(goals) in (13, 14)
     assert sum("Fork of" in g or "Branch listing" in g or "Model context" in g for g in goals) == 3
     for goal in goals.values():
         assert goal["passed"] in (True, False, None)
@@ -120,7 +121,8 @@ def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
     unjudged = [g["goal"] for g in results["goals"] if g["passed"] is None]
     assert any("OpenAI" in g for g in unjudged)
     assert any("5,000" in g for g in unjudged)
-    assert not any("Gateway" in g for g in unjudged)
+    # Quick runs judge the gateway's speed; its memory aim is for the full 100,000 sessions.
+    assert not any("Gateway" in g and "RSS" not in g for g in unjudged)
 
 
 def test_markdown_report_is_written_with_tables_and_goals(bench: Bench) -> None:

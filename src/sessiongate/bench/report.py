@@ -159,6 +159,17 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
         p99 = inproc["overhead_ms"]["p99_ms"]
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", _ms(p99), p99 <= 5))
+        memory = gateway.get("memory")
+        if memory:
+            known = memory["known_sessions"]
+            peak = memory["peak_rss_mb"]
+            goals.append(
+                _goal(
+                    f"Gateway RSS with {known:,} known sessions ≤ {memory['aim_mb']} MB (peak)",
+                    f"{peak:.0f} MB",
+                    None if results.get("quick") else peak <= memory["aim_mb"],
+                )
+            )
     else:
         why = f"not measured: {gateway.get('reason', 'no gateway section')}"
         goals.append(_goal("Gateway ≥ 1,000 turns/s in process", why, None))
