@@ -32,6 +32,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.legacy import read_sessions_json
 from sessiongate.store.mirror import SessionsMirror
+from sessiongate.store.rows import RowOps
 from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
 from sessiongate.store.sqlite.database import Database
@@ -76,7 +77,7 @@ _FRESH_INCARNATION: dict[str, Any] = {
 }
 
 
-class SessionStore(TranscriptOps, TreeOps):
+class SessionStore(TranscriptOps, TreeOps, RowOps):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 
     def __init__(

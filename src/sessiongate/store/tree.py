@@ -1,39 +1,33 @@
-"""Conversation trees on the store: branches, leaf switching, rewind to an entry, forks, the
-model context, and the row operations of the second spec (pin, archive, unread, label, delete).
+"""Conversation trees on the store: branches, leaf switching, rewind to an entry, forks and the
+model context (detached views included).
 
 `TreeOps` is mixed into `SessionStore`; it only uses the store's database, clock and config.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
-import os
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.freshness import next_reset_at as _next_reset_at, resolve_rule
-from sessiongate.core.ids import is_safe_id, new_session_id
+from sessiongate.core.ids import new_session_id
 from sessiongate.core.keys import fork_key
-from sessiongate.core.sentinel import UNSET, Unset
 from sessiongate.core.transcript import ModelContext, build_model_context, estimate_tokens
 from sessiongate.errors import (
-    ConflictError,
     EntryNotFoundError,
     ForkTooLargeError,
     InvalidEntryError,
     SessionBusyError,
     SessionNotFoundError,
-    StaleWriteError,
 )
-from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
-from sessiongate.store.sqlite._codec import dumps, iso_from_us, loads, to_us
+from sessiongate.store.sqlite import routes, transcripts as tx
+from sessiongate.store.sqlite._codec import iso_from_us, to_us
 
 if TYPE_CHECKING:
+    import sqlite3
     from datetime import datetime
     from pathlib import Path
 
@@ -336,163 +330,6 @@ class TreeOps:
             session_started_at=entry.session_started_at or entry.created_at,
             last_interaction_at=entry.last_interaction_at or entry.session_started_at,
         )
-
-    # ------------------------------------------------------------------ row operations
-
-    def patch_session(
-        self,
-        session_key: str,
-        *,
-        pinned: bool | Unset = UNSET,
-        archived: bool | Unset = UNSET,
-        expected_session_id: str | Unset | None = UNSET,
-        unread: bool | Unset = UNSET,
-        expected_marked_unread_at: datetime | Unset | None = UNSET,
-        label: str | Unset | None = UNSET,
-    ) -> SessionEntry:
-        """Pin, archive, read state and label, with the compare-and-set rules of the spec.
-
-        - archiving needs `expected_session_id` (a conversation that rotated meanwhile is not
-          archived by mistake), clears the pin, and is a no-op the second time;
-        - `unread=False` with `expected_marked_unread_at` is a conditional read-ack: a newer
-          marker makes it a successful no-op; acks never bump `updated_at`;
-        - labels are unique, 1 to 512 characters; `label=None` clears.
-        """
-        with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
-            if entry is None:
-                raise SessionNotFoundError(
-                    f"no session with key {session_key!r}", session_key=session_key
-                )
-            now = self.clock.now()
-            changes: dict[str, Any] = {}
-            bump = False
-            if not isinstance(archived, Unset):
-                if archived and entry.archived_at is None:
-                    if isinstance(expected_session_id, Unset) or expected_session_id is None:
-                        raise StaleWriteError(
-                            "archiving needs expected_session_id", session_key=session_key
-                        )
-                    if expected_session_id != entry.session_id:
-                        raise StaleWriteError(
-                            "the session moved on; reload before archiving",
-                            expected=expected_session_id,
-                            actual=entry.session_id,
-                        )
-                    if session_key in self.config.protected_session_keys:
-                        raise ConflictError(f"{session_key!r} is protected and cannot be archived")
-                    changes.update(archived_at=now, pinned_at=None)
-                    bump = True
-                elif not archived and entry.archived_at is not None:
-                    changes["archived_at"] = None
-                    bump = True
-            if not isinstance(pinned, Unset):
-                if pinned and entry.pinned_at is None and "archived_at" not in changes:
-                    changes["pinned_at"] = now
-                    bump = True
-                elif not pinned and entry.pinned_at is not None:
-                    changes["pinned_at"] = None
-                    bump = True
-            if not isinstance(unread, Unset):
-                if unread:
-                    changes["marked_unread_at"] = now
-                elif isinstance(expected_marked_unread_at, Unset) or (
-                    expected_marked_unread_at == entry.marked_unread_at
-                ):
-                    changes.update(last_read_at=now, marked_unread_at=None)
-                # else: a stale ack — a newer marker exists; write nothing for it.
-            if not isinstance(label, Unset):
-                if label is not None and not (0 < len(label) <= _MAX_LABEL):
-                    raise InvalidEntryError("labels are 1 to 512 characters")
-                if label is not None:
-                    taken = conn.execute(
-                        "SELECT session_key FROM routes WHERE label = ? AND session_key != ?",
-                        (label, session_key),
-                    ).fetchone()
-                    if taken is not None:
-                        raise ConflictError(f"label {label!r} is already used", label=label)
-                changes["label"] = label
-                bump = True
-            if not changes:
-                return entry
-            if bump:
-                changes["updated_at"] = now
-            entry = entry.evolve(**changes)
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
-        self._mirror_dirty()
-        return entry
-
-    def delete_session(self, session_key: str) -> bool:
-        """Delete a lane with every incarnation; an archive blob (gzip JSON + sha256) is
-        written and synced first, and a tombstone keeps the key from being reused silently."""
-        with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
-            if entry is None:
-                return False
-            if session_key in self.config.protected_session_keys:
-                raise ConflictError(f"{session_key!r} is protected and cannot be deleted")
-            rows = conn.execute(
-                "SELECT sid, session_id, header FROM sessions WHERE session_key = ? "
-                "OR session_id = ?",
-                (session_key, entry.session_id),
-            ).fetchall()
-            blob: dict[str, Any] = {"entry": entry.to_dict(), "sessions": []}
-            for sid, session_id, header in rows:
-                events = conn.execute(
-                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
-                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
-                    (sid,),
-                ).fetchall()
-                blob["sessions"].append(
-                    {
-                        "session_id": session_id,
-                        "header": loads(header),
-                        "events": [tx.row_to_event(e) for e in events],
-                    }
-                )
-            if not entry.incognito:
-                # Incognito transcripts never touch the disk, not even as an archive.
-                self._write_archive_blob(entry.session_id, blob)
-            for sid, _, _ in rows:
-                indexed = conn.execute(
-                    "SELECT id, content FROM entries WHERE sid = ?", (sid,)
-                ).fetchall()
-                try:
-                    fts.drop_indexed(conn, indexed)
-                except sqlite3.DatabaseError as exc:
-                    fts.mark_stale(conn, exc)
-                conn.execute("DELETE FROM entries WHERE sid = ?", (sid,))
-                conn.execute("DELETE FROM tips WHERE sid = ?", (sid,))
-                conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
-            routes.delete_route(conn, session_key)
-            conn.execute(
-                "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, 'deleted') "
-                "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
-                (session_key, to_us(self.clock.now())),
-            )
-        self._mirror_dirty()
-        return True
-
-    def _write_archive_blob(self, session_id: str, blob: dict[str, Any]) -> Path:
-        if not is_safe_id(session_id):
-            raise InvalidEntryError(f"unsafe session id {session_id!r}")
-        folder = self.sessions_dir / "archive"
-        folder.mkdir(mode=0o700, exist_ok=True)
-        raw = dumps(blob).encode("utf-8")
-        digest = hashlib.sha256(raw).hexdigest()
-        path = folder / f"{session_id}.json.gz"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as handle:
-            tmp.chmod(0o600)
-            handle.write(gzip.compress(raw))
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-        sums = folder / f"{session_id}.sha256"
-        fd = os.open(sums, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(digest + "\n")
-        return path
 
 
 def _headline(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> str:

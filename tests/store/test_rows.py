@@ -1,0 +1,132 @@
+"""Pin, archive, unread, label and delete (store/rows.py)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sessiongate import SessionSource, SessionStore
+from sessiongate.errors import (
+    ConflictError,
+    InvalidEntryError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
+
+if TYPE_CHECKING:
+    from sessiongate.core.clock import FakeClock
+
+
+def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
+    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id=chat))
+    return entry.session_key, entry.session_id
+
+
+def talk(store: SessionStore, sid: str, *texts: str) -> None:
+    for text in texts:
+        store.append_messages(
+            sid,
+            [{"role": "user", "content": text}, {"role": "assistant", "content": f"re: {text}"}],
+        )
+
+
+def test_pin_orders_listing_and_archive_clears_pin(store: SessionStore, clock: FakeClock):
+    a_key, a_sid = lane(store, "a")
+    clock.advance(10)
+    b_key, _ = lane(store, "b")
+    store.patch_session(a_key, pinned=True)
+    rows, total = store.list_page()
+    assert [r.session_key for r in rows] == [a_key, b_key]
+    assert total == 2
+    with pytest.raises(StaleWriteError):
+        store.patch_session(a_key, archived=True)
+    with pytest.raises(StaleWriteError):
+        store.patch_session(a_key, archived=True, expected_session_id="20260101_000000_aaaaaaaa")
+    archived = store.patch_session(a_key, archived=True, expected_session_id=a_sid)
+    assert archived.archived
+    assert not archived.pinned
+    again = store.patch_session(a_key, archived=True, expected_session_id="whatever")
+    assert again.archived_at == archived.archived_at  # archiving twice is a no-op
+    rows, _ = store.list_page()
+    assert [r.session_key for r in rows] == [b_key]
+    rows, _ = store.list_page(archived=True)
+    assert [r.session_key for r in rows] == [a_key]
+
+
+def test_protected_keys_refuse_archive_and_delete(make_store):
+    key = "agent:main:telegram:dm:1"
+    store = make_store(protected_session_keys=[key])
+    _, sid = lane(store)
+    with pytest.raises(ConflictError):
+        store.patch_session(key, archived=True, expected_session_id=sid)
+    with pytest.raises(ConflictError):
+        store.delete_session(key)
+    assert store.get_session(key) is not None
+
+
+def test_unread_contract(store: SessionStore, clock: FakeClock):
+    key, _ = lane(store)
+    assert not store.get_session(key).unread  # never read is not unread
+    marked = store.patch_session(key, unread=True)
+    assert marked.unread
+    updated_at = marked.updated_at
+    clock.advance(5)
+    newer = store.patch_session(key, unread=True)
+    stale = store.patch_session(
+        key, unread=False, expected_marked_unread_at=marked.marked_unread_at
+    )
+    assert stale.unread
+    assert stale.marked_unread_at == newer.marked_unread_at
+    read = store.patch_session(key, unread=False, expected_marked_unread_at=newer.marked_unread_at)
+    assert not read.unread
+    assert read.last_read_at == clock.now()
+    assert read.updated_at == updated_at  # acks never bump updated_at
+    store.record_turn(key)
+    clock.advance(1)
+    assert not store.get_session(key).unread  # activity at the read instant is not newer
+    clock.advance(1)
+    store.record_turn(key)
+    assert store.get_session(key).unread
+
+
+def test_labels_unique_bounded_and_clearable(store: SessionStore):
+    a, _ = lane(store, "a")
+    b, _ = lane(store, "b")
+    assert store.patch_session(a, label="work").label == "work"
+    with pytest.raises(ConflictError):
+        store.patch_session(b, label="work")
+    for bad in ("", "x" * 513):
+        with pytest.raises(InvalidEntryError):
+            store.patch_session(b, label=bad)
+    assert store.patch_session(a, label=None).label is None
+    assert store.patch_session(b, label="work").label == "work"
+
+
+def test_patch_unknown_key(store: SessionStore):
+    with pytest.raises(SessionNotFoundError):
+        store.patch_session("agent:main:telegram:dm:none", pinned=True)
+
+
+def test_delete_writes_archive_blob_then_removes(store: SessionStore, store_dir):
+    key, sid = lane(store)
+    talk(store, sid, "secret plans")
+    assert store.search("plans")
+    assert store.delete_session(key)
+    assert store.get_session(key) is None
+    assert store.load_transcript(sid) == []
+    assert store.search("plans") == []
+    blob = store_dir / "archive" / f"{sid}.json.gz"
+    raw = gzip.decompress(blob.read_bytes())
+    assert (
+        hashlib.sha256(raw).hexdigest()
+        == (store_dir / "archive" / f"{sid}.sha256").read_text().strip()
+    )
+    data = json.loads(raw)
+    assert data["entry"]["session_key"] == key
+    assert data["sessions"][0]["events"][0]["content"] == "secret plans"
+    assert (blob.stat().st_mode & 0o777) == 0o600
+    assert not store.delete_session(key)
