@@ -12,7 +12,8 @@ group, journals what happened. Outcomes:
 | cancelled by the drain    | accepted    | nothing (the turn resumes later)    | after restart  |
 
 Each outcome commits in one transaction (`LaneStore`), then the reply is delivered and the
-journal says `delivered`.
+journal says `delivered`. Past the ~400-line budget: the outcome paths (replied, failed,
+interrupted, retried while the disk refuses) share their commit rules and stay together.
 """
 
 from __future__ import annotations
