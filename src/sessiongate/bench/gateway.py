@@ -23,8 +23,9 @@ The report reads these keys when `status` is "ok" (the others are extra detail):
      "in_process": {"turns_per_s": float, "overhead_ms": {"p50_ms": ..., "p99_ms": ...}},
      "http":       {"turns_per_s": float, "overhead_ms": {"p50_ms": ..., "p99_ms": ...}}}
 
-A failure gives `{"status": "error", "reason": ...}`; the rest of the benchmark goes on. Slightly past the ~400-line budget: the in-process, HTTP
-and memory measurements share their child-process plumbing.
+A failure gives `{"status": "error", "reason": ...}`; the rest of the benchmark goes on.
+Slightly past the ~400-line budget: the in-process, HTTP and memory measurements share their
+child-process plumbing.
 """
 
 from __future__ import annotations

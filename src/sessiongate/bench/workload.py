@@ -17,8 +17,9 @@ returned item), `files()` (its database files), `describe()` and `close()`. An o
 whole checkpoints, so a long thread grows quadratically).
 
 Every message's content starts with a unique id (`m000042`, `w1-000007`) so the reads and the
-two-writer check can tell exactly which messages came back, and how often. Past the ~400-line budget because the file must run alone, with
-the standard library only, inside the contenders' virtual environment.
+two-writer check can tell exactly which messages came back, and how often. Past the ~400-line
+budget because the file must run alone, with the standard library only, inside the contenders'
+virtual environment.
 """
 
 from __future__ import annotations
