@@ -293,14 +293,13 @@ _CONTEXT_PATH = (
 def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, Any]]:
     """The active path as the slim events the model-context builder reads (no timestamps, no
     tree links): the hot read of every turn, so it fetches and builds only what it needs."""
-    events: list[dict[str, Any]] = []
-    append = events.append
-    for entry_id, kind, role, content, payload in conn.execute(_CONTEXT_PATH, (sid,)):
-        event: dict[str, Any] = {"id": entry_id, "type": kind, "role": role, "content": content}
-        if payload is not None:
-            event.update(loads(payload))
-        append(event)
-    return events
+    rows = conn.execute(_CONTEXT_PATH, (sid,)).fetchall()
+    return [
+        {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
+        if r[4] is None
+        else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
+        for r in rows
+    ]
 
 
 def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
