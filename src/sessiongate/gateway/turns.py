@@ -317,6 +317,13 @@ class TurnExecutor:
 
     # ------------------------------------------------------------------ outcomes
 
+    def _answer(self, claim: Claim, status: ReceiptStatus, reply: str | None) -> None:
+        """Tell whoever waits for this message how its turn ended."""
+        turn = claim.turn
+        self._waiters.resolve(
+            claim.item.id, status, reply=reply, turn_id=turn.id, session_id=turn.session_id
+        )
+
     async def _requeue(self, turn_id: int) -> None:
         self._lane_store.requeue(turn_id, resume_reason=self._drain_reason())
 
@@ -345,13 +352,7 @@ class TurnExecutor:
                             "error": str(exc),
                         },
                     )
-                    self._waiters.resolve(
-                        claim.item.id,
-                        ReceiptStatus.UNAVAILABLE,
-                        reply=STORAGE_NOTICE,
-                        turn_id=claim.turn.id,
-                        session_id=claim.turn.session_id,
-                    )
+                    self._answer(claim, ReceiptStatus.UNAVAILABLE, STORAGE_NOTICE)
             await asyncio.sleep(delay)
             delay = min(delay * 2, _STORE_RETRY_MAX)
 
@@ -395,13 +396,7 @@ class TurnExecutor:
             await self._delivery.deliver_reply(
                 turn.session_key, turn.id, claim.item.source, result.text
             )
-        self._waiters.resolve(
-            claim.item.id,
-            ReceiptStatus.REPLIED,
-            reply=result.text,
-            turn_id=turn.id,
-            session_id=turn.session_id,
-        )
+        self._answer(claim, ReceiptStatus.REPLIED, result.text)
 
     async def fail(
         self,
@@ -414,13 +409,7 @@ class TurnExecutor:
     ) -> None:
         self.commit_failure(claim, user_message, error=error, notice=notice, suspend=suspend)
         await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
-        self._waiters.resolve(
-            claim.item.id,
-            ReceiptStatus.FAILED,
-            reply=notice,
-            turn_id=claim.turn.id,
-            session_id=claim.turn.session_id,
-        )
+        self._answer(claim, ReceiptStatus.FAILED, notice)
 
     def commit_failure(
         self,
@@ -455,13 +444,7 @@ class TurnExecutor:
         self.commit_interrupted(claim, user_message, reason=reason, notice=notice)
         if notice is not None:
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
-        self._waiters.resolve(
-            claim.item.id,
-            ReceiptStatus.INTERRUPTED,
-            reply=notice,
-            turn_id=claim.turn.id,
-            session_id=claim.turn.session_id,
-        )
+        self._answer(claim, ReceiptStatus.INTERRUPTED, notice)
 
     def commit_interrupted(
         self, claim: Claim, user_message: dict[str, Any], *, reason: str, notice: str | None
