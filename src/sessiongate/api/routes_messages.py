@@ -10,6 +10,7 @@ other outcome of the turn (`failed`, `interrupted`, `duplicate`, `command`) is a
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -31,20 +32,12 @@ __all__ = ["router", "source_of"]
 
 router = APIRouter(prefix="/v1", tags=["messages"], dependencies=[Depends(require_operator)])
 
-_SOURCE_FIELDS = (
-    "chat_id",
-    "chat_name",
-    "chat_type",
-    "user_id",
-    "user_name",
-    "thread_id",
-    "chat_topic",
-    "user_id_alt",
-    "chat_id_alt",
-    "guild_id",
-    "parent_chat_id",
-    "is_bot",
-    "message_id",
+# Every SessionSource field a client may set: the platform is always `api`, and
+# `role_authorized` is granted by adapters, never claimed by a request body.
+_SOURCE_FIELDS = tuple(
+    f.name
+    for f in dataclasses.fields(SessionSource)
+    if f.name not in ("platform", "role_authorized")
 )
 
 

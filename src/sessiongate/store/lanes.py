@@ -306,21 +306,9 @@ class LaneStore:
     ) -> None:
         if not inbound.message_id:
             return
-        source = inbound.source
         inbox.insert_seen(
             conn,
-            SeenRow(
-                str(source.platform),
-                source.chat_id,
-                inbound.message_id,
-                session_key,
-                session_id,
-                inbox_id,
-                turn_id,
-                "accepted",
-                None,
-                now,
-            ),
+            _seen_row(inbound, session_key, session_id, inbox_id, turn_id, "accepted", None, now),
         )
 
     def lookup_seen(self, inbound: Inbound) -> SeenRecord | None:
@@ -341,23 +329,9 @@ class LaneStore:
         """
         if not inbound.message_id:
             return True
-        source = inbound.source
+        row = _seen_row(inbound, session_key, session_id, None, None, "command", reply, self._now())
         with self._db.transaction() as conn:
-            return inbox.insert_seen(
-                conn,
-                SeenRow(
-                    str(source.platform),
-                    source.chat_id,
-                    inbound.message_id,
-                    session_key,
-                    session_id,
-                    None,
-                    None,
-                    "command",
-                    reply,
-                    self._now(),
-                ),
-            )
+            return inbox.insert_seen(conn, row)
 
     def clear_pending(self, session_key: str) -> list[int]:
         """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
@@ -720,4 +694,31 @@ def _turn(row: TurnRow) -> Turn:
         started_at=None if row.started_at is None else from_us(row.started_at),
         finished_at=None if row.finished_at is None else from_us(row.finished_at),
         delivered_at=None if row.delivered_at is None else from_us(row.delivered_at),
+    )
+
+
+def _seen_row(
+    inbound: Inbound,
+    session_key: str,
+    session_id: str | None,
+    inbox_id: int | None,
+    turn_id: int | None,
+    status: str,
+    reply: str | None,
+    now: int,
+) -> SeenRow:
+    """The dedup record of an inbound message (it must carry a platform message id)."""
+    assert inbound.message_id is not None
+    source = inbound.source
+    return SeenRow(
+        str(source.platform),
+        source.chat_id,
+        inbound.message_id,
+        session_key,
+        session_id,
+        inbox_id,
+        turn_id,
+        status,
+        reply,
+        now,
     )
