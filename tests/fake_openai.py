@@ -1,7 +1,9 @@
 """A local OpenAI-compatible endpoint that records every request (what the model would see).
 
-`POST /v1/chat/completions` answers `model says: <last message>`; a last message containing
-`FAIL` gets a 400 (not retried by the SDK), so the gateway's failure path and its logging run.
+`POST /v1/chat/completions` answers `reply_format` filled with the last message (default
+`model says: <last message>`) and `usage`; the model `no-such-model`, or a last message
+containing `FAIL`, gets a 400 (not retried by the SDK), so failure paths and their logging run.
+Shared by the agent tests and the reliability tests (`tests/` is on the import path).
 """
 
 from __future__ import annotations
@@ -17,9 +19,16 @@ __all__ = ["FakeOpenAI"]
 class FakeOpenAI(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        reply_format: str = "model says: {last}",
+        usage: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self.reply_format = reply_format
+        self.usage = usage or {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
         self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
 
     @property
@@ -49,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
             {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
         )
         last = str(body["messages"][-1]["content"])
-        if "FAIL" in last:
+        if "FAIL" in last or body["model"] == "no-such-model":
             self._reply(400, {"error": {"message": "upstream refused", "type": "invalid_request"}})
             return
         self._reply(
@@ -62,11 +71,14 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": f"model says: {last}"},
+                        "message": {
+                            "role": "assistant",
+                            "content": self.server.reply_format.format(last=last),
+                        },
                         "finish_reason": "stop",
                     }
                 ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+                "usage": self.server.usage,
             },
         )
 

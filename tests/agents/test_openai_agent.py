@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 import openai
 import pytest
 
+from fake_openai import FakeOpenAI
 from sessiongate import GatewayConfig
 from sessiongate.agents import EchoAgent, OpenAIAgent, TurnRequest, Usage, build_agent_factory
 from sessiongate.agents.openai_agent import SUMMARY_INSTRUCTION
@@ -20,77 +18,17 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
 
-class FakeOpenAI(ThreadingHTTPServer):
-    """Answers `POST /v1/chat/completions` with canned JSON and records every request."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests: list[dict[str, Any]] = []
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: FakeOpenAI
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append(
-            {"path": self.path, "authorization": self.headers.get("Authorization"), "body": body}
-        )
-        if body["model"] == "no-such-model":
-            self._reply(400, {"error": {"message": "unknown model", "type": "invalid_request"}})
-            return
-        last = body["messages"][-1]["content"]
-        self._reply(
-            200,
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 1_767_225_600,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": f" model says: {last} "},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": 42,
-                    "completion_tokens": 7,
-                    "total_tokens": 49,
-                    "prompt_tokens_details": {"cached_tokens": 30},
-                },
-            },
-        )
-
-    def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
-        return
-
-
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
-    fake = FakeOpenAI()
-    # A short poll interval only makes shutdown() return sooner.
-    thread = threading.Thread(target=fake.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield fake
-    fake.shutdown()
-    fake.server_close()
-    thread.join()
+    # Padded reply (the agent keeps the model's text as it is) and cache-read usage to map.
+    usage = {
+        "prompt_tokens": 42,
+        "completion_tokens": 7,
+        "total_tokens": 49,
+        "prompt_tokens_details": {"cached_tokens": 30},
+    }
+    with FakeOpenAI(reply_format=" model says: {last} ", usage=usage) as fake:
+        yield fake
 
 
 @pytest.fixture
