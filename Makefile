@@ -24,8 +24,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(ARGS)
 
 check: $(STAMP)
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --no-cache --check src tests benchmarks
+	$(BIN)/ruff check --no-cache src tests benchmarks
 	$(BIN)/mypy
 
 bench: $(STAMP)

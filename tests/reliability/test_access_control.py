@@ -23,10 +23,10 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from fake_openai import FakeOpenAI
-from sg_process import SyncGateway, clean_env
 
+from fake_openai import FakeOpenAI
 from sessiongate.core.redaction import hash_chat_id, hash_user_id
+from sg_process import SyncGateway, clean_env
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.core.result import Ok
+
 from sg_process import SyncGateway, clean_env, selected_by_marker
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+
 from sg_process import (
     ChildExitedError,
     GatewayProcess,

@@ -15,10 +15,9 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from torture import TortureConfig, TortureResult, run_scenario
-
 from sessiongate import GatewayConfig, Platform, SessionSource, SessionStore
 from sessiongate.core.clock import FakeClock
+from torture import TortureConfig, TortureResult, run_scenario
 
 if TYPE_CHECKING:
     from pathlib import Path

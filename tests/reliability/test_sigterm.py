@@ -13,6 +13,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import httpx
+
 from sg_process import (
     GatewayProcess,
     clean_env,

@@ -13,10 +13,10 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 import pytest
-from sg_process import selected_by_marker
-from torture import Sent, TortureConfig, TortureResult, check_home, load_ledger, run_torture
 
 from sessiongate import GatewayConfig, SessionStore
+from sg_process import selected_by_marker
+from torture import Sent, TortureConfig, TortureResult, check_home, load_ledger, run_torture
 
 if TYPE_CHECKING:
     from pathlib import Path

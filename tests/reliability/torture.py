@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from sg_process import GatewayProcess, clean_env, count_rows, is_drained, poll_until
 
 __all__ = [
