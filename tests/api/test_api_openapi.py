@@ -22,6 +22,11 @@ DESIGN_ROUTES = {
     ("get", "/healthz"),
     ("get", "/metrics"),
 }
+# Added beside DESIGN.md's routes: explicit creation (incognito too) and messages by key.
+ADDED_ROUTES = {
+    ("post", "/v1/sessions"),
+    ("post", "/v1/sessions/{key}/messages"),
+}
 
 
 @pytest.fixture
@@ -38,7 +43,7 @@ def _operations(schema):
 
 
 def test_every_design_route_is_described_and_nothing_else(schema):
-    assert {(m, p) for m, p, _ in _operations(schema)} == DESIGN_ROUTES
+    assert {(m, p) for m, p, _ in _operations(schema)} == DESIGN_ROUTES | ADDED_ROUTES
 
 
 def test_every_error_response_is_the_error_body(schema):
@@ -58,7 +63,16 @@ def test_validation_failures_are_documented_as_our_422(schema):
 
 def test_request_bodies_refuse_unknown_fields(schema):
     components = schema["components"]["schemas"]
-    for name in ("MessageIn", "PatchIn", "SwitchIn", "RewindToEntry", "RewindTurns", "ForkBranch"):
+    for name in (
+        "MessageIn",
+        "SessionMessageIn",
+        "SessionCreateIn",
+        "PatchIn",
+        "SwitchIn",
+        "RewindToEntry",
+        "RewindTurns",
+        "ForkBranch",
+    ):
         assert components[name]["additionalProperties"] is False, name
 
 

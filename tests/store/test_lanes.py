@@ -11,6 +11,7 @@ from sessiongate import SessionSource
 from sessiongate.core.transcript import build_model_context
 from sessiongate.errors import StaleWriteError
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind, LaneStore, TurnState
+from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 
 if TYPE_CHECKING:
     from sessiongate import SessionStore
@@ -414,3 +415,56 @@ def test_prune_keeps_the_dedup_record_of_a_row_that_still_waits(store, lanes, cl
     assert lanes.prune(clock.now()) == (0, 0)
     again = _accept(lanes, entry, "waiting", message_id="m1")
     assert again.status is AcceptStatus.DUPLICATE
+
+
+# ---------------------------------------------------------------------- incognito lanes
+
+
+def test_an_incognito_lane_keeps_its_inbox_and_journal_in_memory(store, lanes):
+    durable = _entry(store)
+    hidden = store.create_incognito_session(SOURCE)
+    _accept(lanes, durable, "on disk")
+    accepted = _accept(lanes, hidden, "in memory", message_id="m1")
+    assert accepted.inbox_id >= MEMORY_ROW_BASE
+    assert _rows(store, "SELECT text FROM inbox") == [("on disk",)]
+    assert lanes.total_queued() == 2
+    assert set(lanes.lanes_with_pending()) == {durable.session_key, hidden.session_key}
+    claim = lanes.claim_next(hidden.session_key, hidden.session_id)
+    assert claim.turn.id >= MEMORY_ROW_BASE
+    assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
+    assert [t.id for t in lanes.turns_in_state(TurnState.RUNNING)] == [claim.turn.id]
+    messages = [{"role": "user", "content": "in memory"}, {"role": "assistant", "content": "ok"}]
+    lanes.commit_reply(claim, messages, reply="ok")
+    lanes.mark_delivered(claim.turn.id)
+    assert lanes.get_turn(claim.turn.id).state is TurnState.DELIVERED
+    assert [m["content"] for m in store.load_transcript(hidden.session_id)] == ["in memory", "ok"]
+    seen = lanes.lookup_seen(Inbound(SOURCE, "in memory", message_id="m1"))
+    assert (seen.session_key, seen.reply) == (hidden.session_key, "ok")
+    assert _rows(store, "SELECT count(*) FROM turns") == [(0,)]
+    assert _rows(store, "SELECT count(*) FROM inbound_seen") == [(0,)]
+
+
+def test_an_incognito_outcome_rolls_back_as_a_whole(store, lanes):
+    hidden = store.create_incognito_session(SOURCE)
+    _accept(lanes, hidden, "hi")
+    claim = lanes.claim_next(hidden.session_key, hidden.session_id)
+    with pytest.raises(Exception, match="role"):
+        lanes.commit_reply(claim, [{"role": "user", "content": "hi"}, {"role": "bad"}], reply="x")
+    assert store.load_transcript(hidden.session_id) == []
+    assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
+    assert lanes.get_item(claim.item.id) is not None
+
+
+def test_atomic_spans_both_databases(store, lanes):
+    durable = _entry(store)
+    hidden = store.create_incognito_session(SOURCE)
+
+    def accept_both_then_fail() -> None:
+        with lanes.atomic():
+            _accept(lanes, durable, "a")
+            _accept(lanes, hidden, "b")
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        accept_both_then_fail()
+    assert lanes.total_queued() == 0

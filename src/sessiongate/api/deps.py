@@ -86,7 +86,7 @@ def require_entry(store: SessionStore, key: str) -> SessionEntry:
     entry = store.get_session(key)
     if entry is None:
         parse_session_key(key)
-        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+        raise SessionNotFoundError(store.missing_message(key), session_key=key)
     return entry
 
 

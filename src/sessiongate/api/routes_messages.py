@@ -1,16 +1,18 @@
-"""`POST /v1/messages`: an inbound message on the `api` platform.
+"""`POST /v1/messages` and `POST /v1/sessions/{key}/messages`: inbound messages on the `api`
+platform.
 
-The caller names the conversation with session-source fields (at least `chat_id`); the runner
-routes it to its lane like any platform message. With `wait` (the default) the answer carries
-the reply; without, 202 and `status: queued` as soon as the message is durably accepted.
-`unauthorized` (the `api` platform's allow list) is a 403 and a full lane queue a 429; every
+The first names the conversation with session-source fields (at least `chat_id`); the runner
+routes it to its lane like any platform message. The second addresses one session by key (a
+fork, an incognito session): the message runs in that session as it is, with no reset policy
+rolling it over. With `wait` (the default) the answer carries the reply; without, 202 and
+`status: queued` as soon as the message is durably accepted. `unauthorized` (the `api`
+platform's allow list) is a 403, an archived session a 409 and a full lane queue a 429; every
 other outcome of the turn (`failed`, `interrupted`, `duplicate`, `command`) is a 200 whose
 `status` says what happened, because the request itself was fine.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -19,41 +21,42 @@ from fastapi import APIRouter, Depends, Response
 from sessiongate.api.auth import require_operator
 
 # FastAPI reads the dependency annotations at run time.
-from sessiongate.api.deps import ConfigDep, MetricsDep, RunnerDep  # noqa: TC001
+from sessiongate.api.deps import (
+    ConfigDep,
+    KeyDep,
+    MetricsDep,
+    RunnerDep,
+    StoreDep,
+    require_entry,
+)
 from sessiongate.api.errors import ApiError
+from sessiongate.api.metrics import ApiMetrics  # noqa: TC001
 from sessiongate.api.responses import errors
-from sessiongate.api.schemas import MessageIn, MessageOut
+from sessiongate.api.schemas import MessageIn, MessageOut, SessionMessageIn
+from sessiongate.api.sources import source_of
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
-from sessiongate.errors import QueueFullError, StoreUnavailableError, UnauthorizedError
-from sessiongate.gateway import MessageEvent
+from sessiongate.errors import (
+    QueueFullError,
+    SessionArchivedError,
+    StoreUnavailableError,
+    UnauthorizedError,
+)
+from sessiongate.gateway import GatewayRunner, MessageEvent
 
-__all__ = ["router", "source_of"]
+__all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["messages"], dependencies=[Depends(require_operator)])
 
-# Every SessionSource field a client may set: the platform is always `api`, and
-# `role_authorized` is granted by adapters, never claimed by a request body.
-_SOURCE_FIELDS = tuple(
-    f.name
-    for f in dataclasses.fields(SessionSource)
-    if f.name not in ("platform", "role_authorized")
-)
-
-
-def source_of(body: MessageIn) -> SessionSource:
-    """The session source of an API message; `role_authorized` is never taken from a body."""
-    fields: dict[str, Any] = {name: getattr(body, name) for name in _SOURCE_FIELDS}
-    return SessionSource(platform=Platform.API, **fields)
+_ACCEPTED: dict[int | str, dict[str, Any]] = {
+    202: {"model": MessageOut, "description": "Accepted and queued (`wait: false`)"}
+}
 
 
 @router.post(
     "/messages",
     response_model=MessageOut,
-    responses={
-        202: {"model": MessageOut, "description": "Accepted and queued (`wait: false`)"},
-        **errors(400, 401, 403, 413, 415, 422, 429),
-    },
+    responses={**_ACCEPTED, **errors(400, 401, 403, 409, 413, 415, 422, 429)},
     summary="Send a message to the agent on the api platform",
 )
 async def post_message(
@@ -63,23 +66,77 @@ async def post_message(
     config: ConfigDep,
     metrics: MetricsDep,
 ) -> MessageOut:
-    limit = config.api.max_message_chars
-    if len(body.text) > limit:
-        raise ApiError(413, "message_too_long", f"the text is longer than {limit} characters")
+    _check_length(body.text, config.api.max_message_chars)
     event = MessageEvent(
         source=source_of(body),
         text=body.text,
         message_id=body.message_id,
         reply_to=body.reply_to,
     )
+    return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
+
+
+@router.post(
+    "/sessions/{key}/messages",
+    response_model=MessageOut,
+    responses={**_ACCEPTED, **errors(400, 401, 403, 404, 409, 413, 415, 422, 429)},
+    summary="Send a message to one session by key (a fork, an incognito session)",
+)
+async def post_session_message(
+    key: KeyDep,
+    body: SessionMessageIn,
+    response: Response,
+    store: StoreDep,
+    runner: RunnerDep,
+    config: ConfigDep,
+    metrics: MetricsDep,
+) -> MessageOut:
+    _check_length(body.text, config.api.max_message_chars)
+    entry = require_entry(store, key)
+    # The api channel answers in the response: the reply never goes out on the platform the
+    # session came from. Dedup ids are scoped to the addressed lane.
+    source = SessionSource(
+        platform=Platform.API,
+        chat_id=key,
+        chat_type=entry.chat_type,
+        user_id=body.user_id,
+        user_name=body.user_name,
+    )
+    event = MessageEvent(
+        source=source,
+        text=body.text,
+        message_id=body.message_id,
+        reply_to=body.reply_to,
+        session_key=key,
+    )
+    return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
+
+
+def _check_length(text: str, limit: int) -> None:
+    if len(text) > limit:
+        raise ApiError(413, "message_too_long", f"the text is longer than {limit} characters")
+
+
+async def _run(
+    runner: GatewayRunner,
+    event: MessageEvent,
+    *,
+    wait: bool,
+    response: Response,
+    metrics: ApiMetrics,
+) -> MessageOut:
     started = time.perf_counter()
-    receipt = await runner.handle_message(event, wait=body.wait)
+    receipt = await runner.handle_message(event, wait=wait)
     status = str(receipt.status)
-    if body.wait and status in ("replied", "failed", "interrupted"):
+    if wait and status in ("replied", "failed", "interrupted"):
         metrics.turn_latency.labels(status=status).observe(time.perf_counter() - started)
     if status == "unauthorized":
         raise UnauthorizedError(
             "this sender is not allowed on the api platform", session_key=receipt.session_key
+        )
+    if status == "archived":
+        raise SessionArchivedError(
+            receipt.reply or "the session is archived", session_key=receipt.session_key
         )
     if status == "queue_full":
         raise QueueFullError(

@@ -1,10 +1,11 @@
-"""Operator routes over sessions: list, read, transcript, context, search, reset, patch, delete."""
+"""Operator routes over sessions: create, list, read, transcript, context, search, reset, patch,
+delete."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
@@ -25,11 +26,13 @@ from sessiongate.api.schemas import (
     ResetOut,
     SearchHit,
     SearchOut,
+    SessionCreateIn,
     SessionList,
     SessionRow,
     TranscriptEvent,
     TranscriptOut,
 )
+from sessiongate.api.sources import source_of
 from sessiongate.core.sentinel import UNSET
 from sessiongate.errors import SessionNotFoundError
 
@@ -41,6 +44,28 @@ router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(requir
 MAX_PAGE = 1000
 # Keeps `now - active_minutes` inside the range of a datetime (about 190 years).
 MAX_ACTIVE_MINUTES = 100_000_000
+
+
+@router.post(
+    "/sessions",
+    response_model=SessionRow,
+    status_code=201,
+    responses={
+        200: {"model": SessionRow, "description": "The session already existed"},
+        **errors(400, 401, 415),
+    },
+    summary="Create a session: the one a source routes to, or a new incognito one",
+)
+async def create_session(body: SessionCreateIn, response: Response, store: StoreDep) -> SessionRow:
+    source = source_of(body)
+    if body.incognito:
+        return session_row(store.create_incognito_session(source), store)
+    # Read first: an existing lane is returned as it is, never rolled over under its turn.
+    _, entry = store.resolve_route(source)
+    if entry is not None:
+        response.status_code = 200
+        return session_row(entry, store)
+    return session_row(store.get_or_create_session(source), store)
 
 
 @router.get(
@@ -60,14 +85,21 @@ async def list_sessions(
         int | None,
         Query(ge=1, le=MAX_ACTIVE_MINUTES, description="only sessions updated this recently"),
     ] = None,
+    incognito: Annotated[
+        bool, Query(description="list the in-memory incognito sessions instead of the others")
+    ] = False,
 ) -> SessionList:
-    entries, total = await run_in_threadpool(
-        store.list_page,
-        limit=limit,
-        offset=offset,
-        archived=archived,
-        active_minutes=active_minutes,
-    )
+    if incognito:
+        every = store.list_incognito()
+        entries, total = every[offset : offset + limit], len(every)
+    else:
+        entries, total = await run_in_threadpool(
+            store.list_page,
+            limit=limit,
+            offset=offset,
+            archived=archived,
+            active_minutes=active_minutes,
+        )
     end = offset + len(entries)
     has_more = end < total
     return SessionList(

@@ -59,4 +59,5 @@ def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
         resume_pending=entry.resume_pending,
         parent_session_key=entry.parent_session_key,
         forked_from_parent=entry.forked_from_parent,
+        incognito=entry.incognito,
     )

@@ -34,8 +34,11 @@ __all__ = [
     "RewindTurns",
     "SearchHit",
     "SearchOut",
+    "SessionCreateIn",
     "SessionList",
+    "SessionMessageIn",
     "SessionRow",
+    "SourceIn",
     "SwitchIn",
     "SwitchOut",
     "TranscriptEvent",
@@ -82,8 +85,8 @@ class ErrorOut(BaseModel):
 # ---------------------------------------------------------------------------------- messages
 
 
-class MessageIn(_In):
-    """An inbound message on the `api` platform: the fields of a session source plus text."""
+class SourceIn(_In):
+    """A conversation on the `api` platform: the fields of a session source."""
 
     platform: Literal["api"] = "api"
     chat_id: Id
@@ -98,12 +101,36 @@ class MessageIn(_In):
     guild_id: Id | None = None
     parent_chat_id: Id | None = None
     is_bot: StrictBool = False
+
+
+class _MessageFields(_In):
     text: Annotated[Text, Field(min_length=1, description="at most api.max_message_chars")]
     message_id: Id | None = Field(
         None, description="the client's id for this message; a retry with it is not run twice"
     )
     reply_to: Id | None = None
     wait: StrictBool = Field(True, description="wait for the reply (false: answer 202 queued)")
+
+
+class MessageIn(SourceIn, _MessageFields):
+    """An inbound message on the `api` platform: the fields of a session source plus text."""
+
+
+class SessionMessageIn(_MessageFields):
+    """A message to one session addressed by key (a fork, an incognito session)."""
+
+    user_id: Id | None = None
+    user_name: Id | None = None
+
+
+class SessionCreateIn(SourceIn):
+    """Create the session a source routes to, or with `incognito` a new in-memory one."""
+
+    incognito: StrictBool = Field(
+        False,
+        description="held in memory only: never written to disk, hidden from search and from "
+        "ordinary listings, gone (its key refused) after a restart",
+    )
 
 
 # The runner's receipt statuses that reach a client as a 2xx (see routes_messages).
@@ -159,6 +186,7 @@ class SessionRow(BaseModel):
     resume_pending: bool
     parent_session_key: str | None
     forked_from_parent: bool
+    incognito: bool
 
 
 class SessionList(BaseModel):

@@ -144,7 +144,13 @@ def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | No
 class CommandHost(Protocol):
     """What commands need from the runner."""
 
-    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed: ...
+    def route(
+        self,
+        source: SessionSource,
+        *,
+        event_kind: str | None = None,
+        session_key: str | None = None,
+    ) -> Routed: ...
 
     async def refuse_archived(
         self, entry: SessionEntry, source: SessionSource, *, event: str | None = None
@@ -216,7 +222,7 @@ class CommandRunner:
                 seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
             )
         with self._lane_store.atomic():
-            routed = self._host.route(event.source)
+            routed = self._host.route(event.source, session_key=event.session_key)
         entry = routed.entry
         self._host.discard(entry, routed.dropped)
         if routed.archived and spec.name not in RUN_WHEN_ARCHIVED:

@@ -34,7 +34,9 @@ class MessageEvent:
     to `source.message_id`. `internal` marks events the gateway itself produced (they skip the
     allow list, so adapters must never set it from user input). `event_kind` marks system events
     (`heartbeat`, `cron`, `exec`, `system`): they never extend a session's freshness and never
-    interrupt a running turn (each is its own queued turn).
+    interrupt a running turn (each is its own queued turn). `session_key` addresses a lane
+    directly (a fork, an incognito session): the message runs in that lane's current session as
+    it is, never routed by its source and never rolled over by a reset policy.
     """
 
     source: SessionSource
@@ -45,6 +47,7 @@ class MessageEvent:
     reply_to: str | None = None
     internal: bool = False
     event_kind: str | None = None
+    session_key: str | None = None
 
     def __post_init__(self) -> None:
         # Normalise once at the edge: lists become tuples, ids become text.

@@ -7,7 +7,9 @@ A message is routed in the transaction that accepts it (`Router.route`, called i
 - a busy lane's entry (a worker or a holder has it) is only read: a reset policy never rolls a
   session over under its running turn;
 - otherwise `get_or_create_session` routes it there and then, evaluating the reset policy, and
-  a rollover makes the message the first turn of the new session.
+  a rollover makes the message the first turn of the new session;
+- a message addressed to a lane by key (a fork, an incognito session) goes to that lane's
+  current session as it is; an unknown or ended key is refused.
 
 A row accepted while its lane was busy is routed again when the worker claims it, between turns
 (`Router.claim_next`): a rollover held back by a running turn happens there, after the old
@@ -23,6 +25,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sessiongate.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
@@ -64,8 +68,23 @@ class Router:
         self._lanes = lanes
         self.rollovers = 0
 
-    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed:
-        """Route a message as it arrives, inside the caller's transaction."""
+    def route(
+        self,
+        source: SessionSource,
+        *,
+        event_kind: str | None = None,
+        session_key: str | None = None,
+    ) -> Routed:
+        """Route a message as it arrives, inside the caller's transaction (to `session_key`'s
+        lane when it names one; `SessionNotFoundError` if that lane does not exist)."""
+        if session_key is not None:
+            addressed = self._store.get_session(session_key)
+            if addressed is None:
+                raise SessionNotFoundError(
+                    self._store.missing_message(session_key), session_key=session_key
+                )
+            busy = not self._lanes.is_free(session_key)
+            return Routed(addressed, busy=busy, archived=addressed.archived)
         key, current = self._lane_store.resolve(source)
         busy = not self._lanes.is_free(key)
         if current is not None and (current.archived or busy):
@@ -89,14 +108,16 @@ class Router:
             if before is not None and before.archived:
                 self._lane_store.drop_pending(item.id)
                 return NextTurn(None, before, refused=item)
-            entry = self._store.get_or_create_session(item.source, event_kind=item.event_kind)
             dropped: tuple[int, ...] = ()
-            if entry.session_key != key:
-                # The sender routes to another key now (an identity alias learned while the
-                # row waited): the row still runs on the lane that accepted it.
-                entry = before or entry
-            elif before is not None and before.session_id != entry.session_id:
-                dropped = self._rolled_over(before, entry, keep=item.id)
+            if before is not None and self._lane_store.resolve(item.source)[0] != key:
+                # The row was addressed to this lane by key, or its sender routes elsewhere now
+                # (an identity alias learned while it waited): it runs on the lane that
+                # accepted it, in its current session, and the source's own route is left alone.
+                entry = before
+            else:
+                entry = self._store.get_or_create_session(item.source, event_kind=item.event_kind)
+                if before is not None and before.session_id != entry.session_id:
+                    dropped = self._rolled_over(before, entry, keep=item.id)
             claim = self._lane_store.claim_item(item, entry)
         return NextTurn(claim, entry, dropped)
 

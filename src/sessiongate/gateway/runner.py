@@ -404,14 +404,14 @@ class GatewayRunner:
         event = self._normalise(event)
         source = event.source
         if not self._accepting:
-            return Receipt(self._key_of(source), None, ReceiptStatus.FAILED, _SHUTTING_DOWN, None)
+            return Receipt(self._key_of(event), None, ReceiptStatus.FAILED, _SHUTTING_DOWN, None)
         if not event.internal and not self._is_authorized(source):
             self._counters.unauthorized += 1
             log.info(
                 "unauthorized sender",
                 extra={"platform": str(source.platform), "user_id": source.user_id},
             )
-            return Receipt(self._key_of(source), None, ReceiptStatus.UNAUTHORIZED, None, None)
+            return Receipt(self._key_of(event), None, ReceiptStatus.UNAUTHORIZED, None, None)
         command = (
             None
             if event.event_kind
@@ -425,7 +425,7 @@ class GatewayRunner:
         claim: Claim | None = None
         acceptance: Acceptance | None = None
         with self.lane_store.atomic():
-            routed = self.route(source, event_kind=event.event_kind)
+            routed = self.route(source, event_kind=event.event_kind, session_key=event.session_key)
             entry = routed.entry
             startable = not routed.busy and self._gate.is_set() and not self._stopping
             if routed.archived:
@@ -470,18 +470,26 @@ class GatewayRunner:
             uid in allowed for uid in (source.user_id, source.user_id_alt) if uid
         )
 
-    def _key_of(self, source: SessionSource) -> str:
+    def _key_of(self, event: MessageEvent) -> str:
         # Computed, never stored: an unauthorised sender must leave no row behind.
+        if event.session_key is not None:
+            return event.session_key
         return build_session_key(
-            source,
+            event.source,
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
         )
 
     # ------------------------------------------------------------------ CommandHost
 
-    def route(self, source: SessionSource, *, event_kind: str | None = None) -> Routed:
-        return self._router.route(source, event_kind=event_kind)
+    def route(
+        self,
+        source: SessionSource,
+        *,
+        event_kind: str | None = None,
+        session_key: str | None = None,
+    ) -> Routed:
+        return self._router.route(source, event_kind=event_kind, session_key=session_key)
 
     async def refuse_archived(
         self, entry: SessionEntry, source: SessionSource, *, event: str | None = None

@@ -25,6 +25,7 @@ from sessiongate.core.source import SessionSource
 from sessiongate.errors import SessionNotFoundError
 from sessiongate.store.sqlite import inbox, journal
 from sessiongate.store.sqlite._codec import from_us, to_us
+from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 from sessiongate.store.sqlite.inbox import InboxKind, InboxRow, SeenRow
 from sessiongate.store.sqlite.journal import TRANSITIONS, TurnRow, TurnState
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.store.session_store import SessionStore
+    from sessiongate.store.sqlite.database import Database
 
 __all__ = [
     "TRANSITIONS",
@@ -158,10 +160,28 @@ class LaneStore:
     def _now(self) -> int:
         return to_us(self._clock.now())
 
+    # An incognito lane's rows live in the store's in-memory database, beside its transcript:
+    # each call picks the database by the lane's key, or by the row's id (memory ids start at
+    # MEMORY_ROW_BASE), so nothing of an incognito conversation reaches the disk.
+
+    def _db_for_key(self, session_key: str) -> Database:
+        return self._store.database_for(session_key)
+
+    def _db_for_row(self, row_id: int) -> Database:
+        memory = self._store.memory_database
+        return memory if memory is not None and row_id >= MEMORY_ROW_BASE else self._db
+
+    def _databases(self) -> list[Database]:
+        memory = self._store.memory_database
+        return [self._db] if memory is None else [self._db, memory]
+
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
-        """Group several calls (and `SessionStore` calls) into one transaction."""
-        with self._db.transaction():
+        """Group several calls (and `SessionStore` calls) into one transaction (one on each
+        database once incognito lanes exist)."""
+        with contextlib.ExitStack() as stack:
+            for db in self._databases():
+                stack.enter_context(db.transaction())
             yield
 
     # ------------------------------------------------------------------ accepting
@@ -189,7 +209,7 @@ class LaneStore:
         pending rows, in which case nothing is written and the status is FULL.
         """
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             acceptance, _ = self._accept(conn, inbound, session_key, kind, cap, now)
             if acceptance.inbox_id is not None and acceptance.seen is None:
                 self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
@@ -204,7 +224,7 @@ class LaneStore:
         (duplicate, full)."""
         key, session_id = entry.session_key, entry.session_id
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_key(key).transaction() as conn:
             acceptance, fresh = self._accept(conn, inbound, key, kind, cap, now)
             if acceptance.inbox_id is None or acceptance.seen is not None:
                 return acceptance, None
@@ -315,9 +335,14 @@ class LaneStore:
         if not inbound.message_id:
             return None
         source = inbound.source
-        with self._db.read() as conn:
-            seen = inbox.select_seen(conn, str(source.platform), source.chat_id, inbound.message_id)
-            return None if seen is None else _seen(conn, seen)
+        for db in self._databases():
+            with db.read() as conn:
+                seen = inbox.select_seen(
+                    conn, str(source.platform), source.chat_id, inbound.message_id
+                )
+                if seen is not None:
+                    return _seen(conn, seen)
+        return None
 
     def record_command(
         self, inbound: Inbound, *, session_key: str, session_id: str | None, reply: str
@@ -330,24 +355,24 @@ class LaneStore:
         if not inbound.message_id:
             return True
         row = _seen_row(inbound, session_key, session_id, None, None, "command", reply, self._now())
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             return inbox.insert_seen(conn, row)
 
     def clear_pending(self, session_key: str) -> list[int]:
         """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             return inbox.delete_pending(conn, session_key)
 
     def drop_pending(self, inbox_id: int) -> bool:
         """Delete one waiting row that will not run (its session was archived while it
         waited); False if it is no longer pending."""
-        with self._db.transaction() as conn:
+        with self._db_for_row(inbox_id).transaction() as conn:
             return inbox.delete_pending_row(conn, inbox_id)
 
     def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
         """Delete the lane's waiting system events (a rollover: they were meant for the old
         session), except row `keep`; returns their ids."""
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             return inbox.delete_pending_events(conn, session_key, keep=keep)
 
     # ------------------------------------------------------------------ claiming
@@ -356,7 +381,7 @@ class LaneStore:
         """Claim the lane's next pending row (the slot first, then `/queue` items, oldest first)
         and journal its turn as running, in one transaction; None when the lane is empty."""
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             row = inbox.next_pending(conn, session_key)
             if row is None:
                 return None
@@ -370,7 +395,7 @@ class LaneStore:
         (call it inside `atomic()` with the routing that chose the entry). Raises
         `LookupError` if the row is no longer pending."""
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_key(item.session_key).transaction() as conn:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
             inbox.link_seen_to_turn(conn, item.id, turn_id)
         return self._claim(turn_id, item, entry, now)
@@ -423,14 +448,14 @@ class LaneStore:
         the lane's stuck-loop counter + 1, in one transaction — so a resume that is SIGKILLed
         is still counted. Returns the claim and the new counter value."""
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_row(turn_id).transaction() as conn:
             journal.transition(conn, turn_id, TurnState.RUNNING, at=now, resume=True)
             claim = self._load_claim(conn, turn_id)
             count = journal.bump_restart_count(conn, claim.turn.session_key, at=now)
         return claim, count
 
     def get_claim(self, turn_id: int) -> Claim | None:
-        with self._db.read() as conn:
+        with self._db_for_row(turn_id).read() as conn:
             try:
                 return self._load_claim(conn, turn_id)
             except LookupError:
@@ -465,7 +490,7 @@ class LaneStore:
         session row is gone (nothing is written then)."""
         turn = claim.turn
         now = self._now()
-        with self._db.transaction() as conn:
+        with self._db_for_key(turn.session_key).transaction() as conn:
             journal.finish_reply(conn, turn.id, at=now, reply=reply, delivered=delivered)
             self._store.append_messages(
                 turn.session_id, list(messages), idempotency_key=_idem(turn.id)
@@ -497,7 +522,7 @@ class LaneStore:
         when the session still exists, journal -> failed, inbox row deleted, `resume_pending`
         cleared; `suspend` also suspends the session and resets its stuck-loop counter."""
         turn = claim.turn
-        with self._db.transaction() as conn:
+        with self._db_for_key(turn.session_key).transaction() as conn:
             journal.transition(
                 conn, turn.id, TurnState.FAILED, at=self._now(), reply=notice, error=error
             )
@@ -519,7 +544,7 @@ class LaneStore:
         """Interrupted in one transaction: the user's message stays in the transcript, journal
         -> interrupted, inbox row deleted, `resume_pending` cleared."""
         turn = claim.turn
-        with self._db.transaction() as conn:
+        with self._db_for_key(turn.session_key).transaction() as conn:
             journal.transition(
                 conn, turn.id, TurnState.INTERRUPTED, at=self._now(), reply=notice, error=reason
             )
@@ -544,59 +569,68 @@ class LaneStore:
     def requeue(self, turn_id: int, *, resume_reason: str | None) -> None:
         """Running -> accepted (drain timeout, crash recovery): the turn keeps its inbox row and
         will be resumed; `resume_reason` marks the session resume-pending in the same commit."""
-        with self._db.transaction() as conn:
+        with self._db_for_row(turn_id).transaction() as conn:
             journal.transition(conn, turn_id, TurnState.ACCEPTED, at=self._now())
             row = journal.get_turn(conn, turn_id)
             if resume_reason is not None and row is not None:
                 self._store.mark_resume_pending(row.session_key, resume_reason)
 
     def mark_delivered(self, turn_id: int) -> None:
-        with self._db.transaction() as conn:
+        with self._db_for_row(turn_id).transaction() as conn:
             journal.transition(conn, turn_id, TurnState.DELIVERED, at=self._now())
 
     # ------------------------------------------------------------------ reading
 
     def get_turn(self, turn_id: int) -> Turn | None:
-        with self._db.read() as conn:
+        with self._db_for_row(turn_id).read() as conn:
             row = journal.get_turn(conn, turn_id)
         return None if row is None else _turn(row)
 
     def turns_in_state(self, state: TurnState) -> list[Turn]:
-        with self._db.read() as conn:
-            return [_turn(row) for row in journal.turns_in_state(conn, state)]
+        turns: list[Turn] = []
+        for db in self._databases():
+            with db.read() as conn:
+                turns.extend(_turn(row) for row in journal.turns_in_state(conn, state))
+        return turns
 
     def has_pending(self, session_key: str) -> bool:
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             return inbox.has_pending(conn, session_key)
 
     def peek_next(self, session_key: str) -> InboxItem | None:
         """The row `claim_next` would claim, without claiming it."""
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             row = inbox.next_pending(conn, session_key)
         return None if row is None else _item(row)
 
     def get_item(self, inbox_id: int) -> InboxItem | None:
-        with self._db.read() as conn:
+        with self._db_for_row(inbox_id).read() as conn:
             row = inbox.get_row(conn, inbox_id)
         return None if row is None else _item(row)
 
     def queue_depth(self, session_key: str) -> int:
         """Pending rows of the lane: the slot counts one, each `/queue` item one (spec §8)."""
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             return inbox.count_pending(conn, session_key)
 
     def total_queued(self) -> int:
-        with self._db.read() as conn:
-            return inbox.count_pending_all(conn)
+        total = 0
+        for db in self._databases():
+            with db.read() as conn:
+                total += inbox.count_pending_all(conn)
+        return total
 
     def lanes_with_pending(self) -> list[str]:
-        with self._db.read() as conn:
-            return inbox.lanes_with_pending(conn)
+        lanes: list[str] = []
+        for db in self._databases():
+            with db.read() as conn:
+                lanes.extend(inbox.lanes_with_pending(conn))
+        return lanes
 
     # ------------------------------------------------------------------ recovery records
 
     def restart_count(self, session_key: str) -> int:
-        with self._db.read() as conn:
+        with self._db_for_key(session_key).read() as conn:
             return journal.get_restart_count(conn, session_key)
 
     def restart_counts(self) -> dict[str, int]:
@@ -608,7 +642,7 @@ class LaneStore:
             journal.merge_restart_counts(conn, counts, at=self._now())
 
     def reset_restart_count(self, session_key: str) -> bool:
-        with self._db.transaction() as conn:
+        with self._db_for_key(session_key).transaction() as conn:
             return journal.reset_restart_count(conn, session_key)
 
     def mark_clean_shutdown(self, at: datetime) -> None:
@@ -623,8 +657,12 @@ class LaneStore:
     def prune(self, before: datetime) -> tuple[int, int]:
         """Housekeeping: forget dedup records and finished turns older than `before`."""
         cutoff = to_us(before)
-        with self._db.transaction() as conn:
-            return inbox.prune_seen(conn, cutoff), journal.prune_turns(conn, cutoff)
+        seen = turns = 0
+        for db in self._databases():
+            with db.transaction() as conn:
+                seen += inbox.prune_seen(conn, cutoff)
+                turns += journal.prune_turns(conn, cutoff)
+        return seen, turns
 
 
 def _may_be_resume_pending(claim: Claim) -> bool:

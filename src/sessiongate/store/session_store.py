@@ -595,6 +595,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             ).fetchone()
         return None if row is None else str(row[0])
 
+    def missing_message(self, session_key: str) -> str:
+        """Why `session_key` names no session, for the error that says so."""
+        reason = self.tombstone(session_key)
+        if reason == "incognito":
+            return f"the incognito session {session_key!r} ended when the gateway restarted"
+        if reason == "deleted":
+            return f"the session {session_key!r} was deleted"
+        return f"no session with key {session_key!r}"
+
     def list_incognito(self) -> list[SessionEntry]:
         """Incognito lanes (operators only)."""
         if self._memory is None:
@@ -606,6 +615,16 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
     def database(self) -> Database:
         """The underlying database, for the gateway's tables in the same transactions."""
         return self._db
+
+    @property
+    def memory_database(self) -> Database | None:
+        """The in-memory database of incognito lanes, once the first one exists."""
+        return self._memory
+
+    def database_for(self, session_key: str) -> Database:
+        """The database that holds `session_key`'s lane: the gateway keeps an incognito lane's
+        inbox and journal beside its transcript, in memory."""
+        return self._db_for_key(session_key)
 
     def _route_for(
         self, conn: sqlite3.Connection, source: SessionSource

@@ -22,7 +22,7 @@ from sessiongate.store.sqlite._schema import MIGRATIONS
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Database", "translate_errors"]
+__all__ = ["MEMORY_ROW_BASE", "Database", "translate_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,10 @@ MIN_SQLITE = (3, 35, 0)
 # connection instead. At FULL the concurrent checkpoint's fsyncs cost a third of the append
 # rate (measured), so FULL keeps SQLite's own: whoever asks for FULL trades latency for safety.
 CHECKPOINT_EVERY_COMMITS = 200
+# An in-memory database numbers its inbox rows and turns from here, so an id alone says which
+# database holds it. 2**50 keeps every id exact as a JSON number (below 2**53), and a file
+# database would need 35 years at a million turns a second to reach it.
+MEMORY_ROW_BASE = 2**50
 
 
 class Database:
@@ -76,7 +80,9 @@ class Database:
             )
             self._configure(synchronous, busy_timeout_ms)
             self._migrate()
-            if path is not None:
+            if path is None:
+                self._number_rows_from(MEMORY_ROW_BASE)
+            else:
                 _create_private_file(path)  # the -wal and -shm files exist now
             if path is not None and synchronous == "NORMAL":
                 self.conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -134,6 +140,13 @@ class Database:
                 raise StoreUnavailableError(
                     f"state.db has schema version {newest}, newer than this sessiongate ({known})"
                 )
+
+    def _number_rows_from(self, base: int) -> None:
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)",
+                [("inbox", base - 1), ("turns", base - 1)],
+            )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
