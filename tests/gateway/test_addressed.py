@@ -70,11 +70,12 @@ async def test_a_restart_ends_an_incognito_lane_and_its_waiting_rows(make_gatewa
     gw = await make_gateway()
     key = gw.store.create_incognito_session(gw.adapter.source("chat")).session_key
     gw.hub.blocking = True
-    asyncio.ensure_future(gw.runner.handle_message(_to(key, "running")))
+    running = asyncio.ensure_future(gw.runner.handle_message(_to(key, "running")))
     await gw.hub.next_started()
     assert (await gw.runner.handle_message(_to(key, "waiting"), wait=False)).status == "queued"
     gw.hub.release_all()
     await gw.runner.stop()
+    assert (await running).status == "interrupted"  # by the follow-up (interrupt mode)
     gw.store.close()
     again = await make_gateway(home=tmp_path / "home")
     await again.runner.wait_idle()
