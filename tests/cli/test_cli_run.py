@@ -85,6 +85,21 @@ def test_chat_converses_on_the_local_platform(sg, home):
     assert contents == ["hello", "echo: hello", "again", "echo: again"]
 
 
+def test_an_incognito_chat_writes_nothing_of_itself_to_disk(sg, home):
+    result = sg(
+        "chat", "--home", str(home), "--incognito", input="walrus-7342\n/status\nmore walrus\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "agent> echo: walrus-7342" in result.stdout
+    assert "agent> echo: more walrus" in result.stdout
+    assert "incognito" in result.stdout + result.stderr
+    for path in (home / "sessions").rglob("*"):
+        if path.is_file():
+            assert b"walrus" not in path.read_bytes(), path
+    listed = json.loads(sg("sessions", "list", "--home", str(home), "--json").stdout)
+    assert listed["sessions"] == []
+
+
 def test_chat_ends_at_end_of_input(sg, home):
     result = sg("chat", "--home", str(home), input="only line\n")
     assert result.returncode == 0, result.stderr

@@ -69,6 +69,7 @@ class LocalAdapter:
         prompt: str | None = None,
         reply_prefix: str = "agent> ",
         wait_for_replies: bool = False,
+        session_key: str | None = None,
     ) -> None:
         self.source = SessionSource(
             platform=Platform.LOCAL,
@@ -81,6 +82,8 @@ class LocalAdapter:
         self._prompt = prompt
         self._reply_prefix = reply_prefix
         self._wait = wait_for_replies
+        # Set for an incognito conversation: every line is addressed to that lane.
+        self.session_key = session_key
         self._runner: GatewayRunner | None = None
         self._closed = False
 
@@ -114,7 +117,8 @@ class LocalAdapter:
             if text.lower() in _LEAVE:
                 break
             receipt = await runner.handle_message(
-                MessageEvent(source=self.source, text=text), wait=self._wait
+                MessageEvent(source=self.source, text=text, session_key=self.session_key),
+                wait=self._wait,
             )
             handed += 1
             # Reading buffered input never yields; let the lane start before the next line.

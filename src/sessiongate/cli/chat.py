@@ -22,6 +22,7 @@ from sessiongate.cli._common import (
     Paths,
     agent_factory_for,
     console,
+    err_console,
     load_paths_and_config,
     open_store,
 )
@@ -58,6 +59,10 @@ def chat(
         str | None,
         typer.Option(help="Conversation name; the same name continues it. Default: your user."),
     ] = None,
+    incognito: Annotated[
+        bool,
+        typer.Option(help="Keep this conversation in memory only; it ends when you leave."),
+    ] = False,
 ) -> None:
     """Talk to the agent in this terminal; /quit or Ctrl+D to leave."""
     paths, config = load_paths_and_config(home, config_file)
@@ -68,6 +73,9 @@ def chat(
         prompt="you> " if sys.stdin.isatty() else None,
     )
     store = open_store(paths, config)
+    if incognito:
+        adapter.session_key = store.create_incognito_session(adapter.source).session_key
+        err_console.print("[dim]incognito: nothing of this conversation is written to disk[/dim]")
     try:
         asyncio.run(_converse(store, config, paths, adapter))
     except KeyboardInterrupt:
