@@ -216,7 +216,7 @@ def test_text_fields_take_the_raw_environment_value():
             "SESSIONGATE_API__TOKEN": "0123",
             "SESSIONGATE_PLATFORMS__TELEGRAM__HOME_CHANNEL": "-0010",
             "SESSIONGATE_PLATFORMS__TELEGRAM__TOKEN": "a: b",
-            "SESSIONGATE_RESET_POLICY__TIMEZONE": "null",
+            "SESSIONGATE_AGENT__OPENAI__MODEL": "null",
             "SESSIONGATE_HOME": "/nonexistent-sessiongate-home",
         }
     )
@@ -226,7 +226,7 @@ def test_text_fields_take_the_raw_environment_value():
     assert telegram.home_channel == "-0010"
     assert telegram.token is not None
     assert telegram.token.get_secret_value() == "a: b"
-    assert config.reset_policy.timezone == "null"
+    assert config.agent.openai.model == "null"
 
 
 def test_home_and_config_variables_are_not_config_keys(tmp_path):

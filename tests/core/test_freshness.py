@@ -86,8 +86,11 @@ def test_config_clamps_hour_and_idle_minutes():
     assert ResetRule(at_hour=-3).at_hour == 0
 
 
-def test_unknown_timezone_is_a_value_error_at_resolve_time():
-    policy = ResetPolicyConfig(mode="daily", timezone="Mars/Olympus_Mons")
+def test_unknown_timezone_is_refused_by_the_config_and_at_resolve_time():
+    with pytest.raises(ValueError, match="unknown timezone"):
+        ResetPolicyConfig(mode="daily", timezone="Mars/Olympus_Mons")
+    # A policy built without validation still fails clearly where the zone is used.
+    policy = ResetPolicyConfig.model_construct(mode="daily", timezone="Mars/Olympus_Mons")
     with pytest.raises(ValueError, match="unknown timezone"):
         resolve_rule(policy, platform="telegram", chat_type="dm", is_thread=False)
     with pytest.raises(ValueError, match="unknown timezone"):

@@ -7,6 +7,7 @@ Constructible with keyword arguments; `sessiongate.config.load_config` reads YAM
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -81,6 +82,19 @@ class ResetPolicyConfig(ResetRule):
     timezone: str = "UTC"
     by_type: dict[Literal["direct", "group", "thread"], ResetRule] = Field(default_factory=dict)
     by_channel: dict[str, ResetRule] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        # Checked when the configuration loads: found only at a reset, an unknown zone would
+        # fail every message of a running gateway instead of its start.
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown timezone: {value!r} (an IANA name, e.g. Europe/Berlin)"
+            ) from None
+        return value
 
 
 class PlatformConfig(_Model):
