@@ -1,3 +1,5 @@
+from datetime import datetime, timedelta, timezone
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -143,6 +145,22 @@ def test_validate_message_rejects(message, complaint):
         validate_message(message)
     assert isinstance(info.value, ValueError)
     assert info.value.code == "invalid_entry"
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        "0001-01-01T00:00:00+14:00",
+        "9999-12-31T23:59:59-14:00",
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),
+    ],
+)
+def test_out_of_range_timestamp_is_an_invalid_entry(timestamp):
+    # Converting to UTC would leave datetime's year range: an input error, not an OverflowError.
+    with pytest.raises(InvalidEntryError, match="out of range"):
+        validate_message({"role": "user", "content": "x", "timestamp": timestamp})
+    with pytest.raises(InvalidEntryError, match="out of range"):
+        validate_entry({"type": "reset", "reason": "x", "timestamp": timestamp})
 
 
 # --- validate_entry -----------------------------------------------------------------------

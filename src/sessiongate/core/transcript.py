@@ -169,14 +169,20 @@ def _event_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _timestamp(value: object) -> str:
-    if isinstance(value, datetime):
-        return ensure_utc(value).isoformat()
-    if not isinstance(value, str):
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise _bad(f"timestamp is not ISO-8601: {value!r}") from None
+    elif isinstance(value, datetime):
+        parsed = value
+    else:
         raise _bad(f"timestamp must be ISO-8601 text, got {type(value).__name__}")
     try:
-        return ensure_utc(datetime.fromisoformat(value)).isoformat()
-    except ValueError:
-        raise _bad(f"timestamp is not ISO-8601: {value!r}") from None
+        return ensure_utc(parsed).isoformat()
+    except OverflowError:
+        # Year 1 at +14:00 (or 9999 at -14:00) is a valid local time with no UTC equivalent.
+        raise _bad(f"timestamp is out of range in UTC: {value!s}") from None
 
 
 def _entry_id(name: str, value: object) -> int:

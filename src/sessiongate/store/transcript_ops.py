@@ -15,13 +15,14 @@ from sessiongate.core.clock import ensure_utc
 from sessiongate.core.ids import is_safe_id
 from sessiongate.core.transcript import validate_entry, validate_message
 from sessiongate.errors import (
+    InvalidEntryError,
     InvalidSessionIdError,
     SessionNotFoundError,
     StoreCorruptError,
     StoreUnavailableError,
 )
 from sessiongate.store.sqlite import search as fts, transcripts as tx
-from sessiongate.store.sqlite._codec import to_us
+from sessiongate.store.sqlite._codec import loads, to_us
 from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
 
 if TYPE_CHECKING:
@@ -35,6 +36,17 @@ __all__ = ["TranscriptOps"]
 log = logging.getLogger(__name__)
 
 _MESSAGE_EXTRAS = ("tool_calls", "tool_call_id", "name", "message_id", "metadata")
+# Entry types `append_entry` refuses, with where they belong instead.
+_NOT_APPENDABLE = {
+    "message": "append messages with append_messages (it fills the message columns, the "
+    "search index and the message_id idempotency)",
+    "leaf": "the active leaf moves through rewind_session, rewind_to or switch_branch",
+}
+_USER_TURNS_ABOVE = (
+    "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
+    "WHERE sid = ? AND on_path = 1 AND type = 'message' AND depth > ? ORDER BY depth DESC"
+)
+_RELEASE_OFF_PATH_KEY = "UPDATE entries SET idem = NULL WHERE sid = ? AND idem = ? AND on_path = 0"
 
 
 class TranscriptOps:
@@ -72,8 +84,16 @@ class TranscriptOps:
             return self._append_records(conn, row, records)
 
     def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
-        """Append a non-message tree entry (compaction, reset, custom, label, ...)."""
+        """Append a non-message tree entry (compaction, reset, custom, label, ...).
 
+        Entry ids it names must exist in this session (`first_kept_entry_id` on the active
+        path), checked in the append's transaction; `message` and `leaf` are refused.
+        """
+        kind = entry.get("type")
+        if kind in _NOT_APPENDABLE:
+            raise InvalidEntryError(
+                f"append_entry cannot take a {kind} entry: {_NOT_APPENDABLE[kind]}"
+            )
         clean = validate_entry(entry)
         kind = clean.pop("type")
         clean.pop("id", None)
@@ -83,24 +103,48 @@ class TranscriptOps:
         record = EntryRecord(kind, None, None, clean or None, ts_us)
         with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
+            _check_references(conn, row, kind, clean)
             ids = self._append_records(conn, row, [record])
         assert ids[0] is not None
         return ids[0]
 
     def rewrite_transcript(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the active path atomically; the old entries stay as an inactive branch."""
+        """Replace the active path's messages atomically; replaced entries stay as a branch.
+
+        Only what differs is replaced: the leaf moves back to just before the first current
+        message that differs from `messages` (timestamps aside) and the rest is appended. The
+        entries of the common prefix stay, `reset` and `compaction` boundaries included, so the
+        load → edit → rewrite pattern never brings back history a boundary closed.
+        """
         now_us = to_us(self.clock.now())
         records = [_message_record(m, now_us, None, i) for i, m in enumerate(messages)]
+        seen: set[str] = set()
+        for rec in records:
+            if rec.idem is not None and rec.idem in seen:
+                message_id = rec.payload.get("message_id") if rec.payload else None
+                raise InvalidEntryError(
+                    f"message_id {message_id!r} appears more than once in the rewrite"
+                )
+            if rec.idem is not None:
+                seen.add(rec.idem)
         with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
-            # The copies keep their platform ids; the originals give up theirs so the UNIQUE
-            # index stays a statement about the active transcript.
-            conn.execute(
-                "UPDATE entries SET idem = NULL WHERE sid = ? AND on_path = 1 AND idem IS NOT NULL",
-                (row.sid,),
+            current = tx.load_path(conn, row.sid)  # the active path's messages
+            same = 0
+            for old, new in zip(current, records, strict=False):
+                if not _is_same_message(old, new):
+                    break
+                same += 1
+            if same < len(current):
+                # Back to the entry before the first differing message (its parent on the path).
+                row = tx.move_leaf(conn, row, current[same][1], release_keys=True)
+            rest = records[same:]
+            # The rewrite is the authority on its message ids: rows of older branches give
+            # theirs up, or the new copies would be dropped as duplicates.
+            conn.executemany(
+                _RELEASE_OFF_PATH_KEY, [(row.sid, r.idem) for r in rest if r.idem is not None]
             )
-            row = tx.move_leaf(conn, row, None)
-            self._append_records(conn, row, records)
+            self._append_records(conn, row, rest)
 
     def load_transcript(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """The active path as chat-format dicts; `limit` reads only the last N messages."""
@@ -132,7 +176,10 @@ class TranscriptOps:
     def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any]:
         """Back up `n` user turns: the leaf moves before the n-th last user message.
 
-        The rewound entries stay in the tree as an inactive branch (the audit trail).
+        Only turns after the latest `reset` on the active path count, so an undo never brings
+        back what a reset closed; with none there, nothing is rewound (zeros, as for an empty
+        transcript). The rewound entries stay in the tree as an inactive branch (the audit
+        trail) and give up their idempotency keys, so a message sent again lands on the path.
         """
         empty = {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
         if n <= 0:
@@ -143,11 +190,8 @@ class TranscriptOps:
                 return empty
             target: tuple[Any, ...] | None = None
             found = 0
-            for entry in conn.execute(
-                "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
-                "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC",
-                (row.sid,),
-            ):
+            floor = tx.latest_reset_depth(conn, row.sid)
+            for entry in conn.execute(_USER_TURNS_ABOVE, (row.sid, floor)):
                 if entry[2] == "user":
                     target = entry
                     found += 1
@@ -156,7 +200,7 @@ class TranscriptOps:
             if target is None:
                 return empty
             rewound = row.leaf_mdepth - target[5] + 1
-            tx.move_leaf(conn, row, target[1])
+            tx.move_leaf(conn, row, target[1], release_keys=True)
         return {
             "rewound_count": rewound,
             "turns_undone": found,
@@ -216,6 +260,28 @@ class TranscriptOps:
         return row
 
 
+def _check_references(
+    conn: sqlite3.Connection, row: SessionRow, kind: str, clean: Mapping[str, Any]
+) -> None:
+    """Refuse an entry naming an id that is not in this session: a compaction keeping from a
+    missing entry would silently shrink the model context to its summary."""
+    for name in ("first_kept_entry_id", "target_id", "from_entry_id"):
+        ref = clean.get(name)
+        if ref is None:
+            continue
+        target = tx.entry_row(conn, ref)
+        if target is None or target[10] != row.sid:
+            raise InvalidEntryError(f"{kind} {name} {ref} is not an entry of this session")
+        if name == "first_kept_entry_id" and not target[9]:
+            raise InvalidEntryError(f"{kind} {name} {ref} is not on the active path")
+
+
+def _is_same_message(row: tuple[Any, ...], record: EntryRecord) -> bool:
+    """Whether a stored message row holds what `record` would store (timestamps aside)."""
+    payload = loads(row[5]) if row[5] is not None else None
+    return row[3] == record.role and row[4] == record.content and payload == record.payload
+
+
 def _message_record(
     message: Mapping[str, Any], now_us: int, idempotency_key: str | None, index: int
 ) -> EntryRecord:
@@ -240,8 +306,6 @@ def _message_record(
 def _text_of(content: Any, payload: str | None, *, parts: Any = None) -> str:
     """Plain text of a message's content (text parts joined) for search and editing."""
     if parts is None and payload:
-        from sessiongate.store.sqlite._codec import loads
-
         parts = loads(payload).get("content")
     if parts is None:
         return content if isinstance(content, str) else ""

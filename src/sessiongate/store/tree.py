@@ -40,6 +40,16 @@ __all__ = ["ContextView", "TreeOps"]
 # Headlines look this far up a tip's path for the user message that names the branch.
 _HEADLINE_LOOKUP = 32
 _MAX_LABEL = 512
+# The depth a `last-completed` fork copies to: up to the message after the last assistant
+# message, so a compaction or reset written after the last completed turn comes along.
+_LAST_COMPLETED_DEPTH = """
+SELECT coalesce((
+    SELECT min(depth) - 1 FROM entries
+    WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
+        SELECT max(depth) FROM entries
+        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'), 0)
+), :leaf)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +126,9 @@ class TreeOps:
         """Move the leaf to the parent of a user message on the active path.
 
         Statuses: `rewound`, `missing`, `not_user_message`, `off_active_path`. The message text
-        comes back for editing; the old branch stays as a tip.
+        comes back for editing; the old branch stays as a tip and gives up its idempotency keys.
+        A message before the latest `reset` on the path is refused (`InvalidEntryError`):
+        rewinding there would bring back the context the reset closed.
         """
         with self._db_for_id(session_id).transaction() as conn:
             row = tx.get_session_row(conn, session_id)
@@ -127,8 +139,12 @@ class TreeOps:
                 return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
             if not entry[9]:
                 return {"status": "off_active_path", "editor_text": "", "rewound_count": 0}
+            if entry[7] < tx.latest_reset_depth(conn, row.sid):
+                raise InvalidEntryError(
+                    f"entry {entry_id} is before the latest reset; a rewind cannot cross a reset"
+                )
             rewound = row.leaf_mdepth - entry[8] + 1
-            tx.move_leaf(conn, row, entry[1])
+            tx.move_leaf(conn, row, entry[1], release_keys=True)
         return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
 
     # ------------------------------------------------------------------ forks
@@ -148,7 +164,8 @@ class TreeOps:
         - `entry_id`: a message fork, holding the active-path prefix strictly before that user
           message (whose text comes back for editing).
         - `fork_from="active"` (default) copies the whole active branch; `"last-completed"`
-          cuts at the last assistant message, and is the only fork allowed while `busy`.
+          cuts before the first message after the last assistant message (entries between, such
+          as a compaction, are kept), and is the only fork allowed while `busy`.
         - The prefix is admitted against `max_tokens` (default: the configured context window):
           an operator fork over it is refused; an `automatic` (thread) fork starts isolated
           but is still marked `forked_from_parent`, so it is not retried.
@@ -185,15 +202,16 @@ class TreeOps:
                 editor_text = _entry_text(entry)
             elif mode == "last-completed":
                 found = conn.execute(
-                    "SELECT max(depth) FROM entries WHERE sid = ? AND on_path = 1 "
-                    "AND type = 'message' AND role = 'assistant'",
-                    (src.sid,),
+                    _LAST_COMPLETED_DEPTH, {"sid": src.sid, "leaf": src.leaf_depth}
                 ).fetchone()
-                upto = int(found[0] or 0)
+                upto = int(found[0])
             else:
                 upto = src.leaf_depth
-            prefix = [tx.row_to_message(r) for r in tx.load_path(conn, src.sid) if r[7] <= upto]
-            tokens = estimate_tokens(prefix)
+            # Admit what the child's model would see, not the raw path: after a compaction the
+            # path is far larger than its context. The path holds one entry per depth from 1,
+            # so its first `upto` entries are the prefix the child gets.
+            prefix = tx.load_context_events(conn, src.sid)[:upto]
+            tokens = estimate_tokens(build_model_context(prefix).messages)
             isolated = False
             if tokens > limit:
                 if not automatic:

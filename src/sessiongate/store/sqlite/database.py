@@ -16,7 +16,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from sessiongate.errors import ConflictError, StoreCorruptError, StoreUnavailableError
+from sessiongate.errors import (
+    ConflictError,
+    InvalidEntryError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from sessiongate.store.sqlite._schema import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -307,6 +312,12 @@ def translate_errors() -> Iterator[None]:
     except sqlite3.DatabaseError as exc:
         raise StoreCorruptError(
             f"database error: {exc}; run `sessiongate doctor` to inspect the store"
+        ) from exc
+    except UnicodeEncodeError as exc:
+        # Python text can hold lone surrogates that no UTF-8 column can store; checked where
+        # SQLite binds it, so every write path refuses it without a per-message scan.
+        raise InvalidEntryError(
+            "text must be valid Unicode (no lone surrogates such as \\ud800)"
         ) from exc
 
 

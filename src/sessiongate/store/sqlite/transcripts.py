@@ -28,6 +28,7 @@ __all__ = [
     "entry_row",
     "get_session_row",
     "insert_entries",
+    "latest_reset_depth",
     "list_tips",
     "load_context_events",
     "load_path",
@@ -104,6 +105,13 @@ _PATH_ALL_MESSAGES = (
     "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth"
 )
 _OFF_PATH_BELOW = "UPDATE entries SET on_path = 0 WHERE sid = ? AND on_path = 1 AND depth > ?"
+_RELEASE_KEYS_BELOW = (
+    "UPDATE entries SET idem = NULL "
+    "WHERE sid = ? AND on_path = 1 AND depth > ? AND idem IS NOT NULL"
+)
+_LATEST_RESET_DEPTH = (
+    "SELECT max(depth) FROM entries WHERE sid = ? AND on_path = 1 AND type = 'reset'"
+)
 _ON_PATH = "UPDATE entries SET on_path = 1 WHERE id = ?"
 _HAS_CHILD = (
     "SELECT 1 FROM entries WHERE sid = ? AND on_path IN (0, 1) AND depth = ? AND parent_id = ? "
@@ -233,8 +241,19 @@ def load_path(
     return rows
 
 
-def move_leaf(conn: sqlite3.Connection, session: SessionRow, target_id: int | None) -> SessionRow:
-    """Make the path to `target_id` (None: before the first entry) the active path."""
+def move_leaf(
+    conn: sqlite3.Connection,
+    session: SessionRow,
+    target_id: int | None,
+    *,
+    release_keys: bool = False,
+) -> SessionRow:
+    """Make the path to `target_id` (None: before the first entry) the active path.
+
+    `release_keys` (rewind, rewrite) clears the idempotency keys of the rows leaving the path:
+    they were taken back, so the same message sent again must land on the new path instead of
+    being dropped as a duplicate. A branch switch keeps them, since that branch may come back.
+    """
     old_leaf = session.leaf_id
     chain: list[int] = []
     depth = mdepth = 0
@@ -250,6 +269,8 @@ def move_leaf(conn: sqlite3.Connection, session: SessionRow, target_id: int | No
         common_depth = cursor[7] if cursor is not None else 0
     else:
         common_depth = 0
+    if release_keys:
+        conn.execute(_RELEASE_KEYS_BELOW, (session.sid, common_depth))
     conn.execute(_OFF_PATH_BELOW, (session.sid, common_depth))
     for entry_id in chain:
         conn.execute(_ON_PATH, (entry_id,))
@@ -269,6 +290,12 @@ def list_tips(conn: sqlite3.Connection, sid: int) -> list[int]:
     return [r[0] for r in conn.execute(_TIPS, (sid,))]
 
 
+def latest_reset_depth(conn: sqlite3.Connection, sid: int) -> int:
+    """Depth of the latest `reset` on the active path, 0 when there is none: rewinds stay below
+    it, or `/undo` would bring the context a reset closed back into the model's view."""
+    return int(conn.execute(_LATEST_RESET_DEPTH, (sid,)).fetchone()[0] or 0)
+
+
 def copy_path(
     conn: sqlite3.Connection, source: SessionRow, target: SessionRow, upto_depth: int
 ) -> SessionRow:
@@ -279,9 +306,38 @@ def copy_path(
     conn.execute(
         _COPY_PATH, {"base": base, "sid": target.sid, "src": source.sid, "upto": upto_depth}
     )
+    _remap_references(conn, source.sid, target.sid, base)
     leaf = entry_row(conn, base + upto_depth)
     assert leaf is not None
     return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+
+
+# Payload fields holding an entry id; a copy must point them at the copied entries, or a forked
+# compaction would keep nothing but its summary.
+_REFERENCE_FIELDS = ("first_kept_entry_id", "target_id", "from_entry_id")
+_COPIED_WITH_PAYLOAD = (
+    "SELECT id, payload FROM entries WHERE sid = ? AND id > ? AND payload IS NOT NULL "
+    "AND type IN ('compaction', 'reset', 'label', 'branch_summary')"
+)
+_SET_PAYLOAD = "UPDATE entries SET payload = ? WHERE id = ?"
+
+
+def _remap_references(conn: sqlite3.Connection, source_sid: int, sid: int, base: int) -> None:
+    """Point references of the entries just copied into `sid` (ids `base + depth`) at the
+    copies; a reference to an entry that was not copied (another branch) is left as it was."""
+    for entry_id, text in conn.execute(_COPIED_WITH_PAYLOAD, (sid, base)).fetchall():
+        payload = loads(text)
+        changed = False
+        for name in _REFERENCE_FIELDS:
+            ref = payload.get(name)
+            source = entry_row(conn, ref) if isinstance(ref, int) else None
+            if source is None or source[10] != source_sid or not source[9]:
+                continue
+            if base + source[7] < entry_id:  # an ancestor of the entry, so it was copied
+                payload[name] = base + source[7]
+                changed = True
+        if changed:
+            conn.execute(_SET_PAYLOAD, (dumps(payload), entry_id))
 
 
 _CONTEXT_PATH = (
