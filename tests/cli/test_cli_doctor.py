@@ -73,3 +73,37 @@ def test_a_bad_config_is_reported_as_a_check(sg, home, tmp_path):
     result = sg("doctor", "--home", str(home), "--config", str(bad), "--json")
     assert result.returncode == 1
     assert "Mars/Olympus" in _checks(_report(result))["config"]["detail"]
+
+
+def test_sessions_json_problems_found_at_open_are_shown(sg, home, seeded):
+    mirror = home / "sessions" / "sessions.json"
+    hostile = "agent:main:telegram:dm:hostile"
+
+    def plant() -> None:
+        # The doctor's own open rewrites the mirror, so each run gets a fresh hostile file.
+        data = json.loads(mirror.read_text(encoding="utf-8"))
+        data[hostile] = {
+            "session_key": hostile,
+            "session_id": "20250101_000000_dddddddd",
+            "created_at": "2025-01-01T00:00:00+00:00",
+            "updated_at": "0001-01-01T00:00:00+14:00",
+        }
+        mirror.write_text(json.dumps(data), encoding="utf-8")
+
+    plant()
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 1, result.stdout
+    check = _checks(_report(result))["sessions.json import"]
+    assert check["ok"] is False
+    assert hostile in check["detail"]
+    assert any(hostile in p for p in check["problems"])
+    # Logged at open too (on stderr), without a traceback.
+    assert hostile in result.stderr
+    assert "Traceback" not in result.stderr
+    plant()
+    text = sg("doctor", "--home", str(home))
+    assert text.returncode == 1
+    assert "sessions.json import" in text.stdout
+    assert "hostile" in text.stdout
+    # Skipped and backed up once; the next run has nothing to say about it.
+    assert sg("doctor", "--home", str(home)).returncode == 0

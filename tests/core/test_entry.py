@@ -172,6 +172,12 @@ def test_from_dict_rejects_ids_with_path_tricks(session_id):
         ("extra", []),
         ("display_name", 5),
         ("memory_flush_compaction_count", 1.5),
+        # Valid ISO text whose UTC value is outside what datetime can hold.
+        ("updated_at", "0001-01-01T00:00:00+14:00"),
+        ("created_at", "9999-12-31T23:59:59-14:00"),
+        # A lone surrogate cannot be encoded, so it could never be stored.
+        ("display_name", "\ud800"),
+        ("label", "x\udfff"),
     ],
 )
 def test_from_dict_rejects_wrong_types_with_value_error(field, value):

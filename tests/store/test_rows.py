@@ -13,6 +13,7 @@ from sessiongate import SessionSource, SessionStore
 from sessiongate.errors import (
     ConflictError,
     InvalidEntryError,
+    SessionArchivedError,
     SessionNotFoundError,
     StaleWriteError,
 )
@@ -91,6 +92,42 @@ def test_unread_contract(store: SessionStore, clock: FakeClock):
     clock.advance(1)
     store.record_turn(key)
     assert store.get_session(key).unread
+
+
+def test_a_read_ack_echoing_milliseconds_is_current(store: SessionStore, clock: FakeClock):
+    key, _ = lane(store)
+    clock.advance(0.123456)
+    marked = store.patch_session(key, unread=True).marked_unread_at
+    assert marked is not None
+    assert marked.microsecond == 123456
+    # What a JavaScript Date gives back: the same instant, to the millisecond.
+    echoed = marked.replace(microsecond=123000)
+    assert not store.patch_session(key, unread=False, expected_marked_unread_at=echoed).unread
+    # A marker one millisecond newer than the echo is still a newer marker.
+    clock.advance(0.001)
+    newer = store.patch_session(key, unread=True).marked_unread_at
+    assert newer is not None
+    stale = store.patch_session(key, unread=False, expected_marked_unread_at=echoed)
+    assert stale.unread
+
+
+def test_an_archived_session_cannot_be_pinned(store: SessionStore):
+    key, sid = lane(store)
+    store.patch_session(key, archived=True, expected_session_id=sid)
+    with pytest.raises(SessionArchivedError):
+        store.patch_session(key, pinned=True)
+    entry = store.get_session(key)
+    assert entry.archived
+    assert not entry.pinned
+    other, other_sid = lane(store, "other")
+    with pytest.raises(SessionArchivedError):
+        store.patch_session(other, archived=True, expected_session_id=other_sid, pinned=True)
+    assert not store.get_session(other).archived
+    # Unarchiving and pinning in one patch is fine; unpinning an archived row is a no-op.
+    both = store.patch_session(key, archived=False, pinned=True)
+    assert both.pinned
+    assert not both.archived
+    assert not store.patch_session(other, pinned=False).pinned
 
 
 def test_labels_unique_bounded_and_clearable(store: SessionStore):

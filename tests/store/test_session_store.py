@@ -322,7 +322,8 @@ def test_rewrite_keeps_old_rows_as_inactive_branch(store: SessionStore):
     store.rewrite_transcript(sid, turn("one", "better"))
     assert [m["content"] for m in store.load_transcript(sid)] == ["one", "better"]
     every = store.load_events(sid, branch="all")
-    assert len(every) == 6
+    # The common prefix ("one") is kept, not copied: four originals plus "better".
+    assert len(every) == 5
     assert sum(e["on_path"] for e in every) == 2
 
 
@@ -528,3 +529,115 @@ def test_an_unchanged_mirror_is_skipped_at_open(make_store, store_dir: Path):
     conn.close()
     again = make_store()
     assert again.get_session(entry.session_key) is None  # the file was not parsed
+
+
+def test_search_finds_new_messages_after_the_newest_session_is_deleted(store: SessionStore):
+    a = store.get_or_create_session(dm("a"))
+    b = store.get_or_create_session(dm("b"))
+    store.append_messages(a.session_id, turn("alpha words"))
+    store.append_messages(b.session_id, turn("bravo words", "bravo reply"))
+    assert len(store.search("words")) == 2  # the index has caught up past b's rows
+    store.delete_session(b.session_key)
+    # b's entry ids are free again (INTEGER PRIMARY KEY reuses the highest ones).
+    store.append_messages(a.session_id, turn("charlie zebra", "delta zebra"))
+    hits, degraded = store.search_detailed("zebra")
+    assert not degraded
+    assert sorted(h["snippet"] for h in hits) == ["charlie [zebra]", "delta [zebra]"]
+    assert store.search("bravo") == []
+    assert store.search_index_status()["integrity_error"] is None
+
+
+def test_search_indexes_only_user_and_assistant_messages(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "visible walrus"},
+            {"role": "tool", "content": "tool walrus", "tool_call_id": "t1"},
+            {"role": "system", "content": "system walrus"},
+            {"role": "assistant", "content": "answer walrus"},
+        ],
+    )
+    store.append_entry(
+        sid, {"type": "compaction", "summary": "summary walrus", "tokens_before": 10}
+    )
+    assert sorted(h["role"] for h in store.search("walrus")) == ["assistant", "user"]
+    with store.database.read() as conn:
+        indexed = conn.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH 'walrus'"
+        ).fetchone()[0]
+    assert indexed == 2
+    with store.database.transaction() as conn:
+        # A database indexed under the old, wider rule also has its tool row in the index.
+        conn.execute(
+            "INSERT INTO entries_fts (rowid, content) "
+            "SELECT id, content FROM entries WHERE role = 'tool'"
+        )
+    # Deleting the lane takes exactly the indexed rows out of the index, old rule or new.
+    store.delete_session(store.lookup_by_session_id(sid).session_key)
+    with store.database.read() as conn:
+        assert conn.execute("SELECT count(*) FROM entries_fts_docsize").fetchone()[0] == 0
+    assert store.search_index_status()["integrity_error"] is None
+
+
+def test_switch_session_refuses_another_keys_session(store: SessionStore):
+    mine = store.get_or_create_session(dm("mine"))
+    store.append_messages(mine.session_id, turn("private"))
+    other = store.get_or_create_session(dm("other"))
+    assert store.switch_session(other.session_key, mine.session_id) is None
+    # Even with the owner checked by the caller: it is still `mine`'s current session.
+    assert store.switch_session(other.session_key, mine.session_id, owner_checked=True) is None
+    assert store.get_session(other.session_key).session_id == other.session_id
+    assert store.session_info(mine.session_id)["ended_at"] is None
+
+
+def test_switch_session_takes_an_ended_session_of_another_key_only_when_told(store):
+    mine = store.get_or_create_session(dm("mine"))
+    store.append_messages(mine.session_id, turn("private"))
+    store.reset_session(mine.session_key)
+    other = store.get_or_create_session(dm("other"))
+    assert store.switch_session(other.session_key, mine.session_id) is None
+    switched = store.switch_session(other.session_key, mine.session_id, owner_checked=True)
+    assert switched is not None
+    assert switched.session_id == mine.session_id
+
+
+def test_whatsapp_an_id_that_keys_a_lane_stays_canonical(store: SessionStore):
+    lid = SessionSource(platform="whatsapp", chat_id="999@lid")
+    phone = SessionSource(platform="whatsapp", chat_id="15550001@s.whatsapp.net")
+    first = store.get_or_create_session(lid)
+    assert store.learn_identity_alias("whatsapp", "999@lid", "15550001") == "999"
+    assert store.get_or_create_session(lid).session_id == first.session_id
+    assert store.get_or_create_session(phone).session_id == first.session_id
+
+
+def test_whatsapp_an_alias_target_never_becomes_an_alias(store: SessionStore):
+    one = SessionSource(platform="whatsapp", chat_id="111@lid")
+    two = SessionSource(platform="whatsapp", chat_id="222@s.whatsapp.net")
+    three = SessionSource(platform="whatsapp", chat_id="333@s.whatsapp.net")
+    assert store.learn_identity_alias("whatsapp", "111@lid", "222") == "222"
+    lane = store.get_or_create_session(two)
+    # 222 is canonical now: learning 222 → 333 maps 333 to 222 instead of moving the lane.
+    assert store.learn_identity_alias("whatsapp", "222", "333") == "222"
+    for source in (one, two, three):
+        assert store.get_or_create_session(source).session_key == lane.session_key
+
+
+def test_whatsapp_two_canonical_ids_are_never_merged(store: SessionStore):
+    a = store.get_or_create_session(SessionSource(platform="whatsapp", chat_id="444"))
+    b = store.get_or_create_session(SessionSource(platform="whatsapp", chat_id="555"))
+    assert store.learn_identity_alias("whatsapp", "444", "555") == "444"
+    assert store.get_or_create_session(SessionSource(platform="whatsapp", chat_id="444")) == (
+        store.get_session(a.session_key)
+    )
+    assert store.resolve_route(SessionSource(platform="whatsapp", chat_id="555"))[0] == (
+        b.session_key
+    )
+
+
+def test_a_deleted_incognito_key_answers_deleted(store: SessionStore):
+    ghost = store.create_incognito_session(SessionSource(platform="telegram", chat_id="1"))
+    assert store.tombstone(ghost.session_key) is None  # alive
+    assert store.delete_session(ghost.session_key)
+    assert store.tombstone(ghost.session_key) == "deleted"
+    assert "was deleted" in store.missing_message(ghost.session_key)

@@ -2,7 +2,8 @@
 
 Checks, in order: the configuration loads; the database file passes SQLite's own check
 (`quick_check`, or `integrity_check` with `--full`), read directly from the file so a store
-that refuses to open can still be examined; the store opens; the full-text side index is
+that refuses to open can still be examined; the store opens, and what it skipped while
+importing `sessions.json` (bad entries, reported once); the full-text side index is
 current and consistent; `sessions.json` is readable. `--repair` rebuilds the full-text index
 and rewrites `sessions.json` from the database (the only two things that are derived, and so
 safe to rebuild). Exit code 0 when everything is (now) healthy, 1 when a problem remains.
@@ -43,6 +44,8 @@ class Check:
     ok: bool
     detail: str
     repaired: bool = False
+    # Each finding of a check that can have several (the entries a store open skipped).
+    problems: tuple[str, ...] = ()
 
 
 def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayConfig]:
@@ -73,6 +76,20 @@ def _check_mirror(json_path: Path) -> Check:
         return Check("sessions.json", False, "top level is not an object")
     count = sum(1 for k in data if not k.startswith("_"))
     return Check("sessions.json", True, f"readable, {count} entries")
+
+
+def _check_import(store: SessionStore) -> Check:
+    """What opening the store found in `sessions.json`: entries skipped (the file was
+    backed up beside itself). The next open does not find them again, so they are shown now."""
+    problems = tuple(store.problems)
+    if not problems:
+        return Check("sessions.json import", True, "nothing skipped")
+    detail = f"{len(problems)} skipped (file backed up as sessions.json.bad-*): " + "; ".join(
+        problems[:5]
+    )
+    if len(problems) > 5:
+        detail += f"; and {len(problems) - 5} more"
+    return Check("sessions.json import", False, detail, problems=problems)
 
 
 def _check_search(store: SessionStore, *, repair: bool) -> Check:
@@ -114,6 +131,7 @@ def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool
         return checks
     try:
         checks.append(Check("store", True, "opens"))
+        checks.append(_check_import(store))
         checks.append(_check_search(store, repair=repair))
         if not mirror.ok and repair and config.mirror_sessions_json:
             store.flush_mirror()

@@ -236,6 +236,10 @@ def _load_field(name: str, kind: str, value: Any) -> Any:
             return dict(value)
         if not isinstance(value, str):
             raise TypeError
+        # A lone surrogate is valid in a Python str (and in JSON) but has no UTF-8 form, so
+        # the entry could never be stored: refuse it here, not at the database bind.
+        value.encode("utf-8")
         return value
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
+        # OverflowError: valid ISO text such as year 1 at +14:00 has no UTC equivalent.
         raise ValueError(f"session entry field {name!r} has an invalid value: {value!r}") from exc

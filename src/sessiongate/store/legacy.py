@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
-__all__ = ["LegacyRead", "read_sessions_json"]
+__all__ = ["LegacyRead", "backup_sessions_json", "read_sessions_json"]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def read_sessions_json(path: Path, *, now: datetime) -> LegacyRead:
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         # RecursionError: a hostile file nests deeper than the parser's stack.
         result.problems.append(f"{path.name} is unreadable ({exc!s:.200}); backed up and ignored")
-        result.backup = _backup(path, now)
+        result.backup = backup_sessions_json(path, now)
         return result
     for key, value in data.items():
         if key.startswith("_"):
@@ -61,11 +61,11 @@ def read_sessions_json(path: Path, *, now: datetime) -> LegacyRead:
                 raise ValueError("session_key does not match its map key")
             parse_session_key(key) if key.startswith("agent:") else _check_key(key)
         except ValueError as exc:
-            result.problems.append(f"entry {key[:80]!r} skipped: {exc}")
+            result.problems.append(f"entry {key[:80]!r} skipped: {exc!s:.200}")
             continue
         result.entries.append(entry)
     if result.problems and result.backup is None:
-        result.backup = _backup(path, now)
+        result.backup = backup_sessions_json(path, now)
     return result
 
 
@@ -74,13 +74,15 @@ def _check_key(key: str) -> None:
         raise ValueError("not a usable session key")
 
 
-def _backup(path: Path, now: datetime) -> Path | None:
+def backup_sessions_json(path: Path, now: datetime) -> Path | None:
+    """Copy a damaged file beside itself (`sessions.json.bad-<time>`, 0600) before anything
+    overwrites it; None if it could not be copied (that is logged, never fatal)."""
     target = path.with_name(f"{path.name}.bad-{now:%Y%m%dT%H%M%S}")
     try:
         shutil.copy2(path, target)
         target.chmod(0o600)
-    except OSError:
-        log.exception("could not back up %s", path)
+    except OSError as exc:
+        log.warning("could not back up %s: %s", path, exc)
         return None
     log.warning("backed up a damaged sessions.json", extra={"backup": str(target)})
     return target

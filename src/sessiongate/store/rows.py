@@ -12,11 +12,13 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.clock import ensure_utc
 from sessiongate.core.ids import is_safe_id
 from sessiongate.core.sentinel import UNSET, Unset
 from sessiongate.errors import (
     ConflictError,
     InvalidEntryError,
+    SessionArchivedError,
     SessionNotFoundError,
     StaleWriteError,
 )
@@ -62,9 +64,11 @@ class RowOps:
         """Pin, archive, read state and label, with the compare-and-set rules of the spec.
 
         - archiving needs `expected_session_id` (a conversation that rotated meanwhile is not
-          archived by mistake), clears the pin, and is a no-op the second time;
+          archived by mistake), clears the pin, and is a no-op the second time; an archived
+          session cannot be pinned (`SessionArchivedError`);
         - `unread=False` with `expected_marked_unread_at` is a conditional read-ack: a newer
-          marker makes it a successful no-op; acks never bump `updated_at`;
+          marker makes it a successful no-op; acks never bump `updated_at`; markers compare
+          to the millisecond, as a JavaScript client echoes them;
         - labels are unique, 1 to 512 characters; `label=None` clears.
         """
         with self._db_for_key(session_key).transaction() as conn:
@@ -96,7 +100,14 @@ class RowOps:
                     changes["archived_at"] = None
                     bump = True
             if not isinstance(pinned, Unset):
-                if pinned and entry.pinned_at is None and "archived_at" not in changes:
+                archived_after = changes.get("archived_at", entry.archived_at) is not None
+                if pinned and archived_after:
+                    # Pinned and archived together would show a row in no list as it expects.
+                    raise SessionArchivedError(
+                        f"{session_key!r} is archived; unarchive it to pin it",
+                        session_key=session_key,
+                    )
+                if pinned and entry.pinned_at is None:
                     changes["pinned_at"] = now
                     bump = True
                 elif not pinned and entry.pinned_at is not None:
@@ -105,8 +116,8 @@ class RowOps:
             if not isinstance(unread, Unset):
                 if unread:
                     changes["marked_unread_at"] = now
-                elif isinstance(expected_marked_unread_at, Unset) or (
-                    expected_marked_unread_at == entry.marked_unread_at
+                elif isinstance(expected_marked_unread_at, Unset) or _same_ms(
+                    expected_marked_unread_at, entry.marked_unread_at
                 ):
                     changes.update(last_read_at=now, marked_unread_at=None)
                 # else: a stale ack — a newer marker exists; write nothing for it.
@@ -163,16 +174,14 @@ class RowOps:
                 # Incognito transcripts never touch the disk, not even as an archive.
                 self._write_archive_blob(entry.session_id, blob)
             for sid, _, _ in rows:
-                indexed = conn.execute(
-                    "SELECT id, content FROM entries WHERE sid = ?", (sid,)
-                ).fetchall()
                 try:
-                    fts.drop_indexed(conn, indexed)
+                    fts.drop_session(conn, sid)
                 except sqlite3.DatabaseError as exc:
                     fts.mark_stale(conn, exc)
                 conn.execute("DELETE FROM entries WHERE sid = ?", (sid,))
                 conn.execute("DELETE FROM tips WHERE sid = ?", (sid,))
                 conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
+            fts.lower_cursor(conn)
             routes.delete_route(conn, session_key)
             conn.execute(
                 "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, 'deleted') "
@@ -202,3 +211,11 @@ class RowOps:
         with os.fdopen(fd, "w") as handle:
             handle.write(digest + "\n")
         return path
+
+
+def _same_ms(a: datetime | None, b: datetime | None) -> bool:
+    """Equal to the millisecond: a client echoing a marker through a JavaScript `Date` (or
+    any millisecond clock) drops its microseconds, and must not read as stale."""
+    if a is None or b is None:
+        return a is b
+    return to_us(ensure_utc(a)) // 1000 == to_us(ensure_utc(b)) // 1000

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +29,10 @@ from sessiongate.core.keys import (
     parse_session_key,
 )
 from sessiongate.errors import (
+    SessiongateError,
     SessionNotFoundError,
 )
-from sessiongate.store.legacy import read_sessions_json
+from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.rows import RowOps
 from sessiongate.store.sqlite import routes, transcripts as tx
@@ -42,7 +44,6 @@ from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
     import os
-    import sqlite3
     from collections.abc import Callable, Iterable
 
     from sessiongate.core.config import GatewayConfig
@@ -103,13 +104,19 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
         self._incognito_ids: set[str] = set()
         self.problems: list[str] = []
         self._closed = False
-        self._import_mirror_file()
         self._mirror: SessionsMirror | None = None
-        if config.mirror_sessions_json:
-            self._mirror = SessionsMirror(
-                self.db_path, self.json_path, on_written=self._remember_mirror_write
-            )
-            self._mirror.mark_dirty()
+        try:
+            self._import_mirror_file()
+            if config.mirror_sessions_json:
+                self._mirror = SessionsMirror(
+                    self.db_path, self.json_path, on_written=self._remember_mirror_write
+                )
+                self._mirror.mark_dirty()
+        except BaseException:
+            # Nobody gets a half-open store to close: release the connection (and the
+            # checkpointer thread) before the error reaches the caller.
+            self._db.close()
+            raise
 
     # ------------------------------------------------------------------ routing entries
 
@@ -334,8 +341,17 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             self._put(conn, entry)
         return entry
 
-    def switch_session(self, session_key: str, target_session_id: str) -> SessionEntry | None:
-        """Point the key at another existing session id (from `/resume`)."""
+    def switch_session(
+        self, session_key: str, target_session_id: str, *, owner_checked: bool = False
+    ) -> SessionEntry | None:
+        """Point the key at another session id (from `/resume`); None if the key or the
+        session is unknown, or the session is another key's.
+
+        A key resumes its own incarnations. `owner_checked` lets it take an ended session of
+        another key whose owner the caller has verified (the gateway's same-person rule); a
+        session that is another key's current one is always refused: two lanes would append
+        to one transcript at once.
+        """
         if not is_safe_id(target_session_id):
             return None
         with self._db_for_key(session_key).transaction() as conn:
@@ -343,6 +359,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             target = tx.get_session_row(conn, target_session_id)
             if entry is None or target is None:
                 return None
+            if target.session_key != session_key:
+                holder = routes.route_by_session_id(conn, target_session_id)
+                if not owner_checked or (holder is not None and holder.session_key != session_key):
+                    return None
             now = self.clock.now()
             if target_session_id != entry.session_id:
                 current = tx.get_session_row(conn, entry.session_id)
@@ -497,26 +517,40 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
         return [i for i in infos if i is not None]
 
     def learn_identity_alias(self, platform: str, alias: str, canonical: str) -> str:
-        """Record that `alias` names the same person as `canonical`; returns the canonical id.
+        """Record that `alias` names the same person as `canonical`; returns the id `alias`
+        resolves to afterwards.
 
-        The first mapping wins: a canonical id, once chosen, never flips.
+        A canonical id, once chosen, never flips: an alias keeps its first mapping, and an id
+        that is already canonical (the target of an alias, or the id a lane is keyed by) never
+        becomes an alias. Learning such an id as an alias maps the pair the other way round;
+        if both ids are canonical, the two are left apart (merging lanes is not automatic).
+        Every stored alias points straight at a canonical id, so routing resolves in one hop.
         """
         from sessiongate.core.identity import normalize_whatsapp_identifier
 
         alias_n = normalize_whatsapp_identifier(alias)
         canon_n = normalize_whatsapp_identifier(canonical)
         with self._db.transaction() as conn:
-            known = _alias_of(conn, platform, canon_n) or canon_n
-            existing = _alias_of(conn, platform, alias_n)
-            if existing is not None:
-                return existing
-            if alias_n != known:
-                conn.execute(
-                    "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (platform, alias_n, known, to_us(self.clock.now())),
-                )
-            return known
+            existing = _resolve_alias(conn, platform, alias_n)
+            if existing != alias_n:
+                return existing  # the first mapping wins
+            target = _resolve_alias(conn, platform, canon_n)
+            if target == alias_n:
+                return alias_n
+            if _is_canonical(conn, platform, alias_n):
+                if target != canon_n or _is_canonical(conn, platform, canon_n):
+                    log.warning(
+                        "identity alias refused: both ids are already canonical",
+                        extra={"platform": platform, "alias": alias_n, "canonical": target},
+                    )
+                    return alias_n
+                alias_n, target = canon_n, alias_n
+            conn.execute(
+                "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (platform, alias_n, target, to_us(self.clock.now())),
+            )
+            return target
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -587,9 +621,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
 
     def tombstone(self, session_key: str) -> str | None:
         """Why a key is gone (`deleted`, `incognito`), or None if it never was."""
-        if session_key in self._incognito_keys:
-            return None
-        with self._db.read() as conn:
+        # A live incognito key has an `incognito` tombstone on disk from its creation; its
+        # own answer (alive, or deleted since) is in the in-memory database.
+        db = self._db_for_key(session_key)
+        with db.read() as conn:
             row = conn.execute(
                 "SELECT reason FROM tombstones WHERE session_key = ?", (session_key,)
             ).fetchone()
@@ -751,68 +786,120 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
     def _import_mirror_file(self) -> None:
         """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
 
-        A file that is exactly the mirror's own last write holds nothing the database lacks,
-        so it is not parsed (with 100,000 lanes that is seconds and hundreds of MB at start).
+        A file that is exactly the mirror's own last write, or the file this store already
+        imported, holds nothing new, so it is not parsed again (with 100,000 lanes that is
+        seconds and hundreds of MB at start), and a lane pruned since never comes back from it.
+        Bad entries are skipped, reported in `problems` and logged, and the file is backed up.
         """
         try:
-            stat = self.json_path.stat()
+            stat: os.stat_result | None = self.json_path.stat()
         except FileNotFoundError:
             return
+        except OSError:
+            stat = None  # reading it fails too, and reports why
+        stamp = None if stat is None else _stamp(stat)
         with self._db.read() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'mirror_stamp'").fetchone()
-        if row is not None and row[0] == _stamp(stat):
+            seen = {r[0] for r in conn.execute(_SEEN_STAMPS)}
+        if stamp is not None and stamp in seen:
             return
-        legacy = read_sessions_json(self.json_path, now=self.clock.now())
-        self.problems.extend(legacy.problems)
-        if not legacy.entries:
-            return
-        imported = self.import_entries(legacy.entries)
+        now = self.clock.now()
+        legacy = read_sessions_json(self.json_path, now=now)
+        problems = list(legacy.problems)
+        imported = 0
+        if legacy.entries:
+            imported = self.import_entries(legacy.entries, problems=problems, skip_pruned=True)
+        if len(problems) > len(legacy.problems) and legacy.backup is None:
+            # Entries the database refused (the read itself found nothing wrong, or it would
+            # have made the backup already).
+            backup_sessions_json(self.json_path, now)
+        if stamp is not None:
+            with self._db.transaction() as conn:
+                conn.execute(_SET_IMPORT_STAMP, (stamp,))
+        for problem in problems:
+            # The text names the key and the fault, never a transcript.
+            log.warning("sessions.json: %s", problem)
+        self.problems.extend(problems)
         if imported:
             log.info("imported entries from sessions.json", extra={"count": imported})
 
-    def import_entries(self, entries: Iterable[SessionEntry]) -> int:
+    def import_entries(
+        self,
+        entries: Iterable[SessionEntry],
+        *,
+        problems: list[str] | None = None,
+        skip_pruned: bool = False,
+    ) -> int:
         """Insert entries whose keys the database lacks; returns how many were imported.
 
         Never trusted further than that: a deleted (tombstoned) key stays deleted, and an entry
         naming a session id that belongs to another key is refused, so an edited file cannot
-        attach one person's lane to another person's transcript.
+        attach one person's lane to another person's transcript. Each entry is its own
+        savepoint: one that cannot be stored (a taken label, text SQLite cannot hold) is
+        skipped and reported in `problems` (default: the store's), the others go in.
+        `skip_pruned` also skips keys whose route was pruned (their transcripts remain), as
+        the automatic import at open must; an explicit import may bring them back.
         """
+        sink = self.problems if problems is None else problems
         imported = 0
         with self._db.transaction() as conn:
             for entry in entries:
-                if routes.get_route_parts(conn, entry.session_key) is not None:
-                    continue
-                tombstoned = conn.execute(
-                    "SELECT 1 FROM tombstones WHERE session_key = ?", (entry.session_key,)
-                ).fetchone()
-                if tombstoned is not None:
-                    self.problems.append(f"entry {entry.session_key[:80]!r} skipped: deleted")
-                    continue
-                existing = tx.get_session_row(conn, entry.session_id)
-                if existing is not None and existing.session_key != entry.session_key:
-                    self.problems.append(
-                        f"entry {entry.session_key[:80]!r} skipped: its session id belongs to "
-                        "another conversation"
-                    )
-                    continue
-                if existing is None:
-                    tx.create_session_row(
-                        conn,
-                        session_id=entry.session_id,
-                        session_key=entry.session_key,
-                        parent_session_id=None,
-                        started_at=to_us(entry.created_at),
-                        header={
-                            "type": "session",
-                            "version": 1,
-                            "id": entry.session_id,
-                            "timestamp": entry.created_at.isoformat(),
-                            "imported": True,
-                        },
-                    )
-                routes.upsert_route(conn, entry, _parts_of(entry))
-                imported += 1
+                try:
+                    with self._db.transaction():
+                        outcome = self._import_one(conn, entry, skip_pruned=skip_pruned)
+                except (sqlite3.Error, SessiongateError, ValueError, OverflowError) as exc:
+                    outcome = f"{exc!s:.200}"
+                if outcome is True:
+                    imported += 1
+                elif outcome:
+                    sink.append(f"entry {entry.session_key[:80]!r} skipped: {outcome}")
+        if imported:
+            self._mirror_dirty()
         return imported
+
+    def _import_one(
+        self, conn: sqlite3.Connection, entry: SessionEntry, *, skip_pruned: bool
+    ) -> bool | str:
+        """Import one entry: True when imported, False when skipped as expected (the key is
+        present, or was pruned), else why it was refused."""
+        key = entry.session_key
+        if routes.get_route_parts(conn, key) is not None:
+            return False
+        if conn.execute("SELECT 1 FROM tombstones WHERE session_key = ?", (key,)).fetchone():
+            return "deleted"
+        if skip_pruned and conn.execute(_KEY_HAS_HISTORY, (key,)).fetchone() is not None:
+            return False  # pruned: routine, not damage
+        existing = tx.get_session_row(conn, entry.session_id)
+        if existing is not None and existing.session_key != key:
+            return "its session id belongs to another conversation"
+        if entry.label is not None and conn.execute(_LABEL_TAKEN, (entry.label,)).fetchone():
+            return f"its label {entry.label[:80]!r} is already used"
+        if existing is None:
+            tx.create_session_row(
+                conn,
+                session_id=entry.session_id,
+                session_key=key,
+                parent_session_id=None,
+                started_at=to_us(entry.created_at),
+                header={
+                    "type": "session",
+                    "version": 1,
+                    "id": entry.session_id,
+                    "timestamp": entry.created_at.isoformat(),
+                    "imported": True,
+                },
+            )
+        routes.upsert_route(conn, entry, _parts_of(entry))
+        return True
+
+
+_SEEN_STAMPS = "SELECT value FROM meta WHERE key IN ('mirror_stamp', 'import_stamp')"
+_SET_IMPORT_STAMP = (
+    "INSERT INTO meta (key, value) VALUES ('import_stamp', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+# A key with incarnations but no route had its route pruned (deleting a lane removes both).
+_KEY_HAS_HISTORY = "SELECT 1 FROM sessions WHERE session_key = ? LIMIT 1"
+_LABEL_TAKEN = "SELECT 1 FROM routes WHERE label = ?"
 
 
 def _stamp(stat: os.stat_result) -> str:
@@ -831,6 +918,38 @@ def _parts_of(entry: SessionEntry) -> KeyParts | None:
         parsed["thread_id"],
         parsed["participant_id"],
     )
+
+
+# Aliases written before chains were resolved at write time may still form one; a few hops
+# resolve any real chain, and the bound stops a cycle.
+_MAX_ALIAS_HOPS = 8
+
+
+def _resolve_alias(conn: sqlite3.Connection, platform: str, ident: str) -> str:
+    """The canonical id `ident` resolves to (itself if it is no alias)."""
+    current = ident
+    for _ in range(_MAX_ALIAS_HOPS):
+        found = _alias_of(conn, platform, current)
+        if found is None or found == current:
+            return current
+        current = found
+    return current
+
+
+def _is_canonical(conn: sqlite3.Connection, platform: str, ident: str) -> bool:
+    """`ident` is the target of an alias, or a lane is keyed by it (as the chat or the
+    participant): it must never become an alias, or that lane would move to a new key."""
+    if conn.execute(_IS_ALIAS_TARGET, (platform, ident)).fetchone() is not None:
+        return True
+    return conn.execute(_KEYS_A_LANE, (platform, ident, ident)).fetchone() is not None
+
+
+_IS_ALIAS_TARGET = "SELECT 1 FROM identity_aliases WHERE platform = ? AND canonical = ? LIMIT 1"
+# A scan of the routes, but aliases are learned rarely (once per person and spelling).
+_KEYS_A_LANE = (
+    "SELECT 1 FROM routes WHERE platform = ? "
+    "AND ((chat_type = 'dm' AND chat_id = ?) OR participant_id = ?) LIMIT 1"
+)
 
 
 def _alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None:

@@ -1,7 +1,10 @@
 """Full-text search: an FTS5 side index over entry text, filled off the append path.
 
 Appends never touch the index. `catch_up` indexes the rows added since the cursor (meta
-`fts_cursor`) before a query, so search sees every committed message. If the index is damaged,
+`fts_cursor`) before a query, so search sees every committed message. Only what search can
+return is indexed: user and assistant messages (tool output, system text and compaction
+summaries are not searched). Rows off the active path stay indexed, since a branch switch
+brings them back; the query filters on the path. If the index is damaged,
 canonical writes go on: the index is marked stale, search falls back to a scan, and
 `rebuild_index` (what `sessiongate doctor --repair` runs) makes it anew.
 """
@@ -18,9 +21,11 @@ from sessiongate.store.sqlite._codec import iso_from_us
 __all__ = [
     "catch_up",
     "drop_indexed",
+    "drop_session",
     "fts_query",
     "index_status",
     "is_stale",
+    "lower_cursor",
     "mark_stale",
     "query_index",
     "rebuild_index",
@@ -41,7 +46,16 @@ _SET_STALE = (
 )
 _INDEX_NEW = (
     "INSERT INTO entries_fts (rowid, content) "
-    "SELECT id, content FROM entries WHERE id > ? AND content IS NOT NULL ORDER BY id"
+    "SELECT id, content FROM entries WHERE id > ? AND content IS NOT NULL "
+    "AND type = 'message' AND role IN ('user', 'assistant') ORDER BY id"
+)
+# A session's rows that are in the index, read from the index's own per-row table (`_docsize`
+# has one row per indexed rowid): removing a row that was never indexed from an
+# external-content index damages it, and a database indexed under an older, wider rule still
+# has tool and system rows in it.
+_INDEXED_OF_SESSION = (
+    "SELECT e.id, e.content FROM entries e JOIN entries_fts_docsize d ON d.id = e.id "
+    "WHERE e.sid = ?"
 )
 _CREATE_INDEX = (
     "CREATE VIRTUAL TABLE entries_fts USING fts5(content, content='entries', content_rowid='id')"
@@ -100,11 +114,30 @@ def catch_up(conn: sqlite3.Connection) -> int:
 
 
 def drop_indexed(conn: sqlite3.Connection, rows: list[tuple[int, str | None]]) -> None:
-    """Remove deleted entries from the index (external content needs their old text)."""
+    """Remove deleted entries from the index (external content needs their old text); every
+    row at or below the cursor must be in the index (`drop_session` selects only those)."""
     cursor = int(conn.execute(_CURSOR).fetchone()[0])
     for entry_id, content in rows:
         if entry_id <= cursor and content is not None:
             conn.execute(_DELETE_ROW, (entry_id, content))
+
+
+def drop_session(conn: sqlite3.Connection, sid: int) -> None:
+    """Remove a session's indexed entries from the index, before the entries are deleted."""
+    drop_indexed(conn, conn.execute(_INDEXED_OF_SESSION, (sid,)).fetchall())
+
+
+def lower_cursor(conn: sqlite3.Connection) -> None:
+    """After entries are deleted: pull the cursor back to the newest remaining id.
+
+    Entry ids are INTEGER PRIMARY KEY without AUTOINCREMENT, so deleting the newest rows frees
+    their ids for reuse; a cursor left above them would make `catch_up` skip the new rows that
+    reuse them, and search would silently stop finding new messages.
+    """
+    cursor = int(conn.execute(_CURSOR).fetchone()[0])
+    newest = int(conn.execute(_MAX_ID).fetchone()[0])
+    if cursor > newest:
+        conn.execute(_SET_CURSOR, (str(newest),))
 
 
 def query_index(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
