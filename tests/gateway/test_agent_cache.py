@@ -210,6 +210,29 @@ async def test_put_of_a_new_agent_releases_the_old_one(make) -> None:
     assert h.cache.statistics().evictions[EvictionReason.REPLACED] == 1
 
 
+async def test_release_stale_releases_an_agent_of_another_conversation(make) -> None:
+    h = make()
+    old = h.agent("old")
+    h.cache.put("k", old, conversation="s1")
+    h.cache.mark_busy("k")  # the caller's own turn: the boundary releases it all the same
+    assert not h.cache.release_stale("k", conversation="s1")
+    assert h.cache.release_stale("k", conversation="s2")
+    assert h.cache.get("k") is None
+    assert await h.cache.drain_released() == ["k"]
+    assert h.log == [("commit", "old"), ("close", "old")]
+    assert h.cache.statistics().evictions[EvictionReason.BOUNDARY] == 1
+
+
+def test_release_stale_lets_an_unnamed_agent_adopt_the_conversation(make) -> None:
+    h = make()
+    agent = h.agent("a")
+    h.cache.put("k", agent)
+    assert not h.cache.release_stale("k", conversation="s1")
+    assert not h.cache.release_stale("missing", conversation="s1")
+    assert h.cache.get("k") is agent
+    assert h.cache.release_stale("k", conversation="s2")
+
+
 async def test_remove_hands_the_agent_to_the_caller_unreleased(make) -> None:
     h = make()
     agent = h.agent("a")

@@ -23,6 +23,20 @@ TRIGGERS = ["/new", "/reset"]
         ("/status@my_bot", ("status", "")),
         ("/queue line one\nline two", ("queue", "line one\nline two")),
         ("/undo 2", ("undo", "2")),
+        # A `/cmd@bot` suffix and any whitespace count for the reset triggers as for the rest.
+        ("/new@mybot", ("new", "")),
+        ("/new@mybot hello", ("new", "hello")),
+        ("/reset@bot", ("reset", "")),
+        ("/reset@bot soft", ("reset", "soft")),
+        ("/new\tx", ("new", "x")),
+        ("/NEW@Bot\nfirst line", ("new", "first line")),
+        # A Slack or Discord mention is a mention too.
+        ("<@U123> /new", ("new", "")),
+        ("<@!42>  /reset soft", ("reset", "soft")),
+        ("<@U123|ann> /status", ("status", "")),
+        ("/newer", None),
+        ("/new@", None),
+        ("<@U123> hello", None),
         ("/unknown thing", None),
         ("/usr/bin/env", None),
         ("hello /new", None),
@@ -160,6 +174,25 @@ async def test_undo_takes_back_turns(gw):
     assert (await gw.adapter.receive("/undo")).reply == "Nothing to take back."
 
 
+@pytest.mark.parametrize("arg", ["0", "all", "abc", "-1", "1.5", "\u00b2"])
+async def test_undo_with_anything_but_a_positive_count_only_shows_usage(gw, arg):
+    for text in ("one", "two"):
+        await gw.adapter.receive(text)
+    receipt = await gw.adapter.receive(f"/undo {arg}", message_id="u1")
+    assert receipt.reply == "Usage: /undo [n]"
+    assert len(gw.transcript()) == 4
+    # Not remembered: the same message id is free for a corrected command.
+    assert (await gw.adapter.receive("/undo 1", message_id="u1")).status == "command"
+
+
+async def test_undo_caps_a_huge_count(gw):
+    for text in ("one", "two"):
+        await gw.adapter.receive(text)
+    receipt = await gw.adapter.receive("/undo " + "9" * 5000)
+    assert receipt.reply == "Took back 2 turn(s)."
+    assert gw.transcript() == []
+
+
 async def test_retry_answers_the_last_message_again(make_gateway):
     gw = await make_gateway(group_sessions_per_user=False)
     common = {"chat_id": "g", "chat_type": "group", "user_id": "a", "user_name": "Ann"}
@@ -201,11 +234,39 @@ async def test_resume_refuses_another_persons_session(make_gateway):
     bob = await gw.adapter.receive(f"/resume {ann.session_id}", user_id="bob", **group)
     assert bob.reply == "That session cannot be resumed from here."
     assert bob.session_id != ann.session_id
-    # Ann herself, in another thread of the same chat, may.
-    mine = await gw.adapter.receive(
-        f"/resume {ann.session_id}", user_id="ann", thread_id="t1", **group
+
+
+async def test_a_persons_ended_session_resumes_in_another_thread_but_never_in_two(make_gateway):
+    gw = await make_gateway()
+    group = {"chat_id": "g", "chat_type": "group", "user_id": "ann"}
+    first = await gw.adapter.receive("hello", **group)
+    await gw.adapter.receive("/new", **group)
+    # Ann herself, in another thread of the same chat, may resume what the group left.
+    mine = await gw.adapter.receive(f"/resume {first.session_id}", thread_id="t1", **group)
+    assert mine.session_id == first.session_id
+    # The group may not take it back (by number) while the thread is in it.
+    receipt = await gw.adapter.receive("/resume 2", **group)
+    assert receipt.reply.startswith("That session is open in another conversation")
+    assert gw.store.get_session(first.session_key).session_id != first.session_id
+
+
+async def test_resume_refuses_a_session_another_conversation_is_in(make_gateway):
+    gw = await make_gateway()
+    group = {"chat_id": "g", "chat_type": "group", "user_id": "ann"}
+    live = await gw.adapter.receive("in the group", **group)
+    thread = await gw.adapter.receive("in a thread", thread_id="t1", **group)
+    receipt = await gw.adapter.receive(
+        f"/resume {live.session_id}", thread_id="t1", message_id="r1", **group
     )
-    assert mine.session_id == ann.session_id
+    assert receipt.reply == (
+        "That session is open in another conversation; send /new there first to free it."
+    )
+    assert receipt.session_id == thread.session_id
+    assert gw.store.get_session(thread.session_key).session_id == thread.session_id
+    # Two lanes never run turns on one transcript.
+    await gw.adapter.receive("next", thread_id="t1", **group)
+    contents = [m["content"] for m in gw.store.load_transcript(live.session_id)]
+    assert contents == ["in the group", "re: in the group"]
 
 
 async def test_title_shows_and_sets(gw):
@@ -225,6 +286,43 @@ async def test_queue_without_text_shows_usage(gw):
 async def test_help_lists_every_command(gw):
     reply = (await gw.adapter.receive("/help")).reply
     assert all(spec.usage in reply for spec in COMMANDS.values())
+
+
+async def test_a_bot_suffixed_reset_runs_its_text_as_the_first_turn(gw):
+    first = await gw.adapter.receive("hello")
+    receipt = await gw.adapter.receive("/new@mybot plan a trip")
+    assert receipt.status == "replied"
+    assert receipt.session_id != first.session_id
+    assert gw.hub.user_texts()[-1] == "plan a trip"
+
+
+@pytest.mark.parametrize("command", ["/new", "/reset", "/reset soft", "/resume"])
+async def test_a_conversation_boundary_tears_down_the_cached_agent(gw, clock, command):
+    await gw.adapter.receive("hello")
+    if command == "/resume":
+        await gw.adapter.receive("/new")
+        await gw.adapter.receive("in the new session")
+    closed = gw.hub.closed
+    clock.advance(1)  # a real clock always moves between a session's start and its reset
+    await gw.adapter.receive(command)
+    await gw.adapter.receive("again")
+    assert gw.hub.closed == closed + 1
+    assert gw.runner.statistics().agent_cache_size == 1
+
+
+async def test_a_deleted_lane_never_hands_its_agent_to_the_next_conversation(gw):
+    first = await gw.adapter.receive("hello")
+    assert gw.store.delete_session(first.session_key)
+    await gw.adapter.receive("again")
+    assert gw.hub.closed == 1
+
+
+async def test_turns_of_one_conversation_keep_their_agent(gw):
+    for text in ("one", "two", "three"):
+        await gw.adapter.receive(text)
+    await gw.adapter.receive("/title Trip")
+    await gw.adapter.receive("four")
+    assert gw.hub.closed == 0
 
 
 async def test_a_mentioned_command_in_a_group_runs(gw):

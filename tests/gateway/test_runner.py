@@ -4,6 +4,7 @@ deduplication, one turn per lane, busy modes, the queue cap, failures."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from gateway_support import settle
@@ -39,6 +40,43 @@ async def test_the_model_gets_history_the_session_prompt_and_the_new_message_las
     assert "## Current Session Context" in request.system_prompt
     assert f"Session id: {first.session_id}" in request.system_prompt
     assert (request.session_id, request.resume_note) == (first.session_id, None)
+
+
+async def test_the_model_context_is_read_off_the_event_loop(gw, monkeypatch):
+    await gw.adapter.receive("one")
+    read = gw.store.read_model_context
+    threads: list[int] = []
+
+    def spy(session_id, **kwargs):
+        threads.append(threading.get_ident())
+        return read(session_id, **kwargs)
+
+    monkeypatch.setattr(gw.store, "read_model_context", spy)
+    await gw.adapter.receive("two")
+    assert threads
+    assert threading.get_ident() not in threads
+    assert [m["content"] for m in gw.hub.requests[-1].messages] == ["one", "re: one", "two"]
+
+
+async def test_a_context_that_moved_while_it_was_read_is_read_again(gw, monkeypatch):
+    first = await gw.adapter.receive("one")
+    read = gw.store.read_model_context
+    views = []
+
+    def moving(session_id, **kwargs):
+        view = read(session_id, **kwargs)
+        if not views:
+            # Another writer lands between the read and its use.
+            gw.store.append_to_transcript(session_id, {"role": "assistant", "content": "late"})
+        views.append(view)
+        return view
+
+    monkeypatch.setattr(gw.store, "read_model_context", moving)
+    await gw.adapter.receive("two")
+    assert len(views) == 2
+    contents = [m["content"] for m in gw.hub.requests[-1].messages]
+    assert contents == ["one", "re: one", "late", "two"]
+    assert gw.hub.requests[-1].session_id == first.session_id
 
 
 async def test_a_shared_group_prefixes_each_sender(make_gateway):

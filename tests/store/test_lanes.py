@@ -152,6 +152,32 @@ def test_the_reply_outcome_commits_everything_once(store, lanes):
     assert lanes.get_turn(claim.turn.id).state is TurnState.DELIVERED
 
 
+@pytest.mark.parametrize("event_kind", ["heartbeat", "cron", "system"])
+def test_a_system_event_reply_is_no_activity(store, lanes, clock: FakeClock, event_kind):
+    entry = _entry(store)
+    store.patch_session(entry.session_key, unread=False)  # the user has read everything
+    clock.advance(60)
+    _accept(lanes, entry, "tick", event_kind=event_kind)
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    lanes.commit_reply(claim, [{"role": "user", "content": "tick"}], reply="ok", input_tokens=4)
+    after = store.get_session(entry.session_key)
+    assert after.last_activity_at is None
+    assert not after.unread
+    assert after.input_tokens == 4  # usage still counts
+
+
+def test_a_user_reply_is_activity(store, lanes, clock: FakeClock):
+    entry = _entry(store)
+    store.patch_session(entry.session_key, unread=False)
+    clock.advance(60)
+    _accept(lanes, entry, "hi")
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="hello")
+    after = store.get_session(entry.session_key)
+    assert after.last_activity_at == clock.now()
+    assert after.unread
+
+
 def test_a_failed_commit_rolls_back_the_whole_outcome(store, lanes):
     entry = _entry(store)
     _accept(lanes, entry, "hi")

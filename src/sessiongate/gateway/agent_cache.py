@@ -22,7 +22,12 @@ Eviction commits first, then releases, in two steps:
 
 Eviction never ends a transcript: the next turn on that key builds a fresh agent from the
 persisted session. `remove(key)` is the exception to the queue: it hands the agent to the caller,
-who owns its teardown (a conversation boundary such as `/reset`).
+who owns its teardown.
+
+A conversation boundary (`/new`, `/reset`, `/resume`, a reset or delete over HTTP) gets a full
+teardown, never a carried-over agent (spec §11): each agent remembers the conversation it serves
+(`put(..., conversation=...)`), and `release_stale` queues it for release (reason `boundary`)
+once its key has moved on to another one.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class EvictionReason(enum.StrEnum):
     # `put` gave the key a different agent; the old one is released like an evicted one.
     REPLACED = "replaced"
     SHUTDOWN = "shutdown"
+    # The key moved on to another conversation; the agent served the old one.
+    BOUNDARY = "boundary"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,8 @@ class _Slot:
     last_used: float
     busy: bool = False
     unflushed: bool = False
+    # The conversation the agent serves (an opaque token); None until a caller names one.
+    conversation: str | None = None
 
     @property
     def is_evictable(self) -> bool:
@@ -140,21 +149,38 @@ class AgentCache:
         self._touch(key, slot)
         return slot.agent
 
-    def put(self, key: str, agent: Agent) -> list[str]:
+    def put(self, key: str, agent: Agent, *, conversation: str | None = None) -> list[str]:
         """Cache `agent` as the most recently used; returns the keys the LRU cap evicted.
 
         A different agent already cached for `key` is released (reason `replaced`) but its
         busy and unflushed marks carry over to the new one, since they describe the session.
+        `conversation` names the conversation the agent serves (see `release_stale`).
         """
         slot = self._slots.get(key)
         if slot is None:
-            self._slots[key] = _Slot(agent, self._clock.monotonic())
+            slot = self._slots[key] = _Slot(agent, self._clock.monotonic())
         else:
             if slot.agent is not agent:
                 self._queue_release(key, slot.agent, EvictionReason.REPLACED)
                 slot.agent = agent
             self._touch(key, slot)
+        if conversation is not None:
+            slot.conversation = conversation
         return self._enforce_cap(spare=key)
+
+    def release_stale(self, key: str, *, conversation: str) -> bool:
+        """Queue `key`'s agent for release (reason `boundary`) when it serves a conversation
+        other than `conversation`, whatever its marks: the caller is about to use the key for
+        `conversation`, so nothing else holds the old agent. Returns whether one was queued
+        (drain it). An agent that serves no named conversation yet adopts this one."""
+        slot = self._slots.get(key)
+        if slot is None or slot.conversation == conversation:
+            return False
+        if slot.conversation is None:
+            slot.conversation = conversation
+            return False
+        self._evict(key, EvictionReason.BOUNDARY)
+        return True
 
     def remove(self, key: str) -> Agent | None:
         """Take `key`'s agent out regardless of its marks; the caller now owns its teardown."""

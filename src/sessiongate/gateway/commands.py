@@ -1,6 +1,6 @@
 """Slash commands, and the one table of what each does while its lane is busy.
 
-A command is recognised after stripping a leading group mention (`@bot /new`) and a
+A command is recognised after stripping a leading mention (`@bot /new`, `<@U123> /new`) and a
 `/cmd@bot` suffix, case-insensitively; `/new` and `/reset` are the configured
 `reset_triggers`. Unknown `/words` are ordinary text for the agent. Every command is
 deduplicated by its message id like any message, and its effect commits in the same
@@ -107,9 +107,16 @@ COMMANDS: dict[str, CommandSpec] = {
 RUN_WHEN_ARCHIVED = frozenset({"stop", "status", "help"})
 
 BUSY_REPLY = "Busy with the current reply: try /{name} again after it arrives (or /stop it)."
+_HELD_ELSEWHERE = "That session is open in another conversation; send /new there first to free it."
 _RESET_NAMES = frozenset({"new", "reset"})
-_MENTION = re.compile(r"^@\S+\s+(?=/)")
+# A leading mention before a command: `@bot` (Telegram, WhatsApp) or `<@U123>` / `<@!42>`
+# (Slack, Discord).
+_MENTION = re.compile(r"^(?:@\S+|<@[^>\n]+>)\s+(?=/)")
+# The `@bot` a group client appends to a command word (`/new@mybot`).
+_BOT_SUFFIX = re.compile(r"^@[^\s@/]+")
 _COMMAND = re.compile(r"^/([^\s@/]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
+# ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
+_COUNT = re.compile(r"[0-9]+")
 _TITLE_MAX = 100
 _UNDO_MAX = 100
 _LIST_MAX = 10
@@ -124,14 +131,12 @@ class ParsedCommand:
 def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | None:
     """The command in `text`, or None when it is ordinary text."""
     stripped = _MENTION.sub("", text.strip(), count=1)
-    lowered = stripped.lower()
     for trigger in reset_triggers:
         word = trigger.strip().lower()
-        if word and (lowered == word or lowered.startswith((word + " ", word + "\n"))):
+        args = _trigger_args(stripped, word)
+        if args is not None:
             name = word.lstrip("/")
-            return ParsedCommand(
-                name if name in _RESET_NAMES else "new", stripped[len(word) :].strip()
-            )
+            return ParsedCommand(name if name in _RESET_NAMES else "new", args)
     match = _COMMAND.match(stripped)
     if match is None:
         return None
@@ -139,6 +144,19 @@ def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | No
     if name not in COMMANDS or name in _RESET_NAMES:
         return None  # /new and /reset exist only as configured reset triggers
     return ParsedCommand(name, (match.group(2) or "").strip())
+
+
+def _trigger_args(text: str, word: str) -> str | None:
+    """The arguments when `text` starts with the reset trigger `word` (a `/word` may carry an
+    `@bot` suffix; any whitespace ends it), else None."""
+    if not word or text[: len(word)].lower() != word:
+        return None
+    rest = text[len(word) :]
+    if word.startswith("/"):
+        rest = _BOT_SUFFIX.sub("", rest, count=1)
+    if rest and not rest[0].isspace():
+        return None  # `/newer` is another word
+    return rest.strip()
 
 
 class CommandHost(Protocol):
@@ -391,8 +409,10 @@ class CommandRunner:
         return await self._answer(call, "\n".join(lines))
 
     async def _cmd_undo(self, call: _Call) -> Receipt:
-        arg = call.command.args
-        n = min(int(arg), _UNDO_MAX) if arg.isdigit() and int(arg) > 0 else 1
+        n = _undo_count(call.command.args)
+        if n is None:
+            # `/undo all` or `/undo 0` must not quietly take back one turn.
+            return await self._answer(call, f"Usage: {COMMANDS['undo'].usage}", record=False)
         with self._lane_store.atomic():
             self._check_new(call)
             result = self._store.rewind_session(call.entry.session_id, n)
@@ -425,12 +445,19 @@ class CommandRunner:
             return await self._answer(call, refusal, record=False)
         with self._lane_store.atomic():
             self._check_new(call)
-            entry = self._store.switch_session(call.key, session_id)
-            reply = (
-                f"Resumed session {session_id}."
-                if entry is not None
-                else "That session cannot be resumed."
-            )
+            # Checked in the switch's transaction: two keys on one session would run two lanes
+            # of turns on one transcript at once.
+            holder = self._store.lookup_by_session_id(session_id)
+            if holder is not None and holder.session_key != call.key:
+                entry, reply = None, _HELD_ELSEWHERE
+            else:
+                # `_resolve_target` checked the owner (this lane's, or the same person's).
+                entry = self._store.switch_session(call.key, session_id, owner_checked=True)
+                reply = (
+                    f"Resumed session {session_id}."
+                    if entry is not None
+                    else "That session cannot be resumed."
+                )
             self._record(call, reply)
         await self._host.notify(call.event.source, reply)
         entry = entry or call.entry
@@ -490,6 +517,20 @@ class CommandRunner:
             and origin.user_id is not None
             and origin.user_id == source.user_id
         )
+
+
+def _undo_count(arg: str) -> int | None:
+    """How many turns `/undo <arg>` takes back (1 without an argument, at most `_UNDO_MAX`);
+    None unless `arg` is a positive whole number."""
+    if not arg:
+        return 1
+    if _COUNT.fullmatch(arg) is None:
+        return None
+    digits = arg.lstrip("0")
+    if not digits:
+        return None
+    # Compared by length first: `int` refuses strings of over 4,300 digits.
+    return _UNDO_MAX if len(digits) > len(str(_UNDO_MAX)) else min(int(digits), _UNDO_MAX)
 
 
 def _compress_reply(result: dict[str, Any]) -> str:

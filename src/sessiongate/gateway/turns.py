@@ -30,7 +30,7 @@ from sessiongate.core.context import (
     format_sender_prefix,
 )
 from sessiongate.core.keys import is_shared_multi_user_session
-from sessiongate.core.transcript import build_model_context
+from sessiongate.core.transcript import ModelContext, build_model_context
 from sessiongate.errors import (
     InvalidEntryError,
     SessionNotFoundError,
@@ -45,12 +45,14 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.entry import SessionEntry
     from sessiongate.gateway.agent import Agent, AgentFactory
     from sessiongate.gateway.agent_cache import AgentCache
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.receipts import Waiters
     from sessiongate.store.lanes import Claim, InboxItem, LaneStore
     from sessiongate.store.session_store import SessionStore
+    from sessiongate.store.tree import ContextView
 
 __all__ = [
     "RESUME_NOTE",
@@ -112,6 +114,24 @@ class _AgentDone:
     result: TurnResult | None
     error: str | None = None
     timed_out: bool = False
+
+
+def _conversation(session_id: str, entry: SessionEntry | None) -> str:
+    """What names one conversation of a key: its session id, and when its window began (a
+    soft `/reset` keeps the id and starts a new window)."""
+    started = entry.session_started_at if entry is not None else None
+    return f"{session_id}@{started.isoformat() if started is not None else ''}"
+
+
+async def _in_thread(read: Callable[[str], ContextView], session_id: str) -> ContextView:
+    """`read(session_id)` on a worker thread. A cancelled caller still waits for the thread (it
+    cannot be stopped), so no store read outlives its turn: the store may close right after."""
+    future = asyncio.get_running_loop().run_in_executor(None, read, session_id)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise
 
 
 def build_user_message(
@@ -227,19 +247,22 @@ class TurnExecutor:
             item, turn_id=claim.turn.id, shared=shared, redact_pii=self._config.redact_pii
         )
 
-    def _request(self, claim: Claim, user_message: dict[str, Any], *, resumed: bool) -> TurnRequest:
-        # Store reads run inline on the loop: they are short, and this is the runner's one seam
-        # between the async runtime and the sync store (see runner.py).
+    async def _request(
+        self, claim: Claim, user_message: dict[str, Any], *, resumed: bool
+    ) -> tuple[TurnRequest, SessionEntry | None]:
+        """The agent's request, and the entry it was built from."""
+        # Short store reads run inline on the loop (the runner's one seam between the async
+        # runtime and the sync store, see runner.py); the model context is the exception.
         turn = claim.turn
         # The entry as routed when the turn was claimed (saves a read; a field changed since,
         # such as a `/title` sent meanwhile, shows from the next turn).
         entry = claim.entry or self._store.get_session(turn.session_key)
-        context = build_model_context(self._store.load_events(turn.session_id))
+        context = await self._read_context(turn.session_id)
         prompt = build_session_context_prompt(
             build_session_context(claim.item.source, self._config, entry)
         )
         messages = [*context.messages, {"role": "user", "content": user_message["content"]}]
-        return TurnRequest(
+        request = TurnRequest(
             session_key=turn.session_key,
             session_id=turn.session_id,
             system_prompt=prompt,
@@ -248,6 +271,23 @@ class TurnExecutor:
             resume_note=RESUME_NOTE.format(attempt=turn.attempt) if resumed else None,
             turn_id=turn.id,
         )
+        return request, entry
+
+    async def _read_context(self, session_id: str) -> ModelContext:
+        """The session's model context, read on a worker thread.
+
+        Read on the loop it blocks every lane (~30 ms for 10,000 entries). The view comes from
+        one snapshot; if the transcript moved before it could be used it is read once more,
+        and if it moved again it is read on the loop, where nothing can move it meanwhile.
+        """
+        for _ in range(2):
+            try:
+                view = await _in_thread(self._store.read_model_context, session_id)
+            except SessionNotFoundError:
+                return ModelContext()  # as `load_events` of a missing session gives
+            if self._store.is_view_current(view):
+                return view.context
+        return build_model_context(self._store.load_events(session_id))
 
     async def _call_agent(
         self, claim: Claim, running: RunningTurn, user_message: dict[str, Any], *, resumed: bool
@@ -275,8 +315,9 @@ class TurnExecutor:
         extra = {"session_key": claim.turn.session_key, "turn_id": claim.turn.id}
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
         try:
-            request = self._request(claim, user_message, resumed=resumed)
-            agent = self._agent_for(claim.turn.session_key)
+            request, entry = await self._request(claim, user_message, resumed=resumed)
+            conversation = _conversation(claim.turn.session_id, entry)
+            agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
                 result = await agent.run_turn(request)
         except TimeoutError:
@@ -294,7 +335,9 @@ class TurnExecutor:
     async def borrow_agent(self, key: str) -> AsyncIterator[Agent]:
         """The session's agent, marked busy (no cache rule evicts it) while the caller uses it
         outside a turn (a compaction's summary)."""
-        agent = self._agent_for(key)
+        entry = self._store.get_session(key)
+        conversation = None if entry is None else _conversation(entry.session_id, entry)
+        agent = self._agent_for(key, conversation)
         self._agents.mark_busy(key)
         try:
             yield agent
@@ -305,12 +348,16 @@ class TurnExecutor:
             self._release_due = False
             await self._agents.drain_released()
 
-    def _agent_for(self, key: str) -> Agent:
+    def _agent_for(self, key: str, conversation: str | None = None) -> Agent:
+        # An agent that served an earlier conversation of this key (before a `/new`, a
+        # `/reset`, a `/resume`, a delete) is torn down, never carried over (spec §11).
+        if conversation is not None and self._agents.release_stale(key, conversation=conversation):
+            self._release_due = True
         agent = self._agents.get(key)
         if agent is None:
             agent = self._agent_factory(key)
             # The new agent is not busy yet, so mark it before the cap can pick it.
-            if self._agents.put(key, agent):
+            if self._agents.put(key, agent, conversation=conversation):
                 self._release_due = True
             self._agents.mark_busy(key)
         return agent

@@ -503,6 +503,9 @@ class LaneStore:
                 cache_write_tokens=cache_write_tokens,
                 cost_usd=cost_usd,
                 last_prompt_tokens=input_tokens or None,
+                # A system event (heartbeat, cron, ...) is no activity: it must not mark a read
+                # conversation unread.
+                activity=claim.item.event_kind is None,
             )
             if _may_be_resume_pending(claim):
                 self._store.clear_resume_pending(turn.session_key)
