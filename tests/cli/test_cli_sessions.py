@@ -117,6 +117,43 @@ def test_import_reports_bad_entries_and_exits_1(sg, home, tmp_path):
     assert json.loads(result.stdout)["problems"]
 
 
+def test_import_of_a_bad_transcript_leaves_no_half_imported_key(sg, home, tmp_path):
+    key = "agent:main:telegram:dm:carol"
+    entry = {
+        "session_key": key,
+        "session_id": "20250101_000000_cccccccc",
+        "created_at": "2025-01-01T00:00:00+00:00",
+        "updated_at": "2025-01-01T00:00:00+00:00",
+    }
+    good = {"type": "message", "role": "user", "content": "hello carol"}
+    # Valid ISO-8601 text with no UTC equivalent.
+    bad = {**good, "timestamp": "0001-01-01T00:00:00+14:00"}
+
+    def dump(events):
+        path = tmp_path / "dump.json"
+        document = {"format": "sessiongate.export", "version": 1}
+        document["sessions"] = [{"entry": entry, "events": events}]
+        path.write_text(json.dumps(document), encoding="utf-8")
+        return str(path)
+
+    result = sg("sessions", "import", dump([good, bad]), "--home", str(home), "--json")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["imported"] == 0
+    assert report["messages"] == 0
+    assert len(report["problems"]) == 1
+    assert key in report["problems"][0]
+    # Nothing of the entry was kept, so a corrected file imports it whole.
+    fixed = _json(sg("sessions", "import", dump([good]), "--home", str(home), "--json"))
+    assert fixed == {"imported": 1, "skipped": 0, "messages": 1, "problems": []}
+    store = SessionStore(home / "sessions", GatewayConfig())
+    try:
+        assert [m["content"] for m in store.load_transcript(entry["session_id"])] == ["hello carol"]
+    finally:
+        store.close()
+
+
 def test_prune_without_an_age_is_refused(sg, home, seeded):
     result = sg("sessions", "prune", "--home", str(home))
     assert result.returncode == 2
@@ -129,3 +166,25 @@ def test_prune_drops_old_routes_and_keeps_transcripts(sg, home, seeded):
     assert _json(sg("sessions", "list", "--home", str(home), "--json"))["total"] == 0
     hits = _json(sg("sessions", "search", "fox", "--home", str(home), "--json"))["results"]
     assert hits
+
+
+def test_user_text_with_markup_and_undecodable_keys_are_plain_output_or_one_line_errors(
+    sg, home
+):
+    from sessiongate import GatewayConfig, SessionSource, SessionStore
+
+    with SessionStore(home / "sessions", GatewayConfig()) as store:
+        entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id="a[/]b"))
+        store.append_messages(entry.session_id, [{"role": "user", "content": "hi [/] [red]"}])
+    shown = sg("sessions", "show", entry.session_key, "-t", "--home", str(home))
+    assert shown.returncode == 0, shown.stderr
+    assert "hi [/] [red]" in shown.stdout
+    for args in (("sessions", "list"), ("sessions", "search", "hi")):
+        result = sg(*args, "--home", str(home))
+        # Folded over table lines, the key is not one string; what matters is no markup error.
+        assert (result.returncode, result.stderr) == (0, "")
+    for key in ("x[/]y", "\udcff\udcfe"):
+        result = sg("sessions", "show", key, "--home", str(home))
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert result.stderr.startswith("error:")

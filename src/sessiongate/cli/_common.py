@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sessiongate.agents import build_agent_factory
 from sessiongate.config import ConfigError, default_home, load_config
@@ -82,7 +83,8 @@ def sessions_dir(home: Path) -> Path:
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    # The message may quote user text (keys, labels) holding `[...]`: never read as markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 

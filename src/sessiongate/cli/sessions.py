@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from sessiongate.api.rows import session_row
+from sessiongate.cli import session_rows, session_tree
 from sessiongate.cli._common import (
     EXIT_USAGE,
     ConfigOption,
@@ -30,6 +32,7 @@ from sessiongate.cli._common import (
     open_store,
 )
 from sessiongate.core.entry import SessionEntry
+from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,7 +46,9 @@ EXPORT_FORMAT = "sessiongate.export"
 EXPORT_VERSION = 1
 
 app = typer.Typer(
-    help="List, show, search, export, import and prune sessions.",
+    help="List, show, search, export, import and prune sessions; change one session's "
+    "conversation tree (rewind, fork, switch, compact, reset) or row (pin, archive, label, "
+    "read state, delete).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -57,6 +62,10 @@ def _store(
     store = open_store(paths, config)
     try:
         yield store, config
+    except SessiongateError as exc:
+        # A refusal about the input (a key SQLite cannot hold, a conflict) or the disk: one
+        # line, never a traceback.
+        fail(exc.message)
     finally:
         store.close()
 
@@ -99,11 +108,13 @@ def list_sessions(
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
-            row["session_key"],
-            row["label"] or row["display_name"] or "",
-            row["updated_at"],
-            str(row["total_tokens"]),
-            _flags(row),
+            *_plain(
+                row["session_key"],
+                row["label"] or row["display_name"] or "",
+                row["updated_at"],
+                str(row["total_tokens"]),
+                _flags(row),
+            )
         )
     console.print(table)
 
@@ -142,13 +153,17 @@ def show(
     table.add_column(overflow="fold")
     for name, value in row.items():
         if value not in (None, False, 0, 0.0, ""):
-            table.add_row(name, str(value))
+            table.add_row(name, Text(str(value)))
     console.print(table)
     for event in events or []:
         if event.get("type") == "message":
             content = event.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
-            console.print(f"[dim]#{event['id']}[/] [bold]{event.get('role')}[/]: {text}")
+            console.print(
+                Text.assemble(
+                    (f"#{event['id']} ", "dim"), (str(event.get("role")), "bold"), ": ", text
+                )
+            )
         else:
             console.print(f"[dim]#{event['id']} ({event.get('type')})[/]")
 
@@ -174,10 +189,12 @@ def search(
         table.add_column(column, overflow="fold")
     for hit in hits:
         table.add_row(
-            str(hit.get("session_key")),
-            str(hit.get("role")),
-            str(hit.get("timestamp")),
-            str(hit.get("snippet")),
+            *_plain(
+                str(hit.get("session_key")),
+                str(hit.get("role")),
+                str(hit.get("timestamp")),
+                str(hit.get("snippet")),
+            )
         )
     console.print(table)
 
@@ -244,24 +261,30 @@ def import_(
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         fail(f"cannot read {file}: {exc}", EXIT_USAGE)
     items, problems = _parse_import(data)
-    imported = messages = 0
+    imported = messages = skipped = 0
     with _store(home, config_file) as (store, _config):
         for entry, events in items:
             # A transcript already in the store (a pruned key coming back) is not appended
             # again: messages without ids would be duplicated.
             has_transcript = store.session_info(entry.session_id) is not None
-            if store.import_entries([entry]) == 0:
+            batch = [_message_of(e) for e in events if e.get("type", "message") == "message"]
+            reported = len(problems)
+            try:
+                # The entry and its transcript commit together: a transcript that cannot be
+                # stored leaves no route behind, so a corrected file imports the key whole.
+                with store.database.transaction():
+                    if store.import_entries([entry], problems=problems) == 0:
+                        if len(problems) == reported:
+                            skipped += 1
+                        continue
+                    if batch and not has_transcript:
+                        store.append_messages(entry.session_id, batch)
+            except (ValueError, OverflowError, SessiongateError) as exc:
+                problems.append(f"{entry.session_key[:80]}: not imported: {exc!s:.200}")
                 continue
             imported += 1
-            batch = [_message_of(e) for e in events if e.get("type", "message") == "message"]
-            if batch and not has_transcript:
-                try:
-                    store.append_messages(entry.session_id, batch)
-                except ValueError as exc:
-                    problems.append(f"{entry.session_key}: transcript not imported: {exc}")
-                    continue
+            if not has_transcript:
                 messages += len(batch)
-    skipped = len(items) - imported
     if as_json:
         emit_json(
             {"imported": imported, "skipped": skipped, "messages": messages, "problems": problems}
@@ -357,3 +380,13 @@ def prune(
         emit_json({"pruned": pruned, "max_age_days": days})
     else:
         console.print(f"pruned {pruned} entries older than {days} days")
+
+
+# The tree and row operations of one session (their modules say how they mirror the HTTP API).
+session_tree.register(app)
+session_rows.register(app)
+
+
+def _plain(*cells: str) -> list[Text]:
+    # Keys, names and message text are user text: `[...]` in them is never markup.
+    return [Text(cell) for cell in cells]

@@ -1,0 +1,396 @@
+"""`sessiongate sessions context|branches|rewind|fork|switch|compact|reset`: the conversation
+tree from a shell, over the same `SessionStore` calls as the HTTP routes (api/routes_tree.py,
+api/routes_sessions.py), with their argument names, refusals and `--json` bodies.
+
+Rewind, switch, reset, compaction and forks other than `--from last-completed` are refused
+while a turn of the key runs (see `session_ops.idle_lane`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from sessiongate.api.schemas import (
+    MAX_ENTRY_ID,
+    BranchesOut,
+    BranchOut,
+    CompactOut,
+    ContextOut,
+    ForkOut,
+    ResetOut,
+    RewindOut,
+    SwitchOut,
+)
+from sessiongate.cli._common import (
+    EXIT_USAGE,
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    console,
+    emit_json,
+    fail,
+)
+from sessiongate.cli.session_ops import (
+    KeyArgument,
+    idle_lane,
+    opened_store,
+    require_entry,
+    say,
+    show_model,
+)
+from sessiongate.core.transcript import deterministic_summary, estimate_tokens
+from sessiongate.errors import SessionArchivedError
+from sessiongate.gateway.compaction import context_after, keep_tokens, plan_compaction
+from sessiongate.gateway.recovery import RESTART_COUNTS_FILE, write_restart_counts
+from sessiongate.store.lanes import LaneStore
+
+if TYPE_CHECKING:
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["ForkFrom", "register"]
+
+EntryOption = Annotated[
+    int | None,
+    typer.Option(
+        "--entry",
+        min=0,
+        max=MAX_ENTRY_ID,
+        show_default=False,
+        help="A user message on the active path (an id from `sessions show --transcript`).",
+    ),
+]
+
+
+class ForkFrom(enum.StrEnum):
+    ACTIVE = "active"
+    LAST_COMPLETED = "last-completed"
+
+
+def context(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the model context the next turn would get (after resets and compactions)."""
+    with opened_store(home, config_file) as store:
+        entry = require_entry(store, key)
+        ctx = store.model_context(entry.session_id)
+    out = ContextOut(
+        session_key=key,
+        session_id=entry.session_id,
+        messages=ctx.messages,
+        model=ctx.model,
+        provider=ctx.provider,
+        thinking_level=ctx.thinking_level,
+        boundary_entry_id=ctx.boundary_entry_id,
+    )
+    if as_json:
+        emit_json(out.model_dump(mode="json"))
+        return
+    facts = [f"{len(out.messages)} messages", f"about {estimate_tokens(out.messages)} tokens"]
+    if out.boundary_entry_id is not None:
+        facts.append(f"starts after entry #{out.boundary_entry_id}")
+    facts += [f"{name} {value}" for name, value in _settings(out) if value]
+    say("; ".join(facts))
+    for message in out.messages:
+        say(f"{message.get('role')}: {_text(message)}")
+
+
+def _settings(out: ContextOut) -> list[tuple[str, str | None]]:
+    return [("model", out.model), ("provider", out.provider), ("thinking", out.thinking_level)]
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if message.get("tool_calls"):
+        names = [str((c.get("function") or {}).get("name")) for c in message["tool_calls"]]
+        text += f" [calls {', '.join(names)}]"
+    return text
+
+
+def branches(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List every branch tip of the current session; the active one is marked `*`."""
+    with opened_store(home, config_file) as store:
+        entry = require_entry(store, key)
+        tips = store.list_branches(entry.session_id)
+    out = BranchesOut(
+        branches=[
+            BranchOut(
+                leaf_entry_id=tip["leaf_entry_id"],
+                headline=tip.get("headline") or "",
+                message_count=tip.get("message_count") or 0,
+                updated_at=tip.get("updated_at"),
+                active=bool(tip.get("active")),
+            )
+            for tip in tips
+        ]
+    )
+    if as_json:
+        emit_json(out.model_dump(mode="json"))
+        return
+    table = Table(title=f"{len(out.branches)} branches", title_justify="left")
+    for column in ("", "leaf", "messages", "updated", "headline"):
+        table.add_column(column, overflow="fold")
+    for branch in out.branches:
+        table.add_row(
+            "*" if branch.active else "",
+            str(branch.leaf_entry_id),
+            str(branch.message_count),
+            branch.updated_at or "",
+            Text(branch.headline),  # user text, not markup
+        )
+    console.print(table)
+
+
+def rewind(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    turns: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=10_000, show_default=False, help="Undo this many user turns. Default: 1."
+        ),
+    ] = None,
+    entry_id: EntryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move the active leaf back before a user message; the old branch stays (see `branches`).
+
+    Give --turns or --entry, not both. Refused while a turn is running on the session.
+    """
+    if turns is not None and entry_id is not None:
+        fail("give --turns or --entry, not both", EXIT_USAGE)
+    with opened_store(home, config_file) as store, idle_lane(store, key, "rewind") as (entry, _):
+        if entry_id is not None:
+            result = store.rewind_to(entry.session_id, entry_id)
+            out = RewindOut(
+                status=result["status"],
+                editor_text=result.get("editor_text") or "",
+                rewound_count=int(result.get("rewound_count") or 0),
+            )
+        else:
+            undone = store.rewind_session(entry.session_id, turns or 1)
+            count = int(undone["rewound_count"])
+            out = RewindOut(
+                status="rewound" if count else "nothing_to_rewind",
+                editor_text=undone["target_text"],
+                rewound_count=count,
+            )
+    if out.status in _REWIND_REFUSALS:
+        fail(f"entry {entry_id} {_REWIND_REFUSALS[out.status]}")
+    if out.status == "nothing_to_rewind":
+        show_model(out, "nothing to rewind: the active path has no user message", as_json=as_json)
+        return
+    text = f"rewound {out.rewound_count} messages; the message to edit: {out.editor_text}"
+    show_model(out, text, as_json=as_json)
+
+
+_REWIND_REFUSALS = {
+    "missing": "is not in this session",
+    "not_user_message": "is not a user message",
+    "off_active_path": "is not on the active path (switch to its branch first)",
+}
+
+
+def fork(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    entry_id: EntryOption = None,
+    fork_from: Annotated[
+        ForkFrom | None,
+        typer.Option(
+            "--from",
+            show_default=False,
+            help="Copy the whole active branch, or only up to the last assistant reply "
+            "(allowed while a turn runs). Default: active.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy the conversation into a new session key; the source is untouched.
+
+    With --entry the copy stops just before that user message, whose text is printed for
+    editing. Refused while a turn is running, except with --from last-completed.
+    """
+    if entry_id is not None and fork_from is not None:
+        fail("give --entry or --from, not both", EXIT_USAGE)
+    mode = fork_from or ForkFrom.ACTIVE
+    beside_a_turn = entry_id is None and mode is ForkFrom.LAST_COMPLETED
+    action = None if beside_a_turn else "fork"
+    hint = "" if entry_id is not None else ", or fork with --from last-completed"
+    with (
+        opened_store(home, config_file) as store,
+        idle_lane(store, key, action, hint=hint) as (_, busy),
+    ):
+        if entry_id is not None:
+            child, editor_text = store.fork_session(key, entry_id=entry_id)
+        else:
+            child, editor_text = store.fork_session(key, fork_from=str(mode), busy=busy)
+    out = ForkOut(
+        session_key=child.session_key, session_id=child.session_id, editor_text=editor_text
+    )
+    text = f"forked into {out.session_key}"
+    if editor_text:
+        text += f"; the message to edit: {editor_text}"
+    show_model(out, text, as_json=as_json)
+
+
+def switch(
+    key: KeyArgument,
+    leaf_entry_id: Annotated[
+        int,
+        typer.Argument(
+            min=0, max=MAX_ENTRY_ID, help="A branch tip, as `sessions branches` lists it."
+        ),
+    ],
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make another branch tip the active leaf. Refused while a turn is running."""
+    with (
+        opened_store(home, config_file) as store,
+        idle_lane(store, key, "switch branches") as (entry, _),
+    ):
+        status = store.switch_branch(entry.session_id, leaf_entry_id)
+    out = SwitchOut.model_validate({"status": status})
+    if out.status == "missing":
+        fail(f"entry {leaf_entry_id} is not in this session")
+    if out.status == "not_a_tip":
+        fail(f"entry {leaf_entry_id} is not a branch tip (see `sessions branches`)")
+    if out.status == "already_active":
+        show_model(out, f"branch {leaf_entry_id} is already active", as_json=as_json)
+        return
+    show_model(out, f"switched to branch {leaf_entry_id}", as_json=as_json)
+
+
+def compact(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Summarise the older part of the conversation into a compaction entry.
+
+    Without a model: the summary is the deterministic one the echo agent writes (a bullet per
+    earlier user message); a running gateway's `POST /v1/sessions/{key}/compact` uses the
+    session's agent instead. The newest quarter of the context window is kept as it is.
+    Refused while a turn is running, and for an archived session.
+    """
+    with opened_store(home, config_file) as store, idle_lane(store, key, "compact") as (entry, _):
+        result = _compact(store, entry)
+    out = CompactOut(
+        compacted=result["compacted"],
+        tokens_before=result["tokens_before"],
+        tokens_after=result["tokens_after"],
+    )
+    if as_json:
+        emit_json({**out.model_dump(mode="json"), "reason": result["reason"]})
+        return
+    if out.compacted:
+        say(f"compacted: about {out.tokens_before} tokens before, {out.tokens_after} after")
+    else:
+        say(
+            f"not compacted ({str(result['reason']).replace('_', ' ')}): {out.tokens_before} tokens"
+        )
+
+
+def _compact(store: SessionStore, entry: SessionEntry) -> dict[str, Any]:
+    """`gateway.compaction.Compactor.run` with the deterministic summary. It runs inside the
+    caller's write transaction, so nothing can move between the plan and the commit, and the
+    entry is written with its raised `compaction_count` or not at all."""
+    if entry.archived:
+        raise SessionArchivedError(
+            "the session is archived; unarchive it to compact it", session_key=entry.session_key
+        )
+    events = store.load_events(entry.session_id)
+    plan = plan_compaction(events, keep=keep_tokens(store.config.agent.context_window))
+    before = plan.tokens_before
+    if not plan.fresh:
+        return _unchanged(before, "nothing_to_compact")
+    summary = deterministic_summary(plan.summarize)
+    after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
+    if after >= before:
+        return _unchanged(before, "no_gain")
+    store.append_entry(
+        entry.session_id,
+        {
+            "type": "compaction",
+            "summary": summary,
+            "first_kept_entry_id": plan.first_kept_entry_id,
+            "tokens_before": before,
+            "tokens_after": after,
+        },
+    )
+    store.set_session_fields(entry.session_key, compaction_count=entry.compaction_count + 1)
+    return {"compacted": True, "tokens_before": before, "tokens_after": after, "reason": None}
+
+
+def _unchanged(tokens: int, reason: str) -> dict[str, Any]:
+    return {"compacted": False, "tokens_before": tokens, "tokens_after": tokens, "reason": reason}
+
+
+def reset(
+    key: KeyArgument,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """End the current conversation and start a new session id (as `/new` does).
+
+    The old transcript stays searchable, and the session's stuck-loop counter starts at zero.
+    Refused while a turn is running on the session.
+    """
+    with opened_store(home, config_file) as store:
+        with idle_lane(store, key, "reset"):
+            entry = store.reset_session(key)
+            # As `/new` and the HTTP reset: the counter is zeroed in the reset's commit.
+            counted = LaneStore(store).reset_restart_count(key)
+        if counted:
+            _write_restart_counts(store)
+    if entry is None:  # cannot happen: the lane was read in the same transaction
+        fail(f"no session with key {key!r}")
+    show_model(
+        ResetOut(session_id=entry.session_id),
+        f"reset {key}: session id {entry.session_id}",
+        as_json=as_json,
+    )
+
+
+def _write_restart_counts(store: SessionStore) -> None:
+    """Rewrite `<home>/restart_counts.json` from the database, as the runner does after a
+    reset: the gateway's recovery merges the file's counters for keys the database lacks, so a
+    stale file would bring the zeroed counter back."""
+    # The store lives in `<home>/sessions` (cli/_common.py `sessions_dir`).
+    path = store.sessions_dir.parent / RESTART_COUNTS_FILE
+    write_restart_counts(path, LaneStore(store).restart_counts())
+
+
+def register(app: typer.Typer) -> None:
+    """Add the tree commands to the `sessions` group."""
+    for name, command in (
+        ("context", context),
+        ("branches", branches),
+        ("rewind", rewind),
+        ("fork", fork),
+        ("switch", switch),
+        ("compact", compact),
+        ("reset", reset),
+    ):
+        app.command(name)(command)
