@@ -83,3 +83,21 @@ async def test_a_restart_ends_an_incognito_lane_and_its_waiting_rows(make_gatewa
     with pytest.raises(SessionNotFoundError, match="ended when the gateway restarted"):
         await again.runner.handle_message(_to(key, "hello?"))
     assert again.store.list_incognito() == []
+
+
+async def test_an_addressed_lane_rolls_over_by_its_own_reset_policy(make_gateway, clock):
+    gw = await make_gateway(reset_policy={"mode": "idle", "idle_minutes": 5})
+    parent = await gw.adapter.receive("one")
+    child, _ = gw.store.fork_session(parent.session_key, fork_from="active")
+    first = await gw.runner.handle_message(_to(child.session_key, "two"))
+    assert first.session_id == child.session_id
+    clock.advance(600)
+    later = await gw.runner.handle_message(_to(child.session_key, "three"))
+    assert later.session_id != child.session_id
+    entry = gw.store.get_session(child.session_key)
+    assert (entry.session_id, entry.auto_reset_reason) == (later.session_id, "idle")
+    assert entry.origin == child.origin  # the api source the messages came in on is not kept
+    assert [m["content"] for m in gw.store.load_transcript(later.session_id)] == [
+        "three",
+        "re: three",
+    ]

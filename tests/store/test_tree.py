@@ -212,6 +212,52 @@ def test_reconnect_resume_keeps_visible_session_once(make_store, clock: FakeCloc
     assert rotated.auto_reset_reason == "idle"
 
 
+def test_a_second_reconnect_claim_on_the_same_session_is_an_ordinary_stale_send(
+    make_store, clock: FakeClock
+):
+    store = make_store(reset_policy={"mode": "daily", "at_hour": 4})
+    source = SessionSource(platform="telegram", chat_id="1")
+    first = store.get_or_create_session(source)
+    clock.advance(86_400)
+    kept = store.get_or_create_session(source, visible_session_id=first.session_id)
+    assert kept.session_id == first.session_id
+    again = store.get_or_create_session(source, visible_session_id=first.session_id)
+    assert (again.session_id != first.session_id, again.auto_reset_reason) == (True, "daily")
+
+
+def test_a_lane_addressed_by_key_follows_its_reset_policy(make_store, clock: FakeClock):
+    store = make_store(reset_policy={"mode": "idle", "idle_minutes": 5})
+    source = SessionSource(platform="telegram", chat_id="1")
+    parent = store.get_or_create_session(source)
+    store.append_messages(parent.session_id, [{"role": "user", "content": "hi"}])
+    fork, _ = store.fork_session(parent.session_key, fork_from="active")
+    clock.advance(120)
+    touched = store.refresh_lane(fork.session_key)
+    assert touched.session_id == fork.session_id
+    assert touched.last_interaction_at == clock.now()
+    assert touched.origin == fork.origin
+    assert store.refresh_lane(fork.session_key, event_kind="heartbeat").last_interaction_at == (
+        touched.last_interaction_at
+    )
+    clock.advance(600)
+    rotated = store.refresh_lane(fork.session_key)
+    assert (rotated.session_id != fork.session_id, rotated.auto_reset_reason) == (True, "idle")
+    assert store.get_session(parent.session_key).session_id == parent.session_id
+    with pytest.raises(SessionNotFoundError):
+        store.refresh_lane("agent:main:telegram:dm:nobody")
+
+
+def test_an_incognito_lane_rotates_in_memory(make_store, clock: FakeClock):
+    store = make_store(reset_policy={"mode": "idle", "idle_minutes": 5})
+    ghost = store.create_incognito_session(SessionSource(platform="telegram", chat_id="1"))
+    clock.advance(600)
+    rotated = store.refresh_lane(ghost.session_key)
+    assert rotated.session_id != ghost.session_id
+    store.append_messages(rotated.session_id, [{"role": "user", "content": "secret"}])
+    with store.database.read() as conn:
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
+
+
 def test_system_events_never_extend_freshness(make_store, clock: FakeClock):
     store = make_store(reset_policy={"mode": "idle", "idle_minutes": 5})
     source = SessionSource(platform="telegram", chat_id="1")

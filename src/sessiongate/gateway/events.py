@@ -35,8 +35,8 @@ class MessageEvent:
     allow list, so adapters must never set it from user input). `event_kind` marks system events
     (`heartbeat`, `cron`, `exec`, `system`): they never extend a session's freshness and never
     interrupt a running turn (each is its own queued turn). `session_key` addresses a lane
-    directly (a fork, an incognito session): the message runs in that lane's current session as
-    it is, never routed by its source and never rolled over by a reset policy.
+    directly (a fork, an incognito session): the message runs on that lane, never routed by its
+    source; the lane's reset policy is evaluated for the lane's own origin.
     """
 
     source: SessionSource

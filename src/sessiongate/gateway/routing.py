@@ -8,8 +8,9 @@ A message is routed in the transaction that accepts it (`Router.route`, called i
   session over under its running turn;
 - otherwise `get_or_create_session` routes it there and then, evaluating the reset policy, and
   a rollover makes the message the first turn of the new session;
-- a message addressed to a lane by key (a fork, an incognito session) goes to that lane's
-  current session as it is; an unknown or ended key is refused.
+- a message addressed to a lane by key (a fork, an incognito session) goes to that lane,
+  whose reset policy is evaluated for the lane's own origin; an unknown or ended key is
+  refused.
 
 A row accepted while its lane was busy is routed again when the worker claims it, between turns
 (`Router.claim_next`): a rollover held back by a running turn happens there, after the old
@@ -78,13 +79,7 @@ class Router:
         """Route a message as it arrives, inside the caller's transaction (to `session_key`'s
         lane when it names one; `SessionNotFoundError` if that lane does not exist)."""
         if session_key is not None:
-            addressed = self._store.get_session(session_key)
-            if addressed is None:
-                raise SessionNotFoundError(
-                    self._store.missing_message(session_key), session_key=session_key
-                )
-            busy = not self._lanes.is_free(session_key)
-            return Routed(addressed, busy=busy, archived=addressed.archived)
+            return self._route_addressed(session_key, event_kind)
         key, current = self._lane_store.resolve(source)
         busy = not self._lanes.is_free(key)
         if current is not None and (current.archived or busy):
@@ -94,6 +89,19 @@ class Router:
         if current is not None and entry.session_id != current.session_id:
             dropped = self._rolled_over(current, entry)
         return Routed(entry, busy=busy, archived=False, dropped=dropped)
+
+    def _route_addressed(self, key: str, event_kind: str | None) -> Routed:
+        current = self._store.get_session(key)
+        if current is None:
+            raise SessionNotFoundError(self._store.missing_message(key), session_key=key)
+        busy = not self._lanes.is_free(key)
+        if current.archived or busy:
+            return Routed(current, busy=busy, archived=current.archived)
+        entry = self._store.refresh_lane(key, event_kind=event_kind)
+        dropped: tuple[int, ...] = ()
+        if entry.session_id != current.session_id:
+            dropped = self._rolled_over(current, entry)
+        return Routed(entry, busy=False, archived=False, dropped=dropped)
 
     def claim_next(self, key: str) -> NextTurn:
         """Route and claim the lane's next row between turns, in one transaction."""
@@ -112,12 +120,12 @@ class Router:
             if before is not None and self._lane_store.resolve(item.source)[0] != key:
                 # The row was addressed to this lane by key, or its sender routes elsewhere now
                 # (an identity alias learned while it waited): it runs on the lane that
-                # accepted it, in its current session, and the source's own route is left alone.
-                entry = before
+                # accepted it, and the source's own route is left alone.
+                entry = self._store.refresh_lane(key, event_kind=item.event_kind)
             else:
                 entry = self._store.get_or_create_session(item.source, event_kind=item.event_kind)
-                if before is not None and before.session_id != entry.session_id:
-                    dropped = self._rolled_over(before, entry, keep=item.id)
+            if before is not None and before.session_id != entry.session_id:
+                dropped = self._rolled_over(before, entry, keep=item.id)
             claim = self._lane_store.claim_item(item, entry)
         return NextTurn(claim, entry, dropped)
 

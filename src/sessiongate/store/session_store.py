@@ -53,6 +53,9 @@ __all__ = ["SessionStore"]
 
 log = logging.getLogger(__name__)
 
+# `extra` key naming the session a reconnect claim has kept once (the claim is one-shot).
+_KEPT = "reconnect_kept"
+
 # Counters and state that a new incarnation starts afresh (toggles and model choice carry over).
 _FRESH_INCARNATION: dict[str, Any] = {
     "input_tokens": 0,
@@ -186,8 +189,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
                 was_auto_reset=True,
                 auto_reset_reason="suspended",
             )
-        if action is EntryAction.REUSE and not system and not keep:
+        if action is EntryAction.REUSE and not system:
             reason = self._policy_reset_reason(existing, source, now)
+            if reason is not None and keep and existing.extra.get(_KEPT) != existing.session_id:
+                # A reconnecting client's one-shot claim: this send keeps the session it shows;
+                # a second claim on the same session is an ordinary stale send.
+                extra = {**existing.extra, _KEPT: existing.session_id}
+                return existing.evolve(
+                    updated_at=now, last_interaction_at=now, origin=source, extra=extra
+                )
             if reason is not None:
                 return self._rotate(
                     conn,
@@ -220,6 +230,41 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             last_interaction_at=entry.last_interaction_at or entry.session_started_at,
             now=now,
         )
+
+    def refresh_lane(
+        self,
+        session_key: str,
+        *,
+        event_kind: str | None = None,
+        visible_session_id: str | None = None,
+    ) -> SessionEntry:
+        """A message addressed to a lane by key (a fork, an incognito lane): its entry,
+        rotated by the reset policy and touched exactly as `get_or_create_session` does for a
+        source, with the lane's own origin as the source (so its origin never changes).
+        `SessionNotFoundError` when the key names no lane."""
+        system = event_kind is not None and is_system_event(event_kind)
+        db = self._db_for_key(session_key)
+        with db.transaction() as conn:
+            existing = routes.get_route(conn, session_key)
+            if existing is None:
+                raise SessionNotFoundError(
+                    self.missing_message(session_key), session_key=session_key
+                )
+            if existing.origin is None:
+                return existing  # a legacy row with no origin to evaluate a policy for
+            now = self.clock.now()
+            entry = self._next_entry(
+                conn,
+                existing,
+                existing.origin,
+                now,
+                system=system,
+                keep=visible_session_id == existing.session_id,
+            )
+            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+        self._register_created(db, session_key, entry.session_id)
+        self._mirror_dirty()
+        return entry
 
     def resolve_route(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
         """The key `source` routes to and its entry, read only: nothing is created, rotated or
