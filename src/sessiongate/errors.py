@@ -15,6 +15,7 @@ SessiongateError
 ├── UnauthorizedError           a sender or caller without permission
 ├── StoreCorruptError           canonical data on disk is damaged; the store will not open
 └── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
+    └── HomeInUseError          another gateway or chat runner holds the home's lock
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "ConflictError",
     "EntryNotFoundError",
     "ForkTooLargeError",
+    "HomeInUseError",
     "InvalidEntryError",
     "InvalidSessionIdError",
     "InvalidSessionKeyError",
@@ -111,3 +113,10 @@ class StoreCorruptError(SessiongateError):
 
 class StoreUnavailableError(SessiongateError):
     code = "store_unavailable"
+
+
+class HomeInUseError(StoreUnavailableError):
+    """A runner is already live on this home (`<home>/gateway.lock` is held): a second one
+    would take the live runner's turns for crashed ones and run them again."""
+
+    code = "home_in_use"

@@ -122,3 +122,86 @@ def test_run_on_a_port_in_use_exits_1(sg, home):
         result = sg("run", "--home", str(home), "--port", str(port))
     assert result.returncode == 1
     assert "could not listen" in result.stderr
+
+
+def _turn_states(home) -> list[tuple[str, int]]:
+    import sqlite3
+
+    conn = sqlite3.connect(home / "sessions" / "state.db", timeout=30)
+    try:
+        return [(str(s), int(a)) for s, a in conn.execute("SELECT state, attempt FROM turns")]
+    finally:
+        conn.close()
+
+
+def test_chat_and_a_second_run_refuse_the_home_of_a_live_gateway(sg, env, home):
+    # A turn that outlives the test's checks, cut off by a short drain at the end.
+    slow = env(
+        SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="60",
+        SESSIONGATE_AGENT__RESTART_DRAIN_TIMEOUT="0.1",
+    )
+    proc, url, _ = _start(home, lambda: slow)
+    try:
+        sent = httpx.post(f"{url}/v1/messages", json={"chat_id": "g", "text": "x", "wait": False})
+        assert sent.status_code == 202, sent.text
+        for refused in (
+            sg("chat", "--home", str(home), input="hello\n", env=slow),
+            sg("run", "--home", str(home), "--port", "0", env=slow),
+        ):
+            assert refused.returncode == 1
+            assert "Traceback" not in refused.stderr
+            [line] = refused.stderr.strip().splitlines()
+            assert "in use" in line, line
+            assert "echo: hello" not in refused.stdout
+        # The live gateway's turn was neither requeued nor run again, and no stop was recorded.
+        assert _turn_states(home) == [("running", 1)]
+        assert not (home / ".clean_shutdown").exists()
+        # Commands that start no runner still work beside the gateway.
+        listed = sg("sessions", "list", "--home", str(home), "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert sg("doctor", "--home", str(home)).returncode == 0
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    after = sg("chat", "--home", str(home), input="hello\n")
+    assert after.returncode == 0, after.stderr
+    assert "agent> echo: hello" in after.stdout
+
+
+def test_chat_stops_gracefully_on_sigterm(env, home):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sessiongate", "chat", "--home", str(home), "--chat-id", "me"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+    )
+    try:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write("hello\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if "agent> echo: hello" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        # stdin stays open, as in a terminal: the signal alone ends the chat.
+        proc.wait(timeout=60)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    # runner.stop() ran: the clean-shutdown marker is there for the next start.
+    assert (home / ".clean_shutdown").exists()

@@ -168,9 +168,7 @@ def test_prune_drops_old_routes_and_keeps_transcripts(sg, home, seeded):
     assert hits
 
 
-def test_user_text_with_markup_and_undecodable_keys_are_plain_output_or_one_line_errors(
-    sg, home
-):
+def test_user_text_with_markup_and_undecodable_keys_are_plain_output_or_one_line_errors(sg, home):
     from sessiongate import GatewayConfig, SessionSource, SessionStore
 
     with SessionStore(home / "sessions", GatewayConfig()) as store:

@@ -4,17 +4,20 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from gateway_support import HANG_GUARD_SECONDS, settle
 
 from sessiongate import GatewayConfig, SessionSource, SessionStore
 from sessiongate.agents import Agent, EchoAgent
 from sessiongate.core.platform import Platform
 from sessiongate.gateway.agent_cache import AgentCache
+from sessiongate.gateway.delivery import REDELIVERY_BACKOFF_MAX_SECONDS, REDELIVERY_GRACE_SECONDS
 from sessiongate.gateway.housekeeping import (
     JOURNAL_RETENTION_SECONDS,
     PRUNE_INTERVAL_SECONDS,
     HousekeepingWatcher,
 )
 from sessiongate.gateway.memory import MemoryProbe
+from sessiongate.store.lanes import TurnState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -214,3 +217,67 @@ async def test_the_journal_prune_runs_with_the_hourly_prune_only(make_gateway, c
     assert (await gw.runner.housekeeping.tick()).journal_pruned is None
     clock.advance(JOURNAL_RETENTION_SECONDS)
     assert (await gw.runner.housekeeping.tick()).journal_pruned == (1, 1)
+
+
+# ------------------------------------------------------------------ redelivery
+
+
+async def test_a_failed_delivery_is_sent_again_after_the_grace_period(make_gateway, clock) -> None:
+    gw = await make_gateway()
+    gw.adapter.fail_sends = 1
+    receipt = await gw.adapter.receive("hello")
+    assert gw.lanes.get_turn(receipt.turn_id).state is TurnState.REPLIED
+    # Within the grace period the reply is left alone (its lane may still be sending it).
+    assert (await gw.runner.housekeeping.tick()).redelivered == 0
+    assert gw.adapter.send_attempts == 1
+    clock.advance(REDELIVERY_GRACE_SECONDS)
+    report = await gw.runner.housekeeping.tick()
+    assert report.redelivered == 1
+    assert gw.adapter.texts() == ["re: hello"]
+    assert gw.adapter.sent[0].turn_id == receipt.turn_id
+    assert gw.lanes.get_turn(receipt.turn_id).state is TurnState.DELIVERED
+    clock.advance(REDELIVERY_GRACE_SECONDS)
+    assert (await gw.runner.housekeeping.tick()).redelivered == 0
+    assert gw.adapter.send_attempts == 2
+
+
+async def test_redelivery_backs_off_and_the_backoff_is_bounded(make_gateway, clock) -> None:
+    gw = await make_gateway()
+    gw.adapter.fail_sends = 1_000
+    receipt = await gw.adapter.receive("hello")
+    clock.advance(REDELIVERY_GRACE_SECONDS)
+    await gw.runner.housekeeping.tick()
+    assert gw.adapter.send_attempts == 2
+    # Not again at once: the next try waits twice the grace period.
+    await gw.runner.housekeeping.tick()
+    clock.advance(REDELIVERY_GRACE_SECONDS)
+    await gw.runner.housekeeping.tick()
+    assert gw.adapter.send_attempts == 2
+    clock.advance(REDELIVERY_GRACE_SECONDS)
+    await gw.runner.housekeeping.tick()
+    assert gw.adapter.send_attempts == 3
+    # However many failures, a try is never further apart than the cap.
+    for expected in range(4, 20):
+        clock.advance(REDELIVERY_BACKOFF_MAX_SECONDS)
+        await gw.runner.housekeeping.tick()
+        assert gw.adapter.send_attempts == expected
+    gw.adapter.fail_sends = 0
+    clock.advance(REDELIVERY_BACKOFF_MAX_SECONDS)
+    assert (await gw.runner.housekeeping.tick()).redelivered == 1
+    assert gw.lanes.get_turn(receipt.turn_id).state is TurnState.DELIVERED
+
+
+async def test_a_reply_being_sent_is_not_sent_twice_by_housekeeping(make_gateway, clock) -> None:
+    gw = await make_gateway()
+    gw.adapter.hold_sends = asyncio.Event()
+    sending = asyncio.ensure_future(gw.adapter.receive("hello"))
+    await gw.hub.next_started()
+    await settle()
+    assert gw.adapter.send_attempts == 1  # the lane is sending, held by the platform
+    clock.advance(REDELIVERY_GRACE_SECONDS * 10)
+    async with asyncio.timeout(HANG_GUARD_SECONDS):  # a second send would block on the hold
+        assert (await gw.runner.housekeeping.tick()).redelivered == 0
+    assert gw.adapter.send_attempts == 1
+    gw.adapter.hold_sends.set()
+    assert (await sending).status == "replied"
+    assert gw.adapter.texts() == ["re: hello"]

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
+import httpx
 import pytest
 from gateway_support import settle
 
 from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate.api.app import create_app
 from sessiongate.gateway.recovery import CLEAN_SHUTDOWN_FILE, RESTART_COUNTS_FILE
 from sessiongate.gateway.turns import STALE_NOTICE, STUCK_NOTICE
 from sessiongate.store.lanes import Inbound, InboxKind, LaneStore, TurnState
@@ -269,3 +272,56 @@ async def test_stop_is_idempotent(gw):
     assert not gw.runner.statistics().accepting
     with pytest.raises(RuntimeError, match="cannot be started again"):
         await gw.runner.start()
+
+
+# ---------------------------------------------------------------- restart counts: db is the truth
+
+
+async def test_a_new_conversation_keeps_its_counter_reset_across_a_clean_restart(
+    make_gateway, crash
+):
+    claim = crash.running("hang forever")
+    key = claim.turn.session_key
+    crash.close()
+    gw = await make_gateway(home=crash.home, start=False)
+    gw.hub.hang = True
+    await gw.runner.start()
+    await gw.hub.next_started()
+    counts_file = gw.home / RESTART_COUNTS_FILE
+    assert gw.lanes.restart_count(key) == 1
+    assert (await gw.adapter.receive("/new")).status == "command"
+    assert gw.lanes.restart_count(key) == 0
+    await gw.runner.stop()
+    # The mirror follows the database at the stop, so the next start cannot bring 1 back.
+    assert json.loads(counts_file.read_text()) == {}
+    gw.store.close()
+    again = await make_gateway(home=gw.home)
+    assert again.lanes.restart_count(key) == 0
+
+
+async def test_the_counts_file_fills_in_only_keys_the_database_has_no_record_of(
+    make_gateway, crash
+):
+    known = crash.accept("hello", chat_id="known")
+    crash.lanes.merge_restart_counts({known: 1})
+    counts_file = crash.home / RESTART_COUNTS_FILE
+    counts_file.write_text(json.dumps({known: 3, "agent:main:telegram:dm:other": 2}))
+    gw = await _restart(make_gateway, crash)
+    expected = {known: 1, "agent:main:telegram:dm:other": 2}
+    assert gw.lanes.restart_counts() == expected
+    # Rewritten from the database once started.
+    assert json.loads(counts_file.read_text()) == expected
+
+
+async def test_the_http_reset_route_resets_the_counter_and_its_file(gw):
+    receipt = await gw.adapter.receive("hello", chat_id="http")
+    key = receipt.session_key
+    gw.lanes.merge_restart_counts({key: 2})
+    app = create_app(gw.runner, gw.store, gw.config)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        response = await http.post(f"/v1/sessions/{quote(key, safe='')}/reset")
+    assert response.status_code == 200, response.text
+    assert response.json()["session_id"] != receipt.session_id
+    assert gw.lanes.restart_count(key) == 0
+    assert json.loads((gw.home / RESTART_COUNTS_FILE).read_text()) == {}

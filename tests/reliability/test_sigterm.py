@@ -8,6 +8,7 @@ resumes and runs all of it. Both runs end with the torture checks (`torture.chec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
@@ -154,3 +155,78 @@ async def test_drain_timeout_marks_sessions_shutdown_timeout_and_the_restart_fin
     assert result.ok, result.problems
     assert result.resumed_turns == len(chats)
     assert not any(r["resume_pending"] for r in _routes(db).values())
+
+
+async def test_a_waiting_client_gets_a_json_answer_when_sigterm_cuts_its_turn_off(tmp_path: Path):
+    """wait=true clients (one whose turn runs, one queued behind it) get a JSON answer, never
+    uvicorn's plain-text 500, and their turns are kept for the restart."""
+    home = tmp_path / "home"
+    db = home / "sessions" / "state.db"
+    slow = _env(
+        SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="60",
+        SESSIONGATE_AGENT__RESTART_DRAIN_TIMEOUT="0.3",
+    )
+    gateway = GatewayProcess(home, env=slow)
+    try:
+        url = await gateway.start()
+        async with httpx.AsyncClient(timeout=GUARD_SECONDS) as client:
+
+            async def post(text: str, message_id: str) -> httpx.Response:
+                body = {"chat_id": "w", "text": text, "message_id": message_id, "wait": True}
+                return await client.post(f"{url}/v1/messages", json=body)
+
+            running = asyncio.ensure_future(post("tok:w:0", "w-m0"))
+            await _wait_for(db, lambda s: s.get("running", 0) == 1)
+            queued = asyncio.ensure_future(post("tok:w:1", "w-m1"))
+            await poll_until(lambda: count_rows(db, "inbox") == 2)
+            gateway.signal(15)
+            responses = await asyncio.gather(running, queued)
+            assert await gateway.wait_exit() == 0
+        for response in responses:
+            assert response.headers["content-type"] == "application/json", response.text
+            assert response.status_code in (200, 202, 503), response.text
+            if response.status_code != 503:
+                assert response.json()["status"] in ("queued", "interrupted"), response.text
+        assert read_turn_states(db) == {"accepted": 1}  # journalled for resume
+        assert count_rows(db, "inbox") == 2
+        log = gateway.log_text()
+        assert "graceful shutdown exceeded" not in log
+        assert "error" not in {json.loads(line)["level"] for line in log.splitlines()}
+
+        gateway.env = _env(SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="0.01")
+        await gateway.start()
+        await poll_until(lambda: is_drained(db))
+        assert await gateway.terminate() == 0
+    finally:
+        await gateway.aclose()
+
+
+async def test_a_second_sigterm_cuts_the_drain_short_and_the_turn_still_resumes(tmp_path: Path):
+    home = tmp_path / "home"
+    db = home / "sessions" / "state.db"
+    # A drain far longer than the hang guard: only the second signal can end it in time.
+    stuck = _env(
+        SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="600",
+        SESSIONGATE_AGENT__RESTART_DRAIN_TIMEOUT="600",
+    )
+    gateway = GatewayProcess(home, env=stuck)
+    try:
+        url = await gateway.start()
+        async with httpx.AsyncClient(timeout=GUARD_SECONDS) as client:
+            body = {"chat_id": "s", "text": "tok:s:0", "message_id": "s-m0", "wait": False}
+            assert (await client.post(f"{url}/v1/messages", json=body)).status_code == 202
+        await _wait_for(db, lambda s: s.get("running", 0) == 1)
+        gateway.signal(15)
+        await poll_until(lambda: "draining before shutdown" in gateway.log_text())
+        gateway.signal(15)
+        assert await gateway.wait_exit() == 0
+        # Forced out: no clean-shutdown marker, and the turn is journalled for resume.
+        assert not (home / ".clean_shutdown").exists()
+        assert read_turn_states(db) == {"accepted": 1}
+
+        gateway.env = _env(SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="0.01")
+        await gateway.start()
+        await poll_until(lambda: is_drained(db))
+        assert await gateway.terminate() == 0
+    finally:
+        await gateway.aclose()

@@ -71,6 +71,7 @@ async def post_message(
         text=body.text,
         message_id=body.message_id,
         reply_to=body.reply_to,
+        visible_session_id=body.visible_session_id,
     )
     return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
 
@@ -107,6 +108,7 @@ async def post_session_message(
         message_id=body.message_id,
         reply_to=body.reply_to,
         session_key=key,
+        visible_session_id=body.visible_session_id,
     )
     return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
 

@@ -186,9 +186,15 @@ async def reset_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> Rese
     require_entry(store, key)
     # The running turn would otherwise write its reply into the conversation just ended.
     ensure_idle(runner, key, "reset")
-    entry = store.reset_session(key)
-    if entry is None:  # deleted between the two calls
-        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+    # As `/new` does: the new conversation starts with its stuck-loop counter at zero, in the
+    # same commit as the reset.
+    with runner.lane_store.atomic():
+        entry = store.reset_session(key)
+        if entry is None:  # deleted between the two calls
+            raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+        reset = runner.lane_store.reset_restart_count(key)
+    if reset:
+        runner.write_restart_counts()
     return ResetOut(session_id=entry.session_id)
 
 

@@ -110,6 +110,11 @@ class _MessageFields(_In):
     )
     reply_to: Id | None = None
     wait: StrictBool = Field(True, description="wait for the reply (false: answer 202 queued)")
+    visible_session_id: Id | None = Field(
+        None,
+        description="a reconnecting client's one-shot claim: the session id it is showing; "
+        "if a reset policy made it stale, this one send still goes to it",
+    )
 
 
 class MessageIn(SourceIn, _MessageFields):

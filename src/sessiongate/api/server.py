@@ -3,12 +3,19 @@
 uvicorn's own handlers re-raise the captured signal once the server has stopped, which would
 kill the process before the runner drains and the store closes. `GatewayServer` instead only
 records the signal and asks the server to exit (a second one forces it), restores the old
-handlers afterwards and re-raises nothing, so the caller can finish the shutdown in order:
-stop accepting (uvicorn) → `runner.stop()` → `store.close()`.
+handlers afterwards and re-raises nothing.
+
+Shutdown order: the listeners close (no new connection), then `on_shutdown` runs — the
+runner's drain, which answers every waiting request (its reply, or `queued` for a turn
+journalled for the restart) — and only then does uvicorn's graceful wait begin, for responses
+that are now on their way. Were the drain to start after that wait, as it once did, uvicorn
+would cancel the requests still waiting for their turn (a plain-text 500) and the shutdown
+would take two drain timeouts. A second signal cuts the drain short.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -19,7 +26,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable, Generator
+    from collections.abc import Awaitable, Callable, Generator
     from types import FrameType
 
     from fastapi import FastAPI
@@ -40,12 +47,16 @@ class GatewayServer(uvicorn.Server):
         *,
         install_signal_handlers: bool = True,
         on_ready: Callable[[str, int], None] | None = None,
+        on_shutdown: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         super().__init__(config)
         self.install_signal_handlers = install_signal_handlers
         self.on_ready = on_ready
+        self.on_shutdown = on_shutdown
         self.received_signals: list[int] = []
         self.bound: tuple[str, int] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._forced = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -66,9 +77,13 @@ class GatewayServer(uvicorn.Server):
         self.received_signals.append(sig)
         if self.should_exit:
             self.force_exit = True
+            if self._loop is not None:
+                # Wakes a drain in progress (`shutdown`); thread-safe, so fine in a handler.
+                self._loop.call_soon_threadsafe(self._forced.set)
         self.should_exit = True
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
         await super().startup(sockets=sockets)
         if self.should_exit or not getattr(self, "servers", None):
             return
@@ -76,6 +91,33 @@ class GatewayServer(uvicorn.Server):
         self.bound = (str(bound[0]), int(bound[1]))
         if self.on_ready is not None:
             self.on_ready(*self.bound)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            if self.on_shutdown is not None:
+                # Stop accepting first (uvicorn closes them again, harmlessly), then drain
+                # while the requests still wait (see the module docstring).
+                for server in getattr(self, "servers", ()):
+                    server.close()
+                log.info("draining before shutdown")
+                await self._drain(self.on_shutdown)
+        finally:
+            await super().shutdown(sockets=sockets)
+
+    async def _drain(self, on_shutdown: Callable[[], Awaitable[None]]) -> None:
+        draining = asyncio.ensure_future(on_shutdown())
+        forced = asyncio.ensure_future(self._forced.wait())
+        try:
+            await asyncio.wait({draining, forced}, return_when=asyncio.FIRST_COMPLETED)
+            if not draining.done():
+                log.warning("second signal: the drain is cut short")
+                draining.cancel()
+                await asyncio.wait({draining})
+        finally:
+            forced.cancel()
+        # The hook's own failure propagates; its cancellation by a second signal does not.
+        if not draining.cancelled():
+            draining.result()
 
 
 def build_server(
@@ -86,9 +128,13 @@ def build_server(
     graceful_timeout: float,
     install_signal_handlers: bool = True,
     on_ready: Callable[[str, int], None] | None = None,
+    on_shutdown: Callable[[], Awaitable[None]] | None = None,
     **uvicorn_options: Any,
 ) -> GatewayServer:
     """A server for `app` on `host:port` (0 picks a free port; see `GatewayServer.bound`).
+
+    `on_shutdown` (the runner's stop) runs when the server stops, after the listeners close and
+    before uvicorn waits `graceful_timeout` for the open requests.
 
     Logging is left to the caller's configuration (`sessiongate.logs`), and uvicorn's access
     log is off: request counts are in `/metrics`.
@@ -103,4 +149,9 @@ def build_server(
         timeout_graceful_shutdown=max(1, round(graceful_timeout)),
         **uvicorn_options,
     )
-    return GatewayServer(config, install_signal_handlers=install_signal_handlers, on_ready=on_ready)
+    return GatewayServer(
+        config,
+        install_signal_handlers=install_signal_handlers,
+        on_ready=on_ready,
+        on_shutdown=on_shutdown,
+    )

@@ -1,8 +1,10 @@
 """`sessiongate run`: the gateway (runner + HTTP API) until SIGTERM or Ctrl+C.
 
-Start order: configuration → bind check → store → runner → server. Stop order (one signal):
-the server stops accepting and finishes its requests, then `runner.stop()` drains or journals
-the running turns, then the store closes. A second signal cuts the server's wait short.
+Start order: configuration → bind check → store → runner (which takes the home's lock: a second
+`run` or a `chat` on a live home exits 1 with one line) → server. Stop order (one signal): the
+server stops accepting, `runner.stop()` drains or journals the running turns and so answers the
+requests waiting for them, the server sends those responses, then the store closes; one drain,
+under `agent.restart_drain_timeout`. A second signal cuts the drain short.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from sessiongate.cli._common import (
     load_paths_and_config,
     open_store,
 )
+from sessiongate.errors import SessiongateError
 from sessiongate.gateway import GatewayRunner
 from sessiongate.logs import configure_logging
 
@@ -62,7 +65,7 @@ def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> s
             "",
             f"List sessions:  curl -s {url}/v1/sessions{' -H ...' if auth else ''}",
             f"API reference:  {url}/docs  (OpenAPI at {url}/openapi.json)",
-            "Chat in a terminal:  sessiongate chat",
+            "Chat in a terminal:  sessiongate chat, once this gateway is stopped (one per home)",
             "Stop: Ctrl+C or SIGTERM (drains running turns first).",
         ]
     )
@@ -87,6 +90,8 @@ async def _serve(
             port=port,
             graceful_timeout=config.agent.restart_drain_timeout,
             on_ready=announce,
+            # The drain runs while the requests still wait, so each gets its answer.
+            on_shutdown=runner.stop,
         )
         try:
             await server.serve()
@@ -98,7 +103,7 @@ async def _serve(
             log.info("stopping on a signal", extra={"signals": server.received_signals})
         return 0
     finally:
-        await runner.stop()
+        await runner.stop()  # a no-op after the server's shutdown ran it
 
 
 def run(
@@ -141,6 +146,8 @@ def run(
     store = open_store(paths, config)
     try:
         code = asyncio.run(_serve(paths, config, store, bind_host, bind_port))
+    except SessiongateError as exc:  # another runner holds the home, the store refused
+        fail(exc.message)
     finally:
         store.close()
     raise typer.Exit(code)

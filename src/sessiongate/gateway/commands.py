@@ -196,6 +196,8 @@ class CommandHost(Protocol):
 
     def wake(self, session_key: str) -> None: ...
 
+    def write_restart_counts(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Call:
@@ -328,6 +330,9 @@ class CommandRunner:
                     reply += f" {len(dropped)} waiting message(s) were dropped."
                 self._record(call, reply)
             self._host.discard(entry, dropped)
+        # The file mirrors the database: a crash before the next stop must not bring the old
+        # count back.
+        self._host.write_restart_counts()
         await self._host.notify(call.event.source, reply)
         if acceptance is None:
             self._host.wake(key)

@@ -2,30 +2,52 @@
 
 A reply is committed (journal `replied`) before it is sent and journalled `delivered` after;
 a crash in between sends it again at the next start (at-least-once, `turn_id` included so a
-platform can drop the repeat). A platform without an adapter (the HTTP `api` channel) delivers
-through the receipt and the transcript, so its replies are journalled delivered at once.
+platform can drop the repeat). A send that fails leaves the turn `replied`; while the gateway
+runs, housekeeping tries it again (`redeliver`) after a grace period, then with a doubling delay
+capped at `REDELIVERY_BACKOFF_MAX_SECONDS`, all on the runner's clock. A platform without an
+adapter (the HTTP `api` channel) delivers through the receipt and the transcript, so its replies
+are journalled delivered at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
+
+from sessiongate.errors import StaleWriteError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import datetime
 
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import PlatformAdapter
-    from sessiongate.store.lanes import LaneStore
+    from sessiongate.store.lanes import LaneStore, Turn
 
-__all__ = ["DELIVERY_TIMEOUT_SECONDS", "Delivery"]
+__all__ = [
+    "DELIVERY_TIMEOUT_SECONDS",
+    "REDELIVERY_BACKOFF_MAX_SECONDS",
+    "REDELIVERY_GRACE_SECONDS",
+    "Delivery",
+]
 
 log = logging.getLogger(__name__)
 
 # An adapter that hangs must not hold a lane (and so the next turn) for ever; the reply stays
-# journalled `replied` and is sent again at the next start.
+# journalled `replied` and is sent again by housekeeping (`redeliver`) or at the next start.
 DELIVERY_TIMEOUT_SECONDS = 60.0
+
+# How long a reply stays `replied` before housekeeping sends it again, and the first back-off
+# step after that: a platform that refused one send is often back within a minute. (A reply
+# its lane is still sending is never retried, whatever its age.)
+REDELIVERY_GRACE_SECONDS = 60.0
+# The longest wait between two tries of one reply: a platform down for a day is still tried
+# every hour, not hammered, and a reply is never given up on while the gateway runs.
+REDELIVERY_BACKOFF_MAX_SECONDS = 3600.0
+# Caps the exponent of the doubling, far past the point where the cap above applies.
+_MAX_DOUBLINGS = 16
 
 
 class Delivery:
@@ -35,6 +57,10 @@ class Delivery:
             raise ValueError("two adapters for one platform")
         self._lane_store = lane_store
         self.failures = 0
+        # Turns whose reply is being sent right now: a retry must not send it a second time.
+        self._sending: set[int] = set()
+        # Turn id -> (failed retries, earliest time of the next one).
+        self._retries: dict[int, tuple[int, datetime]] = {}
 
     @property
     def adapters(self) -> list[PlatformAdapter]:
@@ -68,8 +94,53 @@ class Delivery:
         self, session_key: str, turn_id: int, source: SessionSource, text: str
     ) -> bool:
         """Send a committed reply and journal it delivered; a failure leaves it `replied`."""
-        if not await self.send(source, text, turn_id=turn_id):
-            return False
+        self._sending.add(turn_id)
+        try:
+            if not await self.send(source, text, turn_id=turn_id):
+                return False
+        finally:
+            self._sending.discard(turn_id)
         self._lane_store.mark_delivered(turn_id)
         log.info("turn delivered", extra={"session_key": session_key, "turn_id": turn_id})
         return True
+
+    async def redeliver(self, replied: Sequence[Turn], *, now: datetime) -> int:
+        """Send again the `replied` turns (`replied`: every one the journal holds) whose
+        delivery failed, each once it is due: `REDELIVERY_GRACE_SECONDS` after its reply was
+        committed, then after each failed try twice the previous wait, at most
+        `REDELIVERY_BACKOFF_MAX_SECONDS`. Returns how many were delivered."""
+        waiting = {turn.id for turn in replied}
+        for turn_id in [t for t in self._retries if t not in waiting]:
+            del self._retries[turn_id]  # delivered or gone meanwhile
+        grace = timedelta(seconds=REDELIVERY_GRACE_SECONDS)
+        delivered = 0
+        for turn in replied:
+            if turn.id in self._sending:
+                continue
+            committed = turn.finished_at or turn.accepted_at
+            tries, due = self._retries.get(turn.id, (0, committed + grace))
+            if now < due:
+                continue
+            try:
+                sent = await self.deliver_reply(
+                    turn.session_key, turn.id, turn.source, turn.reply or ""
+                )
+            except StaleWriteError:
+                # Another path journalled it delivered meanwhile; nothing is left to do.
+                log.warning("redelivered turn was no longer replied", extra={"turn_id": turn.id})
+                sent = True
+            if sent:
+                self._retries.pop(turn.id, None)
+                delivered += 1
+                continue
+            tries += 1
+            wait = min(
+                REDELIVERY_GRACE_SECONDS * 2 ** min(tries, _MAX_DOUBLINGS),
+                REDELIVERY_BACKOFF_MAX_SECONDS,
+            )
+            self._retries[turn.id] = (tries, now + timedelta(seconds=wait))
+            log.info(
+                "redelivery failed; will retry",
+                extra={"turn_id": turn.id, "tries": tries, "retry_in_seconds": wait},
+            )
+        return delivered

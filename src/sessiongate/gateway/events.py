@@ -37,6 +37,8 @@ class MessageEvent:
     interrupt a running turn (each is its own queued turn). `session_key` addresses a lane
     directly (a fork, an incognito session): the message runs on that lane, never routed by its
     source; the lane's reset policy is evaluated for the lane's own origin.
+    `visible_session_id` is a reconnecting client's one-shot claim on the session it shows: if
+    a reset policy has made that session stale, this one send still goes to it.
     """
 
     source: SessionSource
@@ -48,6 +50,7 @@ class MessageEvent:
     internal: bool = False
     event_kind: str | None = None
     session_key: str | None = None
+    visible_session_id: str | None = None
 
     def __post_init__(self) -> None:
         # Normalise once at the edge: lists become tuples, ids become text.

@@ -1,7 +1,9 @@
-"""The housekeeping watcher (spec §10): idle sweep, pressure sweep, hourly prunes.
+"""The housekeeping watcher (spec §10): idle sweep, pressure sweep, redelivery, hourly prunes.
 
 Every `housekeeping_interval_seconds` it sweeps cached agents idle past their TTL, sheds agents
-under memory pressure, releases what both evicted, and — at most once an hour — prunes routing
+under memory pressure, releases what both evicted, sends again the replies whose delivery failed
+(the runner's `redeliver`, with its own grace period and back-off), and — at most once an hour —
+prunes routing
 entries older than `session_store_max_age_days` and the gateway's own records older than
 `JOURNAL_RETENTION_SECONDS` (dedup records of inbound message ids and finished journal turns).
 It never ends a transcript: eviction only releases a warm agent, and pruning keeps the
@@ -17,6 +19,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.agent_cache import AgentCache
@@ -52,6 +56,8 @@ class HousekeepingReport:
     pruned: int | None
     # (dedup records, journal turns) pruned; `None` when not due or there is no lane store.
     journal_pruned: tuple[int, int] | None = None
+    # Replies delivered on a retry this tick; `None` when the watcher has no `redeliver`.
+    redelivered: int | None = None
 
 
 class HousekeepingWatcher:
@@ -65,9 +71,11 @@ class HousekeepingWatcher:
         config: GatewayConfig,
         clock: Clock,
         lanes: LaneStore | None = None,
+        redeliver: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self._store = store
         self._lanes = lanes
+        self._redeliver = redeliver
         self._cache = cache
         self._config = config
         self._clock = clock
@@ -82,6 +90,7 @@ class HousekeepingWatcher:
         idle = self._cache.sweep_idle()
         pressure = self._cache.sweep_pressure()
         released = await self._cache.drain_released()
+        redelivered = await self._redeliver() if self._redeliver is not None else None
         pruned = journal_pruned = None
         now = self._clock.monotonic()
         if self._last_prune is None or now - self._last_prune >= PRUNE_INTERVAL_SECONDS:
@@ -93,16 +102,18 @@ class HousekeepingWatcher:
                 cutoff = self._clock.now() - timedelta(seconds=JOURNAL_RETENTION_SECONDS)
                 journal_pruned = self._lanes.prune(cutoff)
         self.ticks += 1
-        if idle or pressure or pruned or (journal_pruned and any(journal_pruned)):
+        if idle or pressure or pruned or redelivered or (journal_pruned and any(journal_pruned)):
             logger.info(
-                "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s journal_pruned=%s",
+                "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s journal_pruned=%s "
+                "redelivered=%s",
                 len(idle),
                 len(pressure),
                 pruned,
                 journal_pruned,
+                redelivered,
             )
         return HousekeepingReport(
-            tuple(idle), tuple(pressure), tuple(released), pruned, journal_pruned
+            tuple(idle), tuple(pressure), tuple(released), pruned, journal_pruned, redelivered
         )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,9 +1,18 @@
 """Restart recovery (spec §7 with the turn journal of DESIGN decision 4).
 
+Recovery reads the journal as a crash left it, so it must be the only runner on its home: a
+second one would take the live runner's running turns for crashed ones and run them again.
+`HomeLock` (an advisory `flock` on `<home>/gateway.lock`) is held from the start of the runner
+to the end of its stop; the kernel drops it when the process dies, so a crash leaves no stale
+lock behind.
+
 At start, before any inbound message is looked at:
 
 1. `.clean_shutdown` (file in the home, and its record in the database) is consumed.
-2. `restart_counts.json` is merged into the database (the larger count wins).
+2. `restart_counts.json` fills in the counters of keys the database has no record of (a home
+   whose file predates the database); the database is the truth for every other key, so a
+   counter reset by `/new` is not brought back by a stale file. The file is rewritten from the
+   database once started, and again at the stop.
 3. Every turn the journal still calls `running` was cut off by a crash: it goes back to
    `accepted` (keeping its inbox row) and its session is marked `resume_pending`
    (`restart_interrupted`). Without the marker, `suspend_recently_active()` runs as the spec says.
@@ -23,6 +32,7 @@ At start, before any inbound message is looked at:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -30,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sessiongate.core.entry import ResumeReason
+from sessiongate.errors import HomeInUseError, StoreUnavailableError
 from sessiongate.store.lanes import TurnState
 
 if TYPE_CHECKING:
@@ -42,7 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
+    "LOCK_FILE",
     "RESTART_COUNTS_FILE",
+    "HomeLock",
     "RecoveryPlan",
     "consume_clean_shutdown",
     "plan_recovery",
@@ -55,6 +68,58 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
 RESTART_COUNTS_FILE = "restart_counts.json"
+LOCK_FILE = "gateway.lock"
+
+
+class HomeLock:
+    """The exclusive advisory lock of one home; `acquire` raises `HomeInUseError` at once
+    (never waits) when another runner holds it. `release` is idempotent."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / LOCK_FILE
+        self._fd: int | None = None
+
+    @property
+    def is_held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Not inherited by child processes (Python's default), so an agent's subprocess
+            # cannot keep the home locked after the gateway has gone.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"cannot open the lock file {self.path}: {exc}", path=str(self.path)
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            home = self.path.parent
+            raise HomeInUseError(
+                f"home {home} is in use by another sessiongate gateway or chat (pid {holder}); "
+                "stop it first, or use another --home",
+                home=str(home),
+                pid=holder,
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # The holder's pid, for the message a refused runner prints; the lock is the flock.
+        os.fchmod(fd, 0o600)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
 
 
 @dataclass(slots=True)
@@ -117,8 +182,9 @@ def plan_recovery(
 ) -> RecoveryPlan:
     """Steps 1-5 of the module docstring, as far as they are synchronous journal decisions."""
     plan = RecoveryPlan(clean=consume_clean_shutdown(home, lane_store))
-    counts_path = home / RESTART_COUNTS_FILE
-    lane_store.merge_restart_counts(read_restart_counts(counts_path))
+    known = lane_store.restart_counts()
+    from_file = read_restart_counts(home / RESTART_COUNTS_FILE)
+    lane_store.merge_restart_counts({k: v for k, v in from_file.items() if k not in known})
     for turn in lane_store.turns_in_state(TurnState.RUNNING):
         lane_store.requeue(turn.id, resume_reason=str(ResumeReason.RESTART_INTERRUPTED))
         plan.requeued += 1

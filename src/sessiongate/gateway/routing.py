@@ -75,29 +75,36 @@ class Router:
         *,
         event_kind: str | None = None,
         session_key: str | None = None,
+        visible_session_id: str | None = None,
     ) -> Routed:
         """Route a message as it arrives, inside the caller's transaction (to `session_key`'s
         lane when it names one; `SessionNotFoundError` if that lane does not exist)."""
         if session_key is not None:
-            return self._route_addressed(session_key, event_kind)
+            return self._route_addressed(session_key, event_kind, visible_session_id)
         key, current = self._lane_store.resolve(source)
         busy = not self._lanes.is_free(key)
         if current is not None and (current.archived or busy):
             return Routed(current, busy=busy, archived=current.archived)
-        entry = self._store.get_or_create_session(source, event_kind=event_kind)
+        entry = self._store.get_or_create_session(
+            source, event_kind=event_kind, visible_session_id=visible_session_id
+        )
         dropped: tuple[int, ...] = ()
         if current is not None and entry.session_id != current.session_id:
             dropped = self._rolled_over(current, entry)
         return Routed(entry, busy=busy, archived=False, dropped=dropped)
 
-    def _route_addressed(self, key: str, event_kind: str | None) -> Routed:
+    def _route_addressed(
+        self, key: str, event_kind: str | None, visible_session_id: str | None
+    ) -> Routed:
         current = self._store.get_session(key)
         if current is None:
             raise SessionNotFoundError(self._store.missing_message(key), session_key=key)
         busy = not self._lanes.is_free(key)
         if current.archived or busy:
             return Routed(current, busy=busy, archived=current.archived)
-        entry = self._store.refresh_lane(key, event_kind=event_kind)
+        entry = self._store.refresh_lane(
+            key, event_kind=event_kind, visible_session_id=visible_session_id
+        )
         dropped: tuple[int, ...] = ()
         if entry.session_id != current.session_id:
             dropped = self._rolled_over(current, entry)

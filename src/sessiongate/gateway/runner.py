@@ -17,6 +17,10 @@ happens between awaits, so cancellation can never split one. (If profiling ever 
 store blocking the loop, the one place to change is here: a single writer thread fed by a
 queue, as the style guide describes.)
 
+One runner per home: `start()` takes `<home>/gateway.lock` (see `recovery.HomeLock`) before
+recovery reads the journal, and `stop()` releases it after the clean-shutdown marker is written;
+a second runner on a live home fails with `HomeInUseError` and touches nothing.
+
 Every task has an owner: the runner's `TaskGroup` (lane workers, the recovery task, the
 housekeeping watcher of spec §10 over the runner's agent cache), held by a
 supervisor task that `stop()` awaits; each turn's agent call runs in a per-turn group owned by
@@ -57,7 +61,7 @@ from sessiongate.gateway.turns import (
     TurnCounters,
     TurnExecutor,
 )
-from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore
+from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore, TurnState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -135,11 +139,17 @@ class GatewayRunner:
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
+        self._delivery = Delivery(adapters, self.lane_store)
         self.housekeeping = HousekeepingWatcher(
-            store=store, cache=self._agents, config=config, clock=self.clock, lanes=self.lane_store
+            store=store,
+            cache=self._agents,
+            config=config,
+            clock=self.clock,
+            lanes=self.lane_store,
+            redeliver=self._redeliver,
         )
         self._housekeeping_stop = asyncio.Event()
-        self._delivery = Delivery(adapters, self.lane_store)
+        self._home_lock = recovery.HomeLock(self.home)
         self._waiters = Waiters()
         self._turns = TurnCounters()
         self._counters = _Counters()
@@ -154,7 +164,7 @@ class GatewayRunner:
             delivery=self._delivery,
             waiters=self._waiters,
             counters=self._turns,
-            counts_changed=self._write_restart_counts,
+            counts_changed=self.write_restart_counts,
             drain_reason=lambda: self._drain_reason,
         )
         self._commands = CommandRunner(
@@ -180,12 +190,16 @@ class GatewayRunner:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Recover (see `recovery.py`), dispatch the resumes, then accept messages; the startup
-        gate opens once the resumed turns have finished."""
+        """Take the home's lock, recover (see `recovery.py`), dispatch the resumes, then accept
+        messages; the startup gate opens once the resumed turns have finished.
+
+        Raises `HomeInUseError` (and starts nothing) while another runner is live on the home.
+        """
         if self._stopped:
             raise RuntimeError("a stopped GatewayRunner cannot be started again")
         if self._started:
             return
+        self._home_lock.acquire()
         self._started = True
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
@@ -198,6 +212,8 @@ class GatewayRunner:
             now=self.clock.now(),
         )
         notices = self._settle(plan)
+        # The database is the truth; the file mirrors it from here on.
+        self.write_restart_counts()
         self._resumes_left = len(plan.resume)
         if not self._resumes_left:
             self._resumes_done.set()
@@ -224,7 +240,13 @@ class GatewayRunner:
             self._ready.set()
             if not self._started:
                 return
-            await self._drain(restart=restart)
+            try:
+                await self._drain(restart=restart)
+            finally:
+                # Held while any turn of this runner may still write. A drain cut short (a
+                # forced exit) keeps it: the process's exit drops it once its turns are gone.
+                if self._supervisor is None or self._supervisor.done():
+                    self._home_lock.release()
 
     async def _drain(self, *, restart: bool) -> None:
         self._stopping = True
@@ -263,6 +285,8 @@ class GatewayRunner:
         # A failure of the runner itself propagates from here, and without the marker the
         # next start recovers as after a crash.
         await self._supervisor
+        # Counters reset meanwhile (`/new`, the reset route) must not come back at the next start.
+        self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
         log.info("gateway stopped", extra={"restart": restart})
 
@@ -301,8 +325,6 @@ class GatewayRunner:
                 claim, message, error="stuck_loop", notice=STUCK_NOTICE, suspend=True
             )
             notices.append((claim.item.source, STUCK_NOTICE, claim.turn.id))
-        if plan.stuck:
-            self._write_restart_counts()
         return notices
 
     async def _finish_recovery(
@@ -326,9 +348,21 @@ class GatewayRunner:
         if self._resumes_left <= 0:
             self._resumes_done.set()
 
-    def _write_restart_counts(self) -> None:
+    def write_restart_counts(self) -> None:
+        """Rewrite `restart_counts.json` from the database, its source of truth. Called after
+        every commit that changes a counter here, and by callers that reset one outside a turn
+        (the HTTP reset route) after their commit; `stop()` calls it too."""
         path = self.home / recovery.RESTART_COUNTS_FILE
         recovery.write_restart_counts(path, self.lane_store.restart_counts())
+
+    async def _redeliver(self) -> int:
+        """Housekeeping's retry of replies whose delivery failed (`Delivery.redeliver`)."""
+        # Not before start-up recovery has sent its own replies (the two would race), nor
+        # while stopping: the next start sends what is left.
+        if self._stopping or not self._deliveries_done.is_set():
+            return 0
+        replied = self.lane_store.turns_in_state(TurnState.REPLIED)
+        return await self._delivery.redeliver(replied, now=self.clock.now())
 
     # ------------------------------------------------------------------ lanes
 
@@ -384,7 +418,7 @@ class GatewayRunner:
         except (StaleWriteError, LookupError):
             log.exception("resume could not be claimed", extra={"turn_id": turn_id})
             return
-        self._write_restart_counts()
+        self.write_restart_counts()
         self._turns.resumed += 1
         log.info(
             "resuming turn",
@@ -425,7 +459,12 @@ class GatewayRunner:
         claim: Claim | None = None
         acceptance: Acceptance | None = None
         with self.lane_store.atomic():
-            routed = self.route(source, event_kind=event.event_kind, session_key=event.session_key)
+            routed = self.route(
+                source,
+                event_kind=event.event_kind,
+                session_key=event.session_key,
+                visible_session_id=event.visible_session_id,
+            )
             entry = routed.entry
             startable = not routed.busy and self._gate.is_set() and not self._stopping
             if routed.archived:
@@ -488,8 +527,14 @@ class GatewayRunner:
         *,
         event_kind: str | None = None,
         session_key: str | None = None,
+        visible_session_id: str | None = None,
     ) -> Routed:
-        return self._router.route(source, event_kind=event_kind, session_key=session_key)
+        return self._router.route(
+            source,
+            event_kind=event_kind,
+            session_key=session_key,
+            visible_session_id=visible_session_id,
+        )
 
     async def refuse_archived(
         self, entry: SessionEntry, source: SessionSource, *, event: str | None = None
