@@ -3,11 +3,12 @@ platform.
 
 The first names the conversation with session-source fields (at least `chat_id`); the runner
 routes it to its lane like any platform message. The second addresses one session by key (a
-fork, an incognito session): it runs on that lane, never routed by its source. With `wait` (the default) the answer carries the reply; without, 202 and
-`status: queued` as soon as the message is durably accepted. `unauthorized` (the `api`
-platform's allow list) is a 403, an archived session a 409 and a full lane queue a 429; every
-other outcome of the turn (`failed`, `interrupted`, `duplicate`, `command`) is a 200 whose
-`status` says what happened, because the request itself was fine.
+fork, an incognito session): it runs on that lane, never routed by its source. With `wait`
+(the default) the answer carries the reply; without, 202 and `status: queued` as soon as the
+message is durably accepted. `unauthorized` (the `api` platform's allow list) is a 403, an
+archived session a 409 and a full lane queue a 429; every other outcome of the turn
+(`failed`, `interrupted`, `duplicate`, `command`) is a 200 whose `status` says what happened,
+because the request itself was fine.
 """
 
 from __future__ import annotations
