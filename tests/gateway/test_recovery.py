@@ -259,7 +259,9 @@ async def test_stop_lets_a_running_turn_finish_within_the_drain(gw):
     stopping = asyncio.ensure_future(gw.runner.stop())
     await settle()
     assert not stopping.done()
-    assert (await gw.adapter.receive("too late")).reply.startswith("The gateway is shutting down")
+    late = await gw.adapter.receive("too late")
+    assert late.status == "unavailable"
+    assert late.reply.startswith("The gateway is shutting down")
     gw.hub.release_all()
     await stopping
     assert gw.lanes.get_turn(started.turn_id).state is TurnState.DELIVERED

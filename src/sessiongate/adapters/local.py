@@ -29,7 +29,9 @@ __all__ = ["LocalAdapter", "StdinLines"]
 
 _LEAVE = frozenset({"/exit", "/quit"})
 # Outcomes that no `send` reports, so `run` prints them itself.
-_SILENT = frozenset({ReceiptStatus.UNAUTHORIZED, ReceiptStatus.DUPLICATE})
+_SILENT = frozenset(
+    {ReceiptStatus.UNAUTHORIZED, ReceiptStatus.DUPLICATE, ReceiptStatus.UNAVAILABLE}
+)
 
 
 class StdinLines:

@@ -20,7 +20,8 @@ class ReceiptStatus(enum.StrEnum):
     INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
     ARCHIVED = "archived"  # the session is archived and takes no new work; nothing was written
     # The disk refused the turn's outcome: the message stays accepted and the gateway keeps
-    # retrying; the lane takes no further turn meanwhile, so order is kept.
+    # retrying; the lane takes no further turn meanwhile, so order is kept. Also the answer
+    # to a message that arrives while the runner stops: nothing was written, retry later.
     UNAVAILABLE = "unavailable"
 
 

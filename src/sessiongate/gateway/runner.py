@@ -431,14 +431,18 @@ class GatewayRunner:
     async def handle_message(self, event: MessageEvent, *, wait: bool = True) -> Receipt:
         """Route one inbound message; with `wait`, return once its turn has an outcome.
 
-        Called before `start()` finishes, it waits for it; after `stop()`, it answers `failed`
-        (nothing is written, so the platform's redelivery or the client's retry is safe).
+        Called before `start()` finishes, it waits for it; after `stop()`, it answers
+        `unavailable` (nothing is written, so the platform's redelivery or the client's retry is
+        safe).
         """
         await self._ready.wait()
         event = self._normalise(event)
         source = event.source
         if not self._accepting:
-            return Receipt(self._key_of(event), None, ReceiptStatus.FAILED, _SHUTTING_DOWN, None)
+            # Nothing was written: a retry after the restart is safe (HTTP answers 503).
+            return Receipt(
+                self._key_of(event), None, ReceiptStatus.UNAVAILABLE, _SHUTTING_DOWN, None
+            )
         if not event.internal and not self._is_authorized(source):
             self._counters.unauthorized += 1
             log.info(
