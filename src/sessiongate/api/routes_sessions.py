@@ -133,8 +133,10 @@ async def get_transcript(
 ) -> TranscriptOut:
     entry = require_entry(store, key)
     events = await run_in_threadpool(store.load_events, entry.session_id, branch=branch)
+    info = store.session_info(entry.session_id)
     return TranscriptOut(
         session_id=entry.session_id,
+        header=info["header"] if info is not None else {},
         events=[TranscriptEvent.model_validate(e) for e in events],
     )
 

@@ -192,6 +192,18 @@ class SessionRow(BaseModel):
     parent_session_key: str | None
     forked_from_parent: bool
     incognito: bool
+    was_auto_reset: bool
+    auto_reset_reason: str | None
+    thinking_level: str | None
+    verbose_level: str | None
+    reasoning_level: str | None
+    elevated_level: str | None
+    send_policy: str | None
+    provider_override: str | None
+    model_override: str | None
+    memory_flush_at: datetime | None
+    memory_flush_compaction_count: int | None
+    subject: str | None
 
 
 class SessionList(BaseModel):
@@ -245,6 +257,9 @@ class TranscriptEvent(BaseModel):
 
 class TranscriptOut(BaseModel):
     session_id: str
+    header: dict[str, Any] = Field(
+        description="the session's header: type, version, id, timestamp, parent session"
+    )
     events: list[TranscriptEvent]
 
 

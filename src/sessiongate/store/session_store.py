@@ -36,7 +36,7 @@ from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.rows import RowOps
 from sessiongate.store.sqlite import routes, transcripts as tx
-from sessiongate.store.sqlite._codec import to_us
+from sessiongate.store.sqlite._codec import loads, to_us
 from sessiongate.store.sqlite.database import Database
 from sessiongate.store.sqlite.transcripts import EntryRecord
 from sessiongate.store.transcript_ops import TranscriptOps
@@ -534,7 +534,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             return conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None
 
     def session_info(self, session_id: str) -> dict[str, Any] | None:
-        """The incarnation row: key, parent, start/end, end reason, leaf, message count."""
+        """The incarnation row: key, parent, start/end, end reason, leaf, message count, and
+        the transcript header (type, version, id, timestamp, parent session)."""
         with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
         if row is None:
@@ -549,6 +550,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             "leaf_id": row.leaf_id,
             "message_count": row.leaf_mdepth,
             "generation": row.generation,
+            "header": loads(row.header),
         }
 
     def sessions_for_key(self, session_key: str) -> list[dict[str, Any]]:
