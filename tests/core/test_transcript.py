@@ -238,7 +238,7 @@ def test_validate_entry_accepts_each_type(entry, expected):
         ({"type": "reset", "reason": "x", "first_kept_entry_id": True}, "first_kept_entry_id"),
         ({"type": "branch_summary", "summary": "s"}, "needs from_entry_id"),
         ({"type": "label", "label": "x"}, "needs target_id"),
-        ({"type": "model_change", "provider": "p"}, "needs model"),
+        ({"type": "model_change", "model": ""}, "model"),
         ({"type": "custom_message", "content": "x", "display": "yes"}, "display"),
         ({"type": "custom_message", "content": "x", "role": "tool"}, "role must be"),
         ({"type": "leaf", "target_id": 1, "extra": 1}, "unknown leaf fields: extra"),

@@ -406,3 +406,16 @@ async def test_the_message_is_committed_before_its_turn_starts(gw):
     assert gw.lanes.get_item(turn.inbox_id).text == "hello"
     seen = gw.lanes.lookup_seen(Inbound(gw.adapter.source(), "hello", message_id="m1"))
     assert (seen.pending, seen.turn_id) == (True, request.turn_id)
+
+
+async def test_the_agent_gets_the_lanes_model_choice(gw):
+    first = await gw.adapter.receive("one")
+    gw.store.set_model_choice(first.session_key, model="m-1", provider="p", thinking_level="low")
+    await gw.adapter.receive("two")
+    request = gw.hub.requests[-1]
+    assert (request.model, request.provider, request.thinking_level) == ("m-1", "p", "low")
+    # After a reset the transcript has no change entries; the lane's overrides carry over.
+    await gw.adapter.receive("/new")
+    await gw.adapter.receive("three")
+    request = gw.hub.requests[-1]
+    assert (request.model, request.thinking_level) == ("m-1", "low")

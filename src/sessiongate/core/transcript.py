@@ -306,7 +306,8 @@ _ENTRY_FIELDS: dict[EntryType, dict[str, tuple[_Check, Any]]] = {
         "from_entry_id": (_entry_id, _REQUIRED),
     },
     EntryType.LABEL: {"target_id": (_entry_id, _REQUIRED), "label": (_str, None)},
-    EntryType.MODEL_CHANGE: {"model": (_nonempty_str, _REQUIRED), "provider": (_str, None)},
+    # `model: null` goes back to the default model.
+    EntryType.MODEL_CHANGE: {"model": (_nonempty_str, None), "provider": (_str, None)},
     EntryType.THINKING_LEVEL_CHANGE: {"thinking_level": (_str, None)},
     EntryType.LEAF: {"target_id": (_entry_id, None)},
 }

@@ -26,6 +26,8 @@ class TurnRequest:
     system_prompt: str
     messages: list[dict[str, Any]]
     model: str | None = None
+    provider: str | None = None
+    thinking_level: str | None = None
     # Set when the turn resumes one interrupted by a restart; tells the agent not to redo
     # actions that may already have happened.
     resume_note: str | None = None

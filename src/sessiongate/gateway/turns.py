@@ -267,7 +267,11 @@ class TurnExecutor:
             session_id=turn.session_id,
             system_prompt=prompt,
             messages=messages,
+            # The last change entry on the active path; the entry's override when the path
+            # has none (a reset starts a transcript without the change entries).
             model=context.model or (entry.model_override if entry else None),
+            provider=context.provider or (entry.provider_override if entry else None),
+            thinking_level=context.thinking_level or (entry.thinking_level if entry else None),
             resume_note=RESUME_NOTE.format(attempt=turn.attempt) if resumed else None,
             turn_id=turn.id,
         )

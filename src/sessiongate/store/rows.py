@@ -1,5 +1,5 @@
-"""The row operations of the second spec on the store: pin, archive, unread, label, and delete
-with its archive blob and tombstone.
+"""The row operations of the second spec on the store: pin, archive, unread, label, the model
+choice, and delete with its archive blob and tombstone.
 
 `RowOps` is mixed into `SessionStore`; it only uses the store's database, clock and config.
 """
@@ -26,6 +26,7 @@ from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
 from sessiongate.store.sqlite._codec import dumps, loads, to_us
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
     from pathlib import Path
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["RowOps"]
 
 _MAX_LABEL = 512
+_MAX_CHOICE = 200  # a model, provider or thinking-level name
 
 
 class RowOps:
@@ -49,6 +51,7 @@ class RowOps:
 
         def _mirror_dirty(self) -> None: ...
         def _db_for_key(self, session_key: str) -> Database: ...
+        def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int: ...
 
     def patch_session(
         self,
@@ -138,6 +141,60 @@ class RowOps:
             if bump:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
+            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+        self._mirror_dirty()
+        return entry
+
+    def set_model_choice(
+        self,
+        session_key: str,
+        *,
+        model: str | Unset | None = UNSET,
+        provider: str | Unset | None = UNSET,
+        thinking_level: str | Unset | None = UNSET,
+    ) -> SessionEntry:
+        """Choose the lane's model (and provider) or thinking level; `None` goes back to the
+        default. The entry's overrides change and the transcript records a `model_change` or
+        `thinking_level_change` entry in the same transaction: the model context names the
+        last change on the active path, so a rewind past a change takes it back, and the
+        overrides carry the choice over a reset."""
+        for name, value in (("model", model), ("provider", provider), ("level", thinking_level)):
+            if isinstance(value, str) and not (0 < len(value.strip()) <= _MAX_CHOICE):
+                raise InvalidEntryError(f"a {name} name is 1 to {_MAX_CHOICE} characters")
+        with self._db_for_key(session_key).transaction() as conn:
+            entry = routes.get_route(conn, session_key)
+            if entry is None:
+                raise SessionNotFoundError(
+                    f"no session with key {session_key!r}", session_key=session_key
+                )
+            changes: dict[str, Any] = {}
+            if not isinstance(model, Unset) or not isinstance(provider, Unset):
+                chosen_model = entry.model_override if isinstance(model, Unset) else model
+                chosen_provider = (
+                    entry.provider_override if isinstance(provider, Unset) else provider
+                )
+                if (chosen_model, chosen_provider) != (
+                    entry.model_override,
+                    entry.provider_override,
+                ):
+                    changes.update(model_override=chosen_model, provider_override=chosen_provider)
+                    self.append_entry(
+                        entry.session_id,
+                        {
+                            "type": "model_change",
+                            "model": chosen_model,
+                            "provider": chosen_provider,
+                        },
+                    )
+            if not isinstance(thinking_level, Unset) and thinking_level != entry.thinking_level:
+                changes["thinking_level"] = thinking_level
+                self.append_entry(
+                    entry.session_id,
+                    {"type": "thinking_level_change", "thinking_level": thinking_level},
+                )
+            if not changes:
+                return entry
+            entry = entry.evolve(updated_at=self.clock.now(), **changes)
             routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
         self._mirror_dirty()
         return entry
