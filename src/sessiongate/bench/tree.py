@@ -1,5 +1,6 @@
-"""Conversation-tree operations at the sizes of issue 4: listing 1,000 branch tips, building
-the model context of a 10,000-entry transcript, forking a 5,000-message prefix.
+"""Conversation-tree operations at the sizes of issue 4: listing 1,000 branch tips (each ending
+a run of tool calls, so its headline is 21 entries up), building the model context of a
+10,000-entry transcript, forking a 5,000-message prefix.
 
 Runs in the harness process against a throwaway store; each figure is the median of several
 runs, next to the issue's budget.
@@ -36,6 +37,22 @@ def _turn(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}, {"role": "assistant", "content": "ok " + text}]
 
 
+def _tool_turn(text: str, calls: int = 10) -> list[dict[str, Any]]:
+    # A tip that ends a run of tool calls: its headline is 2 × `calls` + 1 entries up.
+    messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
+    for n in range(calls):
+        call_id = f"{text}-{n}"
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": "result " * 30},
+        ]
+    return messages
+
+
 def run_tree_section(*, quick: bool) -> dict[str, Any]:
     tips, entries, prefix = (200, 2_000, 1_000) if quick else (1_000, 10_000, 5_000)
     with tempfile.TemporaryDirectory(prefix="sg-tree-") as folder:
@@ -44,7 +61,7 @@ def run_tree_section(*, quick: bool) -> dict[str, Any]:
             branchy = store.get_or_create_session(SessionSource(platform=Platform.API, chat_id="b"))
             store.append_messages(branchy.session_id, _turn("root"))
             for i in range(tips - 1):
-                store.append_messages(branchy.session_id, _turn(f"variant {i}"))
+                store.append_messages(branchy.session_id, _tool_turn(f"variant {i}"))
                 store.rewind_session(branchy.session_id, 1)
             listed = len(store.list_branches(branchy.session_id))
             branches_ms = _median_ms(lambda: store.list_branches(branchy.session_id), 10)

@@ -27,7 +27,6 @@ from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import iso_from_us, to_us
 
 if TYPE_CHECKING:
-    import sqlite3
     from datetime import datetime
     from pathlib import Path
 
@@ -81,8 +80,8 @@ class TreeOps:
     def list_branches(self, session_id: str) -> list[dict[str, Any]]:
         """Every tip (and the active leaf) with headline, message count, time, active flag.
 
-        Counts come from each entry's stored `mdepth`, so no tip's path is walked; a headline
-        looks a few entries up at most.
+        Counts come from each entry's stored `mdepth`, so no tip's path is walked; headlines
+        come from one recursive query that looks at most `_HEADLINE_LOOKUP` entries up a tip.
         """
         with self._db_for_id(session_id).read() as conn:
             row = tx.get_session_row(conn, session_id)
@@ -91,20 +90,17 @@ class TreeOps:
             tip_ids = tx.list_tips(conn, row.sid)
             if row.leaf_id is not None and row.leaf_id not in tip_ids:
                 tip_ids.append(row.leaf_id)
-            branches = []
-            for tip_id in tip_ids:
-                entry = tx.entry_row(conn, tip_id)
-                if entry is None:
-                    continue
-                branches.append(
-                    {
-                        "leaf_entry_id": tip_id,
-                        "headline": _headline(conn, entry),
-                        "message_count": entry[8],
-                        "updated_at": iso_from_us(entry[6]),
-                        "active": tip_id == row.leaf_id,
-                    }
-                )
+            found = tx.tips_with_headlines(conn, tip_ids, _HEADLINE_LOOKUP)
+        branches = [
+            {
+                "leaf_entry_id": tip_id,
+                "headline": _entry_text(source)[:120],
+                "message_count": entry[8],
+                "updated_at": iso_from_us(entry[6]),
+                "active": tip_id == row.leaf_id,
+            }
+            for tip_id, (entry, source) in found.items()
+        ]
         branches.sort(key=lambda b: (not b["active"], b["updated_at"]), reverse=False)
         return branches
 
@@ -348,17 +344,6 @@ class TreeOps:
             session_started_at=entry.session_started_at or entry.created_at,
             last_interaction_at=entry.last_interaction_at or entry.session_started_at,
         )
-
-
-def _headline(conn: sqlite3.Connection, entry: tuple[Any, ...]) -> str:
-    cursor: tuple[Any, ...] | None = entry
-    for _ in range(_HEADLINE_LOOKUP):
-        if cursor is None:
-            break
-        if cursor[2] == "message" and cursor[3] == "user":
-            return _entry_text(cursor)[:120]
-        cursor = tx.entry_row(conn, cursor[1]) if cursor[1] is not None else None
-    return _entry_text(entry)[:120]
 
 
 def _entry_text(entry: tuple[Any, ...]) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "move_leaf",
     "row_to_event",
     "row_to_message",
+    "tips_with_headlines",
     "unused_session_id",
 ]
 
@@ -227,6 +228,39 @@ def insert_entries(
 def entry_row(conn: sqlite3.Connection, entry_id: int) -> tuple[Any, ...] | None:
     row: tuple[Any, ...] | None = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
     return row
+
+
+# For each tip, its own row and the nearest user message at most `max_hops` entries up: one
+# recursive walk over the parent links for every tip at once, reading only the columns the
+# walk needs.
+_HEADLINE_WALK = f"""
+WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
+    SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role = 'user', 0
+    FROM json_each(?) AS t JOIN entries AS e ON e.id = t.value
+    UNION ALL
+    SELECT up.tip, e.id, e.parent_id, e.type = 'message' AND e.role = 'user', up.hops + 1
+    FROM up JOIN entries AS e ON e.id = up.parent_id
+    WHERE NOT up.is_user AND up.hops < ?
+)
+SELECT up.tip, up.is_user, {", ".join(f"e.{c.strip()}" for c in _ENTRY_COLUMNS.split(","))}
+FROM up JOIN entries AS e ON e.id = up.id
+WHERE up.is_user OR up.id = up.tip
+"""  # noqa: S608
+
+
+def tips_with_headlines(
+    conn: sqlite3.Connection, tip_ids: list[int], max_hops: int
+) -> dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]]:
+    """Tip id → (its entry row, the row its headline comes from: the nearest user message up
+    to `max_hops` entries up, else the tip itself); unknown ids are left out."""
+    tips: dict[int, tuple[Any, ...]] = {}
+    users: dict[int, tuple[Any, ...]] = {}
+    for tip, is_user, *row in conn.execute(_HEADLINE_WALK, (dumps(tip_ids), max_hops)):
+        if row[0] == tip:
+            tips[tip] = tuple(row)
+        if is_user:
+            users[tip] = tuple(row)
+    return {tip: (row, users.get(tip, row)) for tip, row in tips.items()}
 
 
 def load_path(
