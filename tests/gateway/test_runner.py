@@ -419,3 +419,17 @@ async def test_the_agent_gets_the_lanes_model_choice(gw):
     await gw.adapter.receive("three")
     request = gw.hub.requests[-1]
     assert (request.model, request.thinking_level) == ("m-1", "low")
+
+
+@pytest.mark.parametrize("pii_safe", [True, False])
+async def test_the_adapters_pii_safe_trait_decides_id_hashing(make_gateway, pii_safe):
+    from sessiongate.adapters.loopback import LoopbackAdapter
+    from sessiongate.core.redaction import hash_user_id
+
+    adapter = LoopbackAdapter()
+    adapter.pii_safe = pii_safe  # telegram's registry entry says safe; the adapter decides
+    gw = await make_gateway(adapter=adapter, redact_pii=True)
+    await gw.adapter.receive("hi", chat_id="room", chat_type="group", user_id="4242")
+    prompt = gw.hub.requests[-1].system_prompt
+    assert ("4242" in prompt) is not pii_safe
+    assert (hash_user_id("4242") in prompt) is pii_safe

@@ -64,12 +64,16 @@ class SessionContext:
     updated_at: datetime | None = None
     session_started_at: datetime | None = None
     redact_pii: bool = False
+    # The connected adapter's `pii_safe` trait; None falls back to the platform registry.
+    pii_safe: bool | None = None
 
 
 def build_session_context(
     source: SessionSource,
     config: GatewayConfig,
     session_entry: SessionEntry | None = None,
+    *,
+    pii_safe: bool | None = None,
 ) -> SessionContext:
     """Collect platforms, home channels, the sharing decision and the session's metadata."""
     # The platform the message arrived on is connected, configured or not (local, api).
@@ -96,6 +100,7 @@ def build_session_context(
         updated_at=entry.updated_at if entry else None,
         session_started_at=entry.session_started_at if entry else None,
         redact_pii=config.redact_pii,
+        pii_safe=pii_safe,
     )
 
 
@@ -107,7 +112,7 @@ def build_session_context_prompt(context: SessionContext, *, redact_pii: bool | 
     source = context.source
     platform = str(source.platform)
     wanted = context.redact_pii if redact_pii is None else redact_pii
-    redact = wanted and _redacts(platform)
+    redact = wanted and _redacts(platform, context.pii_safe)
     lines = [
         PROMPT_HEADER,
         "",
@@ -154,7 +159,12 @@ def build_session_context_prompt(context: SessionContext, *, redact_pii: bool | 
 
 
 def format_sender_prefix(
-    text: str, source: SessionSource, *, shared: bool, redact_pii: bool = False
+    text: str,
+    source: SessionSource,
+    *,
+    shared: bool,
+    redact_pii: bool = False,
+    pii_safe: bool | None = None,
 ) -> str:
     """`[sender] text` in a shared session (the system prompt announces the prefix), else `text`.
 
@@ -165,7 +175,7 @@ def format_sender_prefix(
         return text
     name = sanitize_untrusted(source.user_name or "", NAME_MAX_CHARS)
     if not name and source.user_id:
-        redact = redact_pii and _redacts(str(source.platform))
+        redact = redact_pii and _redacts(str(source.platform), pii_safe)
         name = _user_id(source.user_id, redact)
     name = name.replace("[", "(").replace("]", ")") or "unknown"
     return f"[{name}] {text}"
@@ -209,7 +219,9 @@ def _where(source: SessionSource) -> str:
     return where
 
 
-def _redacts(platform: str) -> bool:
+def _redacts(platform: str, pii_safe: bool | None = None) -> bool:
+    if pii_safe is not None:
+        return pii_safe  # the connected adapter's own trait
     try:
         return should_redact(platform)
     except ValueError:

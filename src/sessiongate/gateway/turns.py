@@ -135,7 +135,7 @@ async def _in_thread(read: Callable[[str], ContextView], session_id: str) -> Con
 
 
 def build_user_message(
-    item: InboxItem, *, turn_id: int, shared: bool, redact_pii: bool
+    item: InboxItem, *, turn_id: int, shared: bool, redact_pii: bool, pii_safe: bool | None = None
 ) -> dict[str, Any]:
     """The stored user message of a turn: merged parts joined with newlines, each prefixed with
     its own sender in a shared multi-user session, media listed as attachment lines."""
@@ -146,7 +146,9 @@ def build_user_message(
             sender = replace(
                 item.source, user_id=part.get("user_id"), user_name=part.get("user_name")
             )
-            text = format_sender_prefix(text, sender, shared=True, redact_pii=redact_pii)
+            text = format_sender_prefix(
+                text, sender, shared=True, redact_pii=redact_pii, pii_safe=pii_safe
+            )
         lines.append(text)
     lines.extend(f"[attachment: {media}]" for media in item.media)
     metadata: dict[str, Any] = {"turn_id": turn_id}
@@ -244,8 +246,18 @@ class TurnExecutor:
             thread_sessions_per_user=self._config.thread_sessions_per_user,
         )
         return build_user_message(
-            item, turn_id=claim.turn.id, shared=shared, redact_pii=self._config.redact_pii
+            item,
+            turn_id=claim.turn.id,
+            shared=shared,
+            redact_pii=self._config.redact_pii,
+            pii_safe=self._pii_safe(item.source.platform),
         )
+
+    def _pii_safe(self, platform: str) -> bool | None:
+        """The connected adapter's `pii_safe` trait for `platform`; None without an adapter
+        (the platform registry decides)."""
+        adapter = self._delivery.adapter_for(platform)
+        return None if adapter is None else adapter.pii_safe
 
     async def _request(
         self, claim: Claim, user_message: dict[str, Any], *, resumed: bool
@@ -258,8 +270,11 @@ class TurnExecutor:
         # such as a `/title` sent meanwhile, shows from the next turn).
         entry = claim.entry or self._store.get_session(turn.session_key)
         context = await self._read_context(turn.session_id)
+        source = claim.item.source
         prompt = build_session_context_prompt(
-            build_session_context(claim.item.source, self._config, entry)
+            build_session_context(
+                source, self._config, entry, pii_safe=self._pii_safe(source.platform)
+            )
         )
         messages = [*context.messages, {"role": "user", "content": user_message["content"]}]
         request = TurnRequest(
