@@ -28,6 +28,7 @@ from sessiongate.core.keys import (
     format_session_key,
     parse_session_key,
 )
+from sessiongate.core.transcript import select_reset_tail
 from sessiongate.errors import (
     SessiongateError,
     SessionNotFoundError,
@@ -348,6 +349,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
 
         `new_session` (the default `reset_mode`) starts a new session id whose parent is the old
         one; `boundary` keeps the id and the next model context starts after the entry.
+        `keep_tail` keeps at most the last 6 user/assistant messages, starting at a user
+        message: the boundary's `first_kept_entry_id`, or copied into the new session.
         """
         mode = mode or self.config.reset_mode
         with self._db_for_key(session_key).transaction() as conn:
@@ -359,8 +362,6 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             if mode == "boundary" and row is not None:
                 payload: dict[str, Any] = {"reason": reason}
                 if keep_tail:
-                    from sessiongate.core.transcript import select_reset_tail
-
                     path = [
                         tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)
                     ]
@@ -380,11 +381,31 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
                     session_started_at=now,
                 )
             else:
+                tail = self._reset_tail(conn, row) if keep_tail and row is not None else []
                 entry = self._rotate(conn, entry, now, end_reason=reason, is_fresh_reset=True)
+                if tail:
+                    # The new session opens with the old one's last exchange (a savepoint of
+                    # this transaction).
+                    self.append_messages(entry.session_id, tail)
             if display_name is not None:
                 entry = entry.evolve(display_name=display_name)
             self._put(conn, entry)
         return entry
+
+    def _reset_tail(self, conn: sqlite3.Connection, row: tx.SessionRow) -> list[dict[str, Any]]:
+        """The user/assistant text messages a new session keeps from `row`'s context."""
+        path = [tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)]
+        first = select_reset_tail(path)
+        if first is None:
+            return []
+        start = next(i for i, event in enumerate(path) if event["id"] == first)
+        return [
+            {"role": event["role"], "content": event["content"]}
+            for event in path[start:]
+            if event.get("type") == "message"
+            and event.get("role") in ("user", "assistant")
+            and event.get("content") is not None
+        ][-6:]
 
     def switch_session(
         self, session_key: str, target_session_id: str, *, owner_checked: bool = False
