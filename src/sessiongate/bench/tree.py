@@ -38,7 +38,7 @@ def _turn(text: str) -> list[dict[str, Any]]:
 
 
 def _tool_turn(text: str, calls: int = 10) -> list[dict[str, Any]]:
-    # A tip that ends a run of tool calls: its headline is 2 × `calls` + 1 entries up.
+    # A tip that ends a run of tool calls: its headline is 2 * `calls` + 1 entries up.
     messages: list[dict[str, Any]] = [{"role": "user", "content": text}]
     for n in range(calls):
         call_id = f"{text}-{n}"
