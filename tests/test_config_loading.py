@@ -229,6 +229,17 @@ def test_text_fields_take_the_raw_environment_value():
     assert config.agent.openai.model == "null"
 
 
+@pytest.mark.parametrize("value", ["", "   ", "\t\n"])
+def test_an_empty_or_blank_api_token_is_no_token(tmp_path, value):
+    # Counted as a token, it let the API listen on a public address and then answer 401 to
+    # every request (no bearer token can be empty).
+    environ = {"SESSIONGATE_API__TOKEN": value, "SESSIONGATE_HOME": str(tmp_path)}
+    assert load_config(environ=environ).api.token is None
+    path = _write(tmp_path, f"api:\n  token: {json.dumps(value)}\n")
+    assert load_config(path, environ={"SESSIONGATE_HOME": str(tmp_path)}).api.token is None
+    assert GatewayConfig(api={"token": value}).api.token is None
+
+
 def test_home_and_config_variables_are_not_config_keys(tmp_path):
     environ = {"SESSIONGATE_HOME": str(tmp_path), "SESSIONGATE_CONFIG": ""}
     assert load_config(environ=environ) == GatewayConfig()

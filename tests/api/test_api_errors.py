@@ -129,3 +129,25 @@ def test_bad_input_is_always_a_4xx_json_error(client, method, url, body):
     response = client.request(method, url, content=body, headers=headers)
     assert 400 <= response.status_code < 500, response.text
     assert set(response.json()["error"]) >= {"code", "message"}
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"chat_id": "a", "text": "\xff"}', "UTF-8"),
+        (b'{"chat_id": "\xc3\x28", "text": "x"}', "UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested"),
+        (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, "nested"),
+    ],
+)
+def test_a_body_json_cannot_decode_is_invalid_json(client, body, words):
+    # The parser fails on these with other errors than a syntax error (UnicodeDecodeError,
+    # RecursionError); they are still bodies that are not valid JSON, as docs/API.md says.
+    response = client.post(
+        "/v1/messages", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_json"
+    assert words in error["message"]
+    assert client.get("/v1/sessions").json()["total"] == 0

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from sessiongate import GatewayConfig
+from sessiongate import GatewayConfig, Platform, SessionSource
+from sessiongate.api.deps import MAX_KEY_CHARS
+from sessiongate.api.schemas import MAX_KEY_COMPONENT_CHARS
+from sessiongate.core.keys import PARTICIPANT_TAG, build_session_key
+from sessiongate.core.source import ChatType
 
 
 def test_a_message_gets_the_echo_reply_on_the_api_platform(send):
@@ -146,3 +150,62 @@ class TestAllowList:
             "/v1/messages", json={"chat_id": "a", "user_id": "trusted", "text": "hi"}
         )
         assert response.json()["status"] == "replied"
+
+
+# Per-user threads: a key then holds a chat id, a thread id and a participant id.
+PER_USER_THREADS = GatewayConfig(thread_sessions_per_user=True)
+
+
+@pytest.mark.parametrize("config", [PER_USER_THREADS])
+def test_the_longest_valid_body_makes_a_key_every_session_route_takes(client, key_path):
+    # A session the API creates must stay reachable by key: each key component id is bounded
+    # so that, escaped, the key stays under the key routes' bound.
+    longest = MAX_KEY_COMPONENT_CHARS
+    worst = ":" * longest  # every `:` is escaped to three characters
+    source = SessionSource(
+        platform=Platform.API,
+        chat_id=worst,
+        chat_type=ChatType.CHANNEL,
+        thread_id=worst,
+        user_id=worst,
+        user_id_alt=worst,
+    )
+    built = build_session_key(source, thread_sessions_per_user=True)
+    # A collision tag and one fork suffix on top are still within the bound.
+    assert len(built) + len(PARTICIPANT_TAG) + len(":%f") + 32 <= MAX_KEY_CHARS
+    body = {
+        "chat_id": worst,
+        "chat_type": "channel",
+        "thread_id": worst,
+        "user_id": worst,
+        "user_id_alt": worst,
+        "chat_id_alt": worst,
+        "guild_id": worst,
+        "parent_chat_id": worst,
+        "chat_name": "n" * 1024,
+        "user_name": "u" * 1024,
+        "chat_topic": "t" * 1024,
+        "text": "long ids",
+    }
+    sent = client.post("/v1/messages", json=body)
+    assert sent.status_code == 200, sent.text
+    key = sent.json()["session_key"]
+    assert key == built
+    row = client.get(key_path(key))
+    assert row.status_code == 200, row.text
+    transcript = client.get(key_path(key, "/transcript"))
+    assert transcript.status_code == 200, transcript.text
+    assert [e["content"] for e in transcript.json()["events"]] == ["long ids", "echo: long ids"]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["chat_id", "thread_id", "user_id", "user_id_alt", "chat_id_alt", "guild_id", "parent_chat_id"],
+)
+def test_a_key_component_id_over_the_bound_is_a_422(client, field):
+    body = {"chat_id": "c", "chat_type": "thread", "text": "x"}
+    body[field] = "i" * (MAX_KEY_COMPONENT_CHARS + 1)
+    response = client.post("/v1/messages", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert field in response.json()["error"]["message"]

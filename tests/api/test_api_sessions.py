@@ -1,7 +1,15 @@
 from __future__ import annotations
 
+import asyncio
+
+import httpx
+
 from sessiongate import Platform, SessionSource
+from sessiongate.agents.base import TurnRequest, TurnResult
+from sessiongate.api.app import create_app
 from sessiongate.core.source import ChatType
+from sessiongate.gateway import GatewayRunner
+from sessiongate.store.lanes import Inbound, InboxKind
 
 
 def test_list_pages_with_has_more_and_next_offset(client, send):
@@ -147,6 +155,93 @@ def test_archive_needs_the_expected_session_id(client, send, key_path):
     assert row["archived"] is True
     assert client.get("/v1/sessions").json()["total"] == 0
     assert client.get("/v1/sessions", params={"archived": True}).json()["total"] == 1
+
+
+class _HeldAgent:
+    """Holds a turn until the test releases it: a lane busy for as long as needed."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        self.started.set()
+        await self.release.wait()
+        return TurnResult(text=f"done: {request.messages[-1]['content']}")
+
+    async def summarize(self, messages):
+        return "summary"
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_archiving_is_refused_while_a_turn_runs_and_its_queue_waits(
+    tmp_path, store, config, clock, key_path
+):
+    # Archiving under a running turn let the lane drop the queued messages it had already
+    # acknowledged (202): they never ran, and their ids then answered `duplicate`.
+    agent = _HeldAgent()
+    agent.release.set()
+    runner = GatewayRunner(
+        store, config, home=tmp_path / "home", clock=clock, agent_factory=lambda key: agent
+    )
+    app = create_app(runner, store, config)
+    await runner.start()
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            first = (await http.post("/v1/messages", json={"chat_id": "a", "text": "hi"})).json()
+            key, session_id = first["session_key"], first["session_id"]
+            agent.release = asyncio.Event()
+            agent.started.clear()
+            running = asyncio.create_task(
+                http.post("/v1/messages", json={"chat_id": "a", "text": "slow"})
+            )
+            await agent.started.wait()
+            queued = await http.post(
+                "/v1/messages",
+                json={"chat_id": "a", "text": "/queue later", "message_id": "w1", "wait": False},
+            )
+            assert queued.status_code == 202, queued.text
+            archive = {"archived": True, "expected_session_id": session_id}
+            refused = await http.patch(key_path(key), json=archive)
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"]["code"] == "session_busy"
+            assert (await http.get(key_path(key))).json()["archived"] is False
+            agent.release.set()
+            assert (await running).json()["status"] == "replied"
+            await runner.wait_idle()
+            events = (await http.get(key_path(key, "/transcript"))).json()["events"]
+            assert "done: later" in [e["content"] for e in events]
+            done = await http.patch(key_path(key), json=archive)
+            assert done.status_code == 200, done.text
+            assert done.json()["archived"] is True
+    finally:
+        agent.release.set()
+        await runner.stop()
+
+
+def test_archiving_is_refused_while_messages_wait_on_an_idle_lane(client, send, key_path, runner):
+    sent = send("hi")
+    key = sent["session_key"]
+    source = SessionSource(platform=Platform.API, chat_id="alice")
+    # A row accepted but not yet picked up (as a restart leaves it before recovery runs).
+    runner.lane_store.accept(
+        Inbound(source=source, text="waiting", message_id="m-wait"),
+        session_key=key,
+        session_id=sent["session_id"],
+        kind=InboxKind.QUEUED,
+        cap=32,
+    )
+    archive = {"archived": True, "expected_session_id": sent["session_id"]}
+    refused = client.patch(key_path(key), json=archive)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"]["code"] == "session_busy"
+    assert runner.queue_depth(key) == 1
+    client.portal.call(runner.wake, key)
+    client.portal.call(runner.wait_idle)
+    assert client.patch(key_path(key), json=archive).json()["archived"] is True
 
 
 def test_unread_marker_and_conditional_ack(client, send, key_path):

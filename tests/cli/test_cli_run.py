@@ -65,6 +65,22 @@ def test_run_refuses_a_public_address_without_a_token(sg, home):
     assert not (home / "sessions").exists()
 
 
+def test_run_refuses_a_public_address_with_an_empty_token(sg, env, home):
+    result = sg(
+        "run",
+        "--home",
+        str(home),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        env=env(SESSIONGATE_API__TOKEN=""),
+    )
+    assert result.returncode == 2, result.stderr
+    assert "refusing to listen" in result.stderr
+    assert not (home / "sessions").exists()
+
+
 def test_run_with_a_bad_log_level_is_a_usage_error(sg, home):
     result = sg("run", "--home", str(home), "--log-level", "loud")
     assert result.returncode == 2

@@ -238,3 +238,33 @@ def test_bad_and_unknown_keys_are_one_line_errors(sg, home, seeded):
     _refused(
         sg("sessions", "fork", seeded["bob"], "--entry", "1", "--from", "active", *h), 2, "not both"
     )
+
+
+def test_archive_is_refused_while_a_turn_runs_or_messages_wait(sg, home, busy):
+    # An archived lane drops its waiting rows unrun, and those messages were acknowledged.
+    h = ("--home", str(home))
+    _refused(sg("sessions", "archive", busy, *h), 1, "while a turn is running")
+    waiting = _seed(home, "bob", 1)
+    store = _open(home)
+    try:
+        entry = store.get_session(waiting)
+        assert entry is not None
+        LaneStore(store).accept(
+            Inbound(source=_source("bob"), text="not run yet", message_id="b-1"),
+            session_key=waiting,
+            session_id=entry.session_id,
+            kind=InboxKind.QUEUED,
+            cap=32,
+        )
+    finally:
+        store.close()
+    _refused(sg("sessions", "archive", waiting, *h), 1, "messages wait")
+    store = _open(home)
+    try:
+        for key in (busy, waiting):
+            entry = store.get_session(key)
+            assert entry is not None
+            assert entry.archived is False
+        assert LaneStore(store).queue_depth(waiting) == 1
+    finally:
+        store.close()

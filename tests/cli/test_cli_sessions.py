@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
-from sessiongate import GatewayConfig, SessionStore
+from sessiongate import GatewayConfig, Platform, SessionSource, SessionStore
+
+# A hang guard for a subprocess, never a timing assertion (as in conftest.py).
+PROCESS_TIMEOUT = 60
 
 
 def _json(result):
@@ -84,6 +89,46 @@ def test_export_then_import_into_another_home_round_trips(sg, home, seeded, tmp_
         store.close()
 
 
+def test_export_never_leaves_the_file_readable_by_others(home, tmp_path, env):
+    # Created with the umask's 0644 and only then chmodded, the file was readable by others
+    # while it was written, and stayed so, half-written, when the write failed. A file-size
+    # limit (32 KiB: `ulimit -f` counts 512-byte blocks) makes the write fail half-way; Python
+    # ignores SIGXFSZ, so the write raises EFBIG. Opening the store writes less than that.
+    store = SessionStore(home / "sessions", GatewayConfig())
+    try:
+        entry = store.get_or_create_session(SessionSource(platform=Platform.TELEGRAM, chat_id="a"))
+        # Six bytes each in the JSON document (`\u0001`): far over the limit.
+        store.append_messages(entry.session_id, [{"role": "user", "content": "\x01" * 100_000}])
+    finally:
+        store.close()
+    dump = tmp_path / "dump.json"
+    script = 'umask 022; ulimit -f 64; exec "$0" -m sessiongate "$@"'
+    args = ["sessions", "export", "--home", str(home), "--output", str(dump)]
+    result = subprocess.run(
+        ["/bin/sh", "-c", script, sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert f"cannot write {dump}" in result.stderr
+    # Nothing half-written is left behind.
+    assert not dump.exists()
+
+
+def test_export_over_an_existing_file_makes_it_private(sg, home, seeded, tmp_path):
+    dump = tmp_path / "dump.json"
+    dump.write_text("old", encoding="utf-8")
+    dump.chmod(0o644)
+    result = sg("sessions", "export", "--home", str(home), "--output", str(dump))
+    assert result.returncode == 0, result.stderr
+    assert dump.stat().st_mode & 0o777 == 0o600
+    assert json.loads(dump.read_text(encoding="utf-8"))["format"] == "sessiongate.export"
+
+
 def test_export_to_stdout_is_one_json_document(sg, home, seeded):
     data = _json(sg("sessions", "export", "--home", str(home), "--key", seeded["alice"]))
     assert data["format"] == "sessiongate.export"
@@ -150,6 +195,48 @@ def test_import_of_a_bad_transcript_leaves_no_half_imported_key(sg, home, tmp_pa
     store = SessionStore(home / "sessions", GatewayConfig())
     try:
         assert [m["content"] for m in store.load_transcript(entry["session_id"])] == ["hello carol"]
+    finally:
+        store.close()
+
+
+def test_import_skips_keys_the_api_could_never_address(sg, home, tmp_path):
+    # A key with a raw control character looks like another key in listings, and one over
+    # the API's 4096-character bound can never be addressed; both are reported, not stored.
+    def entry(key: str, n: int) -> dict:
+        return {
+            "session_key": key,
+            "session_id": f"20990101_000000_0000000{n}",
+            "created_at": "2025-01-01T00:00:00+00:00",
+            "updated_at": "2025-01-01T00:00:00+00:00",
+        }
+
+    bad = ["agent:main:api:dm:imp6\n", "x" * 5000, "agent:main:api:dm:bell\x07", "del\x7f"]
+    good = "agent:main:api:dm:ok"
+    keys = [*bad, good]
+    document = {
+        "format": "sessiongate.export",
+        "version": 1,
+        "sessions": [
+            {"entry": entry(key, n), "events": [{"role": "user", "content": "hi"}]}
+            for n, key in enumerate(keys)
+        ],
+    }
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(document), encoding="utf-8")
+    result = sg("sessions", "import", str(dump), "--home", str(home), "--json")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert (report["imported"], report["skipped"], report["messages"]) == (1, 0, 1)
+    assert len(report["problems"]) == len(bad)
+    assert "control character" in report["problems"][0]
+    assert "4096" in report["problems"][1]
+    store = SessionStore(home / "sessions", GatewayConfig())
+    try:
+        assert [e.session_key for e in store.list_sessions()] == [good]
+        for n, key in enumerate(bad):
+            assert store.get_session(key) is None
+            assert store.session_info(entry(key, n)["session_id"]) is None
     finally:
         store.close()
 

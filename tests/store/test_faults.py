@@ -6,6 +6,7 @@ message, never a raw `sqlite3` exception.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -139,3 +140,23 @@ def test_an_index_without_its_structure_record_is_rebuilt(make_store, store_dir:
     hits, degraded = reopened.search_detailed("needle")
     assert not degraded
     assert hits[0]["session_id"] == sid
+
+
+def test_opening_never_makes_a_read_only_state_db_writable(make_store, store_dir: Path):
+    # An operator who made the store read-only (0400) meant it: opening may fail, but must not
+    # grant the write bit back. Only group and other bits are taken away.
+    make_store().close()
+    path = store_dir / "state.db"
+    path.chmod(0o440)
+    # As root SQLite can still write it; otherwise the open fails with a store error.
+    with contextlib.suppress(StoreCorruptError, StoreUnavailableError):
+        make_store().close()
+    assert path.stat().st_mode & 0o777 == 0o400
+
+
+def test_opening_takes_group_and_other_bits_off_an_existing_state_db(make_store, store_dir):
+    make_store().close()
+    path = store_dir / "state.db"
+    path.chmod(0o644)
+    make_store().close()
+    assert path.stat().st_mode & 0o777 == 0o600

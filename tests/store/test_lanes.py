@@ -494,3 +494,34 @@ def test_atomic_spans_both_databases(store, lanes):
     with pytest.raises(RuntimeError):
         accept_both_then_fail()
     assert lanes.total_queued() == 0
+
+
+def test_dropping_a_pending_row_forgets_its_message_ids_so_a_retry_runs(store, lanes):
+    # The row of an archived lane is dropped unrun: a dedup record left behind would answer
+    # the sender's retry (after unarchiving) with `duplicate`, and the message would never run.
+    entry = _entry(store)
+    slot = _accept(lanes, entry, "one", message_id="m1")
+    _accept(lanes, entry, "two", message_id="m2")  # merged into the same slot row
+    queued = _accept(lanes, entry, "three", kind=InboxKind.QUEUED, message_id="m3")
+    assert lanes.drop_pending(slot.inbox_id) is True
+    assert lanes.get_item(slot.inbox_id) is None
+    for message_id in ("m1", "m2"):
+        inbound = Inbound(source=SOURCE, text="again", message_id=message_id)
+        assert lanes.lookup_seen(inbound) is None
+    # The other row's record is untouched.
+    assert lanes.lookup_seen(Inbound(source=SOURCE, text="x", message_id="m3")).inbox_id == (
+        queued.inbox_id
+    )
+    retry = _accept(lanes, entry, "one", message_id="m1")
+    assert retry.status is AcceptStatus.ACCEPTED
+    assert retry.inbox_id != slot.inbox_id
+
+
+def test_dropping_a_claimed_row_keeps_it_and_its_dedup_record(store, lanes):
+    entry = _entry(store)
+    _accept(lanes, entry, "running", message_id="m1")
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    assert lanes.drop_pending(claim.item.id) is False
+    seen = lanes.lookup_seen(Inbound(source=SOURCE, text="running", message_id="m1"))
+    assert seen is not None
+    assert seen.turn_id == claim.turn.id

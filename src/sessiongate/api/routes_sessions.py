@@ -3,7 +3,7 @@ delete."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 from starlette.concurrency import run_in_threadpool
@@ -34,7 +34,10 @@ from sessiongate.api.schemas import (
 )
 from sessiongate.api.sources import source_of
 from sessiongate.core.sentinel import UNSET
-from sessiongate.errors import SessionNotFoundError
+from sessiongate.errors import SessionBusyError, SessionNotFoundError
+
+if TYPE_CHECKING:
+    from sessiongate.gateway import GatewayRunner
 
 __all__ = ["router"]
 
@@ -206,7 +209,9 @@ async def reset_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> Rese
     responses=errors(400, 401, 404, 409, 413, 415, 422),
     summary="Pin, archive, mark read or unread, label",
 )
-async def patch_session(key: KeyDep, body: PatchIn, store: StoreDep) -> SessionRow:
+async def patch_session(
+    key: KeyDep, body: PatchIn, store: StoreDep, runner: RunnerDep
+) -> SessionRow:
     require_entry(store, key)
     given = body.model_fields_set
     changes: dict[str, Any] = {}
@@ -218,8 +223,26 @@ async def patch_session(key: KeyDep, body: PatchIn, store: StoreDep) -> SessionR
     for name in ("label", "expected_marked_unread_at"):
         if name in given:
             changes[name] = getattr(body, name)
-    entry = store.patch_session(key, **{name: changes.get(name, UNSET) for name in _PATCH_FIELDS})
+    # The check and the change share one transaction, and nothing awaits between them, so no
+    # message can be accepted on the lane in between.
+    with runner.lane_store.atomic():
+        if body.archived:
+            _ensure_quiet(runner, key)
+        entry = store.patch_session(
+            key, **{name: changes.get(name, UNSET) for name in _PATCH_FIELDS}
+        )
     return session_row(entry, store)
+
+
+def _ensure_quiet(runner: GatewayRunner, key: str) -> None:
+    """Refuse to archive a lane with a running turn or waiting messages: an archived lane
+    drops what waits on it unrun, and those messages were already acknowledged."""
+    ensure_idle(runner, key, "archive the session")
+    if runner.queue_depth(key):
+        raise SessionBusyError(
+            f"cannot archive the session while messages wait on {key!r}; retry when they have run",
+            session_key=key,
+        )
 
 
 _PATCH_FIELDS = (

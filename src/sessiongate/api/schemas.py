@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 
 __all__ = [
     "MAX_ENTRY_ID",
+    "MAX_KEY_COMPONENT_CHARS",
     "BranchOut",
     "BranchesOut",
     "CompactOut",
@@ -60,6 +61,13 @@ def _encodable(value: str) -> str:
 
 Text = Annotated[StrictStr, AfterValidator(_encodable)]
 Id = Annotated[StrictStr, Field(min_length=1, max_length=1024), AfterValidator(_encodable)]
+# Ids that become session key components: escaped (up to three characters each), three of
+# them plus a tag and a fork suffix stay far under the key routes' bound (`MAX_KEY_CHARS`,
+# 4096, api/deps.py), so every session a message creates can be addressed by key.
+MAX_KEY_COMPONENT_CHARS = 256
+KeyId = Annotated[
+    StrictStr, Field(min_length=1, max_length=MAX_KEY_COMPONENT_CHARS), AfterValidator(_encodable)
+]
 EntryId = Annotated[StrictInt, Field(ge=0, le=MAX_ENTRY_ID)]
 
 
@@ -89,17 +97,17 @@ class SourceIn(_In):
     """A conversation on the `api` platform: the fields of a session source."""
 
     platform: Literal["api"] = "api"
-    chat_id: Id
+    chat_id: KeyId
     chat_type: Literal["dm", "group", "channel", "thread"] = "dm"
     chat_name: Id | None = None
-    user_id: Id | None = None
+    user_id: KeyId | None = None
     user_name: Id | None = None
-    thread_id: Id | None = None
+    thread_id: KeyId | None = None
     chat_topic: Id | None = None
-    user_id_alt: Id | None = None
-    chat_id_alt: Id | None = None
-    guild_id: Id | None = None
-    parent_chat_id: Id | None = None
+    user_id_alt: KeyId | None = None
+    chat_id_alt: KeyId | None = None
+    guild_id: KeyId | None = None
+    parent_chat_id: KeyId | None = None
     is_bot: StrictBool = False
 
 
@@ -124,7 +132,7 @@ class MessageIn(SourceIn, _MessageFields):
 class SessionMessageIn(_MessageFields):
     """A message to one session addressed by key (a fork, an incognito session)."""
 
-    user_id: Id | None = None
+    user_id: KeyId | None = None
     user_name: Id | None = None
 
 

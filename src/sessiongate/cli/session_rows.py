@@ -23,6 +23,8 @@ from sessiongate.cli.session_ops import (
     require_entry,
     show_model,
 )
+from sessiongate.errors import SessionBusyError
+from sessiongate.store.lanes import LaneStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -89,8 +91,18 @@ def archive(
     """
     if expected_session_id is not None:
         checked_text(expected_session_id, "--expected-session-id")
-    with opened_store(home, config_file) as store:
-        current = require_entry(store, key)
+    with (
+        opened_store(home, config_file) as store,
+        idle_lane(store, key, "archive the session") as (current, _),
+    ):
+        # An archived lane drops what waits on it unrun, though each message was already
+        # acknowledged; read in the write transaction, so no message can slip in between.
+        if LaneStore(store).has_pending(key):
+            raise SessionBusyError(
+                f"cannot archive the session while messages wait on {key!r}; retry when "
+                "they have run (the gateway runs them when it is up)",
+                session_key=key,
+            )
         entry = store.patch_session(
             key,
             archived=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
@@ -236,9 +237,32 @@ def export(
     if output is None:
         sys.stdout.write(text)
         return
-    output.write_text(text, encoding="utf-8")
-    output.chmod(0o600)  # transcripts are private
+    try:
+        _write_private(output, text)
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
     console.print(f"exported {len(sessions)} sessions to {output}")
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` readable by its owner only from the first byte (transcripts are
+    private): a new file is created 0600, an existing one made 0600 before it is truncated.
+    A write that fails half-way leaves no half document behind."""
+    # Not O_TRUNC: a file we may write but not chmod (another owner's) is left untouched.
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.truncate(0)
+            out.write(text)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
 
 
 @app.command("import")

@@ -112,6 +112,15 @@ class ApiConfig(_Model):
     max_body_bytes: int = Field(1_048_576, ge=1024)
     max_message_chars: int = Field(100_000, ge=1)
 
+    @field_validator("token")
+    @classmethod
+    def _blank_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        # `SESSIONGATE_API__TOKEN=` is no token: counted as one, it would pass the check that
+        # keeps a tokenless API off public addresses, and then every request would get a 401.
+        if value is not None and not value.get_secret_value().strip():
+            return None
+        return value
+
 
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True

@@ -365,9 +365,15 @@ class LaneStore:
 
     def drop_pending(self, inbox_id: int) -> bool:
         """Delete one waiting row that will not run (its session was archived while it
-        waited); False if it is no longer pending."""
+        waited), with the dedup records of its message ids; False if it is no longer pending.
+
+        The records go in the same transaction: left behind, they would answer the sender's
+        retry (after unarchiving) with `duplicate`, and the message would never run."""
         with self._db_for_row(inbox_id).transaction() as conn:
-            return inbox.delete_pending_row(conn, inbox_id)
+            if not inbox.delete_pending_row(conn, inbox_id):
+                return False
+            inbox.delete_seen_of_row(conn, inbox_id)
+            return True
 
     def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
         """Delete the lane's waiting system events (a rollover: they were meant for the old

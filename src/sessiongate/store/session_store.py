@@ -902,15 +902,26 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
         Never trusted further than that: a deleted (tombstoned) key stays deleted, and an entry
         naming a session id that belongs to another key is refused, so an edited file cannot
         attach one person's lane to another person's transcript. Each entry is its own
-        savepoint: one that cannot be stored (a taken label, text SQLite cannot hold) is
-        skipped and reported in `problems` (default: the store's), the others go in.
-        `skip_pruned` also skips keys whose route was pruned (their transcripts remain), as
-        the automatic import at open must; an explicit import may bring them back.
+        savepoint: one that cannot be stored (a taken label, text SQLite cannot hold, a key
+        the HTTP API could never address) is skipped and reported in `problems` (default: the
+        store's), the others go in. `skip_pruned` also skips keys whose route was pruned
+        (their transcripts remain), as the automatic import at open must; an explicit import
+        may bring them back.
         """
         sink = self.problems if problems is None else problems
         imported = 0
         with self._db.transaction() as conn:
             for entry in entries:
+                key = entry.session_key
+                # The bounds the HTTP API puts on a key (api/deps.py `decode_session_key`): a
+                # longer key could never be addressed, and a raw control character (C1 too:
+                # `\x85` ends a line) makes a key pass for another one in listings.
+                if not key or len(key) > 4096:
+                    sink.append(f"entry {key[:80]!r} skipped: a key is 1 to 4096 characters")
+                    continue
+                if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 for ch in key):
+                    sink.append(f"entry {key[:80]!r} skipped: its key holds a control character")
+                    continue
                 try:
                     with self._db.transaction():
                         outcome = self._import_one(conn, entry, skip_pruned=skip_pruned)

@@ -341,13 +341,21 @@ def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
 
 
 def _create_private_file(path: Path) -> None:
-    """State files are 0600 and their folder 0700: transcripts are private."""
+    """State files are created 0600 and their folder 0700: transcripts are private.
+
+    An existing file only loses its group and other bits: its owner's bits are left as they
+    are, so a store an operator made read-only (0400) is never made writable by opening it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-        os.close(fd)
+        try:
+            os.fchmod(fd, 0o600)  # exactly, whatever the umask took away
+        finally:
+            os.close(fd)
     for suffix in ("", "-wal", "-shm"):
         extra = Path(str(path) + suffix)
-        if extra.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(extra, 0o600)
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to change
+            mode = extra.stat().st_mode
+            if mode & 0o077:
+                os.chmod(extra, mode & 0o7777 & ~0o077)

@@ -31,6 +31,7 @@ __all__ = [
     "delete_pending_events",
     "delete_pending_row",
     "delete_row",
+    "delete_seen_of_row",
     "get_row",
     "has_pending",
     "insert_row",
@@ -147,6 +148,7 @@ _INSERT_SEEN = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _LINK_SEEN = "UPDATE inbound_seen SET turn_id = ? WHERE inbox_id = ? AND turn_id IS NULL"
+_DELETE_SEEN_OF_ROW = "DELETE FROM inbound_seen WHERE inbox_id = ?"
 # A record whose inbox row still waits (or runs) is kept whatever its age: forgetting it would
 # let a redelivery of that message become a second row.
 _PRUNE_SEEN = (
@@ -339,6 +341,12 @@ def insert_seen(conn: sqlite3.Connection, row: SeenRow) -> bool:
 
 def link_seen_to_turn(conn: sqlite3.Connection, inbox_id: int, turn_id: int) -> None:
     conn.execute(_LINK_SEEN, (turn_id, inbox_id))
+
+
+def delete_seen_of_row(conn: sqlite3.Connection, inbox_id: int) -> int:
+    """Forget the dedup records of a row dropped unrun (every message id merged into it), so a
+    retry of those messages is accepted again; returns how many."""
+    return int(conn.execute(_DELETE_SEEN_OF_ROW, (inbox_id,)).rowcount)
 
 
 def prune_seen(conn: sqlite3.Connection, before: int) -> int:
