@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 from sessiongate import Platform, SessionSource
 from sessiongate.agents.base import TurnRequest, TurnResult
@@ -275,3 +276,43 @@ def test_delete_removes_the_session_and_archives_it_first(client, send, key_path
     assert client.get(key_path(key)).status_code == 404
     assert client.delete(key_path(key)).status_code == 404
     assert list((store.sessions_dir / "archive").glob("*.json.gz"))
+
+
+def test_patch_chooses_the_model_and_records_it_in_the_transcript(client, send, key_path):
+    key = send("hi")["session_key"]
+    row = client.patch(key_path(key), json={"model": "m-1", "thinking_level": "high"}).json()
+    assert (row["model_override"], row["thinking_level"]) == ("m-1", "high")
+    context = client.get(key_path(key, "/context")).json()
+    assert (context["model"], context["thinking_level"]) == ("m-1", "high")
+    kinds = [e["type"] for e in client.get(key_path(key, "/transcript")).json()["events"]]
+    assert kinds[-2:] == ["model_change", "thinking_level_change"]
+    back = client.patch(key_path(key), json={"model": None}).json()
+    assert back["model_override"] is None
+    bad = client.patch(key_path(key), json={"model": ""})
+    assert (bad.status_code, bad.json()["error"]["code"]) == (422, "invalid_request")
+
+
+@pytest.mark.parametrize("mode", ["boundary", "new_session"])
+def test_reset_can_keep_the_last_exchange(client, send, key_path, mode):
+    for text in ("one", "two", "three", "four"):
+        sent = send(text)
+    key = sent["session_key"]
+    response = client.post(key_path(key, "/reset"), json={"mode": mode, "keep_tail": True})
+    assert response.status_code == 200, response.text
+    assert (response.json()["session_id"] == sent["session_id"]) is (mode == "boundary")
+    context = client.get(key_path(key, "/context")).json()["messages"]
+    assert [m["content"] for m in context] == [
+        "two",
+        "echo: two",
+        "three",
+        "echo: three",
+        "four",
+        "echo: four",
+    ]
+
+
+def test_reset_with_a_bad_body_changes_nothing(client, send, key_path):
+    sent = send("hi")
+    response = client.post(key_path(sent["session_key"], "/reset"), json={"mode": "sideways"})
+    assert response.status_code == 422
+    assert client.get(key_path(sent["session_key"])).json()["session_id"] == sent["session_id"]

@@ -268,3 +268,20 @@ def test_archive_is_refused_while_a_turn_runs_or_messages_wait(sg, home, busy):
         assert LaneStore(store).queue_depth(waiting) == 1
     finally:
         store.close()
+
+
+def test_model_choice_and_a_reset_that_keeps_the_tail(sg, home):
+    key = _seed(home, "carol", 4)
+    h = ("--home", str(home))
+    row = _ok(
+        sg("sessions", "model", key, "--model", "m-1", "--thinking-level", "low", *h, "--json")
+    )
+    assert (row["model_override"], row["thinking_level"]) == ("m-1", "low")
+    _refused(sg("sessions", "model", key, *h), 2, "give --model")
+    kept = _ok(sg("sessions", "reset", key, "--mode", "boundary", "--keep-tail", *h, "--json"))
+    context = _ok(sg("sessions", "context", key, *h, "--json"))
+    assert context["session_id"] == kept["session_id"]
+    assert context["messages"][0]["content"].startswith("question 1")
+    assert len(context["messages"]) == 6
+    default = _ok(sg("sessions", "model", key, "--model", "default", *h, "--json"))
+    assert default["model_override"] is None

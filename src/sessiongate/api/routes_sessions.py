@@ -23,6 +23,7 @@ from sessiongate.api.schemas import (
     ContextOut,
     DeleteOut,
     PatchIn,
+    ResetIn,
     ResetOut,
     SearchHit,
     SearchOut,
@@ -187,14 +188,17 @@ async def search(
     responses=errors(400, 401, 404, 409),
     summary="End the current conversation and start a new session id",
 )
-async def reset_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> ResetOut:
+async def reset_session(
+    key: KeyDep, store: StoreDep, runner: RunnerDep, body: ResetIn | None = None
+) -> ResetOut:
     require_entry(store, key)
     # The running turn would otherwise write its reply into the conversation just ended.
     ensure_idle(runner, key, "reset")
     # As `/new` does: the new conversation starts with its stuck-loop counter at zero, in the
     # same commit as the reset.
     with runner.lane_store.atomic():
-        entry = store.reset_session(key)
+        options = body or ResetIn()
+        entry = store.reset_session(key, mode=options.mode, keep_tail=options.keep_tail)
         if entry is None:  # deleted between the two calls
             raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
         reset = runner.lane_store.reset_restart_count(key)
@@ -207,7 +211,7 @@ async def reset_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> Rese
     "/sessions/{key}",
     response_model=SessionRow,
     responses=errors(400, 401, 404, 409, 413, 415, 422),
-    summary="Pin, archive, mark read or unread, label",
+    summary="Pin, archive, mark read or unread, label, choose the model",
 )
 async def patch_session(
     key: KeyDep, body: PatchIn, store: StoreDep, runner: RunnerDep
@@ -225,12 +229,15 @@ async def patch_session(
             changes[name] = getattr(body, name)
     # The check and the change share one transaction, and nothing awaits between them, so no
     # message can be accepted on the lane in between.
+    choice = {n: getattr(body, n) for n in ("model", "provider", "thinking_level") if n in given}
     with runner.lane_store.atomic():
         if body.archived:
             _ensure_quiet(runner, key)
         entry = store.patch_session(
             key, **{name: changes.get(name, UNSET) for name in _PATCH_FIELDS}
         )
+        if choice:
+            entry = store.set_model_choice(key, **choice)
     return session_row(entry, store)
 
 

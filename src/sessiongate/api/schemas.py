@@ -29,6 +29,7 @@ __all__ = [
     "MessageIn",
     "MessageOut",
     "PatchIn",
+    "ResetIn",
     "ResetOut",
     "RewindOut",
     "RewindToEntry",
@@ -225,7 +226,9 @@ class PatchIn(_In):
     """Fields left out are left alone; `null` for `pinned`, `archived`, `unread` is the same.
 
     `label: null` clears the label. `expected_marked_unread_at` (with `unread: false`) makes the
-    acknowledgement conditional: `null` means "I saw no marker".
+    acknowledgement conditional: `null` means "I saw no marker". `model`, `provider` and
+    `thinking_level` choose the lane's model (`null`: back to the default); each change is
+    also a `model_change` / `thinking_level_change` entry in the transcript.
     """
 
     pinned: StrictBool | None = None
@@ -236,6 +239,20 @@ class PatchIn(_In):
     unread: StrictBool | None = None
     expected_marked_unread_at: datetime | None = None
     label: Annotated[Text, Field(min_length=1, max_length=512)] | None = None
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    provider: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+    thinking_level: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
+
+
+class ResetIn(_In):
+    """Optional: a reset with no body is the configured `reset_mode`, keeping no tail."""
+
+    mode: Literal["new_session", "boundary"] | None = Field(
+        None, description="new_session: a new session id; boundary: same id, a reset entry"
+    )
+    keep_tail: StrictBool = Field(
+        False, description="keep the last 6 user/assistant messages, from a user message"
+    )
 
 
 class ResetOut(BaseModel):

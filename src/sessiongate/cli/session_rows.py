@@ -197,6 +197,44 @@ def label(
     show_model(row, done, as_json=as_json)
 
 
+def model(
+    key: KeyArgument,
+    name: Annotated[
+        str | None, typer.Option("--model", help="The model; 'default' goes back to the default.")
+    ] = None,
+    provider: Annotated[
+        str | None, typer.Option(help="The provider; 'default' goes back to the default.")
+    ] = None,
+    thinking_level: Annotated[
+        str | None, typer.Option(help="The thinking level; 'default' goes back to the default.")
+    ] = None,
+    home: HomeOption = None,
+    config_file: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Choose a session's model, provider or thinking level for its next turns.
+
+    Each change is also recorded in the transcript (a model or thinking-level change entry),
+    so rewinding past it takes it back; the choice carries over a reset.
+    """
+    given = {"model": name, "provider": provider, "thinking_level": thinking_level}
+    choice = {k: (None if v == "default" else v) for k, v in given.items() if v is not None}
+    if not choice:
+        fail("give --model, --provider or --thinking-level", EXIT_USAGE)
+    for field, value in choice.items():
+        if value is not None:
+            checked_text(value, f"the {field.replace('_', ' ')}")
+    with opened_store(home, config_file) as store:
+        require_entry(store, key)
+        entry = store.set_model_choice(key, **choice)
+        row = session_row(entry, store)
+    show_model(
+        row,
+        f"{key}: " + ", ".join(f"{k} {v or 'default'}" for k, v in choice.items()),
+        as_json=as_json,
+    )
+
+
 def delete(
     key: KeyArgument,
     home: HomeOption = None,
@@ -247,6 +285,7 @@ def register(app: typer.Typer) -> None:
         ("read", read),
         ("unread", unread),
         ("label", label),
+        ("model", model),
         ("delete", delete),
     ):
         app.command(name)(command)

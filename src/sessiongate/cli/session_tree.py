@@ -346,10 +346,22 @@ def _unchanged(tokens: int, reason: str) -> dict[str, Any]:
     return {"compacted": False, "tokens_before": tokens, "tokens_after": tokens, "reason": reason}
 
 
+class _ResetMode(enum.StrEnum):
+    NEW_SESSION = "new_session"
+    BOUNDARY = "boundary"
+
+
 def reset(
     key: KeyArgument,
     home: HomeOption = None,
     config_file: ConfigOption = None,
+    mode: Annotated[
+        _ResetMode | None,
+        typer.Option(help="new_session: a new id; boundary: same id. Default: reset_mode."),
+    ] = None,
+    keep_tail: Annotated[
+        bool, typer.Option(help="Keep the last 6 user/assistant messages, from a user one.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """End the current conversation and start a new session id (as `/new` does).
@@ -359,7 +371,7 @@ def reset(
     """
     with opened_store(home, config_file) as store:
         with idle_lane(store, key, "reset"):
-            entry = store.reset_session(key)
+            entry = store.reset_session(key, mode=str(mode) if mode else None, keep_tail=keep_tail)
             # As `/new` and the HTTP reset: the counter is zeroed in the reset's commit.
             counted = LaneStore(store).reset_restart_count(key)
         if counted:
