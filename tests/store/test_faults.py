@@ -160,3 +160,14 @@ def test_opening_takes_group_and_other_bits_off_an_existing_state_db(make_store,
     path.chmod(0o644)
     make_store().close()
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_state_db_that_cannot_be_opened_is_unavailable_not_corrupt(tmp_path):
+    from sessiongate import GatewayConfig, SessionStore
+    from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+
+    sessions = tmp_path / "sessions"
+    (sessions / "state.db").mkdir(parents=True)  # the open fails as a permission problem would
+    with pytest.raises(StoreUnavailableError, match="writable") as caught:
+        SessionStore(sessions, GatewayConfig())
+    assert not isinstance(caught.value, StoreCorruptError)

@@ -95,6 +95,13 @@ class Database:
                     target=self._checkpoint_loop, name="sessiongate-checkpoint", daemon=True
                 )
                 self._checkpointer.start()
+        except sqlite3.OperationalError as exc:
+            # Permissions, a read-only file or folder, a full disk: the data is not damaged.
+            raise StoreUnavailableError(
+                f"cannot open {target}: {exc} (check that the file and its folder are "
+                "writable by this user and the disk has room)",
+                path=str(path),
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreCorruptError(
                 f"cannot open {target}: {exc}; run `sessiongate doctor` to inspect it",
