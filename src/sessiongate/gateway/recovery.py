@@ -19,8 +19,9 @@ At start, before any inbound message is looked at:
 4. Each `accepted` turn (crash, or drain timeout at the last stop) is classified:
    - older than `agent.gateway_auto_continue_freshness` (from its acceptance): *stale*; it
      becomes `interrupted`, its user text stays in the transcript, the user is told;
-   - its lane's counter of dispatched resumes has reached `stuck_loop_threshold`: *stuck*; the
-     session is suspended and the turn `failed`;
+   - this start is the `stuck_loop_threshold`-th in a row to find the lane's turn cut off
+     (its counter of dispatched resumes + 1, so 3 with the default: the original crash and
+     two resumes that died too): *stuck*; the session is suspended and the turn `failed`;
    - otherwise it is *resumed*: dispatched through the same lane claim as live messages, the
      counter raised in the claiming transaction (so a SIGKILLed resume still counts), with a
      resume note for the agent.
@@ -203,7 +204,7 @@ def plan_recovery(
         age = (now - turn.accepted_at).total_seconds()
         if age > freshness:
             plan.stale.append(claim)
-        elif counts.get(turn.session_key, 0) >= config.stuck_loop_threshold:
+        elif counts.get(turn.session_key, 0) + 1 >= config.stuck_loop_threshold:
             plan.stuck.append(claim)
         else:
             plan.resume.append(turn)
