@@ -316,3 +316,10 @@ def test_reset_with_a_bad_body_changes_nothing(client, send, key_path):
     response = client.post(key_path(sent["session_key"], "/reset"), json={"mode": "sideways"})
     assert response.status_code == 422
     assert client.get(key_path(sent["session_key"])).json()["session_id"] == sent["session_id"]
+
+
+def test_the_context_route_shows_the_session_prompt_a_turn_gets(client, send, key_path):
+    key = send("hi")["session_key"]
+    context = client.get(key_path(key, "/context")).json()
+    assert context["system_prompt"].startswith("## Current Session Context")
+    assert "- Platform: api" in context["system_prompt"]

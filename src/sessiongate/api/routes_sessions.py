@@ -18,7 +18,7 @@ from sessiongate.api.deps import (
     require_entry,
 )
 from sessiongate.api.responses import errors
-from sessiongate.api.rows import session_row
+from sessiongate.api.rows import context_view, session_row
 from sessiongate.api.schemas import (
     ContextOut,
     DeleteOut,
@@ -154,15 +154,7 @@ async def get_transcript(
 async def get_context(key: KeyDep, store: StoreDep) -> ContextOut:
     entry = require_entry(store, key)
     context = await run_in_threadpool(store.model_context, entry.session_id)
-    return ContextOut(
-        session_key=key,
-        session_id=entry.session_id,
-        messages=context.messages,
-        model=context.model,
-        provider=context.provider,
-        thinking_level=context.thinking_level,
-        boundary_entry_id=context.boundary_entry_id,
-    )
+    return context_view(entry, context, store)
 
 
 @router.get(

@@ -1,18 +1,21 @@
-"""A `SessionEntry` as the API's session row (derived booleans and `next_reset_at` added)."""
+"""A `SessionEntry` as the API's session row (derived booleans and `next_reset_at` added), and
+the model context a next turn would get as the API shows it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sessiongate.api.schemas import SessionRow
+from sessiongate.api.schemas import ContextOut, SessionRow
+from sessiongate.core.context import build_session_context, build_session_context_prompt
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.transcript import ModelContext
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["next_reset_of", "session_row"]
+__all__ = ["context_view", "next_reset_of", "session_row"]
 
 
 def next_reset_of(entry: SessionEntry, store: SessionStore) -> datetime | None:
@@ -72,4 +75,24 @@ def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
         memory_flush_at=entry.memory_flush_at,
         memory_flush_compaction_count=entry.memory_flush_compaction_count,
         subject=entry.subject,
+    )
+
+
+def context_view(entry: SessionEntry, context: ModelContext, store: SessionStore) -> ContextOut:
+    """What the next turn from the session's last sender would get."""
+    prompt = None
+    if entry.origin is not None:
+        prompt = build_session_context_prompt(
+            build_session_context(entry.origin, store.config, entry)
+        )
+    return ContextOut(
+        session_key=entry.session_key,
+        session_id=entry.session_id,
+        system_prompt=prompt,
+        messages=context.messages,
+        # As a turn resolves them: the last change entry, else the lane's override.
+        model=context.model or entry.model_override,
+        provider=context.provider or entry.provider_override,
+        thinking_level=context.thinking_level or entry.thinking_level,
+        boundary_entry_id=context.boundary_entry_id,
     )

@@ -291,6 +291,10 @@ class TranscriptOut(BaseModel):
 class ContextOut(BaseModel):
     session_key: str
     session_id: str
+    system_prompt: str | None = Field(
+        description="the session-context section a turn from the session's last sender gets "
+        "(null for a session with no recorded sender)"
+    )
     messages: list[dict[str, Any]]
     model: str | None
     provider: str | None

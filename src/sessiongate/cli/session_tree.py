@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from sessiongate.api.rows import context_view
 from sessiongate.api.schemas import (
     MAX_ENTRY_ID,
     BranchesOut,
@@ -83,15 +84,7 @@ def context(
     with opened_store(home, config_file) as store:
         entry = require_entry(store, key)
         ctx = store.model_context(entry.session_id)
-    out = ContextOut(
-        session_key=key,
-        session_id=entry.session_id,
-        messages=ctx.messages,
-        model=ctx.model,
-        provider=ctx.provider,
-        thinking_level=ctx.thinking_level,
-        boundary_entry_id=ctx.boundary_entry_id,
-    )
+        out = context_view(entry, ctx, store)
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
