@@ -1,16 +1,22 @@
 """Crash torture over HTTP: SIGKILL the real gateway at random moments while clients talk to it.
 
     python tests/reliability/torture.py --kills 200 --chats 20 --json
+    python tests/reliability/torture.py --kills 200 --chats 20 --busy-mode interrupt \
+        --burst-share 0.3
 
 The gateway runs as a child process (`python -m sessiongate run --home H --port 0`) with the echo
-agent (`echo: <text>`, a small delay) in `queue` busy mode. Every chat has one client that sends
-messages one after another without waiting for the reply (`wait: false`, a few with `wait: true`),
-each with a unique platform message id and a text holding a unique token; a share of the chats
-send every message as `/queue <token>` (one turn each) instead of plain follow-ups (which merge
-into one turn while the lane is busy). A message counts as acknowledged when the gateway
-answers 200/202 for it; an unanswered request (connection refused or cut by a kill, a time-out)
-is sent again with the same message id once the gateway is back, and the client sends nothing
-newer on that chat until it is acknowledged (a client that skipped ahead would reorder its own
+agent (`echo: <text>`, a small delay) in `queue` busy mode, or (`--busy-mode interrupt`) in the
+gateway's default `interrupt` mode, where a follow-up merges into the lane's pending slot and
+cancels the running turn, which ends `interrupted` and keeps its user message. Every chat has one
+client that sends messages one after another without waiting for the reply (`wait: false`, a
+few with `wait: true`), each with a unique platform message id and a text holding a unique
+token; a share of the sends (`--burst-share`) are bursts of 2-3 messages sent at once, so that
+several follow-ups reach a busy lane together; a share of the chats send every message as
+`/queue <token>` (one turn each) instead of plain follow-ups (which merge into the pending slot
+while the lane is busy). A message counts as acknowledged when the gateway answers 200/202 for
+it; an unanswered request (connection refused or cut by a kill, a time-out) is sent again with
+the same message id once the gateway is back, and the client sends nothing newer on that chat
+until it (its whole burst) is acknowledged (a client that skipped ahead would reorder its own
 chat). A killer task SIGKILLs the gateway at random moments — sometimes while it is still
 starting and recovering — and starts it again.
 
@@ -20,10 +26,14 @@ gateway is stopped with SIGTERM, and the state is checked (`check_home`):
 - every acknowledged token is in exactly one transcript, exactly once (follow-ups merged into
   one turn are joined with a newline), and no unknown text is;
 - every token is in its own chat's conversation, and none in any other conversation;
-- per chat, tokens appear in the order they were sent (ordered by turn id, then line);
+- per chat, tokens appear in the order they were sent (ordered by turn id, then line; the
+  messages of one burst in any order among themselves);
 - every user turn is followed by exactly one reply, `echo: <its text>`, or, only for a turn the
-  stuck-loop guard suspended after `stuck_loop_threshold` killed resumes, by that notice with
-  the turn journalled `failed`/`stuck_loop`;
+  stuck-loop guard suspended at the `stuck_loop_threshold`-th start in a row to find it cut
+  off (after `stuck_loop_threshold - 1` killed resumes), by that notice with
+  the turn journalled `failed`/`stuck_loop`; in `interrupt` mode a turn a follow-up cut off is
+  journalled `interrupted`/`interrupt`, its user message (marked `interrupted: interrupt`) is
+  kept and followed by no reply; in `queue` mode no turn may end `interrupted`;
 - the journal holds no `accepted`/`running`/`replied` turn and the inbox is empty; no inbox row
   was claimed by two turns; each journalled turn left exactly one user message, each delivered
   turn exactly one reply (so no reply was delivered twice); every acknowledged id is recorded
@@ -49,14 +59,16 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from sg_process import GatewayProcess, clean_env, count_rows, is_drained, poll_until
 
 __all__ = [
+    "BUSY_MODES",
     "Action",
+    "BusyMode",
     "Sent",
     "TortureConfig",
     "TortureResult",
@@ -68,6 +80,11 @@ __all__ = [
     "run_torture",
     "save_ledger",
 ]
+
+BusyMode = Literal["queue", "interrupt"]
+BUSY_MODES: tuple[BusyMode, ...] = ("queue", "interrupt")
+# The journal's `error` of a turn a follow-up cancelled (`CancelReason.INTERRUPT`).
+INTERRUPT_REASON = "interrupt"
 
 # The key of chat `c` on the api platform with the default configuration.
 TRAFFIC_KEY_PREFIX = "agent:main:api:dm:"
@@ -94,7 +111,15 @@ class TortureConfig:
     max_pause: float = 0.02
     # Share of chats that send every message as `/queue <text>` (one turn each, FIFO).
     queue_share: float = 0.25
+    # Share of sends that are a burst: 2 to `max_burst` messages sent at once, so that several
+    # follow-ups reach a busy lane together and merge into its pending slot (in `interrupt`
+    # mode a lone follow-up is claimed as soon as it has cut the running turn off).
+    burst_share: float = 0.0
+    max_burst: int = 3
     stuck_loop_threshold: int = 3
+    # The gateway's `busy_input_mode`: `queue` (follow-ups wait for the running turn) or
+    # `interrupt` (the gateway's default: a follow-up cancels the running turn).
+    busy_mode: BusyMode = "queue"
 
 
 @dataclass(slots=True)
@@ -107,6 +132,13 @@ class Sent:
     token: str
     attempts: int = 0
     acked_status: str | None = None
+    # The seq of the first message of its burst: messages sent at once may land in any order
+    # among themselves, never before an earlier send or after a later one.
+    burst: int | None = None
+
+    @property
+    def rank(self) -> int:
+        return self.seq if self.burst is None else self.burst
 
 
 @dataclass(slots=True)
@@ -124,6 +156,7 @@ class TortureResult:
     turns: dict[str, int] = field(default_factory=dict)
     user_turns: int = 0
     merged_turns: int = 0
+    interrupted_turns: int = 0
     replies: int = 0
     resumed_turns: int = 0
     stuck_suspended: int = 0
@@ -157,11 +190,30 @@ class _Traffic:
         log = self.sent.setdefault(chat, [])
         seq = 0
         while not self.stop_sending.is_set():
-            item = Sent(chat, seq, f"{chat}-m{seq}", f"tok:{chat}:{seq}:{self.nonce}")
-            log.append(item)
-            wait = rng.random() < self.config.wait_share
-            await self._deliver(client, item, wait=wait, queue=queue)
-            seq += 1
+            size = 1
+            # No draw without bursts, so a queue-mode seed sends what it always sent.
+            if self.config.burst_share and rng.random() < self.config.burst_share:
+                size = rng.randint(2, max(2, self.config.max_burst))
+            burst = [
+                Sent(
+                    chat,
+                    n,
+                    f"{chat}-m{n}",
+                    f"tok:{chat}:{n}:{self.nonce}",
+                    burst=seq if size > 1 else None,
+                )
+                for n in range(seq, seq + size)
+            ]
+            log.extend(burst)
+            waits = [rng.random() < self.config.wait_share for _ in burst]
+            # Nothing newer is sent until the whole burst is acknowledged.
+            await asyncio.gather(
+                *(
+                    self._deliver(client, item, wait=wait, queue=queue)
+                    for item, wait in zip(burst, waits, strict=True)
+                )
+            )
+            seq += size
             if self.config.max_pause:
                 await asyncio.sleep(rng.uniform(0, self.config.max_pause))
 
@@ -270,7 +322,7 @@ async def _killer(gateway: GatewayProcess, config: TortureConfig, result: Tortur
 def gateway_env(config: TortureConfig) -> dict[str, str]:
     return clean_env(
         SESSIONGATE_AGENT__ECHO__DELAY_SECONDS=str(config.echo_delay),
-        SESSIONGATE_BUSY_INPUT_MODE="queue",
+        SESSIONGATE_BUSY_INPUT_MODE=config.busy_mode,
         SESSIONGATE_STUCK_LOOP_THRESHOLD=str(config.stuck_loop_threshold),
     )
 
@@ -382,16 +434,26 @@ def check_home(
         if n > 1:
             problems.append(f"inbox row {inbox_id} was claimed by {n} turns")
     for turn in journal.values():
-        if turn["state"] == "interrupted" or (
+        if turn["state"] == "interrupted" and config.busy_mode == "interrupt":
+            # Cut off by a follow-up is an outcome of this mode; cut off by anything else
+            # (`stop`, `stale`) is not, since the traffic sends no command that does it.
+            if turn["error"] == INTERRUPT_REASON:
+                result.interrupted_turns += 1
+            else:
+                problems.append(f"turn {turn['id']} ended interrupted: {turn['error']}")
+        elif turn["state"] == "interrupted" or (
             turn["state"] == "failed" and turn["error"] != "stuck_loop"
         ):
             problems.append(f"turn {turn['id']} ended {turn['state']}: {turn['error']}")
         if turn["attempt"] > 1:
             result.resumed_turns += 1
-        if turn["error"] == "stuck_loop" and turn["resumes"] != config.stuck_loop_threshold:
+        # The threshold-th start in a row to find the turn cut off suspends it: the crash that
+        # first cut it off, then threshold - 1 killed resumes.
+        expected_resumes = config.stuck_loop_threshold - 1
+        if turn["error"] == "stuck_loop" and turn["resumes"] != expected_resumes:
             problems.append(
                 f"turn {turn['id']} was suspended after {turn['resumes']} resumes, "
-                f"not {config.stuck_loop_threshold}"
+                f"not {expected_resumes}"
             )
     _check_seen(db_path, acked, problems)
 
@@ -438,7 +500,7 @@ def check_home(
                     elif item.chat != chat:
                         problems.append(f"{token} of chat {item.chat} is in {key}'s transcript")
                     elif isinstance(turn_id, int):
-                        per_chat.setdefault(item.chat, []).append((turn_id, line, item.seq))
+                        per_chat.setdefault(item.chat, []).append((turn_id, line, item.rank))
                 follow = messages[index + 1] if index + 1 < len(messages) else None
                 journaled = journal.get(turn_id) if isinstance(turn_id, int) else None
                 _check_reply(event, follow, journaled, result, replies_per_turn)
@@ -449,9 +511,9 @@ def check_home(
         if token not in where:
             problems.append(f"acknowledged {token} is in no transcript")
     for chat, placed in per_chat.items():
-        seqs = [seq for _, _, seq in sorted(placed)]
-        if seqs != sorted(seqs):
-            problems.append(f"chat {chat} is out of order: {seqs[:50]}")
+        ranks = [rank for _, _, rank in sorted(placed)]
+        if ranks != sorted(ranks):
+            problems.append(f"chat {chat} is out of order: {ranks[:50]}")
     for turn_id, turn in journal.items():
         if turn_messages[turn_id] != 1:
             problems.append(f"turn {turn_id} has {turn_messages[turn_id]} user messages")
@@ -472,8 +534,24 @@ def _check_reply(
     result: TortureResult,
     replies_per_turn: Counter[int],
 ) -> None:
-    turn_id = (user.get("metadata") or {}).get("turn_id")
+    metadata = user.get("metadata") or {}
+    turn_id = metadata.get("turn_id")
     content = str(user.get("content") or "")
+    shown = None if follow is None else (follow.get("role"), str(follow.get("content"))[:80])
+    marked = metadata.get("interrupted")
+    if turn is not None and turn["state"] == "interrupted":
+        # The user message stays, marked with the reason, and nothing answers it: the next
+        # entry is the next turn's user message, or there is none.
+        if marked != turn["error"] or (follow is not None and follow.get("role") != "user"):
+            result.problems.append(
+                f"interrupted turn {turn_id} ({content[:60]!r}) is marked {marked!r} "
+                f"and followed by {shown}"
+            )
+        return
+    if marked is not None:
+        state = None if turn is None else turn["state"]
+        result.problems.append(f"turn {turn_id} is marked interrupted but journalled {state}")
+        return
     reply = None if follow is None or follow.get("role") != "assistant" else follow
     if reply is not None and reply.get("content") == f"echo: {content}":
         result.replies += 1
@@ -490,7 +568,6 @@ def _check_reply(
     ):
         result.stuck_suspended += 1
         return
-    shown = None if follow is None else (follow.get("role"), str(follow.get("content"))[:80])
     result.problems.append(f"turn {turn_id} ({content[:60]!r}) is followed by {shown}")
 
 
@@ -544,6 +621,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup-kill-share", type=float, default=defaults.startup_kill_share)
     parser.add_argument("--wait-share", type=float, default=defaults.wait_share)
     parser.add_argument("--queue-share", type=float, default=defaults.queue_share)
+    parser.add_argument("--busy-mode", choices=BUSY_MODES, default=defaults.busy_mode)
+    parser.add_argument("--burst-share", type=float, default=defaults.burst_share)
     parser.add_argument("--workdir", type=Path, help="keep the home here (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = parser.parse_args(argv)
@@ -557,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         startup_kill_share=args.startup_kill_share,
         wait_share=args.wait_share,
         queue_share=args.queue_share,
+        busy_mode=args.busy_mode,
+        burst_share=args.burst_share,
     )
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
@@ -572,7 +653,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(
             f"{verdict}: {result.kills} kills ({result.startup_kills} during start-up), "
             f"{result.messages_acked} messages acknowledged, {result.user_turns} turns "
-            f"({result.merged_turns} merged, {result.resumed_turns} resumed, "
+            f"({result.merged_turns} merged, {result.interrupted_turns} interrupted, "
+            f"{result.resumed_turns} resumed, "
             f"{result.stuck_suspended} suspended), {result.elapsed_seconds}s; home {result.home}\n"
         )
         for problem in result.problems:

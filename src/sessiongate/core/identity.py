@@ -22,6 +22,9 @@ AliasResolver = Callable[[str], str | None]
 
 _GROUP_DOMAIN = "@g.us"
 _USER_DOMAIN = "@s.whatsapp.net"
+_LID_DOMAIN = "@lid"
+# Dropped from a phone number written for humans: `+1 (555) 123-4567`.
+_PHONE_SEPARATORS = " -()."
 
 
 def is_whatsapp_group(identifier: str) -> bool:
@@ -31,16 +34,35 @@ def is_whatsapp_group(identifier: str) -> bool:
 def normalize_whatsapp_identifier(identifier: str) -> str:
     """Strip `+`, the domain and the device suffix: `+1 555:3@s.whatsapp.net` → `1555`.
 
+    These decorations are all that is ever dropped, so two ids that differ in anything else stay
+    apart: surrounding whitespace, a leading `+`, one device suffix `:N` (ASCII digits) ending
+    the local part, the domain (from the first `@`), and the separators ` -().` of a phone
+    number (a local part that is otherwise ASCII digits). Case is kept: ids are opaque. The
+    result is a fixed point (normalising it again changes nothing), so a stored canonical id
+    never re-spells into another lane. An id made only of decorations gives `""`. Never raises.
+
     Group ids (`…@g.us`) are returned unchanged: they are not people.
     """
     text = identifier.strip()
     if is_whatsapp_group(text):
         return text
-    local = text.split("@", 1)[0]
-    local = local.split(":", 1)[0]
-    local = local.lstrip("+")
-    compact = "".join(ch for ch in local if ch not in " -().")
-    return compact if compact.isdigit() else local
+    # Trim before looking for the device suffix: `x:3 @lid` must lose `:3` on the first pass,
+    # or a second pass would (and the id would not be a fixed point).
+    local = text.split("@", 1)[0].strip()
+    user, colon, device = local.partition(":")
+    if colon and _is_ascii_digits(device):
+        local = user
+    # `+ +1` and `+ x` lose all their prefix at once, again so one pass is a fixed point.
+    while (trimmed := local.strip().lstrip("+")) != local:
+        local = trimmed
+    compact = "".join(ch for ch in local if ch not in _PHONE_SEPARATORS)
+    return compact if _is_ascii_digits(compact) else local
+
+
+def _is_ascii_digits(text: str) -> bool:
+    # `str.isdigit` alone accepts superscript, Arabic-Indic and fullwidth digits; a phone number
+    # or device index never holds them, and folding them in would merge ids that differ.
+    return text.isascii() and text.isdigit()
 
 
 def canonical_whatsapp_identifier(
@@ -55,8 +77,12 @@ def canonical_whatsapp_identifier(
 
 
 def to_whatsapp_jid(identifier: str) -> str:
-    """The outbound JID for a canonical id (groups keep their own domain)."""
+    """The outbound JID for a canonical id (groups keep their own domain, LIDs stay LIDs).
+
+    The JID addresses the person, never one of their devices: the device suffix and `+` go.
+    """
     text = identifier.strip()
-    if is_whatsapp_group(text) or text.endswith("@lid"):
+    if is_whatsapp_group(text):
         return text
-    return normalize_whatsapp_identifier(text) + _USER_DOMAIN
+    domain = _LID_DOMAIN if text.lower().endswith(_LID_DOMAIN) else _USER_DOMAIN
+    return normalize_whatsapp_identifier(text) + domain
