@@ -11,7 +11,7 @@ from gateway_support import settle
 
 from sessiongate import SessionSource
 from sessiongate.core.transcript import build_model_context
-from sessiongate.gateway import MessageEvent, ReceiptStatus
+from sessiongate.gateway import MessageEvent, ReceiptStatus, turns
 from sessiongate.store.lanes import Inbound, TurnState
 
 
@@ -42,7 +42,13 @@ async def test_the_model_gets_history_the_session_prompt_and_the_new_message_las
     assert (request.session_id, request.resume_note) == (first.session_id, None)
 
 
-async def test_the_model_context_is_read_off_the_event_loop(gw, monkeypatch):
+@pytest.fixture
+def long_transcripts(monkeypatch):
+    """Every transcript counts as long: its context is read on a worker thread."""
+    monkeypatch.setattr(turns, "_INLINE_CONTEXT_ENTRIES", 0)
+
+
+async def test_the_model_context_is_read_off_the_event_loop(gw, monkeypatch, long_transcripts):
     await gw.adapter.receive("one")
     read = gw.store.read_model_context
     threads: list[int] = []
@@ -58,7 +64,18 @@ async def test_the_model_context_is_read_off_the_event_loop(gw, monkeypatch):
     assert [m["content"] for m in gw.hub.requests[-1].messages] == ["one", "re: one", "two"]
 
 
-async def test_a_context_that_moved_while_it_was_read_is_read_again(gw, monkeypatch):
+async def test_a_short_transcripts_context_is_read_on_the_loop(gw, monkeypatch):
+    await gw.adapter.receive("one")
+    threaded: list[str] = []
+    monkeypatch.setattr(gw.store, "read_model_context", lambda sid, **kw: threaded.append(sid))
+    await gw.adapter.receive("two")
+    assert threaded == []
+    assert [m["content"] for m in gw.hub.requests[-1].messages] == ["one", "re: one", "two"]
+
+
+async def test_a_context_that_moved_while_it_was_read_is_read_again(
+    gw, monkeypatch, long_transcripts
+):
     first = await gw.adapter.receive("one")
     read = gw.store.read_model_context
     views = []

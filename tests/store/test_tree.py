@@ -309,3 +309,14 @@ def test_detached_view_reads_from_another_thread_while_writes_go_on(store: Sessi
     thread.join()
     assert len(results) == 20
     assert all(400 <= n <= 500 and n % 2 == 0 for n in results)  # whole turns only
+
+
+def test_short_model_context_reads_only_short_paths(make_store):
+    store = make_store()
+    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id="1"))
+    store.append_messages(entry.session_id, [{"role": "user", "content": "a"}] * 3)
+    short = store.short_model_context(entry.session_id, 3)
+    assert short is not None
+    assert short.messages == store.model_context(entry.session_id).messages
+    assert store.short_model_context(entry.session_id, 2) is None
+    assert store.short_model_context("20260101_000000_deadbeef", 2).messages == []

@@ -277,6 +277,18 @@ class TreeOps:
             events = tx.load_context_events(conn, row.sid)
         return build_model_context(events)
 
+    def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
+        """`model_context` when the active path holds at most `max_entries` entries, else None
+        (read it off the loop with `read_model_context`); one read either way."""
+        with self._db_for_id(session_id).read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            if row is None:
+                return ModelContext()
+            if row.leaf_depth > max_entries:
+                return None
+            events = tx.load_context_events(conn, row.sid)
+        return build_model_context(events)
+
     def read_model_context(
         self, session_id: str, *, admission_entry_id: int | None = None
     ) -> ContextView:
