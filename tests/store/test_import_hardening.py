@@ -83,7 +83,7 @@ def test_a_hostile_entry_is_skipped_reported_and_backed_up(
     make_store, store_dir: Path, case: str, caplog: pytest.LogCaptureFixture
 ):
     _write(store_dir, _HOSTILE[case])
-    with caplog.at_level(logging.WARNING, logger="sessiongate.store.session_store"):
+    with caplog.at_level(logging.WARNING, logger="sessiongate.store._imports"):
         store = make_store()
     assert [e.session_key for e in store.list_sessions()] == [GOOD]
     assert len(store.problems) == 1

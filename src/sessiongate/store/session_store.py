@@ -3,15 +3,22 @@
 Every public method is one transaction, so each state transition commits whole or not at all,
 and the database lock makes the store thread-safe. Reads never create sessions.
 
-This module is over the 400-line budget because it is the contract surface of DESIGN.md in one
-place; the SQL lives in `store/sqlite/`, the rules in `core/`.
+This module holds the lane lifecycle: routing a source to its key, creating and rotating
+incarnations by the reset policy, explicit reset and `/resume`, suspend and resume markers,
+pruning, listings, and opening and closing the store. The rest is mixed in: transcripts
+(`transcript_ops.py`), trees and forks (`tree.py`), row operations (`rows.py`), imports of
+entries and `sessions.json` (`_imports.py`), identity aliases (`_identities.py`) and incognito
+lanes (`_incognito.py`).
+
+It is over the 400-line budget because the lifecycle is one state machine: every transition
+goes through `_next_entry`, `_rotate` and `_put` under the precedence of spec §2, and splitting
+it would put that precedence in two places. The SQL lives in `store/sqlite/`, the rules in
+`core/`.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,16 +31,13 @@ from sessiongate.core.keys import (
     KeyParts,
     build_key_parts,
     disambiguate,
-    fork_key,
     format_session_key,
-    parse_session_key,
 )
 from sessiongate.core.transcript import select_reset_tail
-from sessiongate.errors import (
-    SessiongateError,
-    SessionNotFoundError,
-)
-from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
+from sessiongate.errors import SessionNotFoundError
+from sessiongate.store._identities import IdentityOps, alias_of
+from sessiongate.store._imports import ImportOps
+from sessiongate.store._incognito import IncognitoOps
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.rows import RowOps
 from sessiongate.store.sqlite import routes, transcripts as tx
@@ -44,8 +48,8 @@ from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Callable, Iterable
+    import sqlite3
+    from collections.abc import Callable
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
@@ -82,7 +86,7 @@ _FRESH_INCARNATION: dict[str, Any] = {
 }
 
 
-class SessionStore(TranscriptOps, TreeOps, RowOps):
+class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, IncognitoOps):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 
     def __init__(
@@ -584,42 +588,6 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
         infos = [self.session_info(r[0]) for r in rows]
         return [i for i in infos if i is not None]
 
-    def learn_identity_alias(self, platform: str, alias: str, canonical: str) -> str:
-        """Record that `alias` names the same person as `canonical`; returns the id `alias`
-        resolves to afterwards.
-
-        A canonical id, once chosen, never flips: an alias keeps its first mapping, and an id
-        that is already canonical (the target of an alias, or the id a lane is keyed by) never
-        becomes an alias. Learning such an id as an alias maps the pair the other way round;
-        if both ids are canonical, the two are left apart (merging lanes is not automatic).
-        Every stored alias points straight at a canonical id, so routing resolves in one hop.
-        """
-        from sessiongate.core.identity import normalize_whatsapp_identifier
-
-        alias_n = normalize_whatsapp_identifier(alias)
-        canon_n = normalize_whatsapp_identifier(canonical)
-        with self._db.transaction() as conn:
-            existing = _resolve_alias(conn, platform, alias_n)
-            if existing != alias_n:
-                return existing  # the first mapping wins
-            target = _resolve_alias(conn, platform, canon_n)
-            if target == alias_n:
-                return alias_n
-            if _is_canonical(conn, platform, alias_n):
-                if target != canon_n or _is_canonical(conn, platform, canon_n):
-                    log.warning(
-                        "identity alias refused: both ids are already canonical",
-                        extra={"platform": platform, "alias": alias_n, "canonical": target},
-                    )
-                    return alias_n
-                alias_n, target = canon_n, alias_n
-            conn.execute(
-                "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (platform, alias_n, target, to_us(self.clock.now())),
-            )
-            return target
-
     # ------------------------------------------------------------------ lifecycle
 
     def flush_mirror(self) -> None:
@@ -645,89 +613,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
 
     # ------------------------------------------------------------------ internals
 
-    def _db_for_key(self, session_key: str) -> Database:
-        if self._memory is not None and session_key in self._incognito_keys:
-            return self._memory
-        return self._db
-
-    def _db_for_id(self, session_id: str) -> Database:
-        if self._memory is not None and session_id in self._incognito_ids:
-            return self._memory
-        return self._db
-
-    def _register_created(self, db: Database, session_key: str, session_id: str) -> None:
-        if db is self._memory:
-            self._incognito_keys.add(session_key)
-            self._incognito_ids.add(session_id)
-
-    def is_incognito(self, session_key: str) -> bool:
-        return session_key in self._incognito_keys
-
-    def create_incognito_session(self, source: SessionSource) -> SessionEntry:
-        """A new lane held only in memory: hidden from search and from ordinary listings,
-        gone after a restart (its key then refused, never re-created on disk)."""
-        if self._memory is None:
-            self._memory = Database(None)
-        base = build_key_parts(
-            source,
-            group_sessions_per_user=self.config.group_sessions_per_user,
-            thread_sessions_per_user=self.config.thread_sessions_per_user,
-        )
-        key = fork_key(format_session_key(base), secrets.token_hex(4))
-        now = self.clock.now()
-        with self._memory.transaction() as conn:
-            entry = self._create_lane(conn, key, source, now).evolve(incognito=True)
-            routes.upsert_route(conn, entry, base)
-        self._register_created(self._memory, key, entry.session_id)
-        with self._db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO tombstones (session_key, deleted_at, reason) "
-                "VALUES (?, ?, 'incognito') ON CONFLICT (session_key) DO NOTHING",
-                (key, to_us(now)),
-            )
-        return entry
-
-    def tombstone(self, session_key: str) -> str | None:
-        """Why a key is gone (`deleted`, `incognito`), or None if it never was."""
-        # A live incognito key has an `incognito` tombstone on disk from its creation; its
-        # own answer (alive, or deleted since) is in the in-memory database.
-        db = self._db_for_key(session_key)
-        with db.read() as conn:
-            row = conn.execute(
-                "SELECT reason FROM tombstones WHERE session_key = ?", (session_key,)
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def missing_message(self, session_key: str) -> str:
-        """Why `session_key` names no session, for the error that says so."""
-        reason = self.tombstone(session_key)
-        if reason == "incognito":
-            return f"the incognito session {session_key!r} ended when the gateway restarted"
-        if reason == "deleted":
-            return f"the session {session_key!r} was deleted"
-        return f"no session with key {session_key!r}"
-
-    def list_incognito(self) -> list[SessionEntry]:
-        """Incognito lanes (operators only)."""
-        if self._memory is None:
-            return []
-        with self._memory.read() as conn:
-            return list(routes.iter_routes(conn))
-
     @property
     def database(self) -> Database:
         """The underlying database, for the gateway's tables in the same transactions."""
         return self._db
-
-    @property
-    def memory_database(self) -> Database | None:
-        """The in-memory database of incognito lanes, once the first one exists."""
-        return self._memory
-
-    def database_for(self, session_key: str) -> Database:
-        """The database that holds `session_key`'s lane: the gateway keeps an incognito lane's
-        inbox and journal beside its transcript, in memory."""
-        return self._db_for_key(session_key)
 
     def _route_for(
         self, conn: sqlite3.Connection, source: SessionSource
@@ -736,7 +625,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
             source,
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
-            resolve_identity=lambda ident: _alias_of(conn, "whatsapp", ident),
+            resolve_identity=lambda ident: alias_of(conn, "whatsapp", ident),
         )
         key = format_session_key(parts)
         found = routes.get_route_with_parts(conn, key)
@@ -842,198 +731,3 @@ class SessionStore(TranscriptOps, TreeOps, RowOps):
     def _mirror_dirty(self) -> None:
         if self._mirror is not None:
             self._mirror.mark_dirty()
-
-    def _remember_mirror_write(self, stat: os.stat_result) -> None:
-        with self._db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('mirror_stamp', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (_stamp(stat),),
-            )
-
-    def _import_mirror_file(self) -> None:
-        """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
-
-        A file that is exactly the mirror's own last write, or the file this store already
-        imported, holds nothing new, so it is not parsed again (with 100,000 lanes that is
-        seconds and hundreds of MB at start), and a lane pruned since never comes back from it.
-        Bad entries are skipped, reported in `problems` and logged, and the file is backed up.
-        """
-        try:
-            stat: os.stat_result | None = self.json_path.stat()
-        except FileNotFoundError:
-            return
-        except OSError:
-            stat = None  # reading it fails too, and reports why
-        stamp = None if stat is None else _stamp(stat)
-        with self._db.read() as conn:
-            seen = {r[0] for r in conn.execute(_SEEN_STAMPS)}
-        if stamp is not None and stamp in seen:
-            return
-        now = self.clock.now()
-        legacy = read_sessions_json(self.json_path, now=now)
-        problems = list(legacy.problems)
-        imported = 0
-        if legacy.entries:
-            imported = self.import_entries(legacy.entries, problems=problems, skip_pruned=True)
-        if len(problems) > len(legacy.problems) and legacy.backup is None:
-            # Entries the database refused (the read itself found nothing wrong, or it would
-            # have made the backup already).
-            backup_sessions_json(self.json_path, now)
-        if stamp is not None:
-            with self._db.transaction() as conn:
-                conn.execute(_SET_IMPORT_STAMP, (stamp,))
-        for problem in problems:
-            # The text names the key and the fault, never a transcript.
-            log.warning("sessions.json: %s", problem)
-        self.problems.extend(problems)
-        if imported:
-            log.info("imported entries from sessions.json", extra={"count": imported})
-
-    def import_entries(
-        self,
-        entries: Iterable[SessionEntry],
-        *,
-        problems: list[str] | None = None,
-        skip_pruned: bool = False,
-    ) -> int:
-        """Insert entries whose keys the database lacks; returns how many were imported.
-
-        Never trusted further than that: a deleted (tombstoned) key stays deleted, and an entry
-        naming a session id that belongs to another key is refused, so an edited file cannot
-        attach one person's lane to another person's transcript. Each entry is its own
-        savepoint: one that cannot be stored (a taken label, text SQLite cannot hold, a key
-        the HTTP API could never address) is skipped and reported in `problems` (default: the
-        store's), the others go in. `skip_pruned` also skips keys whose route was pruned
-        (their transcripts remain), as the automatic import at open must; an explicit import
-        may bring them back.
-        """
-        sink = self.problems if problems is None else problems
-        imported = 0
-        with self._db.transaction() as conn:
-            for entry in entries:
-                key = entry.session_key
-                # The bounds the HTTP API puts on a key (api/deps.py `decode_session_key`): a
-                # longer key could never be addressed, and a raw control character (C1 too:
-                # `\x85` ends a line) makes a key pass for another one in listings.
-                if not key or len(key) > 4096:
-                    sink.append(f"entry {key[:80]!r} skipped: a key is 1 to 4096 characters")
-                    continue
-                if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 for ch in key):
-                    sink.append(f"entry {key[:80]!r} skipped: its key holds a control character")
-                    continue
-                try:
-                    with self._db.transaction():
-                        outcome = self._import_one(conn, entry, skip_pruned=skip_pruned)
-                except (sqlite3.Error, SessiongateError, ValueError, OverflowError) as exc:
-                    outcome = f"{exc!s:.200}"
-                if outcome is True:
-                    imported += 1
-                elif outcome:
-                    sink.append(f"entry {entry.session_key[:80]!r} skipped: {outcome}")
-        if imported:
-            self._mirror_dirty()
-        return imported
-
-    def _import_one(
-        self, conn: sqlite3.Connection, entry: SessionEntry, *, skip_pruned: bool
-    ) -> bool | str:
-        """Import one entry: True when imported, False when skipped as expected (the key is
-        present, or was pruned), else why it was refused."""
-        key = entry.session_key
-        if routes.get_route_parts(conn, key) is not None:
-            return False
-        if conn.execute("SELECT 1 FROM tombstones WHERE session_key = ?", (key,)).fetchone():
-            return "deleted"
-        if skip_pruned and conn.execute(_KEY_HAS_HISTORY, (key,)).fetchone() is not None:
-            return False  # pruned: routine, not damage
-        existing = tx.get_session_row(conn, entry.session_id)
-        if existing is not None and existing.session_key != key:
-            return "its session id belongs to another conversation"
-        if entry.label is not None and conn.execute(_LABEL_TAKEN, (entry.label,)).fetchone():
-            return f"its label {entry.label[:80]!r} is already used"
-        if existing is None:
-            tx.create_session_row(
-                conn,
-                session_id=entry.session_id,
-                session_key=key,
-                parent_session_id=None,
-                started_at=to_us(entry.created_at),
-                header={
-                    "type": "session",
-                    "version": 1,
-                    "id": entry.session_id,
-                    "timestamp": entry.created_at.isoformat(),
-                    "imported": True,
-                },
-            )
-        routes.upsert_route(conn, entry, _parts_of(entry))
-        return True
-
-
-_SEEN_STAMPS = "SELECT value FROM meta WHERE key IN ('mirror_stamp', 'import_stamp')"
-_SET_IMPORT_STAMP = (
-    "INSERT INTO meta (key, value) VALUES ('import_stamp', ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
-# A key with incarnations but no route had its route pruned (deleting a lane removes both).
-_KEY_HAS_HISTORY = "SELECT 1 FROM sessions WHERE session_key = ? LIMIT 1"
-_LABEL_TAKEN = "SELECT 1 FROM routes WHERE label = ?"
-
-
-def _stamp(stat: os.stat_result) -> str:
-    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
-
-
-def _parts_of(entry: SessionEntry) -> KeyParts | None:
-    try:
-        parsed = parse_session_key(entry.session_key)
-    except ValueError:
-        return None
-    return KeyParts(
-        parsed["platform"],
-        parsed["chat_type"],
-        parsed["chat_id"],
-        parsed["thread_id"],
-        parsed["participant_id"],
-    )
-
-
-# Aliases written before chains were resolved at write time may still form one; a few hops
-# resolve any real chain, and the bound stops a cycle.
-_MAX_ALIAS_HOPS = 8
-
-
-def _resolve_alias(conn: sqlite3.Connection, platform: str, ident: str) -> str:
-    """The canonical id `ident` resolves to (itself if it is no alias)."""
-    current = ident
-    for _ in range(_MAX_ALIAS_HOPS):
-        found = _alias_of(conn, platform, current)
-        if found is None or found == current:
-            return current
-        current = found
-    return current
-
-
-def _is_canonical(conn: sqlite3.Connection, platform: str, ident: str) -> bool:
-    """`ident` is the target of an alias, or a lane is keyed by it (as the chat or the
-    participant): it must never become an alias, or that lane would move to a new key."""
-    if conn.execute(_IS_ALIAS_TARGET, (platform, ident)).fetchone() is not None:
-        return True
-    return conn.execute(_KEYS_A_LANE, (platform, ident, ident)).fetchone() is not None
-
-
-_IS_ALIAS_TARGET = "SELECT 1 FROM identity_aliases WHERE platform = ? AND canonical = ? LIMIT 1"
-# A scan of the routes, but aliases are learned rarely (once per person and spelling).
-_KEYS_A_LANE = (
-    "SELECT 1 FROM routes WHERE platform = ? "
-    "AND ((chat_type = 'dm' AND chat_id = ?) OR participant_id = ?) LIMIT 1"
-)
-
-
-def _alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None:
-    row = conn.execute(
-        "SELECT canonical FROM identity_aliases WHERE platform = ? AND alias = ?",
-        (platform, alias),
-    ).fetchone()
-    return None if row is None else str(row[0])

@@ -1,0 +1,198 @@
+"""Bringing entries into the store: the `sessions.json` read at open (skipped when the file is
+the mirror's own last write, or one already imported) and `import_entries`, which never trusts an
+entry further than a key the database lacks.
+
+`ImportOps` is mixed into `SessionStore`; it only uses the store's database, clock, file paths
+and problem list.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import TYPE_CHECKING
+
+from sessiongate.core.keys import KeyParts, parse_session_key
+from sessiongate.errors import SessiongateError
+from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
+from sessiongate.store.sqlite import routes, transcripts as tx
+from sessiongate.store.sqlite._codec import to_us
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.store.sqlite.database import Database
+
+__all__ = ["ImportOps"]
+
+log = logging.getLogger(__name__)
+
+
+class ImportOps:
+    _db: Database
+    clock: Clock
+    json_path: Path
+    problems: list[str]
+
+    if TYPE_CHECKING:  # provided by SessionStore
+
+        def _mirror_dirty(self) -> None: ...
+
+    def _remember_mirror_write(self, stat: os.stat_result) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('mirror_stamp', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (_stamp(stat),),
+            )
+
+    def _import_mirror_file(self) -> None:
+        """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
+
+        A file that is exactly the mirror's own last write, or the file this store already
+        imported, holds nothing new, so it is not parsed again (with 100,000 lanes that is
+        seconds and hundreds of MB at start), and a lane pruned since never comes back from it.
+        Bad entries are skipped, reported in `problems` and logged, and the file is backed up.
+        """
+        try:
+            stat: os.stat_result | None = self.json_path.stat()
+        except FileNotFoundError:
+            return
+        except OSError:
+            stat = None  # reading it fails too, and reports why
+        stamp = None if stat is None else _stamp(stat)
+        with self._db.read() as conn:
+            seen = {r[0] for r in conn.execute(_SEEN_STAMPS)}
+        if stamp is not None and stamp in seen:
+            return
+        now = self.clock.now()
+        legacy = read_sessions_json(self.json_path, now=now)
+        problems = list(legacy.problems)
+        imported = 0
+        if legacy.entries:
+            imported = self.import_entries(legacy.entries, problems=problems, skip_pruned=True)
+        if len(problems) > len(legacy.problems) and legacy.backup is None:
+            # Entries the database refused (the read itself found nothing wrong, or it would
+            # have made the backup already).
+            backup_sessions_json(self.json_path, now)
+        if stamp is not None:
+            with self._db.transaction() as conn:
+                conn.execute(_SET_IMPORT_STAMP, (stamp,))
+        for problem in problems:
+            # The text names the key and the fault, never a transcript.
+            log.warning("sessions.json: %s", problem)
+        self.problems.extend(problems)
+        if imported:
+            log.info("imported entries from sessions.json", extra={"count": imported})
+
+    def import_entries(
+        self,
+        entries: Iterable[SessionEntry],
+        *,
+        problems: list[str] | None = None,
+        skip_pruned: bool = False,
+    ) -> int:
+        """Insert entries whose keys the database lacks; returns how many were imported.
+
+        Never trusted further than that: a deleted (tombstoned) key stays deleted, and an entry
+        naming a session id that belongs to another key is refused, so an edited file cannot
+        attach one person's lane to another person's transcript. Each entry is its own
+        savepoint: one that cannot be stored (a taken label, text SQLite cannot hold, a key
+        the HTTP API could never address) is skipped and reported in `problems` (default: the
+        store's), the others go in. `skip_pruned` also skips keys whose route was pruned
+        (their transcripts remain), as the automatic import at open must; an explicit import
+        may bring them back.
+        """
+        sink = self.problems if problems is None else problems
+        imported = 0
+        with self._db.transaction() as conn:
+            for entry in entries:
+                key = entry.session_key
+                # The bounds the HTTP API puts on a key (api/deps.py `decode_session_key`): a
+                # longer key could never be addressed, and a raw control character (C1 too:
+                # `\x85` ends a line) makes a key pass for another one in listings.
+                if not key or len(key) > 4096:
+                    sink.append(f"entry {key[:80]!r} skipped: a key is 1 to 4096 characters")
+                    continue
+                if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 for ch in key):
+                    sink.append(f"entry {key[:80]!r} skipped: its key holds a control character")
+                    continue
+                try:
+                    with self._db.transaction():
+                        outcome = self._import_one(conn, entry, skip_pruned=skip_pruned)
+                except (sqlite3.Error, SessiongateError, ValueError, OverflowError) as exc:
+                    outcome = f"{exc!s:.200}"
+                if outcome is True:
+                    imported += 1
+                elif outcome:
+                    sink.append(f"entry {entry.session_key[:80]!r} skipped: {outcome}")
+        if imported:
+            self._mirror_dirty()
+        return imported
+
+    def _import_one(
+        self, conn: sqlite3.Connection, entry: SessionEntry, *, skip_pruned: bool
+    ) -> bool | str:
+        """Import one entry: True when imported, False when skipped as expected (the key is
+        present, or was pruned), else why it was refused."""
+        key = entry.session_key
+        if routes.get_route_parts(conn, key) is not None:
+            return False
+        if conn.execute("SELECT 1 FROM tombstones WHERE session_key = ?", (key,)).fetchone():
+            return "deleted"
+        if skip_pruned and conn.execute(_KEY_HAS_HISTORY, (key,)).fetchone() is not None:
+            return False  # pruned: routine, not damage
+        existing = tx.get_session_row(conn, entry.session_id)
+        if existing is not None and existing.session_key != key:
+            return "its session id belongs to another conversation"
+        if entry.label is not None and conn.execute(_LABEL_TAKEN, (entry.label,)).fetchone():
+            return f"its label {entry.label[:80]!r} is already used"
+        if existing is None:
+            tx.create_session_row(
+                conn,
+                session_id=entry.session_id,
+                session_key=key,
+                parent_session_id=None,
+                started_at=to_us(entry.created_at),
+                header={
+                    "type": "session",
+                    "version": 1,
+                    "id": entry.session_id,
+                    "timestamp": entry.created_at.isoformat(),
+                    "imported": True,
+                },
+            )
+        routes.upsert_route(conn, entry, _parts_of(entry))
+        return True
+
+
+_SEEN_STAMPS = "SELECT value FROM meta WHERE key IN ('mirror_stamp', 'import_stamp')"
+_SET_IMPORT_STAMP = (
+    "INSERT INTO meta (key, value) VALUES ('import_stamp', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+# A key with incarnations but no route had its route pruned (deleting a lane removes both).
+_KEY_HAS_HISTORY = "SELECT 1 FROM sessions WHERE session_key = ? LIMIT 1"
+_LABEL_TAKEN = "SELECT 1 FROM routes WHERE label = ?"
+
+
+def _stamp(stat: os.stat_result) -> str:
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
+
+
+def _parts_of(entry: SessionEntry) -> KeyParts | None:
+    try:
+        parsed = parse_session_key(entry.session_key)
+    except ValueError:
+        return None
+    return KeyParts(
+        parsed["platform"],
+        parsed["chat_type"],
+        parsed["chat_id"],
+        parsed["thread_id"],
+        parsed["participant_id"],
+    )
