@@ -31,8 +31,7 @@ its worker. Shutdown order: stop accepting, drain running turns under
 Over the ~400-line budget: it is the runner's public surface plus the three sequences that
 must be read side by side to see that they never overlap on a lane (start-up recovery, the lane
 worker, the drain); routing, turns, commands, compaction, lanes and recovery rules live in
-their own modules. It runs past the ~400-line budget because the lifecycle (start, the
-supervised task group, the lane worker, stop and drain) reads as one sequence.
+their own modules.
 """
 
 from __future__ import annotations
