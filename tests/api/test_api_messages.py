@@ -3,9 +3,8 @@ from __future__ import annotations
 import pytest
 
 from sessiongate import GatewayConfig, Platform, SessionSource
-from sessiongate.api.deps import MAX_KEY_CHARS
 from sessiongate.api.schemas import MAX_KEY_COMPONENT_CHARS
-from sessiongate.core.keys import PARTICIPANT_TAG, build_session_key
+from sessiongate.core.keys import MAX_KEY_CHARS, PARTICIPANT_TAG, build_session_key
 from sessiongate.core.source import ChatType
 
 

@@ -11,6 +11,7 @@ from sessiongate.core.keys import (
     KeyParts,
     build_key_parts,
     build_session_key,
+    check_key_text,
     disambiguate,
     escape_component,
     format_session_key,
@@ -542,3 +543,17 @@ def test_hostile_ids_never_crash_the_builder(
     assert _parts_of(parse_session_key(format_session_key(disambiguate(parts)))) == disambiguate(
         parts
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [("", "1 to 4096"), ("k" * 4097, "1 to 4096"), ("a\nb", "control"), ("a\x85b", "control")],
+)
+def test_check_key_text_refuses_what_no_stored_key_can_hold(key, why):
+    with pytest.raises(InvalidSessionKeyError, match=why):
+        check_key_text(key)
+
+
+def test_check_key_text_passes_legacy_keys_that_do_not_parse():
+    assert check_key_text("legacy key with spaces") == "legacy key with spaces"
+    assert check_key_text("k" * 4096) == "k" * 4096

@@ -9,7 +9,7 @@ from fastapi import Depends, Path, Request
 
 from sessiongate.api.metrics import ApiMetrics
 from sessiongate.core.config import GatewayConfig
-from sessiongate.core.keys import parse_session_key
+from sessiongate.core.keys import check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessionBusyError, SessionNotFoundError
 from sessiongate.gateway import GatewayRunner
 from sessiongate.store.session_store import SessionStore
@@ -27,9 +27,6 @@ __all__ = [
     "ensure_idle",
     "require_entry",
 ]
-
-# Longer than any key the builder makes from platform ids; a bound for hostile input.
-MAX_KEY_CHARS = 4096
 
 # The dependencies below are `async def` although they never await: FastAPI runs a plain `def`
 # dependency on its thread pool, and a dozen thread hops per request cost more than the request.
@@ -62,9 +59,7 @@ def decode_session_key(raw: str) -> str:
         key = unquote(raw, errors="strict")
     except UnicodeDecodeError:
         raise InvalidSessionKeyError("the session key is not UTF-8", session_key=raw) from None
-    if not key or len(key) > MAX_KEY_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
-        raise InvalidSessionKeyError(f"invalid session key: {key[:200]!r}", session_key=key)
-    return key
+    return check_key_text(key)
 
 
 async def _key_param(

@@ -64,7 +64,7 @@ Text = Annotated[StrictStr, AfterValidator(_encodable)]
 Id = Annotated[StrictStr, Field(min_length=1, max_length=1024), AfterValidator(_encodable)]
 # Ids that become session key components: escaped (up to three characters each), three of
 # them plus a tag and a fork suffix stay far under the key routes' bound (`MAX_KEY_CHARS`,
-# 4096, api/deps.py), so every session a message creates can be addressed by key.
+# 4096, core/keys.py), so every session a message creates can be addressed by key.
 MAX_KEY_COMPONENT_CHARS = 256
 KeyId = Annotated[
     StrictStr, Field(min_length=1, max_length=MAX_KEY_COMPONENT_CHARS), AfterValidator(_encodable)

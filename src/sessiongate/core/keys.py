@@ -23,10 +23,12 @@ from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.errors import InvalidSessionKeyError
 
 __all__ = [
+    "MAX_KEY_CHARS",
     "NAMESPACE",
     "KeyParts",
     "build_key_parts",
     "build_session_key",
+    "check_key_text",
     "disambiguate",
     "escape_component",
     "fork_key",
@@ -47,6 +49,9 @@ _TAGS = {THREAD_TAG: "thread", PARTICIPANT_TAG: "participant", CHAT_TAG: "chat"}
 # Every Unicode control character (C0, DEL, C1) is escaped: `\x85` and friends end a line for
 # `str.splitlines` and in some log viewers, so a key must never carry one raw.
 _ESCAPE = re.compile(r"[%:\x00-\x1f\x7f-\x9f]")
+_RAW_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Longer than any key the builder makes from a valid request; a bound for hostile input.
+MAX_KEY_CHARS = 4096
 _VALID_ESCAPED = re.compile(r"(?:[^%:\x00-\x1f\x7f-\x9f]|%[0-9A-F]{2})*")
 _CHAT_TYPES = frozenset(str(t) for t in ChatType)
 
@@ -266,6 +271,23 @@ def parse_session_key(key: object) -> dict[str, Any]:
     result["tagged"] = parts.tagged
     result["fork_id"] = None
     return result
+
+
+def check_key_text(key: str) -> str:
+    """`key` if a stored key could be it, else `InvalidSessionKeyError`: 1 to `MAX_KEY_CHARS`
+    characters and no raw control character (the builder escapes them; raw, `\x85` and friends
+    make a key pass for another one in listings). Keys imported from a legacy store need not
+    parse, so this checks only what no key can hold."""
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidSessionKeyError(
+            f"invalid session key: a key is 1 to {MAX_KEY_CHARS} characters", session_key=key
+        )
+    if _RAW_CONTROL.search(key):
+        raise InvalidSessionKeyError(
+            f"invalid session key {key[:200]!r}: it holds a raw control character",
+            session_key=key,
+        )
+    return key
 
 
 def fork_key(parent_key: str, fork_id: str) -> str:

@@ -12,8 +12,8 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
-from sessiongate.core.keys import KeyParts, parse_session_key
-from sessiongate.errors import SessiongateError
+from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
+from sessiongate.errors import InvalidSessionKeyError, SessiongateError
 from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
 from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
@@ -112,14 +112,11 @@ class ImportOps:
         with self._db.transaction() as conn:
             for entry in entries:
                 key = entry.session_key
-                # The bounds the HTTP API puts on a key (api/deps.py `decode_session_key`): a
-                # longer key could never be addressed, and a raw control character (C1 too:
-                # `\x85` ends a line) makes a key pass for another one in listings.
-                if not key or len(key) > 4096:
-                    sink.append(f"entry {key[:80]!r} skipped: a key is 1 to 4096 characters")
-                    continue
-                if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 for ch in key):
-                    sink.append(f"entry {key[:80]!r} skipped: its key holds a control character")
+                # A key the HTTP API and the CLI could never address is not stored.
+                try:
+                    check_key_text(key)
+                except InvalidSessionKeyError as exc:
+                    sink.append(f"entry {key[:80]!r} skipped: {exc.message}")
                     continue
                 try:
                     with self._db.transaction():
