@@ -10,7 +10,6 @@ in a 200 body, as the clients expect; malformed requests are 4xx errors.
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
@@ -19,9 +18,9 @@ from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import KeyDep, RunnerDep, StoreDep, ensure_idle, require_entry
 from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
+from sessiongate.api.rows import branch_view
 from sessiongate.api.schemas import (
     BranchesOut,
-    BranchOut,
     CompactOut,
     ForkAtEntry,
     ForkBranch,
@@ -99,20 +98,7 @@ async def fork(
 async def branches(key: KeyDep, store: StoreDep) -> BranchesOut:
     entry = require_entry(store, key)
     tips = await run_in_threadpool(store.list_branches, entry.session_id)
-    return BranchesOut(branches=[_branch(t) for t in tips])
-
-
-def _branch(tip: dict[str, Any]) -> BranchOut:
-    updated = tip.get("updated_at")
-    if updated is not None and not isinstance(updated, str):
-        updated = updated.isoformat()
-    return BranchOut(
-        leaf_entry_id=tip["leaf_entry_id"],
-        headline=tip.get("headline") or "",
-        message_count=tip.get("message_count") or 0,
-        updated_at=updated,
-        active=bool(tip.get("active")),
-    )
+    return BranchesOut(branches=[branch_view(t) for t in tips])
 
 
 @router.post(

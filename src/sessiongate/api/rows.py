@@ -3,9 +3,9 @@ the model context a next turn would get as the API shows it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sessiongate.api.schemas import ContextOut, SessionRow
+from sessiongate.api.schemas import BranchOut, ContextOut, SessionRow
 from sessiongate.core.context import build_session_context, build_session_context_prompt
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from sessiongate.core.transcript import ModelContext
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["context_view", "next_reset_of", "session_row"]
+__all__ = ["branch_view", "context_view", "next_reset_of", "session_row"]
 
 
 def next_reset_of(entry: SessionEntry, store: SessionStore) -> datetime | None:
@@ -95,4 +95,15 @@ def context_view(entry: SessionEntry, context: ModelContext, store: SessionStore
         provider=context.provider or entry.provider_override,
         thinking_level=context.thinking_level or entry.thinking_level,
         boundary_entry_id=context.boundary_entry_id,
+    )
+
+
+def branch_view(tip: dict[str, Any]) -> BranchOut:
+    """One tip of `SessionStore.list_branches` as the API shows it."""
+    return BranchOut(
+        leaf_entry_id=tip["leaf_entry_id"],
+        headline=tip.get("headline") or "",
+        message_count=tip.get("message_count") or 0,
+        updated_at=tip.get("updated_at"),
+        active=bool(tip.get("active")),
     )

@@ -6,6 +6,7 @@ configuration (click uses 2 for usage errors too).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -17,10 +18,12 @@ from rich.markup import escape
 
 from sessiongate.agents import build_agent_factory
 from sessiongate.config import ConfigError, default_home, load_config
-from sessiongate.errors import SessiongateError
+from sessiongate.errors import InvalidSessionKeyError, SessiongateError
 from sessiongate.store.session_store import SessionStore
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from sessiongate.agents.base import AgentFactory
     from sessiongate.core.config import GatewayConfig
 
@@ -38,6 +41,7 @@ __all__ = [
     "fail",
     "load_paths_and_config",
     "open_store",
+    "opened_store",
     "sessions_dir",
 ]
 
@@ -110,6 +114,23 @@ def open_store(paths: Paths, config: GatewayConfig) -> SessionStore:
         fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)")
     except OSError as exc:
         fail(f"cannot open the store under {paths.home}: {exc}")
+
+
+@contextlib.contextmanager
+def opened_store(home: Path | None, config_file: Path | None) -> Iterator[SessionStore]:
+    """The store under `<home>/sessions`, closed afterwards; a store error in the body becomes
+    a one-line message and a non-zero exit, never a traceback."""
+    paths, config = load_paths_and_config(home, config_file)
+    store = open_store(paths, config)
+    try:
+        yield store
+    except SessiongateError as exc:
+        fail(exc.message, EXIT_USAGE if isinstance(exc, InvalidSessionKeyError) else 1)
+    except OSError as exc:
+        # The disk refused a file the store writes beside the database (a delete's archive).
+        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}")
+    finally:
+        store.close()
 
 
 def agent_factory_for(config: GatewayConfig) -> AgentFactory:

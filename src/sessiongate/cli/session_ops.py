@@ -1,5 +1,6 @@
-"""What the tree and row commands of `sessiongate sessions` share: the store opened under one
-error handler, a key looked up as the HTTP API looks it up, and the running-turn refusal.
+"""What the tree and row commands of `sessiongate sessions` share: a key looked up as the HTTP
+API looks it up, output as text or the API's JSON body, and the running-turn refusal (the store
+itself is opened with `_common.opened_store`, as every `sessions` command does).
 
 The CLI may run beside a live gateway on the same `state.db`. The gateway's runner knows in
 memory which lanes are busy; this process only sees the turn journal. So an operation the HTTP
@@ -23,16 +24,13 @@ from sessiongate.cli._common import (
     console,
     emit_json,
     fail,
-    load_paths_and_config,
-    open_store,
 )
-from sessiongate.core.keys import parse_session_key
-from sessiongate.errors import InvalidSessionKeyError, SessionBusyError, SessiongateError
+from sessiongate.core.keys import check_key_text, parse_session_key
+from sessiongate.errors import SessionBusyError
 from sessiongate.store.lanes import LaneStore, TurnState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from pydantic import BaseModel
 
@@ -43,14 +41,10 @@ __all__ = [
     "KeyArgument",
     "checked_text",
     "idle_lane",
-    "opened_store",
     "require_entry",
     "say",
     "show_model",
 ]
-
-# The bound the HTTP API puts on a key (api/deps.py): longer than any key the builder makes.
-MAX_KEY_CHARS = 4096
 
 KeyArgument = Annotated[
     str, typer.Argument(help="The session key, as `sessions list` prints it.", show_default=False)
@@ -70,23 +64,6 @@ def show_model(model: BaseModel, text: str, *, as_json: bool) -> None:
         say(text)
 
 
-@contextlib.contextmanager
-def opened_store(home: Path | None, config_file: Path | None) -> Iterator[SessionStore]:
-    """The store under `<home>/sessions`, closed afterwards; a store error in the body becomes
-    a one-line message and a non-zero exit, never a traceback."""
-    paths, config = load_paths_and_config(home, config_file)
-    store = open_store(paths, config)
-    try:
-        yield store
-    except SessiongateError as exc:
-        fail(exc.message, EXIT_USAGE if isinstance(exc, InvalidSessionKeyError) else 1)
-    except OSError as exc:
-        # The disk refused a file the store writes beside the database (a delete's archive).
-        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}")
-    finally:
-        store.close()
-
-
 def checked_text(value: str, what: str) -> str:
     """Text from the command line as the store can hold it: a non-UTF-8 byte in an argument
     arrives as a lone surrogate, which SQLite refuses with a traceback."""
@@ -101,9 +78,7 @@ def require_entry(store: SessionStore, key: str) -> SessionEntry:
     """The entry for `key`, with the HTTP API's answers: exit 1 when the key is well formed
     but unknown (or deleted), exit 2 when it cannot be a key. Keys imported from a legacy
     store need not parse, so the lookup comes first."""
-    checked_text(key, "the session key")
-    if not key or len(key) > MAX_KEY_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
-        raise InvalidSessionKeyError(f"invalid session key: {key[:200]!r}", session_key=key)
+    check_key_text(checked_text(key, "the session key"))
     entry = store.get_session(key)
     if entry is None:
         parse_session_key(key)

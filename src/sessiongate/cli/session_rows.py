@@ -14,12 +14,18 @@ import typer
 
 from sessiongate.api.rows import session_row
 from sessiongate.api.schemas import DeleteOut
-from sessiongate.cli._common import EXIT_USAGE, ConfigOption, HomeOption, JsonOption, fail
+from sessiongate.cli._common import (
+    EXIT_USAGE,
+    ConfigOption,
+    HomeOption,
+    JsonOption,
+    fail,
+    opened_store,
+)
 from sessiongate.cli.session_ops import (
     KeyArgument,
     checked_text,
     idle_lane,
-    opened_store,
     require_entry,
     show_model,
 )

@@ -16,11 +16,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from sessiongate.api.rows import context_view
+from sessiongate.api.rows import branch_view, context_view
 from sessiongate.api.schemas import (
     MAX_ENTRY_ID,
     BranchesOut,
-    BranchOut,
     CompactOut,
     ContextOut,
     ForkOut,
@@ -36,11 +35,11 @@ from sessiongate.cli._common import (
     console,
     emit_json,
     fail,
+    opened_store,
 )
 from sessiongate.cli.session_ops import (
     KeyArgument,
     idle_lane,
-    opened_store,
     require_entry,
     say,
     show_model,
@@ -120,18 +119,7 @@ def branches(
     with opened_store(home, config_file) as store:
         entry = require_entry(store, key)
         tips = store.list_branches(entry.session_id)
-    out = BranchesOut(
-        branches=[
-            BranchOut(
-                leaf_entry_id=tip["leaf_entry_id"],
-                headline=tip.get("headline") or "",
-                message_count=tip.get("message_count") or 0,
-                updated_at=tip.get("updated_at"),
-                active=bool(tip.get("active")),
-            )
-            for tip in tips
-        ]
-    )
+    out = BranchesOut(branches=[branch_view(tip) for tip in tips])
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return

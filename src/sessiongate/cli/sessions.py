@@ -31,16 +31,12 @@ from sessiongate.cli._common import (
     console,
     emit_json,
     fail,
-    load_paths_and_config,
-    open_store,
+    opened_store,
 )
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from sessiongate.core.config import GatewayConfig
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["EXPORT_FORMAT", "app"]
@@ -55,22 +51,6 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
-
-
-@contextlib.contextmanager
-def _store(
-    home: Path | None, config_file: Path | None
-) -> Iterator[tuple[SessionStore, GatewayConfig]]:
-    paths, config = load_paths_and_config(home, config_file)
-    store = open_store(paths, config)
-    try:
-        yield store, config
-    except SessiongateError as exc:
-        # A refusal about the input (a key SQLite cannot hold, a conflict) or the disk: one
-        # line, never a traceback.
-        fail(exc.message)
-    finally:
-        store.close()
 
 
 def _row(entry: SessionEntry, store: SessionStore) -> dict[str, Any]:
@@ -98,7 +78,7 @@ def list_sessions(
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, pinned first, then most recently updated."""
-    with _store(home, config_file) as (store, _config):
+    with opened_store(home, config_file) as store:
         entries, total = store.list_page(
             limit=limit, offset=offset, archived=archived, active_minutes=active_minutes
         )
@@ -136,7 +116,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one session: its row and, optionally, its transcript."""
-    with _store(home, config_file) as (store, _config):
+    with opened_store(home, config_file) as store:
         entry = store.get_session(key)
         if entry is None:
             fail(f"no session with key {key!r}")
@@ -180,7 +160,7 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Full-text search over the active branch of every transcript."""
-    with _store(home, config_file) as (store, _config):
+    with opened_store(home, config_file) as store:
         hits, degraded = store.search_detailed(query, limit)
     if as_json:
         emit_json({"results": hits, "degraded": degraded})
@@ -216,7 +196,7 @@ def export(
     ] = None,
 ) -> None:
     """Export sessions and their active transcripts as one JSON document."""
-    with _store(home, config_file) as (store, _config):
+    with opened_store(home, config_file) as store:
         if keys:
             entries = []
             for key in keys:
@@ -288,7 +268,7 @@ def import_(
         fail(f"cannot read {file}: {exc}", EXIT_USAGE)
     items, problems = _parse_import(data)
     imported = messages = skipped = 0
-    with _store(home, config_file) as (store, _config):
+    with opened_store(home, config_file) as store:
         for entry, events in items:
             # A transcript already in the store (a pruned key coming back) is not appended
             # again: messages without ids would be duplicated.
@@ -394,7 +374,8 @@ def prune(
     as_json: JsonOption = False,
 ) -> None:
     """Drop old routing entries (transcripts stay and remain searchable)."""
-    with _store(home, config_file) as (store, config):
+    with opened_store(home, config_file) as store:
+        config = store.config
         days = max_age_days if max_age_days is not None else config.session_store_max_age_days
         if days <= 0:
             fail(
