@@ -6,6 +6,13 @@ lives in `sessiongate.gateway.agent`; it is re-exported here, where agent author
 
 from __future__ import annotations
 
-from sessiongate.gateway.agent import Agent, AgentFactory, TurnRequest, TurnResult, Usage
+from sessiongate.gateway.agent import (
+    Agent,
+    AgentFactory,
+    StreamingAgent,
+    TurnRequest,
+    TurnResult,
+    Usage,
+)
 
-__all__ = ["Agent", "AgentFactory", "TurnRequest", "TurnResult", "Usage"]
+__all__ = ["Agent", "AgentFactory", "StreamingAgent", "TurnRequest", "TurnResult", "Usage"]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-__all__ = ["Agent", "AgentFactory", "TurnRequest", "TurnResult", "Usage"]
+if TYPE_CHECKING:
+    from sessiongate.core.turn_events import TurnEvent
+
+__all__ = ["Agent", "AgentFactory", "StreamingAgent", "TurnRequest", "TurnResult", "Usage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,19 @@ class Agent(Protocol):
 
     async def aclose(self) -> None:
         """Release clients and resources; the transcript is already durable."""
+        ...
+
+
+@runtime_checkable
+class StreamingAgent(Agent, Protocol):
+    """An agent whose turn is a stream of events (DESIGN decision 11).
+
+    The gateway prefers `stream_turn` when an agent has it; `run_turn` stays for agents written
+    before streaming and is wrapped into a one-message stream.
+    """
+
+    def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
+        """Yield the turn's events, ending with exactly one `TurnEnd`."""
         ...
 
 
