@@ -12,6 +12,7 @@ import pytest
 from fake_openai import Broken, Call, Calls, FakeOpenAI, NoChoices, Reply, Stall, Status
 from sessiongate import GatewayConfig
 from sessiongate.agents import EchoAgent, OpenAIAgent, TurnRequest, Usage, build_agent_factory
+from sessiongate.agents.base import StreamingAgent
 from sessiongate.agents.openai_agent import SUMMARY_INSTRUCTION
 from sessiongate.core.config import OpenAIAgentConfig
 from sessiongate.core.turn_events import (
@@ -214,6 +215,7 @@ async def test_a_turn_streams_deltas_then_the_message_usage_and_end(server, agen
     ]
     assert events[-1] == TurnEnd(text="Hello, Ada!")
     assert len(of_type(events, TurnEnd)) == 1
+    assert isinstance(agent, StreamingAgent)  # the gateway streams it
     body = server.requests[0]["body"]
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}

@@ -17,17 +17,11 @@ from sessiongate.core.config import OpenAIAgentConfig
 from sessiongate.core.turn_events import MessageCompleted, ToolResult, TurnEnd
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator
 
 
 async def _no_wait(seconds: float) -> None:
     return None
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -360,8 +360,8 @@ class TurnExecutor:
             log.exception("agent raised TimeoutError", extra=extra)
             return _AgentDone(None, "TimeoutError")
         except AgentTurnError as exc:
-            # The agent knows what went wrong and logged it: one line here, no traceback.
-            log.warning("agent failed", extra={**extra, "error": exc.code})
+            # The agent logged the cause (one warning line, no traceback); the outcome's
+            # "turn failed" line carries the code.
             return _AgentDone(None, f"{exc.code}: {exc.message}"[:500], notice=exc.notice)
         except Exception as exc:
             log.exception("agent failed", extra=extra)
