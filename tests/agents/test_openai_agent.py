@@ -436,3 +436,20 @@ async def test_tool_call_deltas_split_across_chunks_are_reassembled(server, make
     ]
     assert server.requests[0]["body"]["tools"][0]["function"]["name"] == "add"
     assert server.requests[0]["body"]["parallel_tool_calls"] is True
+
+
+# ---------------------------------------------------------------------------- documentation
+
+
+def test_every_openai_setting_is_described_and_in_docs_agents_md() -> None:
+    from pathlib import Path
+
+    from sessiongate.core.config import SessionToolsConfig
+
+    docs = (Path(__file__).parents[2] / "docs" / "AGENTS.md").read_text(encoding="utf-8")
+    for prefix, model in (("", OpenAIAgentConfig), ("session_tools.", SessionToolsConfig)):
+        for name, field in model.model_fields.items():
+            if name == "session_tools":
+                continue  # a section: its keys are checked one by one
+            assert field.description, f"{prefix}{name} has no description"
+            assert f"| `{prefix}{name}` |" in docs, f"{prefix}{name} is not in docs/AGENTS.md"
