@@ -89,7 +89,8 @@ class NoChoices:
 @dataclass(frozen=True)
 class Broken:
     """Some text chunks, then the stream ends badly: `abort` drops the connection mid-body,
-    `truncate` ends it cleanly but before any `finish_reason` or `[DONE]`."""
+    `truncate` ends it cleanly but before any `finish_reason` or `[DONE]`, `garbage` sends a
+    chunk that is not JSON."""
 
     text: list[str]
     how: str = "abort"
@@ -224,6 +225,8 @@ class FakeOpenAI:
                 # An exception inside the body makes uvicorn drop the connection without the
                 # closing chunk: the client sees an incomplete body.
                 raise ConnectionAbortedError("the fake stream breaks here")
+            if script.how == "garbage":
+                yield 'data: {"choices": [{"index": 0, "delta": {"content": "x"\n\n'
             return
         elif isinstance(script, Reply):
             usage = script.usage or usage

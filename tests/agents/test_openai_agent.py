@@ -231,7 +231,7 @@ async def test_a_turn_without_a_usage_chunk_reports_no_usage(server, agent) -> N
     assert events[-1] == TurnEnd(text="fine")
 
 
-@pytest.mark.parametrize("how", ["abort", "truncate"])
+@pytest.mark.parametrize("how", ["abort", "truncate", "garbage"])
 async def test_a_broken_stream_is_a_failed_attempt_retried_never_a_half_message(
     server, agent, sleeps, how
 ) -> None:

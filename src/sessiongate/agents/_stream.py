@@ -9,6 +9,7 @@ ever completed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,9 @@ async def stream_completion(
                     if choice.index != 0:
                         continue  # we ask for one choice; a server sending more is ignored
                     saw_choice = True
-                    delta = choice.delta
+                    delta = getattr(choice, "delta", None)
+                    if delta is None:
+                        continue  # a chunk without its delta (the SDK builds chunks unchecked)
                     if delta.content:
                         text.append(delta.content)
                         yield TextDelta(delta.content)
@@ -79,6 +82,8 @@ async def stream_completion(
                             parts.arguments.append(call.function.arguments or "")
                     if choice.finish_reason:
                         finish = choice.finish_reason
+    except json.JSONDecodeError as exc:
+        raise BrokenStreamError(f"a chunk that is not JSON: {exc}") from exc
     except Exception as exc:
         if type(exc).__module__.split(".")[0] in _TRANSPORT_MODULES:
             raise BrokenStreamError(f"{type(exc).__name__}: {exc}") from exc
