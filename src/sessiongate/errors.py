@@ -126,7 +126,7 @@ class AgentTurnError(SessiongateError):
         message: str,
         *,
         code: str = "agent_failed",
-        notice: str,
+        notice: str = "Sorry, something went wrong while answering. Please try again.",
         messages: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message, code=code, notice=notice, messages=messages or [])

@@ -58,7 +58,8 @@ class Gateway:
 async def make_gateway(tmp_path: Path, clock: FakeClock, server: FakeOpenAI) -> AsyncIterator[Any]:
     made: list[Gateway] = []
 
-    async def make(**openai: Any) -> Gateway:
+    async def make(*, agent: dict[str, Any] | None = None, **openai: Any) -> Gateway:
+        """A started gateway; `openai` are `agent.openai` settings, `agent` other ones."""
         settings = {
             "base_url": server.base_url,
             "model": "fake-model",
@@ -66,7 +67,7 @@ async def make_gateway(tmp_path: Path, clock: FakeClock, server: FakeOpenAI) -> 
             "tools": ALL_TOOLS,
             **openai,
         }
-        config = GatewayConfig(agent={"openai": settings})
+        config = GatewayConfig(agent={**(agent or {}), "openai": settings})
         home = tmp_path / f"home{len(made)}"
         store = SessionStore(home / "sessions", config, clock=clock)
         runner = GatewayRunner(

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from fake_openai import NoChoices, Status
+from fake_openai import NoChoices, Reply, Status
 
 
 def turn_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -68,3 +68,21 @@ async def test_an_unavailable_model_is_retried_then_reported_as_temporary(
     assert not [r for r in turn_lines(caplog) if r.levelno >= logging.ERROR or r.exc_info]
     # The next message is answered as usual once the server is back.
     assert (await gw.say("alice", "again")).reply == "model says: again"
+
+
+async def test_a_failed_compaction_summary_logs_one_warning_and_compacts_nothing(
+    make_gateway, caplog
+) -> None:
+    gw = await make_gateway(agent={"context_window": 1000})
+    for n in range(6):
+        gw.server.script(Reply(f"answer {n} " + "y" * 600))
+        await gw.say("alice", f"question {n} " + "x" * 600)
+    gw.server.script(Status(401))
+    with caplog.at_level(logging.INFO):
+        result = await gw.runner.compact(gw.key("alice"))
+    assert result["compacted"] is False
+    assert result["reason"] == "summary_failed"
+    assert gw.server.requests[-1]["body"]["messages"][0]["content"].startswith("Summarize")
+    lines = turn_lines(caplog)
+    assert not [r for r in lines if r.levelno >= logging.ERROR or r.exc_info]
+    assert any("check agent.openai.api_key" in r.getMessage() for r in lines)

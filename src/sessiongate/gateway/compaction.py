@@ -32,7 +32,12 @@ from sessiongate.core.transcript import (
     choose_compaction_cut,
     estimate_tokens,
 )
-from sessiongate.errors import SessionArchivedError, SessionNotFoundError, StaleWriteError
+from sessiongate.errors import (
+    AgentTurnError,
+    SessionArchivedError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -154,6 +159,13 @@ class Compactor:
                 asyncio.timeout(self._config.agent.gateway_timeout),
             ):
                 summary = await agent.summarize(plan.summarize)
+        except AgentTurnError as exc:
+            # The agent logged the upstream cause in one line; no traceback for it here.
+            log.warning(
+                "compaction summary failed; nothing compacted",
+                extra={**extra, "error": exc.code},
+            )
+            return _unchanged(before, "summary_failed")
         except Exception:
             log.exception("compaction summary failed; nothing compacted", extra=extra)
             return _unchanged(before, "summary_failed")
