@@ -136,14 +136,14 @@ def tool(
     return mark(function) if function is not None else mark
 
 
-def load_tools(names: Sequence[str]) -> list[Tool]:
-    """The tools `agent.openai.tools` names, in order; raises `ToolLoadError` naming the
-    entry that is no tool, and for two tools of one name."""
+def load_tools(names: Sequence[str], *, setting: str = "agent.openai.tools") -> list[Tool]:
+    """The tools `names` names, in order; raises `ToolLoadError` naming the entry of `setting`
+    (the configuration key they come from) that is no tool, and for two tools of one name."""
     from sessiongate.agents.tools.sessions import BUILTIN_TOOLS
 
     tools: list[Tool] = []
     for position, spec in enumerate(names):
-        where = f"agent.openai.tools[{position}] ({spec!r})"
+        where = f"{setting}[{position}] ({spec!r})"
         if ":" not in spec:
             builtin = BUILTIN_TOOLS.get(spec)
             if builtin is None:
@@ -158,7 +158,7 @@ def load_tools(names: Sequence[str]) -> list[Tool]:
     seen: set[str] = set()
     for made in tools:
         if made.name in seen:
-            raise ToolLoadError(f"agent.openai.tools: two tools are named {made.name!r}")
+            raise ToolLoadError(f"{setting}: two tools are named {made.name!r}")
         seen.add(made.name)
     return tools
 
