@@ -209,18 +209,14 @@ def _body_fields(request: Request) -> list[str]:
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    # FastAPI turns only a syntax error of the body into a validation error; a body that is
-    # not UTF-8, or nests deeper than the parser's stack, comes as a bare 400 "error parsing
-    # the body" whose cause says which. Both are bodies that are not valid JSON.
-    if exc.status_code == 400:
-        if isinstance(exc.__cause__, UnicodeDecodeError):
-            return error_response(
-                400, "invalid_json", "the request body is not valid JSON: it is not UTF-8"
-            )
-        if isinstance(exc.__cause__, RecursionError):
-            return error_response(
-                400, "invalid_json", "the request body is not valid JSON: it is nested too deeply"
-            )
+    # FastAPI turns only a syntax error of the body into a validation error; a body that
+    # nests deeper than the parser's stack comes as a bare 400 "error parsing the body" whose
+    # cause says so. It is a body that is not valid JSON. (One that is not UTF-8 never gets
+    # this far: BodyLimitMiddleware refuses it.)
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        return error_response(
+            400, "invalid_json", "the request body is not valid JSON: it is nested too deeply"
+        )
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     headers = dict(exc.headers) if exc.headers else None
     return error_response(exc.status_code, code, str(exc.detail), headers=headers)
