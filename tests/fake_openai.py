@@ -16,6 +16,7 @@ cut off mid-way), `Stall` (no answer for a while).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
@@ -118,6 +119,8 @@ class FakeOpenAI:
         self.usage = usage or {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
         self._scripts: deque[Script] = deque()
         self._lock = threading.Lock()
+        # Set on exit, so a stalled answer ends at once instead of holding up the shutdown.
+        self._stopping: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
         config = uvicorn.Config(
             app, log_level="critical", lifespan="off", ws="none", timeout_graceful_shutdown=1
@@ -143,6 +146,9 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *_: object) -> None:
+        if self._stopping is not None:
+            loop, event = self._stopping
+            loop.call_soon_threadsafe(event.set)
         self._server.should_exit = True
         self._thread.join(10)
         self._socket.close()
@@ -171,7 +177,12 @@ class FakeOpenAI:
             script = self._scripts.popleft() if self._scripts else None
         stream = bool(body.get("stream"))
         if isinstance(script, Stall):
-            await asyncio.sleep(script.seconds)
+            with self._lock:
+                if self._stopping is None:
+                    self._stopping = (asyncio.get_running_loop(), asyncio.Event())
+                stopping = self._stopping[1]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), script.seconds)
             script = None
         if isinstance(script, Status):
             error = {"error": {"message": script.message, "type": "fake", "code": None}}
