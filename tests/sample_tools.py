@@ -64,3 +64,10 @@ def not_fillable(*values: int) -> int:
 
 
 NOT_A_FUNCTION = 42
+
+
+async def stored_roles(context: ToolContext) -> list[str]:
+    """The roles of the calling session's stored messages, as the tool runs (what is durable
+    mid-turn)."""
+    assert context.host is not None
+    return [m["role"] for m in context.host.store.load_transcript(context.session_id)]
