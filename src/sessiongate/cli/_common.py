@@ -34,6 +34,7 @@ __all__ = [
     "HomeOption",
     "JsonOption",
     "Paths",
+    "agent_description",
     "agent_factory_for",
     "console",
     "emit_json",
@@ -140,6 +141,15 @@ def agent_factory_for(config: GatewayConfig) -> AgentFactory:
         return build_agent_factory(config)
     except ImportError as exc:
         fail(str(exc))
+
+
+def agent_description(config: GatewayConfig) -> str:
+    """Which agent answers, for banners: the one `build_agent_factory` picks."""
+    openai = config.agent.openai
+    if openai.base_url or openai.api_key is not None:
+        return f"openai-compatible, model {openai.model} at {openai.base_url or 'api.openai.com'}"
+    delay = config.agent.echo.delay_seconds
+    return "echo (repeats each message" + (f" after {delay:g} s)" if delay else ")")
 
 
 def emit_json(data: Any) -> None:
