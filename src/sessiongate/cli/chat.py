@@ -22,7 +22,6 @@ import contextlib
 import getpass
 import signal
 import sys
-import uuid
 from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
@@ -44,6 +43,7 @@ from sessiongate.cli._common import (
 from sessiongate.cli.terminal import Terminal
 from sessiongate.errors import HomeInUseError, SessiongateError
 from sessiongate.gateway import GatewayRunner
+from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
@@ -158,13 +158,14 @@ async def _converse_remote(
                 continue
             if text.lower() in LEAVE:
                 return
-            # The id makes a retried send (a dropped connection) one message, not two.
-            body = {**base, "text": text, "message_id": f"chat-{uuid.uuid4().hex}"}
             try:
-                response = await client.post("/v1/messages", json=body)
+                response = await client.post("/v1/messages", json={**base, "text": text})
             except httpx.HTTPError as exc:
                 fail(f"cannot reach the gateway at {url}: {exc}")
-            data = response.json() if response.content else {}
+            try:
+                data = response.json()
+            except ValueError:  # not the gateway's JSON (a proxy's error page)
+                data = {}
             if response.is_success:
                 reply = data.get("reply") or ""
                 if data.get("status") in ("replied", "command"):
@@ -214,6 +215,8 @@ def chat(
 ) -> None:
     """Talk to the agent in this terminal; /quit or Ctrl+D to leave."""
     paths, config = load_paths_and_config(home, config_file)
+    # Only what needs attention (an agent failing) reaches the terminal, ids hashed as in `run`.
+    configure_logging("WARNING", log_format=config.log.format, redact_ids=config.redact_pii)
     user = getpass.getuser()
     conversation = chat_id or user
     interactive = sys.stdin.isatty()
@@ -225,7 +228,7 @@ def chat(
             if incognito:
                 fail("--incognito needs a chat of its own; it cannot be used with --url")
             if terminal is not None:
-                write(_welcome(f"gateway {url}", "the gateway's", conversation))
+                write(_welcome(f"gateway {url}", "the gateway's own", conversation))
             secret = token or (config.api.token.get_secret_value() if config.api.token else None)
             asyncio.run(_converse_remote(url, secret, user, conversation, read_line, write))
             return
