@@ -107,6 +107,8 @@ MEANINGS: dict[str, str] = {
     "api.token": "Bearer token every route but `/healthz` requires; unset (or empty) means no "
     "authentication, on loopback only.",
     "api.max_body_bytes": "Largest request body accepted, in bytes (a larger one is a 413).",
+    "api.body_timeout_seconds": "Seconds a request body may take to arrive, from its first "
+    "read to its last byte; a stalled upload is answered 408.",
     "api.max_message_chars": "Longest message text accepted, in characters.",
     "log.format": "`console`: readable lines; `json`: one JSON object per line; `auto`: "
     "console when stderr is a terminal, else JSON.",
