@@ -17,6 +17,7 @@ __all__ = [
     "ApiConfig",
     "EchoAgentConfig",
     "GatewayConfig",
+    "LogConfig",
     "OpenAIAgentConfig",
     "PlatformConfig",
     "ResetPolicyConfig",
@@ -77,12 +78,19 @@ class SessionToolsConfig(_Model):
 
 class OpenAIAgentConfig(_Model):
     base_url: str | None = Field(
-        None, description="The server's API root, e.g. `http://127.0.0.1:8080/v1`."
+        None,
+        description=(
+            "Base URL of an OpenAI-compatible server (e.g. `http://127.0.0.1:8080/v1`); "
+            "setting it (or `api_key`) chooses the OpenAI-compatible agent over the echo agent."
+        ),
     )
     api_key: SecretStr | None = Field(
-        None, description="Bearer key for the server; `OPENAI_API_KEY` when not set."
+        None, description="The API key sent to that server; `OPENAI_API_KEY` when not set."
     )
-    model: str = Field("gpt-4o-mini", description="Model name sent with every request.")
+    model: str = Field(
+        "gpt-4o-mini",
+        description="The model name sent with each request (a session's `/model` overrides it).",
+    )
     timeout_seconds: float = Field(
         120.0,
         gt=0,
@@ -224,6 +232,11 @@ class ApiConfig(_Model):
         return value
 
 
+class LogConfig(_Model):
+    # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
+    format: Literal["auto", "console", "json"] = "auto"
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -231,6 +244,9 @@ class GatewayConfig(_Model):
     redact_pii: bool = False
     reset_mode: Literal["new_session", "boundary"] = "new_session"
     reset_triggers: list[str] = Field(default_factory=lambda: ["/new", "/reset"])
+    # Slash commands the agent itself understands: passed to it as text instead of being
+    # answered "unknown command" (e.g. ["/shrug"]; the slash is optional).
+    agent_commands: list[str] = Field(default_factory=list)
     reset_policy: ResetPolicyConfig = Field(default_factory=ResetPolicyConfig)
     busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
     queue_cap: int = Field(32, ge=1)
@@ -244,6 +260,7 @@ class GatewayConfig(_Model):
     platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)
