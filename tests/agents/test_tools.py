@@ -145,6 +145,11 @@ def test_a_name_that_is_no_tool_is_refused_at_load_naming_the_entry(spec, messag
     assert isinstance(raised.value, ImportError)  # the CLI reports it like a missing extra
 
 
+def test_a_name_servers_refuse_is_refused() -> None:
+    with pytest.raises(TypeError, match="'look up' is not 1 to 64"):
+        make_tool(sample_tools.lookup_order, name="look up")
+
+
 def test_two_tools_of_one_name_are_refused() -> None:
     with pytest.raises(ToolLoadError, match="two tools are named 'sessions_list'"):
         load_tools(["sessions_list", "sessions_list"])

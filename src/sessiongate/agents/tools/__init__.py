@@ -20,6 +20,7 @@ context (the calling session, the gateway) instead of a model argument.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["Tool", "ToolContext", "ToolLoadError", "load_tools", "make_tool", "tool"]
 
 _MARK = "__sessiongate_tool__"
+# What chat-completions servers accept as a function name; any other name fails every request.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolLoadError(SessiongateError, ImportError):
@@ -94,6 +97,8 @@ def make_tool(
     """A `Tool` from a plain or async function; raises `TypeError` if its parameters cannot
     be filled from JSON."""
     tool_name = name or str(getattr(function, "__name__", "tool"))
+    if not _TOOL_NAME.fullmatch(tool_name):
+        raise TypeError(f"tool name {tool_name!r} is not 1 to 64 of A-Z, a-z, 0-9, '_' and '-'")
     signature = read_signature(function, name=tool_name, context_type=ToolContext)
     return Tool(
         name=tool_name,
@@ -167,8 +172,12 @@ def _import_tool(spec: str, where: str) -> Tool:
     module_name, _, attribute = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ToolLoadError(f"{where}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        # Whatever stops the module importing (a missing module, its own error, a bad `@tool`)
+        # is reported as this entry's problem, at start-up.
+        raise ToolLoadError(
+            f"{where}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     target = getattr(module, attribute, None)
     if target is None:
         raise ToolLoadError(f"{where}: {module_name!r} has no {attribute!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -24,19 +25,13 @@ _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
+@dataclass(frozen=True, slots=True)
 class Signature:
     """What the schema and the check of one function need."""
 
-    def __init__(
-        self,
-        *,
-        description: str,
-        arguments: type[BaseModel],
-        context_parameter: str | None,
-    ) -> None:
-        self.description = description
-        self.arguments = arguments
-        self.context_parameter = context_parameter
+    description: str
+    arguments: type[BaseModel]
+    context_parameter: str | None
 
     def json_schema(self) -> dict[str, Any]:
         schema = _without_titles(self.arguments.model_json_schema())
