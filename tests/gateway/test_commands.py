@@ -8,6 +8,7 @@ import pytest
 from gateway_support import settle
 
 from sessiongate.core.transcript import build_model_context
+from sessiongate.errors import MessageIdConflictError
 from sessiongate.gateway.commands import BUSY_REPLY, COMMANDS, BusyPolicy, parse_command
 
 TRIGGERS = ["/new", "/reset"]
@@ -105,6 +106,19 @@ async def test_new_while_busy_interrupts_and_drops_what_was_waiting(make_gateway
     assert gw.hub.user_texts() == ["long"]  # nothing dropped ran afterwards
     old = gw.store.load_transcript(started.session_id)
     assert [m["content"] for m in old] == ["long"]
+
+
+async def test_a_command_id_is_scoped_to_its_sender_and_lane(make_gateway):
+    gw = await make_gateway(group_sessions_per_user=False)  # one shared lane for the group
+    group = {"chat_id": "g", "chat_type": "group"}
+    await gw.adapter.receive("/status", message_id="1", user_id="alice", **group)
+    bob = await gw.adapter.receive("/status", message_id="1", user_id="bob", **group)
+    assert bob.status == "command"
+    # The same sender reusing the id for another command is refused, and nothing runs.
+    with pytest.raises(MessageIdConflictError):
+        await gw.adapter.receive("/new", message_id="1", user_id="bob", **group)
+    again = await gw.adapter.receive("/status", message_id="1", user_id="bob", **group)
+    assert (again.status, again.reply) == ("duplicate", bob.reply)
 
 
 async def test_reset_soft_keeps_the_id_and_starts_the_context_over(gw):

@@ -236,7 +236,10 @@ class CommandRunner:
     async def run(self, command: ParsedCommand, event: MessageEvent, *, wait: bool) -> Receipt:
         spec = COMMANDS[command.name]
         inbound = event.to_inbound()
-        seen = self._lane_store.lookup_seen(inbound)
+        # Dedup is per lane and sender: look the id up in the lane this command routes to
+        # (read only, so a redelivered command never creates or rotates anything).
+        lane_key = event.session_key or self._lane_store.resolve(event.source)[0]
+        seen = self._lane_store.lookup_seen(inbound, lane_key)
         if seen is not None:
             return Receipt(
                 seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
@@ -272,7 +275,7 @@ class CommandRunner:
 
     def _check_new(self, call: _Call) -> None:
         """Inside the command's transaction: raise `_Duplicate` if the id was seen meanwhile."""
-        if self._lane_store.lookup_seen(call.inbound) is not None:
+        if self._lane_store.lookup_seen(call.inbound, call.key) is not None:
             raise _Duplicate
 
     def _record(self, call: _Call, reply: str) -> None:
