@@ -33,6 +33,25 @@ def test_new_key_creates_entry_and_session_row(store: SessionStore):
     assert entry.session_started_at == entry.created_at
 
 
+def test_threaded_dms_without_a_chat_id_get_their_own_transcripts(store: SessionStore):
+    entries = [
+        store.get_or_create_session(dm("", user_id=user, thread_id=thread))
+        for user, thread in (("ann", "7"), ("bob", "8"), (None, "7"), (None, "8"))
+    ]
+    assert [e.session_key for e in entries] == [
+        "agent:main:telegram:dm:ann:7",
+        "agent:main:telegram:dm:bob:8",
+        "agent:main:telegram:dm:7",
+        "agent:main:telegram:dm:8",
+    ]
+    assert len({e.session_id for e in entries}) == 4
+    # A DM thread keyed `dm:7` and a DM whose chat id is "7" are two conversations: the
+    # newcomer gets a tagged key, never the other's transcript.
+    by_chat = store.get_or_create_session(dm("7"))
+    assert by_chat.session_key != "agent:main:telegram:dm:7"
+    assert by_chat.session_id not in {e.session_id for e in entries}
+
+
 def test_existing_key_reuses_id_and_bumps_updated_at(store: SessionStore, clock: FakeClock):
     first = store.get_or_create_session(dm())
     clock.advance(5)
