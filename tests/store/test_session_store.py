@@ -105,8 +105,15 @@ def test_resume_pending_keeps_id_until_cleared(store: SessionStore):
     assert again.session_id == old.session_id
     assert again.resume_pending
     assert again.resume_reason == "restart_timeout"
+    assert again.last_resume_marked_at is not None
     assert store.clear_resume_pending(old.session_key)
-    assert not store.get_or_create_session(dm()).resume_pending
+    cleared = store.get_or_create_session(dm())
+    # All three fields go, as the reference clears them.
+    assert (cleared.resume_pending, cleared.resume_reason, cleared.last_resume_marked_at) == (
+        False,
+        None,
+        None,
+    )
     assert not store.clear_resume_pending(old.session_key)
 
 

@@ -449,6 +449,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 updated_at=now,
                 resume_pending=False,
                 resume_reason=None,
+                last_resume_marked_at=None,
                 suspended=False,
                 is_fresh_reset=False,
             )
@@ -481,7 +482,12 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             entry = routes.get_route(conn, session_key)
             if entry is None or not entry.resume_pending:
                 return False
-            self._put(conn, entry.evolve(resume_pending=False, resume_reason=None))
+            # All three fields, as the reference clears them: a stale mark time would make a
+            # later mark look older than it is.
+            self._put(
+                conn,
+                entry.evolve(resume_pending=False, resume_reason=None, last_resume_marked_at=None),
+            )
             return True
 
     def suspend_recently_active(self, max_age_seconds: int = 120) -> int:
