@@ -117,6 +117,20 @@ def test_resume_pending_keeps_id_until_cleared(store: SessionStore):
     assert not store.clear_resume_pending(old.session_key)
 
 
+def test_token_counters_belong_to_the_incarnation(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.record_turn(old.session_key, input_tokens=100, output_tokens=10, cost_usd=0.5)
+    new = store.reset_session(old.session_key)
+    assert (new.input_tokens, new.total_tokens) == (0, 0)
+    store.record_turn(old.session_key, input_tokens=7, output_tokens=3)
+    back = store.switch_session(old.session_key, old.session_id)
+    assert (back.input_tokens, back.output_tokens, back.total_tokens) == (100, 10, 110)
+    assert back.estimated_cost_usd == 0.5
+    forth = store.switch_session(old.session_key, new.session_id)
+    assert (forth.input_tokens, forth.output_tokens, forth.total_tokens) == (7, 3, 10)
+    assert store.get_session(old.session_key).input_tokens == 7
+
+
 def test_unknown_keys_answer_false_or_none(store: SessionStore):
     assert store.reset_session("agent:main:telegram:dm:nobody") is None
     assert not store.suspend_session("agent:main:telegram:dm:nobody")

@@ -19,13 +19,42 @@ from sessiongate.core.ids import validate_session_id
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 
-__all__ = ["EntryAction", "ResumeReason", "SessionEntry", "next_action"]
+__all__ = [
+    "INCARNATION_COUNTERS",
+    "EntryAction",
+    "ResumeReason",
+    "SessionEntry",
+    "counters_of",
+    "next_action",
+]
+
+# The usage counters of one session incarnation (session id). The routing entry carries the
+# current incarnation's; when a key leaves an incarnation (a reset, `/resume` of another one)
+# the store saves them with it, and going back restores them: `/status` and the rows always
+# show the counts of the session they name, never those of the one just left.
+INCARNATION_COUNTERS: dict[str, Any] = {
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+    "total_tokens": 0,
+    "context_tokens": 0,
+    "estimated_cost_usd": 0.0,
+    "cost_status": "unknown",
+    "last_prompt_tokens": 0,
+    "compaction_count": 0,
+}
 
 
 class ResumeReason(enum.StrEnum):
     RESTART_TIMEOUT = "restart_timeout"
     SHUTDOWN_TIMEOUT = "shutdown_timeout"
     RESTART_INTERRUPTED = "restart_interrupted"
+
+
+def counters_of(entry: SessionEntry) -> dict[str, Any]:
+    """The entry's incarnation counters (the keys of `INCARNATION_COUNTERS`)."""
+    return {name: getattr(entry, name) for name in INCARNATION_COUNTERS}
 
 
 class EntryAction(enum.StrEnum):

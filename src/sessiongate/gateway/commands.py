@@ -385,7 +385,7 @@ class CommandRunner:
             f"Session: {entry.session_id}",
             f"Title: {entry.display_name or '(none)'}",
             f"State: {state}, {self._lane_store.queue_depth(call.key)} waiting",
-            f"Tokens: {entry.input_tokens} in, {entry.output_tokens} out",
+            _tokens_line(entry),
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
@@ -462,7 +462,8 @@ class CommandRunner:
                 # `_resolve_target` checked the owner (this lane's, or the same person's).
                 entry = self._store.switch_session(call.key, session_id, owner_checked=True)
                 reply = (
-                    f"Resumed session {session_id}."
+                    # The resumed session's own counters (the store restores them).
+                    f"Resumed session {session_id}. {_tokens_line(entry)}"
                     if entry is not None
                     else "That session cannot be resumed."
                 )
@@ -525,6 +526,10 @@ class CommandRunner:
             and origin.user_id is not None
             and origin.user_id == source.user_id
         )
+
+
+def _tokens_line(entry: SessionEntry) -> str:
+    return f"Tokens: {entry.input_tokens} in, {entry.output_tokens} out"
 
 
 def _undo_count(arg: str) -> int | None:

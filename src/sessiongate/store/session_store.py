@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.clock import Clock, SystemClock
-from sessiongate.core.entry import EntryAction, SessionEntry, next_action
+from sessiongate.core.entry import (
+    INCARNATION_COUNTERS,
+    EntryAction,
+    SessionEntry,
+    counters_of,
+    next_action,
+)
 from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
 from sessiongate.core.ids import is_safe_id, new_session_id
 from sessiongate.core.keys import (
@@ -63,16 +69,7 @@ _KEPT = "reconnect_kept"
 
 # Counters and state that a new incarnation starts afresh (toggles and model choice carry over).
 _FRESH_INCARNATION: dict[str, Any] = {
-    "input_tokens": 0,
-    "output_tokens": 0,
-    "cache_read_tokens": 0,
-    "cache_write_tokens": 0,
-    "total_tokens": 0,
-    "context_tokens": 0,
-    "estimated_cost_usd": 0.0,
-    "cost_status": "unknown",
-    "last_prompt_tokens": 0,
-    "compaction_count": 0,
+    **INCARNATION_COUNTERS,
     "was_auto_reset": False,
     "auto_reset_reason": None,
     "reset_had_activity": False,
@@ -434,10 +431,16 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 if not owner_checked or (holder is not None and holder.session_key != session_key):
                     return None
             now = self.clock.now()
+            counters = counters_of(entry)
             if target_session_id != entry.session_id:
                 current = tx.get_session_row(conn, entry.session_id)
-                if current is not None and current.ended_at is None:
-                    tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
+                if current is not None:
+                    # The counters stay with the incarnation being left, and the target's own
+                    # come back (fresh ones if it never had any saved).
+                    tx.save_counters(conn, current.sid, counters)
+                    if current.ended_at is None:
+                        tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
+                counters = {**INCARNATION_COUNTERS, **(tx.load_counters(conn, target.sid) or {})}
                 tx.end_session_row(conn, target.sid, at=None, reason=None)
                 leaf = tx.entry_row(conn, target.leaf_id) if target.leaf_id is not None else None
                 if leaf is not None and leaf[2] == "reset":
@@ -452,6 +455,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 last_resume_marked_at=None,
                 suspended=False,
                 is_fresh_reset=False,
+                **counters,
             )
             self._put(conn, entry)
             return entry
@@ -687,6 +691,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     [EntryRecord("reset", None, None, {"reason": end_reason}, to_us(now))],
                 )
             tx.end_session_row(conn, old_row.sid, at=to_us(now), reason=end_reason)
+            tx.save_counters(conn, old_row.sid, counters_of(old))  # for a later `/resume`
         session_id = self._new_incarnation(conn, old.session_key, parent=old.session_id, now=now)
         changes = {**_FRESH_INCARNATION, "reset_had_activity": had_activity, **flags}
         return old.evolve(

@@ -209,9 +209,15 @@ _V4 = [
     "CREATE INDEX inbound_seen_at ON inbound_seen(seen_at)",
 ]
 
+# Usage counters belong to an incarnation: the routing entry holds the current one's, and this
+# column keeps a left incarnation's (JSON, `core.entry.INCARNATION_COUNTERS`) until the key
+# resumes it. NULL: never left (or left before this column), which reads as fresh counters.
+_V5 = ["ALTER TABLE sessions ADD COLUMN counters TEXT"]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
     (3, "gateway inbox, inbound dedup, turn journal, restart counts", _V3),
     (4, "inbound dedup scoped to lane and sender, with a content fingerprint", _V4),
+    (5, "usage counters saved per session incarnation", _V5),
 ]

@@ -85,6 +85,8 @@ _CREATE_SESSION = (
     "VALUES (?, ?, ?, ?, ?)"
 )
 _END_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE sid = ?"
+_SAVE_COUNTERS = "UPDATE sessions SET counters = ? WHERE sid = ?"
+_LOAD_COUNTERS = "SELECT counters FROM sessions WHERE sid = ?"
 _INSERT_ENTRY = (
     "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
@@ -185,6 +187,17 @@ def end_session_row(
     conn: sqlite3.Connection, sid: int, *, at: int | None, reason: str | None
 ) -> None:
     conn.execute(_END_SESSION, (at, reason, sid))
+
+
+def save_counters(conn: sqlite3.Connection, sid: int, counters: dict[str, Any]) -> None:
+    """Keep a left incarnation's usage counters with it (see migration 5)."""
+    conn.execute(_SAVE_COUNTERS, (dumps(counters), sid))
+
+
+def load_counters(conn: sqlite3.Connection, sid: int) -> dict[str, Any] | None:
+    """An incarnation's saved usage counters, or None if it was never left."""
+    raw = conn.execute(_LOAD_COUNTERS, (sid,)).fetchone()
+    return None if raw is None or raw[0] is None else dict(loads(raw[0]))
 
 
 def insert_entries(
