@@ -179,6 +179,7 @@ def format_session_key(parts: KeyParts) -> str:
     participant = _component(parts.participant_id, PARTICIPANT_TAG, parts.tagged == "participant")
     # A DM named by its participant reads like the reference's: the participant, then the
     # thread (`dm:<participant>:<thread>`); everywhere else the thread comes first.
+    order: tuple[str | None, ...]
     if parts.chat_type == ChatType.DM and parts.chat_id is None:
         order = (participant, thread)
     else:
