@@ -554,4 +554,4 @@ def _compress_reply(result: dict[str, Any]) -> str:
         )
     if result.get("reason") == "summary_failed":
         return "Could not summarise the conversation right now; nothing was changed."
-    return "Nothing to summarise yet: the conversation still fits as it is."
+    return "Nothing to summarise yet: there is nothing before the latest exchange."
