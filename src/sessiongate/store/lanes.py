@@ -15,7 +15,6 @@ removes work before its outcome commits. The SQL itself lives in `sqlite/inbox.p
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import hashlib
 import json
@@ -32,8 +31,9 @@ from sessiongate.store.sqlite.inbox import InboxKind, InboxRow, SeenRow
 from sessiongate.store.sqlite.journal import TRANSITIONS, TurnRow, TurnState
 
 if TYPE_CHECKING:
+    import contextlib
     import sqlite3
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
@@ -178,14 +178,10 @@ class LaneStore:
         memory = self._store.memory_database
         return [self._db] if memory is None else [self._db, memory]
 
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
+    def atomic(self) -> contextlib.AbstractContextManager[None]:
         """Group several calls (and `SessionStore` calls) into one transaction (one on each
-        database once incognito lanes exist)."""
-        with contextlib.ExitStack() as stack:
-            for db in self._databases():
-                stack.enter_context(db.transaction())
-            yield
+        database once incognito lanes exist): `SessionStore.atomic`."""
+        return self._store.atomic()
 
     # ------------------------------------------------------------------ accepting
 

@@ -18,6 +18,7 @@ it would put that precedence in two places. The SQL lives in `store/sqlite/`, th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,7 +56,7 @@ from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
@@ -157,10 +158,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     system=system,
                     keep=visible_session_id == existing.session_id,
                 )
-            if not system and (
-                entry.origin != source
-                or entry.last_interaction_at != now
-                or (source.chat_name and source.chat_name != entry.display_name)
+            # A lane created just now already carries this source, instant and chat name.
+            if (
+                existing is not None
+                and not system
+                and (
+                    entry.origin != source
+                    or entry.last_interaction_at != now
+                    or (source.chat_name and source.chat_name != entry.display_name)
+                )
             ):
                 entry = entry.evolve(
                     origin=source,
@@ -600,6 +606,17 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     # ------------------------------------------------------------------ lifecycle
 
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group several calls into one transaction: each call inside becomes a savepoint,
+        and all of it commits at the end or none of it (one on each database once incognito
+        lanes exist). A new conversation and its first turn, for one, commit together."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self._db.transaction())
+            if self._memory is not None:
+                stack.enter_context(self._memory.transaction())
+            yield
+
     def flush_mirror(self) -> None:
         if self._mirror is not None:
             self._mirror.flush()
@@ -706,22 +723,21 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def _new_incarnation(
         self, conn: sqlite3.Connection, key: str, *, parent: str | None, now: datetime
     ) -> str:
-        session_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
-        header = {
-            "type": "session",
-            "version": 1,
-            "id": session_id,
-            "timestamp": now.isoformat(),
-            "cwd": None,
-            "parent_session": parent,
-        }
-        tx.create_session_row(
+        stamp = now.isoformat()
+        session_id = tx.create_fresh_session_row(
             conn,
-            session_id=session_id,
+            lambda: new_session_id(self.clock, at=now),
             session_key=key,
             parent_session_id=parent,
             started_at=to_us(now),
-            header=header,
+            header=lambda session_id: {
+                "type": "session",
+                "version": 1,
+                "id": session_id,
+                "timestamp": stamp,
+                "cwd": None,
+                "parent_session": parent,
+            },
         )
         if self._memory is not None and conn is self._memory.conn:
             self._register_created(self._memory, key, session_id)

@@ -26,6 +26,7 @@ __all__ = [
     "EntryRecord",
     "SessionRow",
     "copy_path",
+    "create_fresh_session_row",
     "create_session_row",
     "end_session_row",
     "entry_row",
@@ -134,6 +135,34 @@ SELECT :base + depth, :sid, CASE WHEN depth = 1 THEN NULL ELSE :base + depth - 1
     depth, mdepth, 1, type, role, content, payload, ts, idem
 FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
 """
+
+
+# Creating a conversation is the first message of every chat: one statement draws the id and
+# writes the row (no lookup first); an id already taken inserts nothing and is drawn again.
+_CREATE_FRESH_SESSION = _CREATE_SESSION + " ON CONFLICT (session_id) DO NOTHING"
+
+
+def create_fresh_session_row(
+    conn: sqlite3.Connection,
+    make_id: Callable[[], str],
+    *,
+    session_key: str | None,
+    parent_session_id: str | None,
+    started_at: int,
+    header: Callable[[str], dict[str, Any]],
+) -> str:
+    """Write a session row under a fresh id from `make_id` (its header is `header(id)`) and
+    return the id. The random part of an id is 32 bits, so a burst of sessions in one second
+    can draw one twice: that draw inserts nothing and another is made."""
+    for _ in range(16):
+        session_id = make_id()
+        cursor = conn.execute(
+            _CREATE_FRESH_SESSION,
+            (session_id, session_key, parent_session_id, started_at, dumps(header(session_id))),
+        )
+        if cursor.rowcount == 1:
+            return session_id
+    raise RuntimeError("could not draw an unused session id")
 
 
 def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
