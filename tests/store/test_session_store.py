@@ -356,6 +356,47 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert len(statements) == 6  # begin, session and leaf lookup, 3 inserts, commit
 
 
+def _traced(store: SessionStore, call) -> list[str]:
+    statements: list[str] = []
+    conn = store.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        call()
+    finally:
+        conn.set_trace_callback(None)
+    return [" ".join(s.split()) for s in statements]
+
+
+def test_creating_a_conversation_is_four_statements(store: SessionStore):
+    # A route lookup, the session row under a fresh id (no lookup first), the route row.
+    statements = _traced(store, lambda: store.get_or_create_session(dm("new")))
+    assert [s.split(" (")[0].split(" WHERE")[0] for s in statements] == [
+        "BEGIN IMMEDIATE",
+        "SELECT data, platform, chat_type, chat_id, thread_id, participant_id FROM routes",
+        "INSERT INTO sessions",
+        "INSERT INTO routes",
+        "COMMIT",
+    ]
+
+
+def test_a_message_to_a_known_lane_touches_its_route_without_the_session_id(store):
+    key = store.get_or_create_session(dm("known")).session_key
+    statements = _traced(store, lambda: store.get_or_create_session(dm("known")))
+    writes = [s for s in statements if s.startswith(("INSERT", "UPDATE"))]
+    # One UPDATE that sets neither the session id nor the key's parts: SQLite leaves the
+    # session-id index alone, and nothing is read for the parts.
+    assert len(writes) == 1
+    assert writes[0].startswith("UPDATE routes SET updated_at")
+    assert "session_id =" not in writes[0].split("WHERE")[0]
+    # A usage update is a read and the same one UPDATE.
+    statements = _traced(store, lambda: store.record_turn(key, input_tokens=3))
+    assert [s.split()[0] for s in statements] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]
+    # A new session id on the key (a reset) is still written, index and all.
+    entry = store.reset_session(key)
+    assert store.get_session(key).session_id == entry.session_id
+    assert store.lookup_by_session_id(entry.session_id).session_key == key
+
+
 def test_rewrite_keeps_old_rows_as_inactive_branch(store: SessionStore):
     sid = store.get_or_create_session(dm()).session_id
     store.append_messages(sid, turn("one") + turn("two"))

@@ -142,7 +142,7 @@ class RowOps:
             if bump:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._mirror_dirty()
         return entry
 
@@ -196,7 +196,7 @@ class RowOps:
             if not changes:
                 return entry
             entry = entry.evolve(updated_at=self.clock.now(), **changes)
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._mirror_dirty()
         return entry
 

@@ -173,7 +173,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     display_name=source.chat_name or entry.display_name,
                     last_interaction_at=now,
                 )
-            routes.upsert_route(conn, entry, parts)
+            if existing is None:
+                routes.upsert_route(conn, entry, parts)
+            else:
+                routes.put_route(conn, entry, parts)
         self._mirror_dirty()
         return entry
 
@@ -269,7 +272,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 system=system,
                 keep=visible_session_id == existing.session_id,
             )
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._register_created(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
@@ -752,7 +755,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         return entry
 
     def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
-        routes.upsert_route(conn, entry, routes.get_route_parts(conn, entry.session_key))
+        routes.put_route(conn, entry)
         self._mirror_dirty()
 
     def _mirror_dirty(self) -> None:

@@ -214,10 +214,17 @@ _V4 = [
 # resumes it. NULL: never left (or left before this column), which reads as fresh counters.
 _V5 = ["ALTER TABLE sessions ADD COLUMN counters TEXT"]
 
+# Every routing write moves `updated_at` (each message, each turn's outcome), and its index
+# cost two of the ~five pages such a commit writes, a fifth of creating a conversation. Only
+# rare whole-table reads used it (a full listing, the startup scan for recently active
+# lanes), and the paged listing sorts by an expression it cannot serve anyway: they scan.
+_V6 = ["DROP INDEX routes_updated"]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
     (3, "gateway inbox, inbound dedup, turn journal, restart counts", _V3),
     (4, "inbound dedup scoped to lane and sender, with a content fingerprint", _V4),
     (5, "usage counters saved per session incarnation", _V5),
+    (6, "routing writes keep no index on updated_at", _V6),
 ]
