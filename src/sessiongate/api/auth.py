@@ -1,8 +1,10 @@
 """Who may call the API, and where the server may listen.
 
 With `api.token` set, every route except `/healthz` needs `Authorization: Bearer <token>`
-(compared in constant time). Without a token the API is open, which is only acceptable on a
-loopback address: `check_bind_address` refuses anything else before the server binds.
+(compared in constant time), or the dashboard's session cookie; a request carrying that cookie
+must also carry its CSRF token to change anything. Without a token the API is open, which is
+only acceptable on a loopback address: `check_bind_address` refuses anything else before the
+server binds.
 """
 
 from __future__ import annotations
@@ -16,11 +18,19 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sessiongate.api.errors import ApiError
 from sessiongate.errors import SessiongateError
+from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
 
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.ui.sessions import UiSessions
 
-__all__ = ["UnsafeBindError", "check_bind_address", "is_loopback_host", "require_operator"]
+__all__ = [
+    "UnsafeBindError",
+    "check_bind_address",
+    "check_ui_session",
+    "is_loopback_host",
+    "require_operator",
+]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -68,6 +78,8 @@ async def require_operator(
     """The dependency every operator route carries; a no-op when no token is configured."""
     config: GatewayConfig = request.app.state.config
     token = config.api.token
+    if credentials is None and check_ui_session(request):
+        return
     if token is None:
         return
     challenge = {"WWW-Authenticate": "Bearer"}
@@ -75,3 +87,24 @@ async def require_operator(
         raise ApiError(401, "unauthorized", "missing bearer token", headers=challenge)
     if not _token_matches(credentials.credentials, token.get_secret_value()):
         raise ApiError(401, "unauthorized", "invalid bearer token", headers=challenge)
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def check_ui_session(request: Request) -> bool:
+    """True when the request comes from a signed-in dashboard page: a live session cookie and,
+    for anything but a read, that session's CSRF token in `X-CSRF-Token` (403 without it)."""
+    sessions: UiSessions | None = getattr(request.app.state, "ui_sessions", None)
+    if sessions is None:
+        return False
+    session = sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        return False
+    if request.method not in _SAFE_METHODS and not csrf_matches(
+        session, request.headers.get(CSRF_HEADER)
+    ):
+        raise ApiError(
+            403, "csrf_failed", f"a dashboard request that changes state needs {CSRF_HEADER}"
+        )
+    return True

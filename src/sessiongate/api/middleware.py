@@ -17,7 +17,12 @@ from sessiongate.api.errors import error_response
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimitMiddleware", "RequestCounterMiddleware", "SessionKeyPathMiddleware"]
+__all__ = [
+    "BodyLimitMiddleware",
+    "RequestCounterMiddleware",
+    "SessionKeyPathMiddleware",
+    "UiHeadersMiddleware",
+]
 
 _SESSIONS_PREFIX = "/v1/sessions/"
 
@@ -180,3 +185,25 @@ class RequestCounterMiddleware:
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
             self.counter.labels(method=scope["method"], route=route, status=str(status)).inc()
+
+
+class UiHeadersMiddleware:
+    """Adds the dashboard's security headers (CSP and friends) to every `/ui` response."""
+
+    def __init__(self, app: ASGIApp, *, headers: dict[str, str]) -> None:
+        self.app = app
+        self.headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/ui"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.headers]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
