@@ -18,7 +18,7 @@ import pytest
 # The gateway-process helper the reliability tests use.
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
 
-from sg_process import SyncGateway, clean_env  # noqa: E402
+from sg_process import SyncGateway, clean_env
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

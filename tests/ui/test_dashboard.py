@@ -11,8 +11,9 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
-from conftest import TOKEN, Api, Pages
 from playwright.sync_api import expect
+
+from conftest import TOKEN, Api, Pages
 
 
 def chat(prefix: str) -> str:
