@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from conftest import TOKEN, Pages
 from playwright.sync_api import expect
-from sg_process import SyncGateway, clean_env
 
+from conftest import TOKEN, Pages
 from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sg_process import SyncGateway, clean_env
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
