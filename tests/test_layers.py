@@ -84,7 +84,10 @@ def test_no_driver_or_sql_above_the_storage_backends():
                     ("sessiongate.store.sqlite", "sessiongate.store.postgres")
                 ):
                     wrong.append(f"{path.name} imports {node.module}")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if any(word in node.value for word in sql):
-                    wrong.append(f"{path.name} holds SQL: {node.value[:40]!r}")
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and any(word in node.value for word in sql)
+            ):
+                wrong.append(f"{path.name} holds SQL: {node.value[:40]!r}")
     assert wrong == []

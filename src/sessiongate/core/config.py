@@ -21,6 +21,7 @@ __all__ = [
     "PlatformConfig",
     "ResetPolicyConfig",
     "ResetRule",
+    "StoreConfig",
 ]
 
 
@@ -122,6 +123,24 @@ class ApiConfig(_Model):
         return value
 
 
+class StoreConfig(_Model):
+    # `sqlite:///path/state.db`, or `postgresql://user@host/db` for several instances on one
+    # database; None is the embedded `state.db` in the home's sessions folder.
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if value.startswith("sqlite:///") and len(value) > len("sqlite:///"):
+            return value
+        if value.startswith(("postgresql://", "postgres://")):
+            return value
+        raise ValueError("store.url must be sqlite:///path or postgresql://…")
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -142,6 +161,7 @@ class GatewayConfig(_Model):
     platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)

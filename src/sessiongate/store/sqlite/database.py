@@ -28,7 +28,7 @@ from sessiongate.store.sqlite.tx import SqliteTx
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["MEMORY_ROW_BASE", "Database", "translate_errors"]
+__all__ = ["MEMORY_ROW_BASE", "Database", "migration_status", "translate_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +322,22 @@ class Database:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def migration_status(path: Path) -> list[dict[str, object]]:
+    """Every known migration with whether (and when) `path` has it; read-only."""
+    applied: dict[int, str] = {}
+    if path.exists():
+        with (
+            translate_errors(),
+            contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn,
+        ):
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'"
+            ).fetchone()
+            if found:
+                applied = dict(conn.execute("SELECT version, applied_at FROM schema_migrations"))
+    return [{"version": v, "name": name, "applied_at": applied.get(v)} for v, name, _ in MIGRATIONS]
 
 
 def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
