@@ -154,6 +154,37 @@ _V1 = [
     )""",
 ]
 
+# Many instances on one database (DESIGN decision 12: ownership is fenced, not timed). Every
+# time is the database's clock (`now()`), never an instance's. `lane_lease` is the fence: the
+# epoch rises on every takeover, and an outcome commits only in a transaction that first
+# renewed the lease at its own epoch (that row lock makes a takeover wait for the commit, then
+# fail its expiry test). fillfactor 80 and no index on `expires_at` keep renewals HOT updates.
+# `leader_lease` is the same for singular roles (one Telegram poller, one Discord socket).
+_V2 = [
+    """CREATE TABLE instances (
+        instance_id text PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now(),
+        state text NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'stopped', 'dead'))
+    )""",
+    """CREATE TABLE lane_lease (
+        session_key text PRIMARY KEY,
+        owner text,
+        epoch bigint NOT NULL,
+        expires_at timestamptz
+    ) WITH (fillfactor = 80)""",
+    "CREATE INDEX lane_lease_owner ON lane_lease(owner) WHERE owner IS NOT NULL",
+    """CREATE TABLE leader_lease (
+        name text PRIMARY KEY,
+        owner text,
+        epoch bigint NOT NULL,
+        expires_at timestamptz
+    ) WITH (fillfactor = 80)""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
+    (2, "instances, lane leases with epochs, leader leases", _V2),
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import StaleWriteError
+from sessiongate.store.postgres import leases
 from sessiongate.store.records import (
     TRANSITIONS,
     WHY_NOT,
@@ -1065,3 +1066,38 @@ class PostgresTx:
     def pop_meta(self, key: str) -> str | None:
         raw = self._one("DELETE FROM meta WHERE key = %s RETURNING value", (key,))
         return None if raw is None else str(raw[0])
+
+    # ------------------------------------------------------------------ leases (many instances)
+
+    def register_instance(self, instance_id: str, host: str, pid: int) -> None:
+        leases.register_instance(self.conn, instance_id, host, pid)
+
+    def heartbeat(self, instance_id: str, ttl: float) -> int:
+        return leases.heartbeat(self.conn, instance_id, ttl)
+
+    def stop_instance(self, instance_id: str) -> None:
+        leases.stop_instance(self.conn, instance_id)
+
+    def mark_dead(self, stale_after: float) -> list[str]:
+        return leases.mark_dead(self.conn, stale_after)
+
+    def list_instances(self) -> list[dict[str, Any]]:
+        return leases.list_instances(self.conn)
+
+    def claim_lane(self, key: str, owner: str, ttl: float) -> int | None:
+        return leases.claim_lane(self.conn, key, owner, ttl)
+
+    def hold_lane(self, key: str, owner: str, epoch: int, ttl: float) -> bool:
+        return leases.hold_lane(self.conn, key, owner, epoch, ttl)
+
+    def release_lane(self, key: str, owner: str, epoch: int) -> bool:
+        return leases.release_lane(self.conn, key, owner, epoch)
+
+    def claim_leader(self, name: str, owner: str, ttl: float) -> int | None:
+        return leases.claim_leader(self.conn, name, owner, ttl)
+
+    def hold_leader(self, name: str, owner: str, epoch: int, ttl: float) -> bool:
+        return leases.hold_leader(self.conn, name, owner, epoch, ttl)
+
+    def release_leader(self, name: str, owner: str, epoch: int) -> bool:
+        return leases.release_leader(self.conn, name, owner, epoch)
