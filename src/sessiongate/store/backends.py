@@ -21,6 +21,7 @@ __all__ = [
     "describe_database",
     "is_postgres_url",
     "open_backend",
+    "open_copy_target",
     "open_memory_backend",
     "upgrade_database",
 ]
@@ -85,6 +86,11 @@ def _postgres() -> type[PostgresDatabase]:
             "pip install 'sessiongate[postgres]'"
         ) from exc
     return PostgresDatabase
+
+
+def open_copy_target(url: str) -> PostgresDatabase:
+    """The PostgreSQL database a `db copy` writes into (migrated on open)."""
+    return _postgres()(url)
 
 
 def open_memory_backend() -> Backend:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.keys import KeyParts
+    from sessiongate.store.copy import TableSpec
     from sessiongate.store.records import (
         EntryRecord,
         InboxKind,
@@ -211,6 +212,13 @@ class Backend(Protocol):
     def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
         """Feed (session_key, entry JSON) pairs to `consume` from one consistent read, without
         holding them all in memory (the `sessions.json` mirror)."""
+        ...
+
+    def count_rows(self, table: TableSpec) -> int: ...
+    def read_rows(
+        self, table: TableSpec, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """A table's rows in key order after `after`, in seam values (`db copy`)."""
         ...
 
     def holds(self, tx: Tx) -> bool:

@@ -19,12 +19,15 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from sessiongate.errors import StoreUnavailableError
+from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
 from sessiongate.store.postgres._schema import MIGRATIONS
 from sessiongate.store.postgres.tx import PostgresTx
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from sessiongate.store.copy import TableSpec
 
 __all__ = ["PostgresDatabase", "describe", "migration_status", "redact_url", "upgrade"]
 
@@ -167,6 +170,32 @@ class PostgresDatabase:
             cursor.itersize = 1000
             cursor.execute("SELECT session_key, data::text FROM routes")
             consume(cursor)
+
+    # -- `db copy` (store/copy.py): this database as a copy's source or target
+
+    def count_rows(self, table: TableSpec) -> int:
+        with self.read() as tx:
+            return copy.count_rows(tx.conn, table)
+
+    def read_rows(
+        self, table: TableSpec, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        with self.read() as tx:
+            return copy.read_rows(tx.conn, table, after, limit)
+
+    def copy_position(self, table: TableSpec) -> list[Any] | None:
+        with self.read() as tx:
+            return copy.copy_position(tx.conn, table)
+
+    def write_rows(
+        self, table: TableSpec, rows: Sequence[tuple[Any, ...]], position: Sequence[Any]
+    ) -> int:
+        with self.transaction() as tx:
+            return copy.write_rows(tx.conn, table, rows, position)
+
+    def finish_copy(self, table: TableSpec) -> None:
+        with self.transaction() as tx:
+            copy.finish_copy(tx.conn, table)
 
     def holds(self, tx: object) -> bool:
         return tx is self._tx

@@ -14,19 +14,22 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
 from sessiongate.store.records import MEMORY_ROW_BASE
+from sessiongate.store.sqlite import copy
 from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite._schema import MIGRATIONS
 from sessiongate.store.sqlite.tx import SqliteTx
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from sessiongate.store.copy import TableSpec
 
 __all__ = ["MEMORY_ROW_BASE", "Database", "migration_status", "translate_errors"]
 
@@ -264,6 +267,16 @@ class Database:
                 conn.execute("COMMIT")
             finally:
                 conn.close()
+
+    def count_rows(self, table: TableSpec) -> int:
+        with self.read() as tx:
+            return copy.count_rows(tx.conn, table)
+
+    def read_rows(
+        self, table: TableSpec, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        with self.read() as tx:
+            return copy.read_rows(tx.conn, table, after, limit)
 
     def holds(self, tx: object) -> bool:
         return tx is self._tx
