@@ -6,32 +6,31 @@ import json
 
 import pytest
 
-from conftest import cli_env, run_cli
 from sessiongate import GatewayConfig, SessionSource, SessionStore
 
 
-def test_sqlite_status_shows_pending_then_upgrade_applies_them(tmp_path):
+def test_sqlite_status_shows_pending_then_upgrade_applies_them(tmp_path, sg):
     home = tmp_path / "home"
-    before = run_cli("db", "status", "--home", str(home), "--json")
+    before = sg("db", "status", "--home", str(home), "--json")
     assert before.returncode == 0, before.stderr
     info = json.loads(before.stdout)
     assert info["backend"] == "sqlite"
     assert all(m["applied_at"] is None for m in info["migrations"])
-    upgraded = run_cli("db", "upgrade", "--home", str(home), "--json")
+    upgraded = sg("db", "upgrade", "--home", str(home), "--json")
     assert json.loads(upgraded.stdout) == {"applied": [m["version"] for m in info["migrations"]]}
-    again = run_cli("db", "upgrade", "--home", str(home))
+    again = sg("db", "upgrade", "--home", str(home))
     assert again.stdout.strip() == "up to date"
-    after = json.loads(run_cli("db", "status", "--home", str(home), "--json").stdout)
+    after = json.loads(sg("db", "status", "--home", str(home), "--json").stdout)
     assert all(m["applied_at"] for m in after["migrations"])
 
 
-def test_postgres_upgrade_then_a_store_opens_on_the_same_schema(tmp_path, pg_schema):
-    env = cli_env(SESSIONGATE_STORE__URL=pg_schema.url)
+def test_postgres_upgrade_then_a_store_opens_on_the_same_schema(tmp_path, pg_schema, sg, env):
+    pg_env = env(SESSIONGATE_STORE__URL=pg_schema.url)
     home = str(tmp_path / "home")
-    status = json.loads(run_cli("db", "status", "--home", home, "--json", env=env).stdout)
+    status = json.loads(sg("db", "status", "--home", home, "--json", env=pg_env).stdout)
     assert status["backend"] == "postgresql"
     assert [m["applied_at"] for m in status["migrations"]] == [None] * len(status["migrations"])
-    upgraded = run_cli("db", "upgrade", "--home", home, "--json", env=env)
+    upgraded = sg("db", "upgrade", "--home", home, "--json", env=pg_env)
     assert upgraded.returncode == 0, upgraded.stderr
     assert json.loads(upgraded.stdout)["applied"] == [m["version"] for m in status["migrations"]]
     config = GatewayConfig(store={"url": pg_schema.url})  # type: ignore[arg-type]
@@ -42,19 +41,22 @@ def test_postgres_upgrade_then_a_store_opens_on_the_same_schema(tmp_path, pg_sch
     assert not (tmp_path / "sessions" / "state.db").exists()
 
 
-def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path):
-    env = cli_env(SESSIONGATE_STORE__URL="postgresql://nobody@127.0.0.1:1/none")
-    result = run_cli("db", "status", "--home", str(tmp_path), env=env)
+def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path, sg, env):
+    result = sg(
+        "db",
+        "status",
+        "--home",
+        str(tmp_path),
+        env=env(SESSIONGATE_STORE__URL="postgresql://nobody@127.0.0.1:1/none"),
+    )
     assert result.returncode == 1
     assert "cannot connect" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("url", ["mysql://x", "sqlite:///", "sqlite://relative"])
-def test_a_store_url_of_no_known_kind_is_a_config_error(tmp_path, url):
-    result = run_cli(
-        "db", "status", "--home", str(tmp_path), env=cli_env(SESSIONGATE_STORE__URL=url)
-    )
+def test_a_store_url_of_no_known_kind_is_a_config_error(tmp_path, url, sg, env):
+    result = sg("db", "status", "--home", str(tmp_path), env=env(SESSIONGATE_STORE__URL=url))
     assert result.returncode == 2
     assert "store.url" in result.stderr
 
@@ -97,10 +99,10 @@ def _seed_home(home):
         }
 
 
-def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema):
+def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema, sg):
     home = tmp_path / "home"
     expected = _seed_home(home)
-    result = run_cli("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
+    result = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["verified"] is True
@@ -121,12 +123,12 @@ def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema):
         entry = store.get_or_create_session(SessionSource(platform="api", chat_id="new"))
         store.append_messages(entry.session_id, [{"role": "user", "content": "after the copy"}])
     again = json.loads(
-        run_cli("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json").stdout
+        sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json").stdout
     )
     assert again["verified"] is False  # the target moved on: the copy says so, exit 1
 
 
-def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema):
+def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema, sg, env):
     import signal
     import subprocess
     import sys
@@ -139,7 +141,7 @@ def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema):
     args = [sys.executable, "-m", "sessiongate", "db", "copy", "--to", pg_schema.url]
     child = subprocess.Popen(
         [*args, "--home", str(home), "--batch", "1", "--json"],
-        env=cli_env(),
+        env=env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -156,7 +158,7 @@ def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema):
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait(timeout=30)
-    resumed = run_cli(*args[3:], "--home", str(home), "--json")
+    resumed = sg(*args[3:], "--home", str(home), "--json")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["verified"] is True
