@@ -129,6 +129,10 @@ class StoreConfig(_Model):
     # `sqlite:///path/state.db`, or `postgresql://user@host/db` for several instances on one
     # database; None is the embedded `state.db` in the home's sessions folder.
     url: str | None = None
+    # Many instances on one PostgreSQL: a silent instance's leases move on after the TTL; each
+    # instance renews its own every heartbeat (at most half the TTL).
+    lease_ttl_seconds: float = Field(10.0, ge=2)
+    heartbeat_seconds: float = Field(2.0, gt=0)
 
     @field_validator("url")
     @classmethod

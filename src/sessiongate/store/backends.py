@@ -14,6 +14,7 @@ from sessiongate.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.ownership import Ownership
     from sessiongate.store.postgres.database import PostgresDatabase
     from sessiongate.store.protocol import Backend
 
@@ -23,6 +24,7 @@ __all__ = [
     "open_backend",
     "open_copy_target",
     "open_memory_backend",
+    "open_ownership",
     "upgrade_database",
 ]
 
@@ -91,6 +93,20 @@ def _postgres() -> type[PostgresDatabase]:
 def open_copy_target(url: str) -> PostgresDatabase:
     """The PostgreSQL database a `db copy` writes into (migrated on open)."""
     return _postgres()(url)
+
+
+def open_ownership(backend: Backend, config: GatewayConfig) -> Ownership | None:
+    """This instance's leases on a database several instances share; None on one that only
+    this process uses (SQLite), where the home lock already makes the instance the owner."""
+    if not backend.shared:
+        return None
+    from sessiongate.store.ownership import Ownership
+
+    return Ownership(
+        backend,  # type: ignore[arg-type]  # a shared backend's Tx offers the lease statements
+        ttl=config.store.lease_ttl_seconds,
+        heartbeat=config.store.heartbeat_seconds,
+    )
 
 
 def open_memory_backend() -> Backend:

@@ -205,6 +205,8 @@ class Backend(Protocol):
 
     # Where it lives, for messages and `sessiongate db status` (never holds a password).
     url: str
+    # Whether several instances can share it (and so `Ownership` applies): PostgreSQL.
+    shared: bool
 
     def transaction(self) -> contextlib.AbstractContextManager[Tx]: ...
     def read(self) -> contextlib.AbstractContextManager[Tx]: ...

@@ -72,6 +72,7 @@ class PostgresDatabase:
 
     def __init__(self, url: str, *, migrate: bool = True) -> None:
         self.url = redact_url(url)
+        self.shared = True
         self._dsn = url
         self.lock = threading.RLock()
         self._depth = 0

@@ -60,7 +60,8 @@ class Database:
                 f"SQLite {sqlite3.sqlite_version} is too old; sessiongate needs 3.35 or newer"
             )
         self.path = path
-        self.url = "sqlite://" if path is None else f"sqlite:///{path}"
+        self.url = "sqlite://" if path is None else f"sqlite://{path}"
+        self.shared = False  # one process's own (the home lock keeps it so)
         self.lock = threading.RLock()
         self._depth = 0
         self._closed = False
