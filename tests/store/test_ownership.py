@@ -192,3 +192,21 @@ def test_a_clean_stop_frees_the_leases_at_once(pair):
     assert a.claim("k") is not None
     a.stop()
     assert b.claim("k") is not None
+
+
+def test_two_instances_routing_a_new_conversation_at_once_share_one_session(pair):
+    # Under READ COMMITTED nothing locks a row that does not exist yet: the route of a new
+    # key is locked by key, so the second instance waits and then finds the first's session.
+    (store_a, _, _), (store_b, _, _) = pair
+    source = SessionSource(platform="api", chat_id="new-at-once")
+    found: list[str] = []
+    second = threading.Thread(
+        target=lambda: found.append(store_b.get_or_create_session(source).session_id)
+    )
+    with store_a.database.transaction():
+        first = store_a.get_or_create_session(source)
+        second.start()
+        second.join(timeout=0.5)
+        assert second.is_alive()  # waiting on the first's lock, not creating its own
+    second.join(timeout=30)
+    assert found == [first.session_id]

@@ -123,6 +123,7 @@ class PostgresDatabase:
                 finally:
                     self._depth -= 1
                 return
+            conn = self._live_connection()
             with translate_errors():
                 conn.execute("BEGIN")
             self._depth = 1
@@ -150,8 +151,23 @@ class PostgresDatabase:
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
+            if not self._depth:
+                self._live_connection()
             with translate_errors():
                 yield self._tx
+
+    def _live_connection(self) -> psycopg.Connection[Any]:
+        """The writer's connection, opened again if the server dropped it (a restart, an
+        operator's `pg_terminate_backend`): the store goes on once the database is back,
+        and raises `StoreUnavailableError` until then. Called under the lock, between
+        transactions only, so nothing in flight is replayed."""
+        if not self.conn.broken and not self.conn.closed:
+            return self.conn
+        log.warning("reconnecting to the database", extra={"url": self.url})
+        self.conn.close()
+        self.conn = _connect(self._dsn)
+        self._tx = PostgresTx(self.conn)
+        return self.conn
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresTx]:

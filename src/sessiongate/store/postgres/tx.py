@@ -15,6 +15,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from psycopg.pq import TransactionStatus
+
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import StaleWriteError
@@ -189,6 +191,8 @@ _ADD_TOMBSTONE = {
     False: "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (%s, sg_ts(%s), %s) "
     "ON CONFLICT (session_key) DO NOTHING",
 }
+_LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
+_IDLE = TransactionStatus.IDLE
 _META_SET = (
     "INSERT INTO meta (key, value) VALUES (%s, %s) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -301,26 +305,35 @@ class PostgresTx:
 
     # ------------------------------------------------------------------ routes
 
+    # Several instances write one database under READ COMMITTED, where SQLite's one writer
+    # lock serialised everything. A read of a route inside a write transaction therefore
+    # locks it (`FOR UPDATE` waits for a concurrent writer and then reads its commit), and a
+    # route that does not exist yet is locked by key (an advisory lock to the commit), so two
+    # instances routing a new conversation at once cannot both create it.
+    def _route(self, columns: str, session_key: str) -> tuple[Any, ...] | None:
+        sql = f"SELECT {columns} FROM routes WHERE session_key = %s"  # noqa: S608
+        if self.conn.info.transaction_status == _IDLE:
+            return self._one(sql, (session_key,))
+        row = self._one(sql + " FOR UPDATE", (session_key,))
+        if row is None:
+            self.conn.execute(_LOCK_KEY, (session_key,))
+            row = self._one(sql + " FOR UPDATE", (session_key,))
+        return row
+
     def get_route(self, session_key: str) -> SessionEntry | None:
-        row = self._one("SELECT data::text FROM routes WHERE session_key = %s", (session_key,))
+        row = self._route("data::text", session_key)
         return None if row is None else _entry_from(row[0])
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
-        row = self._one(
-            "SELECT data::text, platform, chat_type, chat_id, thread_id, participant_id "
-            "FROM routes WHERE session_key = %s",
-            (session_key,),
+        row = self._route(
+            "data::text, platform, chat_type, chat_id, thread_id, participant_id", session_key
         )
         if row is None:
             return None
         return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def get_route_parts(self, session_key: str) -> KeyParts | None:
-        row = self._one(
-            "SELECT platform, chat_type, chat_id, thread_id, participant_id FROM routes "
-            "WHERE session_key = %s",
-            (session_key,),
-        )
+        row = self._route("platform, chat_type, chat_id, thread_id, participant_id", session_key)
         return None if row is None else KeyParts(row[0] or "", row[1], row[2], row[3], row[4])
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
