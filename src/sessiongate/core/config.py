@@ -17,6 +17,7 @@ __all__ = [
     "ApiConfig",
     "EchoAgentConfig",
     "GatewayConfig",
+    "LogConfig",
     "OpenAIAgentConfig",
     "PlatformConfig",
     "ResetPolicyConfig",
@@ -128,11 +129,24 @@ class ApiConfig(_Model):
 class StoreConfig(_Model):
     # `sqlite:///path/state.db`, or `postgresql://user@host/db` for several instances on one
     # database; None is the embedded `state.db` in the home's sessions folder.
-    url: str | None = None
-    # Many instances on one PostgreSQL: a silent instance's leases move on after the TTL; each
-    # instance renews its own every heartbeat (at most half the TTL).
-    lease_ttl_seconds: float = Field(10.0, ge=2)
-    heartbeat_seconds: float = Field(2.0, gt=0)
+    url: str | None = Field(
+        None,
+        description="The store's database: `sqlite:///path/state.db` or "
+        "`postgresql://user@host/db` (several instances can share it); unset is `state.db` "
+        "in the home's sessions folder.",
+    )
+    lease_ttl_seconds: float = Field(
+        10.0,
+        ge=2,
+        description="On a shared PostgreSQL: seconds after which a silent instance's lane and "
+        "leader leases may be taken over (the takeover raises the lease's epoch).",
+    )
+    heartbeat_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="On a shared PostgreSQL: how often each instance renews its heartbeat "
+        "and its leases (at most half of `store.lease_ttl_seconds`).",
+    )
 
     @field_validator("url")
     @classmethod
@@ -147,6 +161,11 @@ class StoreConfig(_Model):
         raise ValueError("store.url must be sqlite:///path or postgresql://…")
 
 
+class LogConfig(_Model):
+    # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
+    format: Literal["auto", "console", "json"] = "auto"
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -154,6 +173,9 @@ class GatewayConfig(_Model):
     redact_pii: bool = False
     reset_mode: Literal["new_session", "boundary"] = "new_session"
     reset_triggers: list[str] = Field(default_factory=lambda: ["/new", "/reset"])
+    # Slash commands the agent itself understands: passed to it as text instead of being
+    # answered "unknown command" (e.g. ["/shrug"]; the slash is optional).
+    agent_commands: list[str] = Field(default_factory=list)
     reset_policy: ResetPolicyConfig = Field(default_factory=ResetPolicyConfig)
     busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
     queue_cap: int = Field(32, ge=1)
@@ -168,6 +190,7 @@ class GatewayConfig(_Model):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)
