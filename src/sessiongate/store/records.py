@@ -144,7 +144,13 @@ class SeenRow:
     platform: str
     chat_id: str
     message_id: str
+    # The scope beyond (platform, chat, id): the lane and the sender ('' when the source has
+    # none). Two messages are the same message only when all five agree.
     session_key: str
+    sender_id: str
+    # A fingerprint of the text and media (None for records older than the fingerprint): a
+    # reused id whose content differs is a conflict, not a redelivery.
+    content_hash: str | None
     session_id: str | None
     inbox_id: int | None
     turn_id: int | None

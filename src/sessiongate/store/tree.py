@@ -150,8 +150,9 @@ class TreeOps:
         - `entry_id`: a message fork, holding the active-path prefix strictly before that user
           message (whose text comes back for editing).
         - `fork_from="active"` (default) copies the whole active branch; `"last-completed"`
-          cuts before the first message after the last assistant message (entries between, such
-          as a compaction, are kept), and is the only fork allowed while `busy`.
+          cuts before the first message after the last completed assistant message (one that
+          asks for no tool; entries between, such as a compaction, are kept), and is the only
+          fork allowed while `busy`.
         - The prefix is admitted against `max_tokens` (default: the configured context window):
           an operator fork over it is refused; an `automatic` (thread) fork starts isolated
           but is still marked `forked_from_parent`, so it is not retried.

@@ -37,7 +37,6 @@ _V1 = [
         data jsonb NOT NULL
     )""",
     "CREATE INDEX routes_session_id ON routes(session_id)",
-    "CREATE INDEX routes_updated ON routes(updated_at)",
     "CREATE UNIQUE INDEX routes_label ON routes(label) WHERE label IS NOT NULL",
     """CREATE TABLE sessions (
         sid bigserial PRIMARY KEY,
@@ -48,7 +47,8 @@ _V1 = [
         ended_at timestamptz,
         end_reason text,
         generation integer NOT NULL DEFAULT 0,
-        header jsonb NOT NULL
+        header jsonb NOT NULL,
+        counters jsonb
     )""",
     "CREATE INDEX sessions_key ON sessions(session_key, started_at)",
     # `search` indexes user and assistant message text only (what FTS5 indexes on SQLite).
@@ -118,13 +118,15 @@ _V1 = [
         chat_id text NOT NULL,
         message_id text NOT NULL,
         session_key text NOT NULL,
+        sender_id text NOT NULL,
+        content_hash text,
         session_id text,
         inbox_id bigint,
         turn_id bigint,
         status text NOT NULL,
         reply text,
         seen_at timestamptz NOT NULL,
-        PRIMARY KEY (platform, chat_id, message_id)
+        PRIMARY KEY (platform, chat_id, message_id, session_key, sender_id)
     )""",
     "CREATE INDEX inbound_seen_inbox ON inbound_seen(inbox_id) WHERE inbox_id IS NOT NULL",
     "CREATE INDEX inbound_seen_at ON inbound_seen(seen_at)",

@@ -68,8 +68,8 @@ _INBOX = (
     "sg_us(accepted_at), sg_us(updated_at)"
 )
 _SEEN = (
-    "platform, chat_id, message_id, session_key, session_id, inbox_id, turn_id, status, reply, "
-    "sg_us(seen_at)"
+    "platform, chat_id, message_id, session_key, sender_id, content_hash, session_id, inbox_id, "
+    "turn_id, status, reply, sg_us(seen_at)"
 )
 _TURN = (
     "id, session_key, session_id, inbox_id, state, attempt, resumes, source::text, reply, error, "
@@ -88,9 +88,18 @@ ON CONFLICT (session_key) DO UPDATE SET
     suspended = excluded.suspended, resume_pending = excluded.resume_pending,
     label = excluded.label, data = excluded.data
 """
-_PAGE_WHERE = """
+# `SessionEntry.unread` in SQL: a marker, or activity after the last read (ISO-8601 UTC text
+# sorts as time does).
+_UNREAD = """(data->>'marked_unread_at' IS NOT NULL
+    OR coalesce(data->>'last_read_at' IS NOT NULL
+        AND data->>'last_activity_at' > data->>'last_read_at', false))"""
+_PAGE_WHERE = f"""
 WHERE (%(archived)s::boolean IS NULL OR (archived_at IS NOT NULL) = %(archived)s::boolean)
   AND (%(since)s::bigint IS NULL OR updated_at >= sg_ts(%(since)s::bigint))
+  AND (%(platform)s::text IS NULL OR platform = %(platform)s::text)
+  AND (%(pinned)s::boolean IS NULL OR (pinned_at IS NOT NULL) = %(pinned)s::boolean)
+  AND (%(key_prefix)s::text IS NULL OR starts_with(session_key, %(key_prefix)s::text))
+  AND (%(unread)s::boolean IS NULL OR {_UNREAD} = %(unread)s::boolean)
 """
 _PAGE = (
     "SELECT data::text FROM routes"  # noqa: S608
@@ -135,12 +144,14 @@ FROM entries WHERE sid = %(src)s AND on_path = 1 AND depth <= %(upto)s
 # Copies take explicit ids (`base + depth`), so the sequence must be moved past them.
 _RESERVE_IDS = "SELECT setval(pg_get_serial_sequence('entries', 'id'), %s)"
 _MAX_ENTRY_ID = "SELECT coalesce(max(id), 0) FROM entries"
+# See `sqlite/lookups.py`: only an assistant message without `tool_calls` completes a turn.
 _LAST_COMPLETED_DEPTH = """
 SELECT coalesce((
     SELECT min(depth) - 1 FROM entries
     WHERE sid = %(sid)s AND on_path = 1 AND type = 'message' AND depth > coalesce((
         SELECT max(depth) FROM entries
-        WHERE sid = %(sid)s AND on_path = 1 AND type = 'message' AND role = 'assistant'), 0)
+        WHERE sid = %(sid)s AND on_path = 1 AND type = 'message' AND role = 'assistant'
+            AND payload->'tool_calls' IS NULL), 0)
 ), %(leaf)s)
 """
 _REFERENCE_FIELDS = ("first_kept_entry_id", "target_id", "from_entry_id")
@@ -207,6 +218,25 @@ _META_SET = (
 def _entry_from(data: str) -> SessionEntry:
     # Entries are frozen, so one decoded from the same stored text can be shared.
     return SessionEntry.from_dict(loads(data))
+
+
+def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]:
+    return {
+        "session_key": entry.session_key,
+        "session_id": entry.session_id,
+        "platform": parts.platform if parts else (str(entry.platform) if entry.platform else None),
+        "chat_type": parts.chat_type if parts else str(entry.chat_type),
+        "chat_id": parts.chat_id if parts else None,
+        "thread_id": parts.thread_id if parts else None,
+        "participant_id": parts.participant_id if parts else None,
+        "updated_at": to_us(entry.updated_at),
+        "pinned_at": _us(entry.pinned_at),
+        "archived_at": _us(entry.archived_at),
+        "suspended": bool(entry.suspended),
+        "resume_pending": bool(entry.resume_pending),
+        "label": entry.label,
+        "data": dumps(entry.to_dict(compact=True)),
+    }
 
 
 def _us(value: datetime | None) -> int | None:
@@ -341,27 +371,22 @@ class PostgresTx:
         return None if row is None else KeyParts(row[0] or "", row[1], row[2], row[3], row[4])
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
-        self.conn.execute(
-            _UPSERT_ROUTE,
-            {
-                "session_key": entry.session_key,
-                "session_id": entry.session_id,
-                "platform": parts.platform
-                if parts
-                else (str(entry.platform) if entry.platform else None),
-                "chat_type": parts.chat_type if parts else str(entry.chat_type),
-                "chat_id": parts.chat_id if parts else None,
-                "thread_id": parts.thread_id if parts else None,
-                "participant_id": parts.participant_id if parts else None,
-                "updated_at": to_us(entry.updated_at),
-                "pinned_at": _us(entry.pinned_at),
-                "archived_at": _us(entry.archived_at),
-                "suspended": bool(entry.suspended),
-                "resume_pending": bool(entry.resume_pending),
-                "label": entry.label,
-                "data": dumps(entry.to_dict(compact=True)),
-            },
+        self.conn.execute(_UPSERT_ROUTE, _route_values(entry, parts))
+
+    def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
+        """One UPDATE when the key already routes to this session id, else the upsert."""
+        touched = self._count(
+            "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
+            "pinned_at = sg_ts(%(pinned_at)s::bigint), "
+            "archived_at = sg_ts(%(archived_at)s::bigint), suspended = %(suspended)s, "
+            "resume_pending = %(resume_pending)s, label = %(label)s, data = %(data)s::jsonb "
+            "WHERE session_key = %(session_key)s AND session_id = %(session_id)s",
+            _route_values(entry, parts),
         )
+        if not touched:
+            if parts is None:
+                parts = self.get_route_parts(entry.session_key)
+            self.upsert_route(entry, parts)
 
     def delete_route(self, session_key: str) -> bool:
         return self._count("DELETE FROM routes WHERE session_key = %s", (session_key,)) > 0
@@ -387,9 +412,27 @@ class PostgresTx:
         return int(row[0])
 
     def list_route_page(
-        self, *, limit: int, offset: int, archived: bool | None, since: datetime | None
+        self,
+        *,
+        limit: int,
+        offset: int,
+        archived: bool | None,
+        since: datetime | None,
+        platform: str | None = None,
+        pinned: bool | None = None,
+        unread: bool | None = None,
+        key_prefix: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
-        params = {"archived": archived, "since": _us(since), "limit": limit, "offset": offset}
+        params = {
+            "archived": archived,
+            "since": _us(since),
+            "platform": platform,
+            "pinned": pinned,
+            "unread": unread,
+            "key_prefix": key_prefix,
+            "limit": limit,
+            "offset": offset,
+        }
         rows = self._all(_PAGE, params)
         total = self._one(_PAGE_COUNT, params)
         assert total is not None
@@ -474,6 +517,36 @@ class PostgresTx:
             row[0], session_id, session_key, parent_session_id, started_at, None, None, None,
             0, 0, 0, text,
         )  # fmt: skip
+
+    def create_fresh_session_row(
+        self,
+        make_id: Callable[[], str],
+        *,
+        session_key: str | None,
+        parent_session_id: str | None,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> str:
+        for _ in range(16):
+            session_id = make_id()
+            row = self._one(
+                "INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, "
+                "header) VALUES (%s, %s, %s, sg_ts(%s), %s::jsonb) "
+                "ON CONFLICT (session_id) DO NOTHING RETURNING sid",
+                (session_id, session_key, parent_session_id, started_at, dumps(header(session_id))),
+            )
+            if row is not None:
+                return session_id
+        raise RuntimeError("could not draw an unused session id")
+
+    def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET counters = %s::jsonb WHERE sid = %s", (dumps(counters), sid)
+        )
+
+    def load_counters(self, sid: int) -> dict[str, Any] | None:
+        raw = self._one("SELECT counters::text FROM sessions WHERE sid = %s", (sid,))
+        return None if raw is None or raw[0] is None else dict(loads(raw[0]))
 
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
         self.conn.execute(
@@ -905,24 +978,30 @@ class PostgresTx:
         )
         return [r[0] for r in rows]
 
-    def select_seen(self, platform: str, chat_id: str, message_id: str) -> SeenRow | None:
+    def select_seen(
+        self, platform: str, chat_id: str, message_id: str, *, session_key: str, sender_id: str
+    ) -> SeenRow | None:
         raw = self._one(
             f"SELECT {_SEEN} FROM inbound_seen "  # noqa: S608
-            "WHERE platform = %s AND chat_id = %s AND message_id = %s",
-            (platform, chat_id, message_id),
+            "WHERE platform = %s AND chat_id = %s AND message_id = %s AND session_key = %s "
+            "AND sender_id = %s",
+            (platform, chat_id, message_id, session_key, sender_id),
         )
         return None if raw is None else SeenRow(*raw)
 
     def insert_seen(self, row: SeenRow) -> bool:
         count = self._count(
-            "INSERT INTO inbound_seen (platform, chat_id, message_id, session_key, session_id, "
-            "inbox_id, turn_id, status, reply, seen_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, sg_ts(%s)) ON CONFLICT DO NOTHING",
+            "INSERT INTO inbound_seen (platform, chat_id, message_id, session_key, sender_id, "
+            "content_hash, session_id, inbox_id, turn_id, status, reply, seen_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, sg_ts(%s)) "
+            "ON CONFLICT DO NOTHING",
             (
                 row.platform,
                 row.chat_id,
                 row.message_id,
                 row.session_key,
+                row.sender_id,
+                row.content_hash,
                 row.session_id,
                 row.inbox_id,
                 row.turn_id,

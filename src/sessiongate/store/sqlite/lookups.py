@@ -64,13 +64,17 @@ _USER_TURNS_ABOVE = (
     "WHERE sid = ? AND on_path = 1 AND type = 'message' AND depth > ? ORDER BY depth DESC"
 )
 # The depth a `last-completed` fork copies to: up to the message after the last assistant
-# message, so a compaction or reset written after the last completed turn comes along.
+# message that completed, so a compaction or reset written after the last completed turn comes
+# along. An assistant message that asks for tools has not completed its turn: cutting after it
+# would give the child a dangling tool call (and, before it, the unanswered user message), so
+# only one without `tool_calls` counts (the store keeps `tool_calls` only when non-empty).
 _LAST_COMPLETED_DEPTH = """
 SELECT coalesce((
     SELECT min(depth) - 1 FROM entries
     WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
         SELECT max(depth) FROM entries
-        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'), 0)
+        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'
+            AND json_extract(payload, '$.tool_calls') IS NULL), 0)
 ), :leaf)
 """
 _RELEASE_OFF_PATH_KEY = "UPDATE entries SET idem = NULL WHERE sid = ? AND idem = ? AND on_path = 0"

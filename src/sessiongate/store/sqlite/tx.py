@@ -72,6 +72,9 @@ class SqliteTx:
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
         return routes.upsert_route(self.conn, entry, parts)
 
+    def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
+        return routes.put_route(self.conn, entry, parts)
+
     def delete_route(self, session_key: str) -> bool:
         return routes.delete_route(self.conn, session_key)
 
@@ -85,10 +88,27 @@ class SqliteTx:
         return routes.count_routes(self.conn)
 
     def list_route_page(
-        self, *, limit: int, offset: int, archived: bool | None, since: datetime | None
+        self,
+        *,
+        limit: int,
+        offset: int,
+        archived: bool | None,
+        since: datetime | None,
+        platform: str | None = None,
+        pinned: bool | None = None,
+        unread: bool | None = None,
+        key_prefix: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
         return routes.list_route_page(
-            self.conn, limit=limit, offset=offset, archived=archived, since=since
+            self.conn,
+            limit=limit,
+            offset=offset,
+            archived=archived,
+            since=since,
+            platform=platform,
+            pinned=pinned,
+            unread=unread,
+            key_prefix=key_prefix,
         )
 
     def label_taken(self, label: str, *, except_key: str | None = None) -> bool:
@@ -136,8 +156,32 @@ class SqliteTx:
             header=header,
         )
 
+    def create_fresh_session_row(
+        self,
+        make_id: Callable[[], str],
+        *,
+        session_key: str | None,
+        parent_session_id: str | None,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> str:
+        return transcripts.create_fresh_session_row(
+            self.conn,
+            make_id,
+            session_key=session_key,
+            parent_session_id=parent_session_id,
+            started_at=started_at,
+            header=header,
+        )
+
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
         return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
+
+    def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
+        return transcripts.save_counters(self.conn, sid, counters)
+
+    def load_counters(self, sid: int) -> dict[str, Any] | None:
+        return transcripts.load_counters(self.conn, sid)
 
     def has_any_sessions(self) -> bool:
         return lookups.has_any_sessions(self.conn)
@@ -331,8 +375,12 @@ class SqliteTx:
     def lanes_with_pending(self) -> list[str]:
         return inbox.lanes_with_pending(self.conn)
 
-    def select_seen(self, platform: str, chat_id: str, message_id: str) -> SeenRow | None:
-        return inbox.select_seen(self.conn, platform, chat_id, message_id)
+    def select_seen(
+        self, platform: str, chat_id: str, message_id: str, *, session_key: str, sender_id: str
+    ) -> SeenRow | None:
+        return inbox.select_seen(
+            self.conn, platform, chat_id, message_id, session_key=session_key, sender_id=sender_id
+        )
 
     def insert_seen(self, row: SeenRow) -> bool:
         return inbox.insert_seen(self.conn, row)
