@@ -163,3 +163,21 @@ def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema, sg, env)
     report = json.loads(resumed.stdout)
     assert report["verified"] is True
     assert report["tables"]["entries"]["copied"] < report["tables"]["entries"]["rows"]
+
+
+def test_the_copy_carries_every_column_of_every_table(tmp_path):
+    # A column a migration adds must be added to the copy too, or `db copy` drops it.
+    from sessiongate.store.copy import TABLES
+
+    with SessionStore(tmp_path / "s", GatewayConfig()) as store, store.database.read() as tx:
+        tables = {
+            name
+            for (name,) in tx.execute(  # type: ignore[attr-defined]
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'entries_fts%'"
+            )
+        }
+        assert tables - {"schema_migrations"} == {t.name for t in TABLES}
+        for table in TABLES:
+            info = tx.execute(f"PRAGMA table_info({table.name})").fetchall()  # type: ignore[attr-defined]
+            assert [c for c, _ in table.columns] == [row[1] for row in info], table.name

@@ -83,6 +83,7 @@ TABLES: tuple[TableSpec, ...] = (
             ("end_reason", _T),
             ("generation", _I),
             ("header", _J),
+            ("counters", _J),
         ),
         serial="sid",
     ),
@@ -142,12 +143,14 @@ TABLES: tuple[TableSpec, ...] = (
     ),
     TableSpec(
         "inbound_seen",
-        ("platform", "chat_id", "message_id"),
+        ("platform", "chat_id", "message_id", "session_key", "sender_id"),
         (
             ("platform", _T),
             ("chat_id", _T),
             ("message_id", _T),
             ("session_key", _T),
+            ("sender_id", _T),
+            ("content_hash", _T),
             ("session_id", _T),
             ("inbox_id", _I),
             ("turn_id", _I),
