@@ -35,3 +35,18 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 def clock() -> FakeClock:
     """Time that only moves when a test calls `advance()`; nothing sleeps."""
     return FakeClock(CLOCK_START)
+
+
+@pytest.fixture
+def pg_schema():
+    """A private PostgreSQL schema for this test (dropped after it); skips without a server."""
+    from postgres_support import REQUIRED, Schema, server_problem
+
+    problem = server_problem()
+    if problem is not None:
+        if REQUIRED:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    schema = Schema()
+    yield schema
+    schema.drop()

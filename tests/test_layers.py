@@ -64,3 +64,30 @@ def test_core_does_no_io():
             if isinstance(node, ast.ImportFrom) and node.module
         }
         assert not names & banned, path.name
+
+
+def test_no_driver_or_sql_above_the_storage_backends():
+    """The storage seam: only `store/sqlite/` and `store/postgres/` import a database driver
+    or hold SQL; `backends.py` opens them, lazily."""
+    drivers = {"sqlite3", "psycopg", "psycopg_pool"}
+    sql = ("SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "PRAGMA ")
+    wrong = []
+    for path in (ROOT / "store").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name} imports {a.name}" for a in node.names if a.name in drivers]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.split(".")[0] in drivers:
+                    wrong.append(f"{path.name} imports {node.module}")
+                if path.name != "backends.py" and node.module.startswith(
+                    ("sessiongate.store.sqlite", "sessiongate.store.postgres")
+                ):
+                    wrong.append(f"{path.name} imports {node.module}")
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and any(word in node.value for word in sql)
+            ):
+                wrong.append(f"{path.name} holds SQL: {node.value[:40]!r}")
+    assert wrong == []

@@ -7,6 +7,7 @@ SessiongateError
 ├── SessionArchivedError        the session is archived and refuses new work
 ├── SessionBusyError            a turn is running and the operation must wait
 ├── StaleWriteError             an expected value (session id, marker) no longer holds
+│   └── LeaseLostError          this instance no longer owns the lane (or role) at its epoch
 ├── EntryNotFoundError          no such transcript entry
 ├── InvalidEntryError           a transcript entry or message that cannot be stored
 ├── QueueFullError              the lane's overflow queue is at its cap
@@ -33,6 +34,7 @@ __all__ = [
     "InvalidEntryError",
     "InvalidSessionIdError",
     "InvalidSessionKeyError",
+    "LeaseLostError",
     "MessageIdConflictError",
     "QueueFullError",
     "SessionArchivedError",
@@ -85,6 +87,13 @@ class SessionBusyError(SessiongateError):
 
 class StaleWriteError(SessiongateError):
     code = "stale_write"
+
+
+class LeaseLostError(StaleWriteError):
+    """Fencing (DESIGN decision 12): the write was refused, and nothing of it committed,
+    because another instance took the lease over (a higher epoch) or it expired."""
+
+    code = "lease_lost"
 
 
 class EntryNotFoundError(SessiongateError, LookupError):

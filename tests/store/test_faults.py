@@ -18,6 +18,8 @@ from sessiongate.errors import StoreCorruptError, StoreUnavailableError
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.sqlite_only  # disk faults, WAL, FTS5 damage: SQLite's own files
+
 
 def lane(store: SessionStore) -> str:
     return store.get_or_create_session(SessionSource(platform="telegram", chat_id="1")).session_id

@@ -41,6 +41,7 @@ def _rows(store: SessionStore, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
+@pytest.mark.sqlite_only
 def test_migration_three_creates_the_gateway_tables(store):
     versions = [r[0] for r in _rows(store, "SELECT version FROM schema_migrations")]
     assert 3 in versions
@@ -363,6 +364,7 @@ def test_prune_forgets_old_dedup_records_and_finished_turns(store, lanes, clock:
     assert lanes.get_turn(claim.turn.id) is None
 
 
+@pytest.mark.sqlite_only
 def test_the_inbox_allows_one_pending_slot_per_lane(store):
     insert = (
         "INSERT INTO inbox (session_key, kind, text, parts, source, message_type, "
@@ -396,6 +398,7 @@ def _statements(store: SessionStore) -> tuple[list[str], object]:
     return traced, lambda: store.database.conn.set_trace_callback(None)
 
 
+@pytest.mark.sqlite_only
 def test_accept_and_claim_is_one_transaction_that_claims_the_new_row(store, lanes):
     entry = _entry(store)
     traced, stop = _statements(store)
@@ -460,6 +463,7 @@ def test_accept_and_claim_claims_nothing_for_a_duplicate_or_a_full_lane(store, l
     assert (full.status, claim) == (AcceptStatus.FULL, None)
 
 
+@pytest.mark.sqlite_only
 def test_a_receipt_only_reply_is_delivered_in_the_outcome_commit(store, lanes):
     entry = _entry(store)
     _, claim = lanes.accept_and_claim(

@@ -92,7 +92,9 @@ def test_unread_contract(store: SessionStore, clock: FakeClock):
     assert store.get_session(key).unread
 
 
-def test_marking_unread_moves_the_marker_strictly_forward(store_dir, store, clock: FakeClock):
+def test_marking_unread_moves_the_marker_strictly_forward(
+    store_dir, store, clock: FakeClock, store_url
+):
     key, _ = lane(store)
     first = store.patch_session(key, unread=True).marked_unread_at
     # Marked again in the same instant: the marker still moves, by a millisecond.
@@ -103,7 +105,8 @@ def test_marking_unread_moves_the_marker_strictly_forward(store_dir, store, cloc
     assert stale.marked_unread_at == second
     # A clock stepped back (another process's clock, behind ours) still moves it forward.
     behind = FakeClock(clock.now() - timedelta(minutes=5))
-    with SessionStore(store_dir, GatewayConfig(), clock=behind) as other:
+    config = GatewayConfig(store={"url": store_url})  # type: ignore[arg-type]
+    with SessionStore(store_dir, config, clock=behind) as other:
         third = other.patch_session(key, unread=True).marked_unread_at
     assert third == second + timedelta(milliseconds=1)
     assert store.patch_session(key, unread=False, expected_marked_unread_at=second).unread

@@ -341,6 +341,7 @@ def test_append_to_unknown_or_hostile_session_id_raises(store: SessionStore):
         store.append_messages("../../etc", turn("x"))
 
 
+@pytest.mark.sqlite_only
 def test_one_turn_is_one_transaction(store: SessionStore):
     sid = store.get_or_create_session(dm()).session_id
     statements: list[str] = []
@@ -367,6 +368,7 @@ def _traced(store: SessionStore, call) -> list[str]:
     return [" ".join(s.split()) for s in statements]
 
 
+@pytest.mark.sqlite_only
 def test_creating_a_conversation_is_four_statements(store: SessionStore):
     # A route lookup, the session row under a fresh id (no lookup first), the route row.
     statements = _traced(store, lambda: store.get_or_create_session(dm("new")))
@@ -379,6 +381,7 @@ def test_creating_a_conversation_is_four_statements(store: SessionStore):
     ]
 
 
+@pytest.mark.sqlite_only
 def test_a_message_to_a_known_lane_touches_its_route_without_the_session_id(store):
     key = store.get_or_create_session(dm("known")).session_key
     statements = _traced(store, lambda: store.get_or_create_session(dm("known")))
@@ -454,6 +457,7 @@ def test_search_sanitises_query_syntax(store: SessionStore, query: str):
     assert isinstance(store.search(query), list)
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_search_index_falls_back_to_scan(store: SessionStore):
     sid = store.get_or_create_session(dm()).session_id
     store.append_messages(sid, turn("findable words"))
@@ -472,6 +476,7 @@ def test_corrupt_search_index_falls_back_to_scan(store: SessionStore):
     assert hits
 
 
+@pytest.mark.sqlite_only
 def test_files_are_private(store: SessionStore, store_dir: Path):
     store.get_or_create_session(dm())
     store.flush_mirror()
@@ -480,6 +485,7 @@ def test_files_are_private(store: SessionStore, store_dir: Path):
         assert os.stat(store_dir / name).st_mode & 0o777 == 0o600
 
 
+@pytest.mark.sqlite_only
 def test_pragmas_are_set(store: SessionStore):
     conn = store.database.conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -496,6 +502,7 @@ def test_mirror_is_written_with_readme_first(store: SessionStore, store_dir: Pat
     assert data[entry.session_key]["session_id"] == entry.session_id
 
 
+@pytest.mark.sqlite_only
 def test_mirror_key_missing_from_db_is_imported(make_store, store_dir: Path):
     store = make_store()
     entry = store.get_or_create_session(dm())
@@ -528,6 +535,7 @@ def test_close_is_idempotent(store: SessionStore):
     store.close()
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_state_db_refuses_to_open_with_clear_error(make_store, store_dir: Path):
     from sessiongate.errors import StoreCorruptError
 
@@ -537,6 +545,7 @@ def test_corrupt_state_db_refuses_to_open_with_clear_error(make_store, store_dir
         make_store()
 
 
+@pytest.mark.sqlite_only
 def test_two_connections_see_each_others_writes(make_store, store_dir: Path):
     a = make_store()
     entry = a.get_or_create_session(dm())
@@ -560,12 +569,10 @@ def test_switching_back_reopens_the_closed_window(store: SessionStore):
 
 
 def test_a_drawn_session_id_that_exists_is_drawn_again(store: SessionStore):
-    from sessiongate.store.sqlite.transcripts import unused_session_id
-
     taken = store.get_or_create_session(dm()).session_id
     draws = iter([taken, taken, "20260101_000000_0000beef"])
     with store.database.read() as conn:
-        assert unused_session_id(conn, lambda: next(draws)) == "20260101_000000_0000beef"
+        assert conn.unused_session_id(lambda: next(draws)) == "20260101_000000_0000beef"
 
 
 def test_resolve_route_reads_without_creating(store: SessionStore):
@@ -575,6 +582,7 @@ def test_resolve_route_reads_without_creating(store: SessionStore):
     assert not store.has_any_sessions()
 
 
+@pytest.mark.sqlite_only
 def test_the_mirrors_own_last_write_is_not_parsed_again(make_store, store_dir: Path):
     store = make_store()
     entry = store.get_or_create_session(dm())
@@ -599,6 +607,7 @@ def test_the_mirrors_own_last_write_is_not_parsed_again(make_store, store_dir: P
     assert third.get_session("agent:main:telegram:dm:added-by-hand") is not None
 
 
+@pytest.mark.sqlite_only
 def test_an_unchanged_mirror_is_skipped_at_open(make_store, store_dir: Path):
     store = make_store()
     entry = store.get_or_create_session(dm())
@@ -628,6 +637,7 @@ def test_search_finds_new_messages_after_the_newest_session_is_deleted(store: Se
     assert store.search_index_status()["integrity_error"] is None
 
 
+@pytest.mark.sqlite_only
 def test_search_indexes_only_user_and_assistant_messages(store: SessionStore):
     sid = store.get_or_create_session(dm()).session_id
     store.append_messages(

@@ -195,6 +195,7 @@ def test_model_context_follows_reset_boundary(make_store):
     assert len(store.load_transcript(sid)) == 4
 
 
+@pytest.mark.sqlite_only
 def test_incognito_lives_in_memory_and_is_hidden(make_store, store_dir):
     store = make_store()
     source = SessionSource(platform="telegram", chat_id="1")

@@ -21,12 +21,14 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /ui/...                              the operator dashboard (ui package)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
+    GET    /v1/instances                        the gateway instances sharing the database
     GET    /openapi.json, /docs, /redoc         the API's description, browsable offline
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
@@ -102,6 +104,17 @@ def _health_router() -> APIRouter:
     async def metrics(request: Request) -> Response:
         api_metrics: ApiMetrics = request.app.state.metrics
         return Response(api_metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @router.get(
+        "/v1/instances",
+        dependencies=[Depends(require_operator)],
+        responses=errors(401),
+        summary="The gateway instances sharing this database, their heartbeats and lanes",
+    )
+    async def instances(request: Request) -> dict[str, Any]:
+        runner: GatewayRunner = request.app.state.runner
+        listed = await asyncio.to_thread(runner.presence.instances, lanes=runner.statistics().lanes)
+        return {"instances": listed}
 
     return router
 

@@ -166,12 +166,12 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
         elapsed = time.perf_counter() - started
         traced: list[str] = []
         sample = 200
-        store.database.conn.set_trace_callback(traced.append)
+        store.database.conn.set_trace_callback(traced.append)  # type: ignore[attr-defined]
         try:
             for i in range(turns, turns + sample):
                 await runner.handle_message(event(i))
         finally:
-            store.database.conn.set_trace_callback(None)
+            store.database.conn.set_trace_callback(None)  # type: ignore[attr-defined]
     finally:
         await runner.stop()
         store.close()

@@ -33,8 +33,8 @@ from sessiongate.config import ConfigError, default_home, load_config
 from sessiongate.core.config import GatewayConfig
 from sessiongate.core.freshness import resolve_timezone
 from sessiongate.errors import SessiongateError
-from sessiongate.store.health import check_database_file
 from sessiongate.store.session_store import SessionStore
+from sessiongate.store.sqlite.health import check_database_file
 
 __all__ = ["Check", "doctor", "run_checks"]
 

@@ -23,6 +23,7 @@ __all__ = [
     "ResetPolicyConfig",
     "ResetRule",
     "SessionToolsConfig",
+    "StoreConfig",
 ]
 
 
@@ -232,6 +233,41 @@ class ApiConfig(_Model):
         return value
 
 
+class StoreConfig(_Model):
+    # `sqlite:///path/state.db`, or `postgresql://user@host/db` for several instances on one
+    # database; None is the embedded `state.db` in the home's sessions folder.
+    url: str | None = Field(
+        None,
+        description="The store's database: `sqlite:///path/state.db` or "
+        "`postgresql://user@host/db` (several instances can share it); unset is `state.db` "
+        "in the home's sessions folder.",
+    )
+    lease_ttl_seconds: float = Field(
+        10.0,
+        ge=2,
+        description="On a shared PostgreSQL: seconds after which a silent instance's lane and "
+        "leader leases may be taken over (the takeover raises the lease's epoch).",
+    )
+    heartbeat_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="On a shared PostgreSQL: how often each instance renews its heartbeat "
+        "and its leases (at most half of `store.lease_ttl_seconds`).",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if value.startswith("sqlite:///") and len(value) > len("sqlite:///"):
+            return value
+        if value.startswith(("postgresql://", "postgres://")):
+            return value
+        raise ValueError("store.url must be sqlite:///path or postgresql://…")
+
+
 class LogConfig(_Model):
     # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
     format: Literal["auto", "console", "json"] = "auto"
@@ -260,6 +296,7 @@ class GatewayConfig(_Model):
     platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
     def connected_platforms(self) -> list[str]:

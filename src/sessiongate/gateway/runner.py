@@ -51,6 +51,7 @@ from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
+from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
@@ -107,6 +108,12 @@ class RunnerStatistics:
     waiters: int
     startup_gate_open: bool
     accepting: bool
+    # Many instances on one database (zero / true on SQLite): heartbeats sent and failed,
+    # whether the database answers, and outcomes refused because a lease moved on.
+    instance_heartbeats: int = 0
+    instance_heartbeat_failures: int = 0
+    database_connected: bool = True
+    fenced_commits: int = 0
 
 
 @dataclass(slots=True)
@@ -148,6 +155,8 @@ class GatewayRunner:
             redeliver=self._redeliver,
         )
         self._housekeeping_stop = asyncio.Event()
+        # Other instances on a shared database see this one through it (gateway/instances.py).
+        self.presence = InstancePresence(store, config)
         self._home_lock = recovery.HomeLock(self.home)
         self._waiters = Waiters()
         self._turns = TurnCounters()
@@ -223,6 +232,8 @@ class GatewayRunner:
             self._lanes.ensure(key, self._lane_worker)
         self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
+        await self.presence.start()
+        self._spawn(self.presence.run(self._housekeeping_stop))
         self._accepting = True
         self._ready.set()
         for adapter in self._delivery.adapters:
@@ -277,6 +288,7 @@ class GatewayRunner:
             except Exception:
                 log.exception("adapter stop failed", extra={"platform": str(adapter.platform)})
         self._housekeeping_stop.set()
+        await self.presence.stop()
         await self._agents.aclose_all()
         if self._recovery_task is not None:
             self._recovery_task.cancel()
@@ -723,4 +735,5 @@ class GatewayRunner:
             waiters=len(self._waiters),
             startup_gate_open=self._gate.is_set(),
             accepting=self._accepting,
+            **self.presence.statistics(),
         )

@@ -10,13 +10,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from sessiongate.store.sqlite._codec import to_us
+from sessiongate.store.records import to_us
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from sessiongate.core.clock import Clock
-    from sessiongate.store.sqlite.database import Database
+    from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["IdentityOps", "alias_of"]
 
@@ -24,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class IdentityOps:
-    _db: Database
+    _db: Backend
     clock: Clock
 
     def learn_identity_alias(self, platform: str, alias: str, canonical: str) -> str:
@@ -56,11 +54,7 @@ class IdentityOps:
                     )
                     return alias_n
                 alias_n, target = canon_n, alias_n
-            conn.execute(
-                "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (platform, alias_n, target, to_us(self.clock.now())),
-            )
+            conn.insert_alias(platform, alias_n, target, at=to_us(self.clock.now()))
             return target
 
 
@@ -69,7 +63,7 @@ class IdentityOps:
 _MAX_ALIAS_HOPS = 8
 
 
-def _resolve_alias(conn: sqlite3.Connection, platform: str, ident: str) -> str:
+def _resolve_alias(conn: Tx, platform: str, ident: str) -> str:
     """The canonical id `ident` resolves to (itself if it is no alias)."""
     current = ident
     for _ in range(_MAX_ALIAS_HOPS):
@@ -80,25 +74,11 @@ def _resolve_alias(conn: sqlite3.Connection, platform: str, ident: str) -> str:
     return current
 
 
-def _is_canonical(conn: sqlite3.Connection, platform: str, ident: str) -> bool:
+def _is_canonical(conn: Tx, platform: str, ident: str) -> bool:
     """`ident` is the target of an alias, or a lane is keyed by it (as the chat or the
     participant): it must never become an alias, or that lane would move to a new key."""
-    if conn.execute(_IS_ALIAS_TARGET, (platform, ident)).fetchone() is not None:
-        return True
-    return conn.execute(_KEYS_A_LANE, (platform, ident, ident)).fetchone() is not None
+    return conn.is_alias_target(platform, ident) or conn.keys_a_lane(platform, ident)
 
 
-_IS_ALIAS_TARGET = "SELECT 1 FROM identity_aliases WHERE platform = ? AND canonical = ? LIMIT 1"
-# A scan of the routes, but aliases are learned rarely (once per person and spelling).
-_KEYS_A_LANE = (
-    "SELECT 1 FROM routes WHERE platform = ? "
-    "AND ((chat_type = 'dm' AND chat_id = ?) OR participant_id = ?) LIMIT 1"
-)
-
-
-def alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None:
-    row = conn.execute(
-        "SELECT canonical FROM identity_aliases WHERE platform = ? AND alias = ?",
-        (platform, alias),
-    ).fetchone()
-    return None if row is None else str(row[0])
+def alias_of(conn: Tx, platform: str, alias: str) -> str | None:
+    return conn.alias_of(platform, alias)

@@ -9,14 +9,12 @@ and problem list.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import TYPE_CHECKING
 
 from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
 from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
-from sessiongate.store.sqlite import routes, transcripts as tx
-from sessiongate.store.sqlite._codec import to_us
+from sessiongate.store.records import to_us
 
 if TYPE_CHECKING:
     import os
@@ -25,7 +23,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.entry import SessionEntry
-    from sessiongate.store.sqlite.database import Database
+    from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["ImportOps"]
 
@@ -33,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 class ImportOps:
-    _db: Database
+    _db: Backend
     clock: Clock
     json_path: Path
     problems: list[str]
@@ -44,11 +42,7 @@ class ImportOps:
 
     def _remember_mirror_write(self, stat: os.stat_result) -> None:
         with self._db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('mirror_stamp', ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (_stamp(stat),),
-            )
+            conn.set_meta("mirror_stamp", _stamp(stat))
 
     def _import_mirror_file(self) -> None:
         """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
@@ -66,7 +60,7 @@ class ImportOps:
             stat = None  # reading it fails too, and reports why
         stamp = None if stat is None else _stamp(stat)
         with self._db.read() as conn:
-            seen = {r[0] for r in conn.execute(_SEEN_STAMPS)}
+            seen = {conn.get_meta("mirror_stamp"), conn.get_meta("import_stamp")}
         if stamp is not None and stamp in seen:
             return
         now = self.clock.now()
@@ -81,7 +75,7 @@ class ImportOps:
             backup_sessions_json(self.json_path, now)
         if stamp is not None:
             with self._db.transaction() as conn:
-                conn.execute(_SET_IMPORT_STAMP, (stamp,))
+                conn.set_meta("import_stamp", stamp)
         for problem in problems:
             # The text names the key and the fault, never a transcript.
             log.warning("sessions.json: %s", problem)
@@ -121,7 +115,7 @@ class ImportOps:
                 try:
                     with self._db.transaction():
                         outcome = self._import_one(conn, entry, skip_pruned=skip_pruned)
-                except (sqlite3.Error, SessiongateError, ValueError, OverflowError) as exc:
+                except (SessiongateError, ValueError, OverflowError) as exc:
                     outcome = f"{exc!s:.200}"
                 if outcome is True:
                     imported += 1
@@ -131,26 +125,23 @@ class ImportOps:
             self._mirror_dirty()
         return imported
 
-    def _import_one(
-        self, conn: sqlite3.Connection, entry: SessionEntry, *, skip_pruned: bool
-    ) -> bool | str:
+    def _import_one(self, conn: Tx, entry: SessionEntry, *, skip_pruned: bool) -> bool | str:
         """Import one entry: True when imported, False when skipped as expected (the key is
         present, or was pruned), else why it was refused."""
         key = entry.session_key
-        if routes.get_route_parts(conn, key) is not None:
+        if conn.get_route_parts(key) is not None:
             return False
-        if conn.execute("SELECT 1 FROM tombstones WHERE session_key = ?", (key,)).fetchone():
+        if conn.tombstone_reason(key) is not None:
             return "deleted"
-        if skip_pruned and conn.execute(_KEY_HAS_HISTORY, (key,)).fetchone() is not None:
+        if skip_pruned and conn.key_has_history(key):
             return False  # pruned: routine, not damage
-        existing = tx.get_session_row(conn, entry.session_id)
+        existing = conn.get_session_row(entry.session_id)
         if existing is not None and existing.session_key != key:
             return "its session id belongs to another conversation"
-        if entry.label is not None and conn.execute(_LABEL_TAKEN, (entry.label,)).fetchone():
+        if entry.label is not None and conn.label_taken(entry.label):
             return f"its label {entry.label[:80]!r} is already used"
         if existing is None:
-            tx.create_session_row(
-                conn,
+            conn.create_session_row(
                 session_id=entry.session_id,
                 session_key=key,
                 parent_session_id=None,
@@ -163,18 +154,8 @@ class ImportOps:
                     "imported": True,
                 },
             )
-        routes.upsert_route(conn, entry, _parts_of(entry))
+        conn.upsert_route(entry, _parts_of(entry))
         return True
-
-
-_SEEN_STAMPS = "SELECT value FROM meta WHERE key IN ('mirror_stamp', 'import_stamp')"
-_SET_IMPORT_STAMP = (
-    "INSERT INTO meta (key, value) VALUES ('import_stamp', ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
-# A key with incarnations but no route had its route pruned (deleting a lane removes both).
-_KEY_HAS_HISTORY = "SELECT 1 FROM sessions WHERE session_key = ? LIMIT 1"
-_LABEL_TAKEN = "SELECT 1 FROM routes WHERE label = ?"
 
 
 def _stamp(stat: os.stat_result) -> str:

@@ -12,27 +12,26 @@ import secrets
 from typing import TYPE_CHECKING
 
 from sessiongate.core.keys import build_key_parts, fork_key, format_session_key
-from sessiongate.store.sqlite import routes
-from sessiongate.store.sqlite._codec import to_us
-from sessiongate.store.sqlite.database import Database
+from sessiongate.store.backends import open_memory_backend
+from sessiongate.store.records import to_us
 
 if TYPE_CHECKING:
-    import sqlite3
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
+    from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["IncognitoOps"]
 
 
 class IncognitoOps:
-    _db: Database
+    _db: Backend
     # Initialised by SessionStore: the in-memory database once the first incognito lane
     # exists, and which keys and session ids live there.
-    _memory: Database | None
+    _memory: Backend | None
     _incognito_keys: set[str]
     _incognito_ids: set[str]
     clock: Clock
@@ -41,20 +40,20 @@ class IncognitoOps:
     if TYPE_CHECKING:  # provided by SessionStore
 
         def _create_lane(
-            self, conn: sqlite3.Connection, key: str, source: SessionSource, now: datetime
+            self, conn: Tx, key: str, source: SessionSource, now: datetime
         ) -> SessionEntry: ...
 
-    def _db_for_key(self, session_key: str) -> Database:
+    def _db_for_key(self, session_key: str) -> Backend:
         if self._memory is not None and session_key in self._incognito_keys:
             return self._memory
         return self._db
 
-    def _db_for_id(self, session_id: str) -> Database:
+    def _db_for_id(self, session_id: str) -> Backend:
         if self._memory is not None and session_id in self._incognito_ids:
             return self._memory
         return self._db
 
-    def _register_created(self, db: Database, session_key: str, session_id: str) -> None:
+    def _register_created(self, db: Backend, session_key: str, session_id: str) -> None:
         if db is self._memory:
             self._incognito_keys.add(session_key)
             self._incognito_ids.add(session_id)
@@ -66,7 +65,7 @@ class IncognitoOps:
         """A new lane held only in memory: hidden from search and from ordinary listings,
         gone after a restart (its key then refused, never re-created on disk)."""
         if self._memory is None:
-            self._memory = Database(None)
+            self._memory = open_memory_backend()
         base = build_key_parts(
             source,
             group_sessions_per_user=self.config.group_sessions_per_user,
@@ -76,14 +75,10 @@ class IncognitoOps:
         now = self.clock.now()
         with self._memory.transaction() as conn:
             entry = self._create_lane(conn, key, source, now).evolve(incognito=True)
-            routes.upsert_route(conn, entry, base)
+            conn.upsert_route(entry, base)
         self._register_created(self._memory, key, entry.session_id)
         with self._db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO tombstones (session_key, deleted_at, reason) "
-                "VALUES (?, ?, 'incognito') ON CONFLICT (session_key) DO NOTHING",
-                (key, to_us(now)),
-            )
+            conn.add_tombstone(key, reason="incognito", at=to_us(now))
         return entry
 
     def tombstone(self, session_key: str) -> str | None:
@@ -92,10 +87,7 @@ class IncognitoOps:
         # own answer (alive, or deleted since) is in the in-memory database.
         db = self._db_for_key(session_key)
         with db.read() as conn:
-            row = conn.execute(
-                "SELECT reason FROM tombstones WHERE session_key = ?", (session_key,)
-            ).fetchone()
-        return None if row is None else str(row[0])
+            return conn.tombstone_reason(session_key)
 
     def missing_message(self, session_key: str) -> str:
         """Why `session_key` names no session, for the error that says so."""
@@ -111,14 +103,14 @@ class IncognitoOps:
         if self._memory is None:
             return []
         with self._memory.read() as conn:
-            return list(routes.iter_routes(conn))
+            return list(conn.iter_routes())
 
     @property
-    def memory_database(self) -> Database | None:
+    def memory_database(self) -> Backend | None:
         """The in-memory database of incognito lanes, once the first one exists."""
         return self._memory
 
-    def database_for(self, session_key: str) -> Database:
+    def database_for(self, session_key: str) -> Backend:
         """The database that holds `session_key`'s lane: the gateway keeps an incognito lane's
         inbox and journal beside its transcript, in memory."""
         return self._db_for_key(session_key)

@@ -9,8 +9,8 @@ the turn's outcome, so a crash at any point leaves the row to be resumed.
 
 Over the ~400-line budget because it is the whole durable contract of the runtime in one place:
 each method is one transition, and reading them together is how one checks that no path
-removes work before its outcome commits. The SQL itself lives in `sqlite/inbox.py` and
-`sqlite/journal.py`.
+removes work before its outcome commits. The SQL itself lives behind the storage protocol
+(`protocol.py`), in the backends.
 """
 
 from __future__ import annotations
@@ -24,21 +24,26 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
 from sessiongate.errors import MessageIdConflictError, SessionNotFoundError
-from sessiongate.store.sqlite import inbox, journal
-from sessiongate.store.sqlite._codec import from_us, to_us
-from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
-from sessiongate.store.sqlite.inbox import InboxKind, InboxRow, SeenRow
-from sessiongate.store.sqlite.journal import TRANSITIONS, TurnRow, TurnState
+from sessiongate.store.records import (
+    MEMORY_ROW_BASE,
+    TRANSITIONS,
+    InboxKind,
+    InboxRow,
+    SeenRow,
+    TurnRow,
+    TurnState,
+    from_us,
+    to_us,
+)
 
 if TYPE_CHECKING:
     import contextlib
-    import sqlite3
     from collections.abc import Sequence
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
+    from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.session_store import SessionStore
-    from sessiongate.store.sqlite.database import Database
 
 __all__ = [
     "TRANSITIONS",
@@ -167,14 +172,14 @@ class LaneStore:
     # each call picks the database by the lane's key, or by the row's id (memory ids start at
     # MEMORY_ROW_BASE), so nothing of an incognito conversation reaches the disk.
 
-    def _db_for_key(self, session_key: str) -> Database:
+    def _db_for_key(self, session_key: str) -> Backend:
         return self._store.database_for(session_key)
 
-    def _db_for_row(self, row_id: int) -> Database:
+    def _db_for_row(self, row_id: int) -> Backend:
         memory = self._store.memory_database
         return memory if memory is not None and row_id >= MEMORY_ROW_BASE else self._db
 
-    def _databases(self) -> list[Database]:
+    def _databases(self) -> list[Backend]:
         memory = self._store.memory_database
         return [self._db] if memory is None else [self._db, memory]
 
@@ -235,16 +240,16 @@ class LaneStore:
                 self._remember(conn, inbound, key, session_id, item.id, now, turn_id=turn_id)
             else:
                 self._remember(conn, inbound, key, session_id, acceptance.inbox_id, now)
-                row = inbox.next_pending(conn, key)
+                row = conn.next_pending(key)
                 assert row is not None  # the accepted row itself is pending
                 item = _item(row)
                 turn_id = self._journal(conn, key, session_id, item, now)
-                inbox.link_seen_to_turn(conn, item.id, turn_id)
+                conn.link_seen_to_turn(item.id, turn_id)
         return acceptance, self._claim(turn_id, item, entry, now)
 
     def _accept(
         self,
-        conn: sqlite3.Connection,
+        conn: Tx,
         inbound: Inbound,
         session_key: str,
         kind: InboxKind,
@@ -264,14 +269,14 @@ class LaneStore:
         if inbound.message_id:
             seen = _select_seen(conn, inbound, session_key)
             if seen is not None:
-                depth = inbox.count_pending(conn, seen.session_key)
+                depth = conn.count_pending(seen.session_key)
                 return Acceptance(
                     AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
                 ), None
-        depth = inbox.count_pending(conn, session_key)
+        depth = conn.count_pending(session_key)
         slot = None
         if depth and kind is InboxKind.SLOT:
-            slot = inbox.pending_slot(conn, session_key)
+            slot = conn.pending_slot(session_key)
         fields: dict[str, Any] = {
             "part": part,
             "media": list(inbound.media),
@@ -282,12 +287,11 @@ class LaneStore:
             "at": now,
         }
         if slot is not None:
-            inbox.merge_into_slot(conn, slot, **fields)
+            conn.merge_into_slot(slot, **fields)
             return Acceptance(AcceptStatus.MERGED, slot.id, depth), None
         if depth >= cap:
             return Acceptance(AcceptStatus.FULL, None, depth), None
-        inbox_id = inbox.insert_row(
-            conn,
+        inbox_id = conn.insert_inbox_row(
             session_key=session_key,
             kind=kind,
             event_kind=inbound.event_kind,
@@ -314,7 +318,7 @@ class LaneStore:
 
     def _remember(
         self,
-        conn: sqlite3.Connection,
+        conn: Tx,
         inbound: Inbound,
         session_key: str,
         session_id: str | None,
@@ -325,8 +329,7 @@ class LaneStore:
     ) -> None:
         if not inbound.message_id:
             return
-        inbox.insert_seen(
-            conn,
+        conn.insert_seen(
             _seen_row(inbound, session_key, session_id, inbox_id, turn_id, "accepted", None, now),
         )
 
@@ -351,12 +354,12 @@ class LaneStore:
             return True
         row = _seen_row(inbound, session_key, session_id, None, None, "command", reply, self._now())
         with self._db_for_key(session_key).transaction() as conn:
-            return inbox.insert_seen(conn, row)
+            return conn.insert_seen(row)
 
     def clear_pending(self, session_key: str) -> list[int]:
         """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return inbox.delete_pending(conn, session_key)
+            return conn.delete_pending(session_key)
 
     def drop_pending(self, inbox_id: int) -> bool:
         """Delete one waiting row that will not run (its session was archived while it
@@ -365,16 +368,16 @@ class LaneStore:
         The records go in the same transaction: left behind, they would answer the sender's
         retry (after unarchiving) with `duplicate`, and the message would never run."""
         with self._db_for_row(inbox_id).transaction() as conn:
-            if not inbox.delete_pending_row(conn, inbox_id):
+            if not conn.delete_pending_row(inbox_id):
                 return False
-            inbox.delete_seen_of_row(conn, inbox_id)
+            conn.delete_seen_of_row(inbox_id)
             return True
 
     def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
         """Delete the lane's waiting system events (a rollover: they were meant for the old
         session), except row `keep`; returns their ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return inbox.delete_pending_events(conn, session_key, keep=keep)
+            return conn.delete_pending_events(session_key, keep=keep)
 
     # ------------------------------------------------------------------ claiming
 
@@ -383,12 +386,12 @@ class LaneStore:
         and journal its turn as running, in one transaction; None when the lane is empty."""
         now = self._now()
         with self._db_for_key(session_key).transaction() as conn:
-            row = inbox.next_pending(conn, session_key)
+            row = conn.next_pending(session_key)
             if row is None:
                 return None
             item = _item(row)
             turn_id = self._journal(conn, session_key, session_id, item, now)
-            inbox.link_seen_to_turn(conn, row.id, turn_id)
+            conn.link_seen_to_turn(row.id, turn_id)
         return self._claim(turn_id, item, None, now, session_id=session_id)
 
     def claim_item(self, item: InboxItem, entry: SessionEntry) -> Claim:
@@ -398,15 +401,14 @@ class LaneStore:
         now = self._now()
         with self._db_for_key(item.session_key).transaction() as conn:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
-            inbox.link_seen_to_turn(conn, item.id, turn_id)
+            conn.link_seen_to_turn(item.id, turn_id)
         return self._claim(turn_id, item, entry, now)
 
     def _journal(
-        self, conn: sqlite3.Connection, session_key: str, session_id: str, item: InboxItem, now: int
+        self, conn: Tx, session_key: str, session_id: str, item: InboxItem, now: int
     ) -> int:
         """Journal the row's turn as running and mark the row claimed by it."""
-        turn_id = journal.insert_turn(
-            conn,
+        turn_id = conn.insert_turn(
             session_key=session_key,
             session_id=session_id,
             inbox_id=item.id,
@@ -414,7 +416,7 @@ class LaneStore:
             accepted_at=to_us(item.accepted_at),
             started_at=now,
         )
-        inbox.claim_row(conn, item.id, turn_id)
+        conn.claim_inbox_row(item.id, turn_id)
         return turn_id
 
     def _claim(
@@ -450,9 +452,9 @@ class LaneStore:
         is still counted. Returns the claim and the new counter value."""
         now = self._now()
         with self._db_for_row(turn_id).transaction() as conn:
-            journal.transition(conn, turn_id, TurnState.RUNNING, at=now, resume=True)
+            conn.transition_turn(turn_id, TurnState.RUNNING, at=now, resume=True)
             claim = self._load_claim(conn, turn_id)
-            count = journal.bump_restart_count(conn, claim.turn.session_key, at=now)
+            count = conn.bump_restart_count(claim.turn.session_key, at=now)
         return claim, count
 
     def get_claim(self, turn_id: int) -> Claim | None:
@@ -462,9 +464,9 @@ class LaneStore:
             except LookupError:
                 return None
 
-    def _load_claim(self, conn: sqlite3.Connection, turn_id: int) -> Claim:
-        row = journal.get_turn(conn, turn_id)
-        item_row = inbox.get_row(conn, row.inbox_id) if row and row.inbox_id else None
+    def _load_claim(self, conn: Tx, turn_id: int) -> Claim:
+        row = conn.get_turn(turn_id)
+        item_row = conn.get_inbox_row(row.inbox_id) if row and row.inbox_id else None
         if row is None or item_row is None:
             raise LookupError(f"turn {turn_id} holds no inbox row")
         return Claim(_turn(row), _item(item_row))
@@ -492,7 +494,7 @@ class LaneStore:
         turn = claim.turn
         now = self._now()
         with self._db_for_key(turn.session_key).transaction() as conn:
-            journal.finish_reply(conn, turn.id, at=now, reply=reply, delivered=delivered)
+            conn.finish_reply(turn.id, at=now, reply=reply, delivered=delivered)
             self._store.append_messages(
                 turn.session_id, list(messages), idempotency_key=_idem(turn.id)
             )
@@ -510,8 +512,8 @@ class LaneStore:
             )
             if _may_be_resume_pending(claim):
                 self._store.clear_resume_pending(turn.session_key)
-            inbox.delete_row(conn, claim.item.id)
-            return journal.reset_restart_count(conn, turn.session_key)
+            conn.delete_inbox_row(claim.item.id)
+            return conn.reset_restart_count(turn.session_key)
 
     def commit_failure(
         self,
@@ -527,15 +529,15 @@ class LaneStore:
         cleared; `suspend` also suspends the session and resets its stuck-loop counter."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
-            journal.transition(
-                conn, turn.id, TurnState.FAILED, at=self._now(), reply=notice, error=error
+            conn.transition_turn(
+                turn.id, TurnState.FAILED, at=self._now(), reply=notice, error=error
             )
             self._append_best_effort(turn, messages)
             self._store.clear_resume_pending(turn.session_key)
             if suspend:
                 self._store.suspend_session(turn.session_key)
-                journal.reset_restart_count(conn, turn.session_key)
-            inbox.delete_row(conn, claim.item.id)
+                conn.reset_restart_count(turn.session_key)
+            conn.delete_inbox_row(claim.item.id)
 
     def commit_interrupted(
         self,
@@ -549,12 +551,12 @@ class LaneStore:
         -> interrupted, inbox row deleted, `resume_pending` cleared."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
-            journal.transition(
-                conn, turn.id, TurnState.INTERRUPTED, at=self._now(), reply=notice, error=reason
+            conn.transition_turn(
+                turn.id, TurnState.INTERRUPTED, at=self._now(), reply=notice, error=reason
             )
             self._append_best_effort(turn, messages)
             self._store.clear_resume_pending(turn.session_key)
-            inbox.delete_row(conn, claim.item.id)
+            conn.delete_inbox_row(claim.item.id)
 
     def _append_best_effort(self, turn: Turn, messages: Sequence[dict[str, Any]]) -> None:
         if not messages:
@@ -574,89 +576,89 @@ class LaneStore:
         """Running -> accepted (drain timeout, crash recovery): the turn keeps its inbox row and
         will be resumed; `resume_reason` marks the session resume-pending in the same commit."""
         with self._db_for_row(turn_id).transaction() as conn:
-            journal.transition(conn, turn_id, TurnState.ACCEPTED, at=self._now())
-            row = journal.get_turn(conn, turn_id)
+            conn.transition_turn(turn_id, TurnState.ACCEPTED, at=self._now())
+            row = conn.get_turn(turn_id)
             if resume_reason is not None and row is not None:
                 self._store.mark_resume_pending(row.session_key, resume_reason)
 
     def mark_delivered(self, turn_id: int) -> None:
         with self._db_for_row(turn_id).transaction() as conn:
-            journal.transition(conn, turn_id, TurnState.DELIVERED, at=self._now())
+            conn.transition_turn(turn_id, TurnState.DELIVERED, at=self._now())
 
     # ------------------------------------------------------------------ reading
 
     def get_turn(self, turn_id: int) -> Turn | None:
         with self._db_for_row(turn_id).read() as conn:
-            row = journal.get_turn(conn, turn_id)
+            row = conn.get_turn(turn_id)
         return None if row is None else _turn(row)
 
     def turns_in_state(self, state: TurnState) -> list[Turn]:
         turns: list[Turn] = []
         for db in self._databases():
             with db.read() as conn:
-                turns.extend(_turn(row) for row in journal.turns_in_state(conn, state))
+                turns.extend(_turn(row) for row in conn.turns_in_state(state))
         return turns
 
     def has_pending(self, session_key: str) -> bool:
         with self._db_for_key(session_key).read() as conn:
-            return inbox.has_pending(conn, session_key)
+            return conn.has_pending(session_key)
 
     def peek_next(self, session_key: str) -> InboxItem | None:
         """The row `claim_next` would claim, without claiming it."""
         with self._db_for_key(session_key).read() as conn:
-            row = inbox.next_pending(conn, session_key)
+            row = conn.next_pending(session_key)
         return None if row is None else _item(row)
 
     def get_item(self, inbox_id: int) -> InboxItem | None:
         with self._db_for_row(inbox_id).read() as conn:
-            row = inbox.get_row(conn, inbox_id)
+            row = conn.get_inbox_row(inbox_id)
         return None if row is None else _item(row)
 
     def queue_depth(self, session_key: str) -> int:
         """Pending rows of the lane: the slot counts one, each `/queue` item one (spec §8)."""
         with self._db_for_key(session_key).read() as conn:
-            return inbox.count_pending(conn, session_key)
+            return conn.count_pending(session_key)
 
     def total_queued(self) -> int:
         total = 0
         for db in self._databases():
             with db.read() as conn:
-                total += inbox.count_pending_all(conn)
+                total += conn.count_pending_all()
         return total
 
     def lanes_with_pending(self) -> list[str]:
         lanes: list[str] = []
         for db in self._databases():
             with db.read() as conn:
-                lanes.extend(inbox.lanes_with_pending(conn))
+                lanes.extend(conn.lanes_with_pending())
         return lanes
 
     # ------------------------------------------------------------------ recovery records
 
     def restart_count(self, session_key: str) -> int:
         with self._db_for_key(session_key).read() as conn:
-            return journal.get_restart_count(conn, session_key)
+            return conn.get_restart_count(session_key)
 
     def restart_counts(self) -> dict[str, int]:
         with self._db.read() as conn:
-            return journal.restart_counts(conn)
+            return conn.restart_counts()
 
     def merge_restart_counts(self, counts: dict[str, int]) -> None:
         with self._db.transaction() as conn:
-            journal.merge_restart_counts(conn, counts, at=self._now())
+            conn.merge_restart_counts(counts, at=self._now())
 
     def reset_restart_count(self, session_key: str) -> bool:
         with self._db_for_key(session_key).transaction() as conn:
-            return journal.reset_restart_count(conn, session_key)
+            return conn.reset_restart_count(session_key)
 
     def mark_clean_shutdown(self, at: datetime) -> None:
         with self._db.transaction() as conn:
-            journal.set_meta(conn, _CLEAN_SHUTDOWN, at.isoformat())
+            conn.set_meta(_CLEAN_SHUTDOWN, at.isoformat())
 
     def consume_clean_shutdown(self) -> str | None:
         """The recorded clean-shutdown time, removed in the same transaction (None if absent)."""
         with self._db.transaction() as conn:
-            return journal.pop_meta(conn, _CLEAN_SHUTDOWN)
+            return conn.pop_meta(_CLEAN_SHUTDOWN)
 
     def prune(self, before: datetime) -> tuple[int, int]:
         """Housekeeping: forget dedup records and finished turns older than `before`."""
@@ -664,8 +666,8 @@ class LaneStore:
         seen = turns = 0
         for db in self._databases():
             with db.transaction() as conn:
-                seen += inbox.prune_seen(conn, cutoff)
-                turns += journal.prune_turns(conn, cutoff)
+                seen += conn.prune_seen(cutoff)
+                turns += conn.prune_turns(cutoff)
         return seen, turns
 
 
@@ -682,7 +684,7 @@ def _idem(turn_id: int) -> str:
     return f"turn:{turn_id}"
 
 
-def _select_seen(conn: sqlite3.Connection, inbound: Inbound, session_key: str) -> SeenRow | None:
+def _select_seen(conn: Tx, inbound: Inbound, session_key: str) -> SeenRow | None:
     """The dedup record of `inbound` in its scope (platform, chat, id, lane, sender).
 
     A record whose fingerprint differs is the sender reusing an id for another message: that
@@ -691,8 +693,7 @@ def _select_seen(conn: sqlite3.Connection, inbound: Inbound, session_key: str) -
     """
     assert inbound.message_id is not None
     source = inbound.source
-    seen = inbox.select_seen(
-        conn,
+    seen = conn.select_seen(
         str(source.platform),
         source.chat_id,
         inbound.message_id,
@@ -718,11 +719,11 @@ def _fingerprint(inbound: Inbound) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _seen(conn: sqlite3.Connection, seen: SeenRow) -> SeenRecord:
-    turn = journal.get_turn(conn, seen.turn_id) if seen.turn_id is not None else None
+def _seen(conn: Tx, seen: SeenRow) -> SeenRecord:
+    turn = conn.get_turn(seen.turn_id) if seen.turn_id is not None else None
     pending = False
     if turn is None and seen.inbox_id is not None:
-        pending = inbox.get_row(conn, seen.inbox_id) is not None
+        pending = conn.get_inbox_row(seen.inbox_id) is not None
     elif turn is not None:
         pending = turn.state in (TurnState.ACCEPTED, TurnState.RUNNING)
     return SeenRecord(

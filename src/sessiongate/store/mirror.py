@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import sqlite3
 import tempfile
 import threading
 import time
@@ -47,13 +46,14 @@ class SessionsMirror:
 
     def __init__(
         self,
-        db_path: Path,
+        stream_routes: Callable[[Callable[[Iterable[tuple[str, str]]], None]], None],
         json_path: Path,
         *,
         interval: float = 1.0,
         on_written: Callable[[os.stat_result], None] | None = None,
     ) -> None:
-        self._db_path = db_path
+        # The backend's one consistent read of every route, streamed row by row.
+        self._stream_routes = stream_routes
         self._json_path = json_path
         self._base_interval = interval
         self._interval = interval
@@ -114,17 +114,12 @@ class SessionsMirror:
     def _write(self) -> bool:
         with self._write_lock:
             try:
-                conn = sqlite3.connect(f"file:{self._db_path}?mode=ro", uri=True)
-                try:
-                    conn.execute("PRAGMA busy_timeout=5000")
-                    # One read transaction, streamed row by row: the stored JSON is written as
-                    # it is, so 100,000 lanes never sit in memory at once.
-                    conn.execute("BEGIN")
-                    rows = conn.execute("SELECT session_key, data FROM routes")
-                    _write_atomic(self._json_path, lambda out: _stream_mirror(out, rows))
-                    conn.execute("COMMIT")
-                finally:
-                    conn.close()
+                # The stored JSON is written as it is, so 100,000 lanes never sit in memory.
+                self._stream_routes(
+                    lambda rows: _write_atomic(
+                        self._json_path, lambda out: _stream_mirror(out, rows)
+                    )
+                )
                 self.writes += 1
                 if self.failures:
                     log.info("sessions.json mirror written again", extra={"after": self.failures})
@@ -132,7 +127,7 @@ class SessionsMirror:
                 self.failures = 0
                 if self._on_written is not None:
                     self._on_written(self._json_path.stat())
-            except (OSError, sqlite3.Error, SessiongateError) as exc:
+            except (OSError, SessiongateError) as exc:
                 # The mirror is derived: a failed write is reported, never fatal.
                 reason = _reason(exc, self._json_path)
                 again = reason == self.last_error

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import sqlite3
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +21,10 @@ from sessiongate.errors import (
     SessionArchivedError,
     SessionNotFoundError,
     StaleWriteError,
+    StoreCorruptError,
+    StoreUnavailableError,
 )
-from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
-from sessiongate.store.sqlite._codec import dumps, loads, to_us
+from sessiongate.store.records import dumps, loads, row_to_event, to_us
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
-    from sessiongate.store.sqlite.database import Database
+    from sessiongate.store.protocol import Backend
 
 __all__ = ["RowOps"]
 
@@ -43,7 +43,7 @@ _MAX_CHOICE = 200  # a model, provider or thinking-level name
 
 
 class RowOps:
-    _db: Database
+    _db: Backend
     clock: Clock
     config: GatewayConfig
     sessions_dir: Path
@@ -51,7 +51,7 @@ class RowOps:
     if TYPE_CHECKING:  # provided by SessionStore
 
         def _mirror_dirty(self) -> None: ...
-        def _db_for_key(self, session_key: str) -> Database: ...
+        def _db_for_key(self, session_key: str) -> Backend: ...
         def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int: ...
 
     def patch_session(
@@ -76,7 +76,7 @@ class RowOps:
         - labels are unique, 1 to 512 characters; `label=None` clears.
         """
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 raise SessionNotFoundError(
                     f"no session with key {session_key!r}", session_key=session_key
@@ -128,13 +128,8 @@ class RowOps:
             if not isinstance(label, Unset):
                 if label is not None and not (0 < len(label) <= _MAX_LABEL):
                     raise InvalidEntryError("labels are 1 to 512 characters")
-                if label is not None:
-                    taken = conn.execute(
-                        "SELECT session_key FROM routes WHERE label = ? AND session_key != ?",
-                        (label, session_key),
-                    ).fetchone()
-                    if taken is not None:
-                        raise ConflictError(f"label {label!r} is already used", label=label)
+                if label is not None and conn.label_taken(label, except_key=session_key):
+                    raise ConflictError(f"label {label!r} is already used", label=label)
                 changes["label"] = label
                 bump = True
             if not changes:
@@ -142,7 +137,7 @@ class RowOps:
             if bump:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
-            routes.put_route(conn, entry)
+            conn.put_route(entry)
         self._mirror_dirty()
         return entry
 
@@ -163,7 +158,7 @@ class RowOps:
             if isinstance(value, str) and not (0 < len(value.strip()) <= _MAX_CHOICE):
                 raise InvalidEntryError(f"a {name} name is 1 to {_MAX_CHOICE} characters")
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 raise SessionNotFoundError(
                     f"no session with key {session_key!r}", session_key=session_key
@@ -196,7 +191,7 @@ class RowOps:
             if not changes:
                 return entry
             entry = entry.evolve(updated_at=self.clock.now(), **changes)
-            routes.put_route(conn, entry)
+            conn.put_route(entry)
         self._mirror_dirty()
         return entry
 
@@ -204,28 +199,20 @@ class RowOps:
         """Delete a lane with every incarnation; an archive blob (gzip JSON + sha256) is
         written and synced first, and a tombstone keeps the key from being reused silently."""
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 return False
             if session_key in self.config.protected_session_keys:
                 raise ConflictError(f"{session_key!r} is protected and cannot be deleted")
-            rows = conn.execute(
-                "SELECT sid, session_id, header FROM sessions WHERE session_key = ? "
-                "OR session_id = ?",
-                (session_key, entry.session_id),
-            ).fetchall()
+            rows = conn.sessions_of_lane(session_key, entry.session_id)
             blob: dict[str, Any] = {"entry": entry.to_dict(), "sessions": []}
             for sid, session_id, header in rows:
-                events = conn.execute(
-                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
-                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
-                    (sid,),
-                ).fetchall()
+                events = conn.all_entries(sid)
                 blob["sessions"].append(
                     {
                         "session_id": session_id,
                         "header": loads(header),
-                        "events": [tx.row_to_event(e) for e in events],
+                        "events": [row_to_event(e) for e in events],
                     }
                 )
             if not entry.incognito:
@@ -233,19 +220,13 @@ class RowOps:
                 self._write_archive_blob(entry.session_id, blob)
             for sid, _, _ in rows:
                 try:
-                    fts.drop_session(conn, sid)
-                except sqlite3.DatabaseError as exc:
-                    fts.mark_stale(conn, exc)
-                conn.execute("DELETE FROM entries WHERE sid = ?", (sid,))
-                conn.execute("DELETE FROM tips WHERE sid = ?", (sid,))
-                conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
-            fts.lower_cursor(conn)
-            routes.delete_route(conn, session_key)
-            conn.execute(
-                "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, 'deleted') "
-                "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
-                (session_key, to_us(self.clock.now())),
-            )
+                    conn.drop_session_from_search(sid)
+                except (StoreCorruptError, StoreUnavailableError) as exc:
+                    conn.mark_search_stale(exc)
+                conn.delete_session_rows(sid)
+            conn.lower_search_cursor()
+            conn.delete_route(session_key)
+            conn.add_tombstone(session_key, reason="deleted", at=to_us(self.clock.now()))
         self._mirror_dirty()
         return True
 

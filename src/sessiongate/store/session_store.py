@@ -12,8 +12,8 @@ lanes (`_incognito.py`).
 
 It is over the 400-line budget because the lifecycle is one state machine: every transition
 goes through `_next_entry`, `_rotate` and `_put` under the precedence of spec §2, and splitting
-it would put that precedence in two places. The SQL lives in `store/sqlite/`, the rules in
-`core/`.
+it would put that precedence in two places. The SQL lives in the backends behind `protocol.py`,
+the rules in `core/`.
 """
 
 from __future__ import annotations
@@ -45,21 +45,19 @@ from sessiongate.errors import SessionNotFoundError
 from sessiongate.store._identities import IdentityOps, alias_of
 from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
+from sessiongate.store.backends import open_backend
 from sessiongate.store.mirror import SessionsMirror
+from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
 from sessiongate.store.rows import RowOps
-from sessiongate.store.sqlite import routes, transcripts as tx
-from sessiongate.store.sqlite._codec import loads, to_us
-from sessiongate.store.sqlite.database import Database
-from sessiongate.store.sqlite.transcripts import EntryRecord
 from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable, Iterator
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
+    from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["SessionStore"]
 
@@ -102,10 +100,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self._has_active_processes = has_active_processes_fn
         self.db_path = self.sessions_dir / "state.db"
         self.json_path = self.sessions_dir / "sessions.json"
-        self._db = Database(self.db_path, synchronous=config.synchronous)
+        self._db: Backend = open_backend(config, self.db_path)
         # Incognito lanes live in a second, in-memory database: no durable code path can write
         # them, and a restart removes them. Which keys and ids live there is tracked here.
-        self._memory: Database | None = None
+        self._memory: Backend | None = None
         self._incognito_keys: set[str] = set()
         self._incognito_ids: set[str] = set()
         self.problems: list[str] = []
@@ -115,7 +113,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             self._import_mirror_file()
             if config.mirror_sessions_json:
                 self._mirror = SessionsMirror(
-                    self.db_path, self.json_path, on_written=self._remember_mirror_write
+                    self._db.stream_routes, self.json_path, on_written=self._remember_mirror_write
                 )
                 self._mirror.mark_dirty()
         except BaseException:
@@ -174,15 +172,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     last_interaction_at=now,
                 )
             if existing is None:
-                routes.upsert_route(conn, entry, parts)
+                conn.upsert_route(entry, parts)
             else:
-                routes.put_route(conn, entry, parts)
+                conn.put_route(entry, parts)
         self._mirror_dirty()
         return entry
 
     def _next_entry(
         self,
-        conn: sqlite3.Connection,
+        conn: Tx,
         existing: SessionEntry,
         source: SessionSource,
         now: datetime,
@@ -256,7 +254,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         system = event_kind is not None and is_system_event(event_kind)
         db = self._db_for_key(session_key)
         with db.transaction() as conn:
-            existing = routes.get_route(conn, session_key)
+            existing = conn.get_route(session_key)
             if existing is None:
                 raise SessionNotFoundError(
                     self.missing_message(session_key), session_key=session_key
@@ -272,7 +270,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 system=system,
                 keep=visible_session_id == existing.session_id,
             )
-            routes.put_route(conn, entry)
+            conn.put_route(entry)
         self._register_created(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
@@ -287,11 +285,11 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def get_session(self, session_key: str) -> SessionEntry | None:
         """The entry for a key, or None; never creates."""
         with self._db_for_key(session_key).read() as conn:
-            return routes.get_route(conn, session_key)
+            return conn.get_route(session_key)
 
     def update_session(self, session_key: str, last_prompt_tokens: int | None = None) -> None:
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 return
             changes: dict[str, Any] = {"updated_at": self.clock.now()}
@@ -313,7 +311,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     ) -> SessionEntry | None:
         """Add a finished turn's usage to the counters; `activity` stamps `last_activity_at`."""
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 return None
             now = self.clock.now()
@@ -364,17 +362,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         """
         mode = mode or self.config.reset_mode
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 return None
             now = self.clock.now()
-            row = tx.get_session_row(conn, entry.session_id)
+            row = conn.get_session_row(entry.session_id)
             if mode == "boundary" and row is not None:
                 payload: dict[str, Any] = {"reason": reason}
                 if keep_tail:
-                    path = [
-                        tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)
-                    ]
+                    path = [row_to_event(r) for r in conn.load_path(row.sid, messages_only=False)]
                     first = select_reset_tail(path)
                     if first is not None:
                         payload["first_kept_entry_id"] = first
@@ -402,9 +398,9 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             self._put(conn, entry)
         return entry
 
-    def _reset_tail(self, conn: sqlite3.Connection, row: tx.SessionRow) -> list[dict[str, Any]]:
+    def _reset_tail(self, conn: Tx, row: SessionRow) -> list[dict[str, Any]]:
         """The user/assistant text messages a new session keeps from `row`'s context."""
-        path = [tx.row_to_event(r) for r in tx.load_path(conn, row.sid, messages_only=False)]
+        path = [row_to_event(r) for r in conn.load_path(row.sid, messages_only=False)]
         first = select_reset_tail(path)
         if first is None:
             return []
@@ -431,31 +427,31 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         if not is_safe_id(target_session_id):
             return None
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
-            target = tx.get_session_row(conn, target_session_id)
+            entry = conn.get_route(session_key)
+            target = conn.get_session_row(target_session_id)
             if entry is None or target is None:
                 return None
             if target.session_key != session_key:
-                holder = routes.route_by_session_id(conn, target_session_id)
+                holder = conn.route_by_session_id(target_session_id)
                 if not owner_checked or (holder is not None and holder.session_key != session_key):
                     return None
             now = self.clock.now()
             counters = counters_of(entry)
             if target_session_id != entry.session_id:
-                current = tx.get_session_row(conn, entry.session_id)
+                current = conn.get_session_row(entry.session_id)
                 if current is not None:
                     # The counters stay with the incarnation being left, and the target's own
                     # come back (fresh ones if it never had any saved).
-                    tx.save_counters(conn, current.sid, counters)
+                    conn.save_counters(current.sid, counters)
                     if current.ended_at is None:
-                        tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
-                counters = {**INCARNATION_COUNTERS, **(tx.load_counters(conn, target.sid) or {})}
-                tx.end_session_row(conn, target.sid, at=None, reason=None)
-                leaf = tx.entry_row(conn, target.leaf_id) if target.leaf_id is not None else None
+                        conn.end_session_row(current.sid, at=to_us(now), reason="switched")
+                counters = {**INCARNATION_COUNTERS, **(conn.load_counters(target.sid) or {})}
+                conn.end_session_row(target.sid, at=None, reason=None)
+                leaf = conn.entry_row(target.leaf_id) if target.leaf_id is not None else None
                 if leaf is not None and leaf[2] == "reset":
                     # Resuming reopens the window the rotation closed: the boundary it wrote
                     # moves off the active path (it stays in the tree as the record).
-                    tx.move_leaf(conn, target, leaf[1])
+                    conn.move_leaf(target, leaf[1])
             entry = entry.evolve(
                 session_id=target_session_id,
                 updated_at=now,
@@ -471,7 +467,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def suspend_session(self, session_key: str) -> bool:
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None:
                 return False
             self._put(conn, entry.evolve(suspended=True, updated_at=self.clock.now()))
@@ -480,7 +476,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def mark_resume_pending(self, session_key: str, reason: str = "restart_timeout") -> bool:
         """Soft recovery marker; never overrides `suspended`."""
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None or entry.suspended:
                 return False
             now = self.clock.now()
@@ -492,7 +488,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def clear_resume_pending(self, session_key: str) -> bool:
         with self._db_for_key(session_key).transaction() as conn:
-            entry = routes.get_route(conn, session_key)
+            entry = conn.get_route(session_key)
             if entry is None or not entry.resume_pending:
                 return False
             # All three fields, as the reference clears them: a stale mark time would make a
@@ -509,7 +505,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         since = now - timedelta(seconds=max_age_seconds)
         count = 0
         with self._db.transaction() as conn:
-            for entry in list(routes.iter_routes(conn, since=since)):
+            for entry in list(conn.iter_routes(since=since)):
                 if entry.resume_pending or entry.suspended:
                     continue
                 self._put(
@@ -533,12 +529,12 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         cutoff = self.clock.now() - timedelta(days=max_age_days)
         pruned = 0
         with self._db.transaction() as conn:
-            for entry in list(routes.iter_routes(conn)):
+            for entry in list(conn.iter_routes()):
                 if entry.updated_at >= cutoff or entry.suspended:
                     continue
                 if self._has_active_processes and self._has_active_processes(entry.session_key):
                     continue
-                routes.delete_route(conn, entry.session_key)
+                conn.delete_route(entry.session_key)
                 pruned += 1
         if pruned:
             self._mirror_dirty()
@@ -550,7 +546,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
         with self._db.read() as conn:
-            return list(routes.iter_routes(conn, since=since))
+            return list(conn.iter_routes(since=since))
 
     def list_page(
         self,
@@ -570,8 +566,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
         with self._db.read() as conn:
-            return routes.list_route_page(
-                conn,
+            return conn.list_route_page(
                 limit=limit,
                 offset=offset,
                 archived=archived,
@@ -584,17 +579,17 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
         with self._db_for_id(session_id).read() as conn:
-            return routes.route_by_session_id(conn, session_id)
+            return conn.route_by_session_id(session_id)
 
     def has_any_sessions(self) -> bool:
         with self._db.read() as conn:
-            return conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None
+            return conn.has_any_sessions()
 
     def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The incarnation row: key, parent, start/end, end reason, leaf, message count, and
         the transcript header (type, version, id, timestamp, parent session)."""
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
         if row is None:
             return None
         return {
@@ -613,11 +608,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def sessions_for_key(self, session_key: str) -> list[dict[str, Any]]:
         """Every incarnation a key has had, newest first (for `/resume` and `/sessions`)."""
         with self._db_for_key(session_key).read() as conn:
-            rows = conn.execute(
-                "SELECT session_id FROM sessions WHERE session_key = ? ORDER BY started_at DESC",
-                (session_key,),
-            ).fetchall()
-        infos = [self.session_info(r[0]) for r in rows]
+            ids = conn.session_ids_of_key(session_key)
+        infos = [self.session_info(session_id) for session_id in ids]
         return [i for i in infos if i is not None]
 
     # ------------------------------------------------------------------ lifecycle
@@ -657,12 +649,12 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     # ------------------------------------------------------------------ internals
 
     @property
-    def database(self) -> Database:
+    def database(self) -> Backend:
         """The underlying database, for the gateway's tables in the same transactions."""
         return self._db
 
     def _route_for(
-        self, conn: sqlite3.Connection, source: SessionSource
+        self, conn: Tx, source: SessionSource
     ) -> tuple[KeyParts, str, SessionEntry | None]:
         parts = build_key_parts(
             source,
@@ -671,7 +663,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             resolve_identity=lambda ident: alias_of(conn, "whatsapp", ident),
         )
         key = format_session_key(parts)
-        found = routes.get_route_with_parts(conn, key)
+        found = conn.get_route_with_parts(key)
         if found is None:
             return parts, key, None
         entry, stored = found
@@ -683,11 +675,11 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 extra={"session_key": key, "tagged_key": format_session_key(tagged)},
             )
             parts, key = tagged, format_session_key(tagged)
-            return parts, key, routes.get_route(conn, key)
+            return parts, key, conn.get_route(key)
         return parts, key, entry
 
     def _create_lane(
-        self, conn: sqlite3.Connection, key: str, source: SessionSource, now: datetime
+        self, conn: Tx, key: str, source: SessionSource, now: datetime
     ) -> SessionEntry:
         session_id = self._new_incarnation(conn, key, parent=None, now=now)
         return SessionEntry(
@@ -705,7 +697,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def _rotate(
         self,
-        conn: sqlite3.Connection,
+        conn: Tx,
         old: SessionEntry,
         now: datetime,
         *,
@@ -713,7 +705,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         **flags: Any,
     ) -> SessionEntry:
         """End the old incarnation with a `reset` boundary and start a new one on the key."""
-        old_row = tx.get_session_row(conn, old.session_id)
+        old_row = conn.get_session_row(old.session_id)
         had_activity = False
         if old_row is not None:
             had_activity = old_row.leaf_mdepth > 0
@@ -723,8 +715,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     old_row,
                     [EntryRecord("reset", None, None, {"reason": end_reason}, to_us(now))],
                 )
-            tx.end_session_row(conn, old_row.sid, at=to_us(now), reason=end_reason)
-            tx.save_counters(conn, old_row.sid, counters_of(old))  # for a later `/resume`
+            conn.end_session_row(old_row.sid, at=to_us(now), reason=end_reason)
+            conn.save_counters(old_row.sid, counters_of(old))  # for a later `/resume`
         session_id = self._new_incarnation(conn, old.session_key, parent=old.session_id, now=now)
         changes = {**_FRESH_INCARNATION, "reset_had_activity": had_activity, **flags}
         return old.evolve(
@@ -736,12 +728,9 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             **changes,
         )
 
-    def _new_incarnation(
-        self, conn: sqlite3.Connection, key: str, *, parent: str | None, now: datetime
-    ) -> str:
+    def _new_incarnation(self, conn: Tx, key: str, *, parent: str | None, now: datetime) -> str:
         stamp = now.isoformat()
-        session_id = tx.create_fresh_session_row(
-            conn,
+        session_id = conn.create_fresh_session_row(
             lambda: new_session_id(self.clock, at=now),
             session_key=key,
             parent_session_id=parent,
@@ -755,20 +744,20 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 "parent_session": parent,
             },
         )
-        if self._memory is not None and conn is self._memory.conn:
+        if self._memory is not None and self._memory.holds(conn):
             self._register_created(self._memory, key, session_id)
         return session_id
 
-    def _require(self, conn: sqlite3.Connection, session_key: str) -> SessionEntry:
-        entry = routes.get_route(conn, session_key)
+    def _require(self, conn: Tx, session_key: str) -> SessionEntry:
+        entry = conn.get_route(session_key)
         if entry is None:
             raise SessionNotFoundError(
                 f"no session with key {session_key!r}", session_key=session_key
             )
         return entry
 
-    def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
-        routes.put_route(conn, entry)
+    def _put(self, conn: Tx, entry: SessionEntry) -> None:
+        conn.put_route(entry)
         self._mirror_dirty()
 
     def _mirror_dirty(self) -> None:

@@ -7,7 +7,6 @@ rewind by turns, and full-text search with its fallback.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,15 +20,20 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
-from sessiongate.store.sqlite import search as fts, transcripts as tx
-from sessiongate.store.sqlite._codec import loads, to_us
-from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
+from sessiongate.store.records import (
+    EntryRecord,
+    SessionRow,
+    loads,
+    row_to_event,
+    row_to_message,
+    to_us,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.sqlite.database import Database
+    from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["TranscriptOps"]
 
@@ -42,20 +46,15 @@ _NOT_APPENDABLE = {
     "search index and the message_id idempotency)",
     "leaf": "the active leaf moves through rewind_session, rewind_to or switch_branch",
 }
-_USER_TURNS_ABOVE = (
-    "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
-    "WHERE sid = ? AND on_path = 1 AND type = 'message' AND depth > ? ORDER BY depth DESC"
-)
-_RELEASE_OFF_PATH_KEY = "UPDATE entries SET idem = NULL WHERE sid = ? AND idem = ? AND on_path = 0"
 
 
 class TranscriptOps:
-    _db: Database
+    _db: Backend
     clock: Clock
 
     if TYPE_CHECKING:  # provided by SessionStore
 
-        def _db_for_id(self, session_id: str) -> Database: ...
+        def _db_for_id(self, session_id: str) -> Backend: ...
 
     def append_to_transcript(
         self, session_id: str, message: Mapping[str, Any], skip_db: bool = False
@@ -129,7 +128,7 @@ class TranscriptOps:
                 seen.add(rec.idem)
         with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
-            current = tx.load_path(conn, row.sid)  # the active path's messages
+            current = conn.load_path(row.sid)  # the active path's messages
             same = 0
             for old, new in zip(current, records, strict=False):
                 if not _is_same_message(old, new):
@@ -137,13 +136,11 @@ class TranscriptOps:
                 same += 1
             if same < len(current):
                 # Back to the entry before the first differing message (its parent on the path).
-                row = tx.move_leaf(conn, row, current[same][1], release_keys=True)
+                row = conn.move_leaf(row, current[same][1], release_keys=True)
             rest = records[same:]
             # The rewrite is the authority on its message ids: rows of older branches give
             # theirs up, or the new copies would be dropped as duplicates.
-            conn.executemany(
-                _RELEASE_OFF_PATH_KEY, [(row.sid, r.idem) for r in rest if r.idem is not None]
-            )
+            conn.release_off_path_keys(row.sid, [r.idem for r in rest if r.idem is not None])
             self._append_records(conn, row, rest)
 
     def load_transcript(self, session_id: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -151,27 +148,23 @@ class TranscriptOps:
         if limit is not None and limit <= 0:
             return []
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return []
-            rows = tx.load_path(conn, row.sid, limit=limit)
-        return [tx.row_to_message(r) for r in rows]
+            rows = conn.load_path(row.sid, limit=limit)
+        return [row_to_message(r) for r in rows]
 
     def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
         """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return []
             if branch == "all":
-                rows = conn.execute(
-                    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, "
-                    "on_path, sid FROM entries WHERE sid = ? ORDER BY id",
-                    (row.sid,),
-                ).fetchall()
+                rows = conn.all_entries(row.sid)
             else:
-                rows = tx.load_path(conn, row.sid, messages_only=False)
-        return [tx.row_to_event(r) for r in rows]
+                rows = conn.load_path(row.sid, messages_only=False)
+        return [row_to_event(r) for r in rows]
 
     def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any]:
         """Back up `n` user turns: the leaf moves before the n-th last user message.
@@ -185,13 +178,13 @@ class TranscriptOps:
         if n <= 0:
             return empty
         with self._db_for_id(session_id).transaction() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return empty
             target: tuple[Any, ...] | None = None
             found = 0
-            floor = tx.latest_reset_depth(conn, row.sid)
-            for entry in conn.execute(_USER_TURNS_ABOVE, (row.sid, floor)):
+            floor = conn.latest_reset_depth(row.sid)
+            for entry in conn.user_turns_above(row.sid, floor):
                 if entry[2] == "user":
                     target = entry
                     found += 1
@@ -200,7 +193,7 @@ class TranscriptOps:
             if target is None:
                 return empty
             rewound = row.leaf_mdepth - target[5] + 1
-            tx.move_leaf(conn, row, target[1], release_keys=True)
+            conn.move_leaf(row, target[1], release_keys=True)
         return {
             "rewound_count": rewound,
             "turns_undone": found,
@@ -218,58 +211,56 @@ class TranscriptOps:
         damage: Exception | None = None
         try:
             with self._db.transaction() as conn:
-                if not fts.is_stale(conn):
-                    fts.catch_up(conn)
-                    return fts.query_index(conn, query, limit), False
-        except (sqlite3.DatabaseError, StoreCorruptError, StoreUnavailableError) as exc:
+                if not conn.search_is_stale():
+                    conn.catch_up_search()
+                    return conn.search_index(query, limit), False
+        except (StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
             # Only the side index is suspect here; canonical writes go on regardless.
             try:
                 with self._db.transaction() as conn:
-                    fts.mark_stale(conn, damage)
+                    conn.mark_search_stale(damage)
             except (StoreCorruptError, StoreUnavailableError):
                 log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
-            return fts.scan(conn, query, limit), True
+            return conn.search_scan(query, limit), True
 
     def rebuild_search_index(self) -> int:
         with self._db.transaction() as conn:
-            return fts.rebuild_index(conn)
+            return conn.rebuild_search_index()
 
     def search_index_status(self) -> dict[str, Any]:
         with self._db.read() as conn:
-            status = fts.index_status(conn)
-            status["integrity_error"] = fts.integrity_check(conn)
+            status = conn.search_index_status()
+            status["integrity_error"] = conn.search_integrity_check()
         return status
 
     def _append_records(
-        self, conn: sqlite3.Connection, row: SessionRow, records: Sequence[EntryRecord]
+        self, conn: Tx, row: SessionRow, records: Sequence[EntryRecord]
     ) -> list[int | None]:
-        ids, _ = tx.insert_entries(conn, row, records)
+        ids, _ = conn.insert_entries(row, records)
         return ids
 
-    def _require_session(self, conn: sqlite3.Connection, session_id: str) -> SessionRow:
+    def _require_session(self, conn: Tx, session_id: str) -> SessionRow:
         if not is_safe_id(session_id):
             raise InvalidSessionIdError(
                 f"invalid session id: {session_id!r}", session_id=session_id
             )
-        row = tx.get_session_row(conn, session_id)
+        row = conn.get_session_row(session_id)
         if row is None:
             raise SessionNotFoundError(f"no session with id {session_id!r}", session_id=session_id)
         return row
 
 
-def _check_references(
-    conn: sqlite3.Connection, row: SessionRow, kind: str, clean: Mapping[str, Any]
-) -> None:
+def _check_references(conn: Tx, row: SessionRow, kind: str, clean: Mapping[str, Any]) -> None:
     """Refuse an entry naming an id that is not in this session: a compaction keeping from a
     missing entry would silently shrink the model context to its summary."""
     for name in ("first_kept_entry_id", "target_id", "from_entry_id"):
         ref = clean.get(name)
         if ref is None:
             continue
-        target = tx.entry_row(conn, ref)
+        target = conn.entry_row(ref)
         if target is None or target[10] != row.sid:
             raise InvalidEntryError(f"{kind} {name} {ref} is not an entry of this session")
         if name == "first_kept_entry_id" and not target[9]:

@@ -23,8 +23,7 @@ from sessiongate.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
-from sessiongate.store.sqlite import routes, transcripts as tx
-from sessiongate.store.sqlite._codec import iso_from_us, to_us
+from sessiongate.store.records import iso_from_us, to_us
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -32,27 +31,13 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.store.sqlite.database import Database
+    from sessiongate.store.protocol import Backend
 
 __all__ = ["ContextView", "TreeOps"]
 
 # Headlines look this far up a tip's path for the user message that names the branch.
 _HEADLINE_LOOKUP = 32
 _MAX_LABEL = 512
-# The depth a `last-completed` fork copies to: up to the message after the last assistant
-# message that completed, so a compaction or reset written after the last completed turn comes
-# along. An assistant message that asks for tools has not completed its turn: cutting after it
-# would give the child a dangling tool call (and, before it, the unanswered user message), so
-# only one without `tool_calls` counts (the store keeps `tool_calls` only when non-empty).
-_LAST_COMPLETED_DEPTH = """
-SELECT coalesce((
-    SELECT min(depth) - 1 FROM entries
-    WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
-        SELECT max(depth) FROM entries
-        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'
-            AND json_extract(payload, '$.tool_calls') IS NULL), 0)
-), :leaf)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +52,7 @@ class ContextView:
 
 
 class TreeOps:
-    _db: Database
+    _db: Backend
     clock: Clock
     config: GatewayConfig
     sessions_dir: Path
@@ -75,9 +60,9 @@ class TreeOps:
     if TYPE_CHECKING:  # provided by SessionStore
 
         def _mirror_dirty(self) -> None: ...
-        def _db_for_key(self, session_key: str) -> Database: ...
-        def _db_for_id(self, session_id: str) -> Database: ...
-        def _register_created(self, db: Database, session_key: str, session_id: str) -> None: ...
+        def _db_for_key(self, session_key: str) -> Backend: ...
+        def _db_for_id(self, session_id: str) -> Backend: ...
+        def _register_created(self, db: Backend, session_key: str, session_id: str) -> None: ...
 
     # ------------------------------------------------------------------ branches
 
@@ -88,13 +73,13 @@ class TreeOps:
         come from one recursive query that looks at most `_HEADLINE_LOOKUP` entries up a tip.
         """
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return []
-            tip_ids = tx.list_tips(conn, row.sid)
+            tip_ids = conn.list_tips(row.sid)
             if row.leaf_id is not None and row.leaf_id not in tip_ids:
                 tip_ids.append(row.leaf_id)
-            found = tx.tips_with_headlines(conn, tip_ids, _HEADLINE_LOOKUP)
+            found = conn.tips_with_headlines(tip_ids, _HEADLINE_LOOKUP)
         branches = [
             {
                 "leaf_entry_id": tip_id,
@@ -111,15 +96,15 @@ class TreeOps:
     def switch_branch(self, session_id: str, leaf_entry_id: int) -> str:
         """Make a tip the active leaf: `switched`, `missing`, `not_a_tip` or `already_active`."""
         with self._db_for_id(session_id).transaction() as conn:
-            row = tx.get_session_row(conn, session_id)
-            entry = tx.entry_row(conn, leaf_entry_id) if row is not None else None
+            row = conn.get_session_row(session_id)
+            entry = conn.entry_row(leaf_entry_id) if row is not None else None
             if row is None or entry is None or entry[10] != row.sid:
                 return "missing"
             if leaf_entry_id == row.leaf_id:
                 return "already_active"
-            if leaf_entry_id not in tx.list_tips(conn, row.sid):
+            if leaf_entry_id not in conn.list_tips(row.sid):
                 return "not_a_tip"
-            tx.move_leaf(conn, row, leaf_entry_id)
+            conn.move_leaf(row, leaf_entry_id)
             return "switched"
 
     def rewind_to(self, session_id: str, entry_id: int) -> dict[str, Any]:
@@ -131,8 +116,8 @@ class TreeOps:
         rewinding there would bring back the context the reset closed.
         """
         with self._db_for_id(session_id).transaction() as conn:
-            row = tx.get_session_row(conn, session_id)
-            entry = tx.entry_row(conn, entry_id) if row is not None else None
+            row = conn.get_session_row(session_id)
+            entry = conn.entry_row(entry_id) if row is not None else None
             if row is None or entry is None or entry[10] != row.sid:
                 return {"status": "missing", "editor_text": "", "rewound_count": 0}
             # Checked in the order a fork checks its entry, so both refuse one mistake alike.
@@ -140,12 +125,12 @@ class TreeOps:
                 return {"status": "off_active_path", "editor_text": "", "rewound_count": 0}
             if entry[2] != "message" or entry[3] != "user":
                 return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
-            if entry[7] < tx.latest_reset_depth(conn, row.sid):
+            if entry[7] < conn.latest_reset_depth(row.sid):
                 raise InvalidEntryError(
                     f"entry {entry_id} is before the latest reset; a rewind cannot cross a reset"
                 )
             rewound = row.leaf_mdepth - entry[8] + 1
-            tx.move_leaf(conn, row, entry[1], release_keys=True)
+            conn.move_leaf(row, entry[1], release_keys=True)
         return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
 
     # ------------------------------------------------------------------ forks
@@ -183,17 +168,17 @@ class TreeOps:
         limit = max_tokens if max_tokens is not None else self.config.agent.context_window
         db = self._db_for_key(session_key)
         with db.transaction() as conn:
-            parent = routes.get_route(conn, session_key)
+            parent = conn.get_route(session_key)
             if parent is None:
                 raise SessionNotFoundError(
                     f"no session with key {session_key!r}", session_key=session_key
                 )
-            src = tx.get_session_row(conn, parent.session_id)
+            src = conn.get_session_row(parent.session_id)
             if src is None:
                 raise SessionNotFoundError(f"no transcript for {session_key!r}")
             editor_text = ""
             if entry_id is not None:
-                entry = tx.entry_row(conn, entry_id)
+                entry = conn.entry_row(entry_id)
                 if entry is None or entry[10] != src.sid or not entry[9]:
                     raise EntryNotFoundError(
                         f"entry {entry_id} is not on the active path", entry_id=entry_id
@@ -203,16 +188,13 @@ class TreeOps:
                 upto = entry[7] - 1
                 editor_text = _entry_text(entry)
             elif mode == "last-completed":
-                found = conn.execute(
-                    _LAST_COMPLETED_DEPTH, {"sid": src.sid, "leaf": src.leaf_depth}
-                ).fetchone()
-                upto = int(found[0])
+                upto = conn.last_completed_depth(src.sid, src.leaf_depth)
             else:
                 upto = src.leaf_depth
             # Admit what the child's model would see, not the raw path: after a compaction the
             # path is far larger than its context. The path holds one entry per depth from 1,
             # so its first `upto` entries are the prefix the child gets.
-            prefix = tx.load_context_events(conn, src.sid)[:upto]
+            prefix = conn.load_context_events(src.sid)[:upto]
             tokens = estimate_tokens(build_model_context(prefix).messages)
             isolated = False
             if tokens > limit:
@@ -225,9 +207,8 @@ class TreeOps:
                 isolated = True
             now = self.clock.now()
             child_key = fork_key(session_key, secrets.token_hex(4))
-            child_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
-            child_row = tx.create_session_row(
-                conn,
+            child_id = conn.unused_session_id(lambda: new_session_id(self.clock))
+            child_row = conn.create_session_row(
                 session_id=child_id,
                 session_key=child_key,
                 parent_session_id=parent.session_id,
@@ -241,7 +222,7 @@ class TreeOps:
                 },
             )
             if not isolated:
-                tx.copy_path(conn, src, child_row, upto)
+                conn.copy_path(src, child_row, upto)
             child = SessionEntry(
                 session_key=child_key,
                 session_id=child_id,
@@ -266,7 +247,7 @@ class TreeOps:
                 parent_session_key=session_key,
                 extra={"fork_isolated": True} if isolated else {},
             )
-            routes.upsert_route(conn, child, routes.get_route_parts(conn, session_key))
+            conn.upsert_route(child, conn.get_route_parts(session_key))
         # An incognito parent keeps its storage class: the child lives in memory too.
         self._register_created(db, child_key, child_id)
         self._mirror_dirty()
@@ -277,22 +258,22 @@ class TreeOps:
     def model_context(self, session_id: str) -> ModelContext:
         """The context the next turn would get, from one consistent read of the active path."""
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return ModelContext()
-            events = tx.load_context_events(conn, row.sid)
+            events = conn.load_context_events(row.sid)
         return build_model_context(events)
 
     def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
         """`model_context` when the active path holds at most `max_entries` entries, else None
         (read it off the loop with `read_model_context`); one read either way."""
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 return ModelContext()
             if row.leaf_depth > max_entries:
                 return None
-            events = tx.load_context_events(conn, row.sid)
+            events = conn.load_context_events(row.sid)
         return build_model_context(events)
 
     def read_model_context(
@@ -305,10 +286,10 @@ class TreeOps:
         view stops before that entry; `is_view_current` tells whether it still holds.
         """
         with self._db_for_id(session_id).snapshot() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
             if row is None:
                 raise SessionNotFoundError(f"no session with id {session_id!r}")
-            events = tx.load_context_events(conn, row.sid)
+            events = conn.load_context_events(row.sid)
         if admission_entry_id is not None:
             cut = next((i for i, e in enumerate(events) if e["id"] == admission_entry_id), None)
             if cut is None:
@@ -329,19 +310,19 @@ class TreeOps:
         """False once the transcript was rewritten (rewind, switch, rewrite) or, for a view
         without admission, appended to; admitted views survive later appends."""
         with self._db_for_id(view.session_id).read() as conn:
-            row = tx.get_session_row(conn, view.session_id)
+            row = conn.get_session_row(view.session_id)
             if row is None or row.generation != view.generation:
                 return False
             if view.admission_entry_id is None:
                 return row.leaf_id == view.leaf_id
-            entry = tx.entry_row(conn, view.admission_entry_id)
+            entry = conn.entry_row(view.admission_entry_id)
             return entry is not None and bool(entry[9])
 
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
         """(generation, leaf id): a detached view taken at these values is stale when the
         generation moved (rewrite, rewind, switch) or the leaf moved past its admission."""
         with self._db_for_id(session_id).read() as conn:
-            row = tx.get_session_row(conn, session_id)
+            row = conn.get_session_row(session_id)
         if row is None:
             raise SessionNotFoundError(f"no session with id {session_id!r}")
         return row.generation, row.leaf_id

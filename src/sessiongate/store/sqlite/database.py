@@ -14,20 +14,24 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sessiongate.errors import (
-    ConflictError,
-    InvalidEntryError,
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.records import MEMORY_ROW_BASE
+from sessiongate.store.sqlite import copy
+from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite._schema import MIGRATIONS
+from sessiongate.store.sqlite.tx import SqliteTx
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
-__all__ = ["MEMORY_ROW_BASE", "Database", "translate_errors"]
+    from sessiongate.store.copy import TableSpec
+
+__all__ = ["MEMORY_ROW_BASE", "Database", "migration_status", "translate_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +43,6 @@ MIN_SQLITE = (3, 35, 0)
 # connection instead. At FULL the concurrent checkpoint's fsyncs cost a third of the append
 # rate (measured), so FULL keeps SQLite's own: whoever asks for FULL trades latency for safety.
 CHECKPOINT_EVERY_COMMITS = 200
-# An in-memory database numbers its inbox rows and turns from here, so an id alone says which
-# database holds it. 2**50 keeps every id exact as a JSON number (below 2**53), and a file
-# database would need 35 years at a million turns a second to reach it.
-MEMORY_ROW_BASE = 2**50
 
 
 class Database:
@@ -60,6 +60,8 @@ class Database:
                 f"SQLite {sqlite3.sqlite_version} is too old; sessiongate needs 3.35 or newer"
             )
         self.path = path
+        self.url = "sqlite://" if path is None else f"sqlite://{path}"
+        self.shared = False  # one process's own (the home lock keeps it so)
         self.lock = threading.RLock()
         self._depth = 0
         self._closed = False
@@ -83,6 +85,7 @@ class Database:
                 cached_statements=512,
                 timeout=busy_timeout_ms / 1000,
             )
+            self._tx = SqliteTx(self.conn)
             self._configure(synchronous, busy_timeout_ms)
             self._migrate()
             if path is None:
@@ -154,14 +157,14 @@ class Database:
                 )
 
     def _number_rows_from(self, base: int) -> None:
-        with self.transaction() as conn:
-            conn.executemany(
+        with self.transaction() as tx:
+            tx.conn.executemany(
                 "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)",
                 [("inbox", base - 1), ("turns", base - 1)],
             )
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[SqliteTx]:
         """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints."""
         with self.lock:
             if self._closed:
@@ -172,7 +175,8 @@ class Database:
                 conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
                 try:
-                    yield conn
+                    with translate_errors():
+                        yield self._tx
                 except BaseException:
                     conn.execute(f"ROLLBACK TO {name}")
                     conn.execute(f"RELEASE {name}")
@@ -187,7 +191,7 @@ class Database:
             self._depth = 1
             try:
                 with translate_errors():
-                    yield conn
+                    yield self._tx
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -207,16 +211,16 @@ class Database:
                 self._depth = 0
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[SqliteTx]:
         """A consistent read: inside a transaction when several statements must agree."""
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
             with translate_errors():
-                yield self.conn
+                yield self._tx
 
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
+    def snapshot(self) -> Iterator[SqliteTx]:
         """A read transaction on this thread's own read-only connection.
 
         WAL lets it read while the writer writes, so a long read (a 10,000-entry model
@@ -244,9 +248,39 @@ class Database:
         with translate_errors():
             reader.execute("BEGIN")
             try:
-                yield reader
+                yield SqliteTx(reader)
             finally:
                 reader.execute("COMMIT")
+
+    def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
+        """(session_key, entry JSON) pairs from one read transaction on a connection of its
+        own, streamed row by row: 100,000 lanes never sit in memory at once."""
+        if self.path is None:
+            with self.read() as shared:
+                consume(shared.conn.execute("SELECT session_key, data FROM routes"))
+            return
+        with translate_errors():
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                conn.execute("PRAGMA busy_timeout=5000")
+                conn.execute("BEGIN")
+                consume(conn.execute("SELECT session_key, data FROM routes"))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+
+    def count_rows(self, table: TableSpec) -> int:
+        with self.read() as tx:
+            return copy.count_rows(tx.conn, table)
+
+    def read_rows(
+        self, table: TableSpec, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        with self.read() as tx:
+            return copy.read_rows(tx.conn, table, after, limit)
+
+    def holds(self, tx: object) -> bool:
+        return tx is self._tx
 
     def _checkpoint_loop(self) -> None:
         assert self.path is not None
@@ -304,28 +338,20 @@ class Database:
         return self._closed
 
 
-@contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn the disk's refusals into store errors; `sqlite3` errors never leave `store/`."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "full" in text or "readonly" in text or "read-only" in text or "locked" in text:
-            raise StoreUnavailableError(f"the database refused the write: {exc}") from exc
-        raise StoreUnavailableError(f"database error: {exc}") from exc
-    except sqlite3.IntegrityError as exc:
-        raise ConflictError(f"the write conflicts with stored data: {exc}") from exc
-    except sqlite3.DatabaseError as exc:
-        raise StoreCorruptError(
-            f"database error: {exc}; run `sessiongate doctor` to inspect the store"
-        ) from exc
-    except UnicodeEncodeError as exc:
-        # Python text can hold lone surrogates that no UTF-8 column can store; checked where
-        # SQLite binds it, so every write path refuses it without a per-message scan.
-        raise InvalidEntryError(
-            "text must be valid Unicode (no lone surrogates such as \\ud800)"
-        ) from exc
+def migration_status(path: Path) -> list[dict[str, object]]:
+    """Every known migration with whether (and when) `path` has it; read-only."""
+    applied: dict[int, str] = {}
+    if path.exists():
+        with (
+            translate_errors(),
+            contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn,
+        ):
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'"
+            ).fetchone()
+            if found:
+                applied = dict(conn.execute("SELECT version, applied_at FROM schema_migrations"))
+    return [{"version": v, "name": name, "applied_at": applied.get(v)} for v, name, _ in MIGRATIONS]
 
 
 def _enable_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:

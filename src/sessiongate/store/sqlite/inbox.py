@@ -10,11 +10,9 @@ Every function runs inside the caller's transaction. Invariants kept here:
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.store.sqlite._codec import dumps, loads
+from sessiongate.store.records import InboxKind, InboxRow, InboxState, SeenRow, dumps, loads
 
 if TYPE_CHECKING:
     import sqlite3
@@ -44,59 +42,6 @@ __all__ = [
     "prune_seen",
     "select_seen",
 ]
-
-
-class InboxKind(enum.StrEnum):
-    SLOT = "slot"  # follow-ups, merged while they wait
-    QUEUED = "queued"  # `/queue` items and system events: one turn each
-
-
-class InboxState(enum.StrEnum):
-    PENDING = "pending"
-    CLAIMED = "claimed"
-
-
-@dataclass(frozen=True, slots=True)
-class InboxRow:
-    id: int
-    session_key: str
-    kind: InboxKind
-    state: InboxState
-    turn_id: int | None
-    text: str
-    # One part per merged message: {"text", "user_id", "user_name"} so a shared session can
-    # prefix each part with its own sender instead of attributing a burst to the last one.
-    parts: list[dict[str, Any]]
-    media: list[str]
-    message_id: str | None
-    message_ids: list[str]
-    source: dict[str, Any]
-    message_type: str
-    reply_to: str | None
-    event_kind: str | None
-    internal: bool
-    accepted_at: int
-    updated_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class SeenRow:
-    platform: str
-    chat_id: str
-    message_id: str
-    # The scope beyond (platform, chat, id): the lane and the sender ('' when the source has
-    # none). Two messages are the same message only when all five agree.
-    session_key: str
-    sender_id: str
-    # A fingerprint of the text and media (None for records older than the fingerprint): a
-    # reused id whose content differs is a conflict, not a redelivery.
-    content_hash: str | None
-    session_id: str | None
-    inbox_id: int | None
-    turn_id: int | None
-    status: str
-    reply: str | None
-    seen_at: int
 
 
 _COLUMNS = (

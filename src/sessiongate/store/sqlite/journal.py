@@ -7,12 +7,10 @@ can never both move one turn, and an illegal move raises `StaleWriteError` namin
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.errors import StaleWriteError
-from sessiongate.store.sqlite._codec import dumps, loads
+from sessiongate.store.records import TRANSITIONS, WHY_NOT, TurnRow, TurnState, dumps, loads
 
 if TYPE_CHECKING:
     import sqlite3
@@ -36,57 +34,6 @@ __all__ = [
     "transition",
     "turns_in_state",
 ]
-
-
-class TurnState(enum.StrEnum):
-    # Claimed but not running: a turn waiting to be resumed after a restart or drain timeout.
-    ACCEPTED = "accepted"
-    RUNNING = "running"
-    REPLIED = "replied"  # outcome committed (transcript rows written), not yet delivered
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-
-
-# The one transition table. RUNNING -> ACCEPTED is the crash / drain-timeout path: the turn keeps
-# its inbox row and is resumed (attempt + 1) instead of being lost or started afresh.
-TRANSITIONS: dict[TurnState, frozenset[TurnState]] = {
-    TurnState.ACCEPTED: frozenset({TurnState.RUNNING, TurnState.FAILED, TurnState.INTERRUPTED}),
-    TurnState.RUNNING: frozenset(
-        {TurnState.REPLIED, TurnState.FAILED, TurnState.INTERRUPTED, TurnState.ACCEPTED}
-    ),
-    TurnState.REPLIED: frozenset({TurnState.DELIVERED}),
-    TurnState.DELIVERED: frozenset(),
-    TurnState.FAILED: frozenset(),
-    TurnState.INTERRUPTED: frozenset(),
-}
-
-_WHY_NOT: dict[TurnState, str] = {
-    TurnState.ACCEPTED: "it is waiting to be resumed",
-    TurnState.RUNNING: "it is running",
-    TurnState.REPLIED: "its reply is committed and only delivery remains",
-    TurnState.DELIVERED: "it is finished and delivered",
-    TurnState.FAILED: "it has failed",
-    TurnState.INTERRUPTED: "it was interrupted",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRow:
-    id: int
-    session_key: str
-    session_id: str
-    inbox_id: int | None
-    state: TurnState
-    attempt: int
-    resumes: int
-    source: dict[str, Any]
-    reply: str | None
-    error: str | None
-    accepted_at: int
-    started_at: int | None
-    finished_at: int | None
-    delivered_at: int | None
 
 
 _COLUMNS = (
@@ -244,7 +191,7 @@ def _refuse(conn: sqlite3.Connection, turn_id: int, to: TurnState, allowed: list
         raise StaleWriteError(f"no turn {turn_id}", turn_id=turn_id, expected=None)
     current = TurnState(raw[0])
     raise StaleWriteError(
-        f"turn {turn_id} cannot become {to}: {_WHY_NOT[current]}",
+        f"turn {turn_id} cannot become {to}: {WHY_NOT[current]}",
         turn_id=turn_id,
         expected=allowed,
         state=str(current),

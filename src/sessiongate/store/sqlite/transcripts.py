@@ -13,10 +13,16 @@ invariants above can be checked in one file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.store.sqlite._codec import dumps, iso_from_us, loads
+from sessiongate.store.records import (
+    EntryRecord,
+    SessionRow,
+    dumps,
+    loads,
+    row_to_event,
+    row_to_message,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -42,36 +48,6 @@ __all__ = [
     "tips_with_headlines",
     "unused_session_id",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    sid: int
-    session_id: str
-    session_key: str | None
-    parent_session_id: str | None
-    started_at: int
-    ended_at: int | None
-    end_reason: str | None
-    leaf_id: int | None
-    leaf_depth: int
-    leaf_mdepth: int
-    generation: int
-    header: str
-
-
-@dataclass(frozen=True, slots=True)
-class EntryRecord:
-    type: str
-    role: str | None
-    content: str | None
-    payload: dict[str, Any] | None
-    ts: int
-    idem: str | None = None
-
-    @property
-    def is_message(self) -> bool:
-        return self.type == "message"
 
 
 _GET_SESSION = """
@@ -435,34 +411,6 @@ def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, An
         else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
         for r in rows
     ]
-
-
-def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
-    """A `message` row as an OpenAI chat-format dict."""
-    message: dict[str, Any] = {"role": row[3], "content": row[4]}
-    if row[5] is not None:
-        message.update(loads(row[5]))
-    message["timestamp"] = iso_from_us(row[6])
-    return message
-
-
-def row_to_event(row: tuple[Any, ...]) -> dict[str, Any]:
-    """Any row as a transcript event: `id`, `parent_id`, `type`, `timestamp` and its fields."""
-    event: dict[str, Any] = {
-        "id": row[0],
-        "parent_id": row[1],
-        "type": row[2],
-        "timestamp": iso_from_us(row[6]),
-    }
-    if row[2] == "message":
-        event["role"] = row[3]
-        event["content"] = row[4]
-    elif row[4] is not None:
-        event["content"] = row[4]
-    if row[5] is not None:
-        event.update(loads(row[5]))
-    event["on_path"] = bool(row[9])
-    return event
 
 
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:

@@ -1,0 +1,116 @@
+"""Opening the backend a store is configured for; the one place that names them both.
+
+`store.url` chooses: `sqlite:///path` (or nothing: `state.db` in the sessions folder) is the
+embedded default, `postgresql://…` the shared database several instances can run on. Drivers
+are imported here, lazily, so a store that never opens PostgreSQL never imports psycopg.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.errors import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.ownership import Ownership
+    from sessiongate.store.postgres.database import PostgresDatabase
+    from sessiongate.store.protocol import Backend
+
+__all__ = [
+    "describe_database",
+    "is_postgres_url",
+    "open_backend",
+    "open_copy_target",
+    "open_memory_backend",
+    "open_ownership",
+    "upgrade_database",
+]
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return url is not None and url.startswith(("postgresql://", "postgres://"))
+
+
+def open_backend(config: GatewayConfig, default_path: Path) -> Backend:
+    """The durable backend of a store whose embedded database would be `default_path`."""
+    url = config.store.url
+    if is_postgres_url(url):
+        assert url is not None
+        return _postgres()(url)
+    from sessiongate.store.sqlite.database import Database
+
+    return Database(_sqlite_path(config, default_path), synchronous=config.synchronous)
+
+
+def _sqlite_path(config: GatewayConfig, default_path: Path) -> Path:
+    url = config.store.url
+    return default_path if url is None else Path(url[len("sqlite://") :])
+
+
+def describe_database(config: GatewayConfig, default_path: Path) -> dict[str, Any]:
+    """Which database the store uses and its migrations (applied or pending); changes nothing."""
+    url = config.store.url
+    if is_postgres_url(url):
+        assert url is not None
+        from sessiongate.store.postgres.database import describe
+
+        return describe(url)
+    from sessiongate.store.sqlite.database import migration_status
+
+    path = _sqlite_path(config, default_path)
+    return {"backend": "sqlite", "url": f"sqlite://{path}", "migrations": migration_status(path)}
+
+
+def upgrade_database(config: GatewayConfig, default_path: Path) -> list[int]:
+    """Apply the migrations the database lacks (the store also does at open); returns the
+    versions applied now."""
+    before = {
+        m["version"]
+        for m in describe_database(config, default_path)["migrations"]
+        if m["applied_at"] is not None
+    }
+    backend = open_backend(config, default_path)  # opening migrates, under the backend's lock
+    backend.close()
+    after = describe_database(config, default_path)["migrations"]
+    return [
+        m["version"] for m in after if m["applied_at"] is not None and m["version"] not in before
+    ]
+
+
+def _postgres() -> type[PostgresDatabase]:
+    try:
+        from sessiongate.store.postgres.database import PostgresDatabase
+    except ImportError as exc:
+        raise StoreUnavailableError(
+            "store.url names PostgreSQL, which needs psycopg 3 and psycopg_pool: "
+            "pip install 'sessiongate[postgres]'"
+        ) from exc
+    return PostgresDatabase
+
+
+def open_copy_target(url: str) -> PostgresDatabase:
+    """The PostgreSQL database a `db copy` writes into (migrated on open)."""
+    return _postgres()(url)
+
+
+def open_ownership(backend: Backend, config: GatewayConfig) -> Ownership | None:
+    """This instance's leases on a database several instances share; None on one that only
+    this process uses (SQLite), where the home lock already makes the instance the owner."""
+    if not backend.shared:
+        return None
+    from sessiongate.store.ownership import Ownership
+
+    return Ownership(
+        backend,  # type: ignore[arg-type]  # a shared backend's Tx offers the lease statements
+        ttl=config.store.lease_ttl_seconds,
+        heartbeat=config.store.heartbeat_seconds,
+    )
+
+
+def open_memory_backend() -> Backend:
+    """A backend that lives only in this process's memory (incognito lanes)."""
+    from sessiongate.store.sqlite.database import Database
+
+    return Database(None)

@@ -1,0 +1,192 @@
+"""Numbered, forward-only migrations of the PostgreSQL backend; applied ones are never edited.
+
+The tables are SQLite's (`sqlite/_schema.py`) in PostgreSQL's types: times are `timestamptz`
+and JSON is `jsonb`. Values cross the storage seam as integer microseconds and JSON text, so
+`sg_ts` and `sg_us` convert exactly at the statement (both are inlined by the planner), and
+full-text search is a generated `tsvector` column with a GIN index instead of FTS5's side
+table: it is written in the same transaction as its row, so it can never go stale.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+_V1 = [
+    # Exact conversions between the seam's microseconds and timestamptz (microsecond precision).
+    """CREATE FUNCTION sg_ts(us bigint) RETURNS timestamptz
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN timestamptz '1970-01-01 00:00:00+00' + us * interval '1 microsecond'""",
+    """CREATE FUNCTION sg_us(t timestamptz) RETURNS bigint
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN (extract(epoch FROM t) * 1000000)::bigint""",
+    "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+    """CREATE TABLE routes (
+        session_key text PRIMARY KEY,
+        session_id text NOT NULL,
+        platform text,
+        chat_type text NOT NULL,
+        chat_id text,
+        thread_id text,
+        participant_id text,
+        updated_at timestamptz NOT NULL,
+        pinned_at timestamptz,
+        archived_at timestamptz,
+        suspended boolean NOT NULL DEFAULT false,
+        resume_pending boolean NOT NULL DEFAULT false,
+        label text,
+        data jsonb NOT NULL
+    )""",
+    "CREATE INDEX routes_session_id ON routes(session_id)",
+    "CREATE UNIQUE INDEX routes_label ON routes(label) WHERE label IS NOT NULL",
+    """CREATE TABLE sessions (
+        sid bigserial PRIMARY KEY,
+        session_id text NOT NULL UNIQUE,
+        session_key text,
+        parent_session_id text,
+        started_at timestamptz NOT NULL,
+        ended_at timestamptz,
+        end_reason text,
+        generation integer NOT NULL DEFAULT 0,
+        header jsonb NOT NULL,
+        counters jsonb
+    )""",
+    "CREATE INDEX sessions_key ON sessions(session_key, started_at)",
+    # `search` indexes user and assistant message text only (what FTS5 indexes on SQLite).
+    """CREATE TABLE entries (
+        id bigserial PRIMARY KEY,
+        sid bigint NOT NULL,
+        parent_id bigint,
+        depth integer NOT NULL,
+        mdepth integer NOT NULL,
+        on_path smallint NOT NULL DEFAULT 1,
+        type text NOT NULL,
+        role text,
+        content text,
+        payload jsonb,
+        ts timestamptz NOT NULL,
+        idem text,
+        search tsvector GENERATED ALWAYS AS (
+            CASE WHEN type = 'message' AND role IN ('user', 'assistant')
+                THEN to_tsvector('simple', coalesce(content, '')) END
+        ) STORED
+    )""",
+    "CREATE INDEX entries_path ON entries(sid, on_path, depth)",
+    "CREATE UNIQUE INDEX entries_idem ON entries(sid, idem) WHERE idem IS NOT NULL",
+    "CREATE INDEX entries_search ON entries USING gin(search)",
+    """CREATE TABLE tips (
+        sid bigint NOT NULL REFERENCES sessions(sid) ON DELETE CASCADE,
+        entry_id bigint NOT NULL,
+        PRIMARY KEY (sid, entry_id)
+    )""",
+    """CREATE TABLE identity_aliases (
+        platform text NOT NULL,
+        alias text NOT NULL,
+        canonical text NOT NULL,
+        created_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, alias)
+    )""",
+    """CREATE TABLE tombstones (
+        session_key text PRIMARY KEY,
+        deleted_at timestamptz NOT NULL,
+        reason text NOT NULL
+    )""",
+    # The gateway's durable work, as on SQLite (see the comment on its migration 3).
+    """CREATE TABLE inbox (
+        id bigserial PRIMARY KEY,
+        session_key text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('slot', 'queued')),
+        state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'claimed')),
+        turn_id bigint,
+        text text NOT NULL,
+        parts jsonb NOT NULL,
+        media jsonb NOT NULL DEFAULT '[]',
+        message_id text,
+        message_ids jsonb NOT NULL DEFAULT '[]',
+        source jsonb NOT NULL,
+        message_type text NOT NULL,
+        reply_to text,
+        event_kind text,
+        internal boolean NOT NULL DEFAULT false,
+        accepted_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX inbox_lane ON inbox(session_key, state, id)",
+    "CREATE UNIQUE INDEX inbox_one_slot ON inbox(session_key) "
+    "WHERE kind = 'slot' AND state = 'pending'",
+    """CREATE TABLE inbound_seen (
+        platform text NOT NULL,
+        chat_id text NOT NULL,
+        message_id text NOT NULL,
+        session_key text NOT NULL,
+        sender_id text NOT NULL,
+        content_hash text,
+        session_id text,
+        inbox_id bigint,
+        turn_id bigint,
+        status text NOT NULL,
+        reply text,
+        seen_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, chat_id, message_id, session_key, sender_id)
+    )""",
+    "CREATE INDEX inbound_seen_inbox ON inbound_seen(inbox_id) WHERE inbox_id IS NOT NULL",
+    "CREATE INDEX inbound_seen_at ON inbound_seen(seen_at)",
+    """CREATE TABLE turns (
+        id bigserial PRIMARY KEY,
+        session_key text NOT NULL,
+        session_id text NOT NULL,
+        inbox_id bigint,
+        state text NOT NULL CHECK (state IN
+            ('accepted', 'running', 'replied', 'delivered', 'failed', 'interrupted')),
+        attempt integer NOT NULL DEFAULT 1,
+        resumes integer NOT NULL DEFAULT 0,
+        source jsonb NOT NULL,
+        reply text,
+        error text,
+        accepted_at timestamptz NOT NULL,
+        started_at timestamptz,
+        finished_at timestamptz,
+        delivered_at timestamptz
+    )""",
+    "CREATE INDEX turns_state ON turns(state)",
+    "CREATE INDEX turns_key ON turns(session_key, id)",
+    """CREATE TABLE restart_counts (
+        session_key text PRIMARY KEY,
+        count integer NOT NULL,
+        updated_at timestamptz NOT NULL
+    )""",
+]
+
+# Many instances on one database (DESIGN decision 12: ownership is fenced, not timed). Every
+# time is the database's clock (`now()`), never an instance's. `lane_lease` is the fence: the
+# epoch rises on every takeover, and an outcome commits only in a transaction that first
+# renewed the lease at its own epoch (that row lock makes a takeover wait for the commit, then
+# fail its expiry test). fillfactor 80 and no index on `expires_at` keep renewals HOT updates.
+# `leader_lease` is the same for singular roles (one Telegram poller, one Discord socket).
+_V2 = [
+    """CREATE TABLE instances (
+        instance_id text PRIMARY KEY,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now(),
+        state text NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'stopped', 'dead'))
+    )""",
+    """CREATE TABLE lane_lease (
+        session_key text PRIMARY KEY,
+        owner text,
+        epoch bigint NOT NULL,
+        expires_at timestamptz
+    ) WITH (fillfactor = 80)""",
+    "CREATE INDEX lane_lease_owner ON lane_lease(owner) WHERE owner IS NOT NULL",
+    """CREATE TABLE leader_lease (
+        name text PRIMARY KEY,
+        owner text,
+        epoch bigint NOT NULL,
+        expires_at timestamptz
+    ) WITH (fillfactor = 80)""",
+]
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
+    (2, "instances, lane leases with epochs, leader leases", _V2),
+]

@@ -1,0 +1,306 @@
+"""The PostgreSQL backend's connections, transactions and migrations.
+
+Like the SQLite backend, the store's transactions share one connection behind one lock: the
+store's methods nest (`LaneStore.atomic()` wraps `SessionStore` calls as savepoints) and are
+thread-safe because a transaction is the unit of locking. Long reads (`snapshot()`) take a
+connection of their own from a small pool, so a 10,000-entry model context never holds the
+writer. Migrations run at open in one transaction under an advisory lock on the schema, so
+several instances starting at once apply each migration exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from sessiongate.errors import StoreUnavailableError
+from sessiongate.store.postgres import copy
+from sessiongate.store.postgres._errors import translate_errors
+from sessiongate.store.postgres._schema import MIGRATIONS
+from sessiongate.store.postgres.tx import PostgresTx
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    from sessiongate.store.copy import TableSpec
+
+__all__ = ["PostgresDatabase", "describe", "migration_status", "redact_url", "upgrade"]
+
+log = logging.getLogger(__name__)
+
+# Connections for `snapshot()` reads beside the writer's: a few model-context reads at once.
+READER_POOL_SIZE = 4
+
+# One lock per schema: instances on one schema serialise their migrations, tests on their own
+# schemas do not wait for each other.
+_MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(hashtext('sessiongate:' || current_schema()))"
+_VERSIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)"
+)
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    try:
+        # Autocommit: transactions are explicit (`BEGIN` … `COMMIT`), as on SQLite, so a
+        # read never leaves a transaction open between calls (it would hold back vacuum).
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise StoreUnavailableError(
+            f"cannot connect to {redact_url(url)}: {str(exc).strip()}"
+        ) from exc
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class PostgresDatabase:
+    """The store's PostgreSQL database at `url` (`postgresql://…`)."""
+
+    def __init__(self, url: str, *, migrate: bool = True) -> None:
+        self.url = redact_url(url)
+        self.shared = True
+        self._dsn = url
+        self.lock = threading.RLock()
+        self._depth = 0
+        self._closed = False
+        self.conn = _connect(url)
+        self._tx = PostgresTx(self.conn)
+        # Long reads on worker threads; connections open on first use and stay few.
+        self._readers: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=0,
+            max_size=READER_POOL_SIZE,
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            open=False,
+            name="sessiongate-readers",
+        )
+        try:
+            if migrate:
+                upgrade(self.conn)
+            else:
+                _check_not_newer(self.conn)
+            self._readers.open(wait=False)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PostgresTx]:
+        """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints."""
+        with self.lock:
+            if self._closed:
+                raise StoreUnavailableError("the store is closed")
+            conn = self.conn
+            if self._depth:
+                name = f"sp{self._depth}"
+                conn.execute(f"SAVEPOINT {name}")
+                self._depth += 1
+                try:
+                    with translate_errors():
+                        yield self._tx
+                except BaseException:
+                    with translate_errors():
+                        conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                        conn.execute(f"RELEASE SAVEPOINT {name}")
+                    raise
+                else:
+                    with translate_errors():
+                        conn.execute(f"RELEASE SAVEPOINT {name}")
+                finally:
+                    self._depth -= 1
+                return
+            conn = self._live_connection()
+            with translate_errors():
+                conn.execute("BEGIN")
+            self._depth = 1
+            try:
+                with translate_errors():
+                    yield self._tx
+            except BaseException:
+                _rollback(conn)
+                raise
+            else:
+                try:
+                    with translate_errors():
+                        conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            finally:
+                self._depth = 0
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[PostgresTx]:
+        """Reads under the lock, each statement on its own snapshot (inside the caller's
+        transaction when nested): the same promise as SQLite's `read()`, without the two
+        round trips a transaction of its own would cost."""
+        with self.lock:
+            if self._closed:
+                raise StoreUnavailableError("the store is closed")
+            if not self._depth:
+                self._live_connection()
+            with translate_errors():
+                yield self._tx
+
+    def _live_connection(self) -> psycopg.Connection[Any]:
+        """The writer's connection, opened again if the server dropped it (a restart, an
+        operator's `pg_terminate_backend`): the store goes on once the database is back,
+        and raises `StoreUnavailableError` until then. Called under the lock, between
+        transactions only, so nothing in flight is replayed."""
+        if not self.conn.broken and not self.conn.closed:
+            return self.conn
+        log.warning("reconnecting to the database", extra={"url": self.url})
+        self.conn.close()
+        self.conn = _connect(self._dsn)
+        self._tx = PostgresTx(self.conn)
+        return self.conn
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[PostgresTx]:
+        """A read-only snapshot on a pooled connection of its own: it never holds the writer."""
+        if self._closed:
+            raise StoreUnavailableError("the store is closed")
+        with translate_errors(), self._readers.connection() as reader:
+            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield PostgresTx(reader)
+            finally:
+                _rollback(reader)
+
+    def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
+        """(session_key, entry JSON) pairs from one snapshot, fetched in batches."""
+        with self.snapshot() as tx, tx.conn.cursor(name="sg_mirror") as cursor:
+            cursor.itersize = 1000
+            cursor.execute("SELECT session_key, data::text FROM routes")
+            consume(cursor)
+
+    # -- `db copy` (store/copy.py): this database as a copy's source or target
+
+    def count_rows(self, table: TableSpec) -> int:
+        with self.read() as tx:
+            return copy.count_rows(tx.conn, table)
+
+    def read_rows(
+        self, table: TableSpec, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        with self.read() as tx:
+            return copy.read_rows(tx.conn, table, after, limit)
+
+    def copy_position(self, table: TableSpec) -> list[Any] | None:
+        with self.read() as tx:
+            return copy.copy_position(tx.conn, table)
+
+    def write_rows(
+        self, table: TableSpec, rows: Sequence[tuple[Any, ...]], position: Sequence[Any]
+    ) -> int:
+        with self.transaction() as tx:
+            return copy.write_rows(tx.conn, table, rows, position)
+
+    def finish_copy(self, table: TableSpec) -> None:
+        with self.transaction() as tx:
+            copy.finish_copy(tx.conn, table)
+
+    def holds(self, tx: object) -> bool:
+        return tx is self._tx
+
+    def close(self) -> None:
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._readers.close()
+            self.conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        # The connection is gone; the server rolled the transaction back with it.
+        log.debug("rollback failed", exc_info=True)
+
+
+def upgrade(conn: psycopg.Connection[Any]) -> list[int]:
+    """Apply the migrations this database lacks, under the schema's advisory lock; returns the
+    versions applied (none if another instance got there first)."""
+    applied: list[int] = []
+    with translate_errors(), conn.transaction():
+        conn.execute(_MIGRATION_LOCK)
+        conn.execute(_VERSIONS_TABLE)
+        done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+        for version, name, statements in MIGRATIONS:
+            if version in done:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, now())",
+                (version, name),
+            )
+            applied.append(version)
+        _refuse_newer(done)
+    if applied:
+        log.info("database migrated", extra={"versions": applied})
+    return applied
+
+
+def migration_status(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """Every known migration with whether (and when) it was applied."""
+    with translate_errors():
+        exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+        rows: dict[int, Any] = {}
+        if exists and exists[0]:
+            rows = {
+                r[0]: r[1]
+                for r in conn.execute("SELECT version, applied_at FROM schema_migrations")
+            }
+    return [
+        {
+            "version": version,
+            "name": name,
+            "applied_at": rows[version].isoformat() if version in rows else None,
+        }
+        for version, name, _ in MIGRATIONS
+    ]
+
+
+def describe(url: str) -> dict[str, Any]:
+    """The database at `url` and its migrations, read without changing anything."""
+    with contextlib.closing(_connect(url)) as conn:
+        return {
+            "backend": "postgresql",
+            "url": redact_url(url),
+            "migrations": migration_status(conn),
+        }
+
+
+def _check_not_newer(conn: psycopg.Connection[Any]) -> None:
+    status = migration_status(conn)
+    if any(s["applied_at"] is None for s in status):
+        raise StoreUnavailableError("the database needs migrations: run `sessiongate db upgrade`")
+
+
+def _refuse_newer(done: set[int]) -> None:
+    known = max(v for v, _, _ in MIGRATIONS)
+    if done and max(done) > known:
+        raise StoreUnavailableError(
+            f"the database has schema version {max(done)}, newer than this sessiongate ({known})"
+        )

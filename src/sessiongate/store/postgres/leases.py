@@ -1,0 +1,177 @@
+"""Lane and leader leases with epochs, and the instance registry, on the database's clock.
+
+Every function runs inside the caller's transaction. The rules (Temporal's range-id fencing,
+per lane; see `research/scaleout.md`):
+- a claim succeeds only on a free or expired lease, and raises the epoch, which fences every
+  earlier owner;
+- a renewal touches only leases that have not expired, so an expired lease is claimed again
+  under a new epoch, never revived;
+- `hold_lane` is the first statement of a fenced transaction: it renews the lease at the
+  caller's epoch or reports it lost, and its row lock lasts to the commit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "claim_lane",
+    "claim_leader",
+    "heartbeat",
+    "hold_lane",
+    "hold_leader",
+    "list_instances",
+    "mark_dead",
+    "register_instance",
+    "release_lane",
+    "release_leader",
+    "stop_instance",
+]
+
+_CLAIM_LANE = """
+INSERT INTO lane_lease AS l (session_key, owner, epoch, expires_at)
+VALUES (%(key)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (session_key) DO UPDATE
+    SET owner = excluded.owner, epoch = l.epoch + 1, expires_at = excluded.expires_at
+    WHERE l.owner IS NULL OR l.expires_at <= now()
+RETURNING epoch
+"""
+_HOLD_LANE = """
+UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE session_key = %(key)s AND owner = %(owner)s AND epoch = %(epoch)s AND expires_at > now()
+"""
+# The lane is given up only when nothing waits on it, checked under the lease's row lock.
+_RELEASE_LANE = """
+UPDATE lane_lease SET owner = NULL, expires_at = NULL
+WHERE session_key = %(key)s AND owner = %(owner)s AND epoch = %(epoch)s
+  AND NOT EXISTS (SELECT 1 FROM inbox WHERE session_key = %(key)s AND state = 'pending')
+"""
+_RENEW_LANES = """
+UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE owner = %(owner)s AND expires_at > now()
+"""
+_BEAT = "UPDATE instances SET heartbeat_at = now() WHERE instance_id = %s AND state = 'live'"
+# A leader renews its own lease at the same epoch, or takes a free or expired one (epoch + 1).
+_CLAIM_LEADER = """
+INSERT INTO leader_lease AS l (name, owner, epoch, expires_at)
+VALUES (%(name)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (name) DO UPDATE
+    SET owner = excluded.owner, expires_at = excluded.expires_at,
+        epoch = CASE WHEN l.owner = excluded.owner AND l.expires_at > now()
+                     THEN l.epoch ELSE l.epoch + 1 END
+    WHERE l.owner IS NULL OR l.expires_at <= now()
+       OR (l.owner = excluded.owner AND l.expires_at > now())
+RETURNING epoch
+"""
+_HOLD_LEADER = """
+UPDATE leader_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE name = %(name)s AND owner = %(owner)s AND epoch = %(epoch)s AND expires_at > now()
+"""
+_INSTANCES = """
+SELECT i.instance_id, i.host, i.pid, sg_us(i.started_at), sg_us(i.heartbeat_at), i.state,
+       sg_us(now()),
+       (SELECT count(*) FROM lane_lease l WHERE l.owner = i.instance_id AND l.expires_at > now()),
+       (SELECT coalesce(array_agg(name ORDER BY name), '{}') FROM leader_lease r
+        WHERE r.owner = i.instance_id AND r.expires_at > now())
+FROM instances i ORDER BY i.started_at, i.instance_id
+"""
+
+
+def register_instance(conn: psycopg.Connection[Any], instance_id: str, host: str, pid: int) -> None:
+    conn.execute(
+        "INSERT INTO instances (instance_id, host, pid) VALUES (%s, %s, %s)",
+        (instance_id, host, pid),
+    )
+
+
+def heartbeat(conn: psycopg.Connection[Any], instance_id: str, ttl: float) -> int:
+    """Renew the instance and every lease it still holds; returns how many leases. A dead or
+    stopped instance renews nothing (-1): it must stop claiming and say so."""
+    if conn.execute(_BEAT, (instance_id,)).rowcount != 1:
+        return -1
+    return conn.execute(_RENEW_LANES, {"owner": instance_id, "ttl": ttl}).rowcount
+
+
+def stop_instance(conn: psycopg.Connection[Any], instance_id: str) -> None:
+    """A clean stop: every lease it holds expires now, so successors need not wait a TTL."""
+    conn.execute("UPDATE instances SET state = 'stopped' WHERE instance_id = %s", (instance_id,))
+    conn.execute("UPDATE lane_lease SET expires_at = now() WHERE owner = %s", (instance_id,))
+    conn.execute("UPDATE leader_lease SET expires_at = now() WHERE owner = %s", (instance_id,))
+
+
+def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
+    """Instances whose heartbeat is older than `stale_after` seconds become dead and their
+    leases expire now; the takeover still raises each epoch."""
+    rows = conn.execute(
+        "UPDATE instances SET state = 'dead' WHERE state = 'live' "
+        "AND heartbeat_at < now() - make_interval(secs => %s) RETURNING instance_id",
+        (stale_after,),
+    ).fetchall()
+    dead = [r[0] for r in rows]
+    if dead:
+        conn.execute(
+            "UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+        conn.execute(
+            "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+    return dead
+
+
+def claim_lane(conn: psycopg.Connection[Any], key: str, owner: str, ttl: float) -> int | None:
+    row = conn.execute(_CLAIM_LANE, {"key": key, "owner": owner, "ttl": ttl}).fetchone()
+    return None if row is None else int(row[0])
+
+
+def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, ttl: float) -> bool:
+    params = {"key": key, "owner": owner, "epoch": epoch, "ttl": ttl}
+    return conn.execute(_HOLD_LANE, params).rowcount == 1
+
+
+def release_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int) -> bool:
+    params = {"key": key, "owner": owner, "epoch": epoch}
+    return conn.execute(_RELEASE_LANE, params).rowcount == 1
+
+
+def claim_leader(conn: psycopg.Connection[Any], name: str, owner: str, ttl: float) -> int | None:
+    row = conn.execute(_CLAIM_LEADER, {"name": name, "owner": owner, "ttl": ttl}).fetchone()
+    return None if row is None else int(row[0])
+
+
+def hold_leader(
+    conn: psycopg.Connection[Any], name: str, owner: str, epoch: int, ttl: float
+) -> bool:
+    params = {"name": name, "owner": owner, "epoch": epoch, "ttl": ttl}
+    return conn.execute(_HOLD_LEADER, params).rowcount == 1
+
+
+def release_leader(conn: psycopg.Connection[Any], name: str, owner: str, epoch: int) -> bool:
+    return (
+        conn.execute(
+            "UPDATE leader_lease SET owner = NULL, expires_at = NULL "
+            "WHERE name = %s AND owner = %s AND epoch = %s",
+            (name, owner, epoch),
+        ).rowcount
+        == 1
+    )
+
+
+def list_instances(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    rows = conn.execute(_INSTANCES).fetchall()
+    return [
+        {
+            "instance_id": r[0],
+            "host": r[1],
+            "pid": r[2],
+            "started_at_us": r[3],
+            "heartbeat_at_us": r[4],
+            "state": r[5],
+            "heartbeat_age_s": round((r[6] - r[4]) / 1e6, 3),
+            "lanes": int(r[7]),
+            "leader_of": list(r[8]),
+        }
+        for r in rows
+    ]

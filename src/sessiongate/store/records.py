@@ -1,0 +1,242 @@
+"""The values that cross the storage seam: the rows a backend returns and the codecs of columns.
+
+Every backend (`sqlite/`, `postgres/`) returns these, so `SessionStore` and `LaneStore` never
+see a driver's row type. Times cross as integer microseconds since the epoch (exact and
+sortable) and JSON payloads as text; each backend maps them to its own column types.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "MEMORY_ROW_BASE",
+    "TRANSITIONS",
+    "WHY_NOT",
+    "EntryRecord",
+    "InboxKind",
+    "InboxRow",
+    "InboxState",
+    "SeenRow",
+    "SessionRow",
+    "TurnRow",
+    "TurnState",
+    "dumps",
+    "from_us",
+    "iso_from_us",
+    "loads",
+    "row_to_event",
+    "row_to_message",
+    "to_us",
+]
+
+# An in-memory database numbers its inbox rows and turns from here, so an id alone says which
+# database holds it. 2**50 keeps every id exact as a JSON number (below 2**53), and a durable
+# database would need 35 years at a million turns a second to reach it.
+MEMORY_ROW_BASE = 2**50
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(value: datetime) -> int:
+    """Aware datetime → integer microseconds since the epoch (exact, sortable)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(value: int) -> datetime:
+    return datetime.fromtimestamp(value // 1_000_000, UTC).replace(microsecond=value % 1_000_000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_second(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def iso_from_us(value: int) -> str:
+    """Same text as `from_us(value).isoformat()`, without building a datetime per row.
+
+    Transcript loads format one timestamp per message; consecutive messages share a second.
+    """
+    seconds, micros = divmod(value, 1_000_000)
+    base = _iso_second(seconds)
+    return f"{base}.{micros:06d}+00:00" if micros else f"{base}+00:00"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str) -> Any:
+    return json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    sid: int
+    session_id: str
+    session_key: str | None
+    parent_session_id: str | None
+    started_at: int
+    ended_at: int | None
+    end_reason: str | None
+    leaf_id: int | None
+    leaf_depth: int
+    leaf_mdepth: int
+    generation: int
+    header: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    type: str
+    role: str | None
+    content: str | None
+    payload: dict[str, Any] | None
+    ts: int
+    idem: str | None = None
+
+    @property
+    def is_message(self) -> bool:
+        return self.type == "message"
+
+
+class InboxKind(enum.StrEnum):
+    SLOT = "slot"  # follow-ups, merged while they wait
+    QUEUED = "queued"  # `/queue` items and system events: one turn each
+
+
+class InboxState(enum.StrEnum):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+
+
+@dataclass(frozen=True, slots=True)
+class InboxRow:
+    id: int
+    session_key: str
+    kind: InboxKind
+    state: InboxState
+    turn_id: int | None
+    text: str
+    # One part per merged message: {"text", "user_id", "user_name"} so a shared session can
+    # prefix each part with its own sender instead of attributing a burst to the last one.
+    parts: list[dict[str, Any]]
+    media: list[str]
+    message_id: str | None
+    message_ids: list[str]
+    source: dict[str, Any]
+    message_type: str
+    reply_to: str | None
+    event_kind: str | None
+    internal: bool
+    accepted_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeenRow:
+    platform: str
+    chat_id: str
+    message_id: str
+    # The scope beyond (platform, chat, id): the lane and the sender ('' when the source has
+    # none). Two messages are the same message only when all five agree.
+    session_key: str
+    sender_id: str
+    # A fingerprint of the text and media (None for records older than the fingerprint): a
+    # reused id whose content differs is a conflict, not a redelivery.
+    content_hash: str | None
+    session_id: str | None
+    inbox_id: int | None
+    turn_id: int | None
+    status: str
+    reply: str | None
+    seen_at: int
+
+
+class TurnState(enum.StrEnum):
+    # Claimed but not running: a turn waiting to be resumed after a restart or drain timeout.
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    REPLIED = "replied"  # outcome committed (transcript rows written), not yet delivered
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+# The one transition table. RUNNING -> ACCEPTED is the crash / drain-timeout path: the turn keeps
+# its inbox row and is resumed (attempt + 1) instead of being lost or started afresh.
+TRANSITIONS: dict[TurnState, frozenset[TurnState]] = {
+    TurnState.ACCEPTED: frozenset({TurnState.RUNNING, TurnState.FAILED, TurnState.INTERRUPTED}),
+    TurnState.RUNNING: frozenset(
+        {TurnState.REPLIED, TurnState.FAILED, TurnState.INTERRUPTED, TurnState.ACCEPTED}
+    ),
+    TurnState.REPLIED: frozenset({TurnState.DELIVERED}),
+    TurnState.DELIVERED: frozenset(),
+    TurnState.FAILED: frozenset(),
+    TurnState.INTERRUPTED: frozenset(),
+}
+
+WHY_NOT: dict[TurnState, str] = {
+    TurnState.ACCEPTED: "it is waiting to be resumed",
+    TurnState.RUNNING: "it is running",
+    TurnState.REPLIED: "its reply is committed and only delivery remains",
+    TurnState.DELIVERED: "it is finished and delivered",
+    TurnState.FAILED: "it has failed",
+    TurnState.INTERRUPTED: "it was interrupted",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    id: int
+    session_key: str
+    session_id: str
+    inbox_id: int | None
+    state: TurnState
+    attempt: int
+    resumes: int
+    source: dict[str, Any]
+    reply: str | None
+    error: str | None
+    accepted_at: int
+    started_at: int | None
+    finished_at: int | None
+    delivered_at: int | None
+
+
+# An entry row is the tuple (id, parent_id, type, role, content, payload, ts, depth, mdepth,
+# on_path, sid), payload as JSON text and ts in microseconds, whichever backend read it.
+
+
+def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A `message` row as an OpenAI chat-format dict."""
+    message: dict[str, Any] = {"role": row[3], "content": row[4]}
+    if row[5] is not None:
+        message.update(loads(row[5]))
+    message["timestamp"] = iso_from_us(row[6])
+    return message
+
+
+def row_to_event(row: tuple[Any, ...]) -> dict[str, Any]:
+    """Any row as a transcript event: `id`, `parent_id`, `type`, `timestamp` and its fields."""
+    event: dict[str, Any] = {
+        "id": row[0],
+        "parent_id": row[1],
+        "type": row[2],
+        "timestamp": iso_from_us(row[6]),
+    }
+    if row[2] == "message":
+        event["role"] = row[3]
+        event["content"] = row[4]
+    elif row[4] is not None:
+        event["content"] = row[4]
+    if row[5] is not None:
+        event.update(loads(row[5]))
+    event["on_path"] = bool(row[9])
+    return event

@@ -1,0 +1,465 @@
+"""`SqliteTx`: the storage protocol's statements on one SQLite connection.
+
+Each method is the module function of the table it touches (`routes.py`, `transcripts.py`,
+`inbox.py`, `journal.py`, `search.py`, `lookups.py`) bound to the connection; the search
+index's are wrapped so that a damaged side index reaches the store as a store error it can
+answer by falling back to a scan.
+
+Just over the ~400-line budget only because the protocol is long: every method is one line
+that binds a module function.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.store.sqlite import (
+    inbox,
+    journal,
+    lookups,
+    routes,
+    search as fts,
+    transcripts,
+)
+from sessiongate.store.sqlite._errors import translate_errors
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from datetime import datetime
+
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.keys import KeyParts
+    from sessiongate.store.protocol import EntryTuple
+    from sessiongate.store.records import (
+        EntryRecord,
+        InboxKind,
+        InboxRow,
+        SeenRow,
+        SessionRow,
+        TurnRow,
+        TurnState,
+    )
+
+__all__ = ["SqliteTx"]
+
+
+class SqliteTx:
+    """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # Raw statements, for SQLite's own diagnostics and its fault-injection tests; the store
+    # above never calls them (they are not part of the protocol).
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
+        return self.conn.executemany(sql, params)
+
+    def get_route(self, session_key: str) -> SessionEntry | None:
+        return routes.get_route(self.conn, session_key)
+
+    def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
+        return routes.get_route_with_parts(self.conn, session_key)
+
+    def get_route_parts(self, session_key: str) -> KeyParts | None:
+        return routes.get_route_parts(self.conn, session_key)
+
+    def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
+        return routes.upsert_route(self.conn, entry, parts)
+
+    def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
+        return routes.put_route(self.conn, entry, parts)
+
+    def delete_route(self, session_key: str) -> bool:
+        return routes.delete_route(self.conn, session_key)
+
+    def route_by_session_id(self, session_id: str) -> SessionEntry | None:
+        return routes.route_by_session_id(self.conn, session_id)
+
+    def iter_routes(self, *, since: datetime | None = None) -> Iterator[SessionEntry]:
+        return routes.iter_routes(self.conn, since=since)
+
+    def count_routes(self) -> int:
+        return routes.count_routes(self.conn)
+
+    def list_route_page(
+        self,
+        *,
+        limit: int,
+        offset: int,
+        archived: bool | None,
+        since: datetime | None,
+        platform: str | None = None,
+        pinned: bool | None = None,
+        unread: bool | None = None,
+        key_prefix: str | None = None,
+    ) -> tuple[list[SessionEntry], int]:
+        return routes.list_route_page(
+            self.conn,
+            limit=limit,
+            offset=offset,
+            archived=archived,
+            since=since,
+            platform=platform,
+            pinned=pinned,
+            unread=unread,
+            key_prefix=key_prefix,
+        )
+
+    def label_taken(self, label: str, *, except_key: str | None = None) -> bool:
+        return lookups.label_taken(self.conn, label, except_key=except_key)
+
+    def tombstone_reason(self, session_key: str) -> str | None:
+        return lookups.tombstone_reason(self.conn, session_key)
+
+    def add_tombstone(self, session_key: str, *, reason: str, at: int) -> None:
+        return lookups.add_tombstone(self.conn, session_key, reason=reason, at=at)
+
+    def alias_of(self, platform: str, alias: str) -> str | None:
+        return lookups.alias_of(self.conn, platform, alias)
+
+    def is_alias_target(self, platform: str, ident: str) -> bool:
+        return lookups.is_alias_target(self.conn, platform, ident)
+
+    def keys_a_lane(self, platform: str, ident: str) -> bool:
+        return lookups.keys_a_lane(self.conn, platform, ident)
+
+    def insert_alias(self, platform: str, alias: str, canonical: str, *, at: int) -> None:
+        return lookups.insert_alias(self.conn, platform, alias, canonical, at=at)
+
+    def get_session_row(self, session_id: str) -> SessionRow | None:
+        return transcripts.get_session_row(self.conn, session_id)
+
+    def unused_session_id(self, make: Callable[[], str]) -> str:
+        return transcripts.unused_session_id(self.conn, make)
+
+    def create_session_row(
+        self,
+        *,
+        session_id: str,
+        session_key: str | None,
+        parent_session_id: str | None,
+        started_at: int,
+        header: dict[str, Any],
+    ) -> SessionRow:
+        return transcripts.create_session_row(
+            self.conn,
+            session_id=session_id,
+            session_key=session_key,
+            parent_session_id=parent_session_id,
+            started_at=started_at,
+            header=header,
+        )
+
+    def create_fresh_session_row(
+        self,
+        make_id: Callable[[], str],
+        *,
+        session_key: str | None,
+        parent_session_id: str | None,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> str:
+        return transcripts.create_fresh_session_row(
+            self.conn,
+            make_id,
+            session_key=session_key,
+            parent_session_id=parent_session_id,
+            started_at=started_at,
+            header=header,
+        )
+
+    def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
+        return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
+
+    def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
+        return transcripts.save_counters(self.conn, sid, counters)
+
+    def load_counters(self, sid: int) -> dict[str, Any] | None:
+        return transcripts.load_counters(self.conn, sid)
+
+    def has_any_sessions(self) -> bool:
+        return lookups.has_any_sessions(self.conn)
+
+    def key_has_history(self, session_key: str) -> bool:
+        return lookups.key_has_history(self.conn, session_key)
+
+    def session_ids_of_key(self, session_key: str) -> list[str]:
+        return lookups.session_ids_of_key(self.conn, session_key)
+
+    def sessions_of_lane(self, session_key: str, session_id: str) -> list[tuple[int, str, str]]:
+        return lookups.sessions_of_lane(self.conn, session_key, session_id)
+
+    def delete_session_rows(self, sid: int) -> None:
+        return lookups.delete_session_rows(self.conn, sid)
+
+    def insert_entries(
+        self, session: SessionRow, records: Sequence[EntryRecord]
+    ) -> tuple[list[int | None], SessionRow]:
+        return transcripts.insert_entries(self.conn, session, records)
+
+    def entry_row(self, entry_id: int) -> EntryTuple | None:
+        return transcripts.entry_row(self.conn, entry_id)
+
+    def all_entries(self, sid: int) -> list[EntryTuple]:
+        return lookups.all_entries(self.conn, sid)
+
+    def tips_with_headlines(
+        self, tip_ids: list[int], max_hops: int
+    ) -> dict[int, tuple[EntryTuple, EntryTuple]]:
+        return transcripts.tips_with_headlines(self.conn, tip_ids, max_hops)
+
+    def load_path(
+        self, sid: int, *, limit: int | None = None, messages_only: bool = True
+    ) -> list[EntryTuple]:
+        return transcripts.load_path(self.conn, sid, limit=limit, messages_only=messages_only)
+
+    def user_turns_above(self, sid: int, depth: int) -> Iterable[EntryTuple]:
+        return lookups.user_turns_above(self.conn, sid, depth)
+
+    def last_completed_depth(self, sid: int, leaf_depth: int) -> int:
+        return lookups.last_completed_depth(self.conn, sid, leaf_depth)
+
+    def move_leaf(
+        self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
+    ) -> SessionRow:
+        return transcripts.move_leaf(self.conn, session, target_id, release_keys=release_keys)
+
+    def release_off_path_keys(self, sid: int, keys: Sequence[str]) -> None:
+        return lookups.release_off_path_keys(self.conn, sid, keys)
+
+    def list_tips(self, sid: int) -> list[int]:
+        return transcripts.list_tips(self.conn, sid)
+
+    def latest_reset_depth(self, sid: int) -> int:
+        return transcripts.latest_reset_depth(self.conn, sid)
+
+    def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow:
+        return transcripts.copy_path(self.conn, source, target, upto_depth)
+
+    def load_context_events(self, sid: int) -> list[dict[str, Any]]:
+        return transcripts.load_context_events(self.conn, sid)
+
+    def search_is_stale(self) -> bool:
+        with translate_errors():
+            return fts.is_stale(self.conn)
+
+    def mark_search_stale(self, reason: BaseException) -> None:
+        with translate_errors():
+            return fts.mark_stale(self.conn, reason)
+
+    def catch_up_search(self) -> int:
+        with translate_errors():
+            return fts.catch_up(self.conn)
+
+    def drop_session_from_search(self, sid: int) -> None:
+        with translate_errors():
+            return fts.drop_session(self.conn, sid)
+
+    def lower_search_cursor(self) -> None:
+        with translate_errors():
+            return fts.lower_cursor(self.conn)
+
+    def search_index(self, query: str, limit: int) -> list[dict[str, Any]]:
+        with translate_errors():
+            return fts.query_index(self.conn, query, limit)
+
+    def search_scan(self, query: str, limit: int) -> list[dict[str, Any]]:
+        with translate_errors():
+            return fts.scan(self.conn, query, limit)
+
+    def rebuild_search_index(self) -> int:
+        with translate_errors():
+            return fts.rebuild_index(self.conn)
+
+    def search_index_status(self) -> dict[str, Any]:
+        with translate_errors():
+            return fts.index_status(self.conn)
+
+    def search_integrity_check(self) -> str | None:
+        with translate_errors():
+            return fts.integrity_check(self.conn)
+
+    def get_inbox_row(self, inbox_id: int) -> InboxRow | None:
+        return inbox.get_row(self.conn, inbox_id)
+
+    def pending_slot(self, session_key: str) -> InboxRow | None:
+        return inbox.pending_slot(self.conn, session_key)
+
+    def next_pending(self, session_key: str) -> InboxRow | None:
+        return inbox.next_pending(self.conn, session_key)
+
+    def insert_inbox_row(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> int:
+        return inbox.insert_row(
+            self.conn,
+            session_key=session_key,
+            kind=kind,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            event_kind=event_kind,
+            internal=internal,
+            at=at,
+        )
+
+    def merge_into_slot(
+        self,
+        slot: InboxRow,
+        *,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        at: int,
+    ) -> None:
+        return inbox.merge_into_slot(
+            self.conn,
+            slot,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            at=at,
+        )
+
+    def claim_inbox_row(self, inbox_id: int, turn_id: int) -> None:
+        return inbox.claim_row(self.conn, inbox_id, turn_id)
+
+    def delete_inbox_row(self, inbox_id: int) -> None:
+        return inbox.delete_row(self.conn, inbox_id)
+
+    def delete_pending_row(self, inbox_id: int) -> bool:
+        return inbox.delete_pending_row(self.conn, inbox_id)
+
+    def delete_pending(self, session_key: str) -> list[int]:
+        return inbox.delete_pending(self.conn, session_key)
+
+    def delete_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
+        return inbox.delete_pending_events(self.conn, session_key, keep=keep)
+
+    def has_pending(self, session_key: str) -> bool:
+        return inbox.has_pending(self.conn, session_key)
+
+    def count_pending(self, session_key: str) -> int:
+        return inbox.count_pending(self.conn, session_key)
+
+    def count_pending_all(self) -> int:
+        return inbox.count_pending_all(self.conn)
+
+    def lanes_with_pending(self) -> list[str]:
+        return inbox.lanes_with_pending(self.conn)
+
+    def select_seen(
+        self, platform: str, chat_id: str, message_id: str, *, session_key: str, sender_id: str
+    ) -> SeenRow | None:
+        return inbox.select_seen(
+            self.conn, platform, chat_id, message_id, session_key=session_key, sender_id=sender_id
+        )
+
+    def insert_seen(self, row: SeenRow) -> bool:
+        return inbox.insert_seen(self.conn, row)
+
+    def link_seen_to_turn(self, inbox_id: int, turn_id: int) -> None:
+        return inbox.link_seen_to_turn(self.conn, inbox_id, turn_id)
+
+    def delete_seen_of_row(self, inbox_id: int) -> int:
+        return inbox.delete_seen_of_row(self.conn, inbox_id)
+
+    def prune_seen(self, before: int) -> int:
+        return inbox.prune_seen(self.conn, before)
+
+    def get_turn(self, turn_id: int) -> TurnRow | None:
+        return journal.get_turn(self.conn, turn_id)
+
+    def turns_in_state(self, state: TurnState) -> list[TurnRow]:
+        return journal.turns_in_state(self.conn, state)
+
+    def insert_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        return journal.insert_turn(
+            self.conn,
+            session_key=session_key,
+            session_id=session_id,
+            inbox_id=inbox_id,
+            source=source,
+            accepted_at=accepted_at,
+            started_at=started_at,
+        )
+
+    def transition_turn(
+        self,
+        turn_id: int,
+        to: TurnState,
+        *,
+        at: int,
+        reply: str | None = None,
+        error: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        return journal.transition(
+            self.conn, turn_id, to, at=at, reply=reply, error=error, resume=resume
+        )
+
+    def finish_reply(self, turn_id: int, *, at: int, reply: str, delivered: bool) -> None:
+        return journal.finish_reply(self.conn, turn_id, at=at, reply=reply, delivered=delivered)
+
+    def prune_turns(self, before: int) -> int:
+        return journal.prune_turns(self.conn, before)
+
+    def get_restart_count(self, session_key: str) -> int:
+        return journal.get_restart_count(self.conn, session_key)
+
+    def bump_restart_count(self, session_key: str, *, at: int) -> int:
+        return journal.bump_restart_count(self.conn, session_key, at=at)
+
+    def reset_restart_count(self, session_key: str) -> bool:
+        return journal.reset_restart_count(self.conn, session_key)
+
+    def merge_restart_counts(self, counts: dict[str, int], *, at: int) -> None:
+        return journal.merge_restart_counts(self.conn, counts, at=at)
+
+    def restart_counts(self) -> dict[str, int]:
+        return journal.restart_counts(self.conn)
+
+    def get_meta(self, key: str) -> str | None:
+        return journal.get_meta(self.conn, key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        return journal.set_meta(self.conn, key, value)
+
+    def pop_meta(self, key: str) -> str | None:
+        return journal.pop_meta(self.conn, key)

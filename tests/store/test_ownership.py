@@ -1,0 +1,212 @@
+"""Lane and leader leases with epochs on a real PostgreSQL (DESIGN decision 12): scripted
+interleavings of two instances, each with its own connection, on one private schema.
+
+Time is the database's: a lease is expired by writing its `expires_at` into the past, never
+by sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate.errors import LeaseLostError
+from sessiongate.store.lanes import Inbound, InboxKind, LaneStore
+from sessiongate.store.ownership import Ownership
+
+SOURCE = SessionSource(platform="api", chat_id="1")
+
+
+@pytest.fixture
+def pair(tmp_path, pg_schema, clock):
+    """Two instances (a store, its lanes and its ownership each) on one database."""
+    opened = []
+
+    def instance(name: str):
+        config = GatewayConfig(store={"url": pg_schema.url})  # type: ignore[arg-type]
+        store = SessionStore(tmp_path / name, config, clock=clock)
+        own = Ownership(store.database, instance_id=name)  # type: ignore[arg-type]
+        own.start()
+        opened.append(store)
+        return store, LaneStore(store), own
+
+    yield instance("a"), instance("b")
+    for store in opened:
+        store.close()
+
+
+_EXPIRE = {
+    "lane_lease": "UPDATE lane_lease SET expires_at = now() - interval '1 second'",
+    "leader_lease": "UPDATE leader_lease SET expires_at = now() - interval '1 second'",
+}
+
+
+def expire(store: SessionStore, table: str = "lane_lease") -> None:
+    with store.database.transaction() as tx:
+        tx.execute(_EXPIRE[table])  # type: ignore[attr-defined]
+
+
+def test_one_owner_at_a_time_and_each_takeover_raises_the_epoch(pair):
+    (store_a, _, a), (_store_b, _, b) = pair
+    first = a.claim("k")
+    assert first is not None
+    assert first.epoch == 1
+    assert b.claim("k") is None
+    expire(store_a)
+    second = b.claim("k")
+    assert second is not None
+    assert second.epoch == 2
+    assert a.claim("k") is None
+
+
+def test_a_stale_owner_cannot_commit_an_outcome_and_nothing_of_it_is_written(pair):
+    (store_a, lanes_a, a), (store_b, _, b) = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lanes_a.accept(
+        Inbound(source=SOURCE, text="hi", message_id="m1"),
+        session_key=entry.session_key,
+        session_id=entry.session_id,
+        kind=InboxKind.SLOT,
+        cap=32,
+    )
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+    claim = lanes_a.claim_next(entry.session_key, entry.session_id)
+    assert claim is not None
+    expire(store_a)  # a pauses past its lease (SIGSTOP) ...
+    assert b.claim(entry.session_key) is not None  # ... and b takes the lane over
+    with pytest.raises(LeaseLostError), a.fenced(lease):
+        lanes_a.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="stale")
+    assert a.fenced_commits == 1
+    assert store_b.load_transcript(entry.session_id) == []
+    turn = LaneStore(store_b).get_turn(claim.turn.id)
+    assert turn is not None
+    assert turn.state == "running"  # still the successor's to resume, not replied
+
+
+def test_an_owner_commits_under_its_lease_and_the_commit_renews_it(pair):
+    (store_a, _lanes_a, a), _ = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+    with a.fenced(lease):
+        store_a.append_messages(entry.session_id, [{"role": "user", "content": "kept"}])
+    assert [m["content"] for m in store_a.load_transcript(entry.session_id)] == ["kept"]
+    assert a.fenced_commits == 0
+
+
+def test_a_takeover_waits_for_the_owners_fenced_commit_and_then_fails(pair):
+    (_store_a, _, a), (_, _, b) = pair
+    lease = a.claim("k")
+    assert lease is not None
+    inside = threading.Event()
+    results: list[object] = []
+
+    def take_over() -> None:
+        inside.wait()
+        results.append(b.claim("k"))
+
+    thief = threading.Thread(target=take_over)
+    thief.start()
+    with a.fenced(lease):
+        # The renewal's row lock is held to the commit: the takeover's upsert blocks on it.
+        inside.set()
+        thief.join(timeout=0.5)
+        assert thief.is_alive()
+    thief.join(timeout=30)
+    assert results == [None]  # it saw the renewed lease, unexpired
+
+
+def test_a_heartbeat_renews_live_leases_but_never_revives_an_expired_one(pair):
+    (store_a, _, a), (_, _, b) = pair
+    assert a.claim("k1") is not None
+    assert a.claim("k2") is not None
+    assert a.heartbeat() == 2
+    expire(store_a)
+    assert a.heartbeat() == 0
+    assert b.claim("k1") is not None
+
+
+def test_release_is_refused_while_a_message_waits(pair):
+    (store_a, lanes_a, a), (_, _, b) = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+    accepted = lanes_a.accept(
+        Inbound(source=SOURCE, text="wait for me"),
+        session_key=entry.session_key,
+        session_id=entry.session_id,
+        kind=InboxKind.SLOT,
+        cap=32,
+    )
+    assert not a.release(lease)  # the accepted message keeps its owner
+    assert accepted.inbox_id is not None
+    assert lanes_a.drop_pending(accepted.inbox_id)
+    assert a.release(lease)
+    taken = b.claim(entry.session_key)
+    assert taken is not None
+    assert taken.epoch == lease.epoch + 1
+
+
+def test_a_leader_renews_at_its_epoch_and_a_successor_fences_it(pair):
+    (store_a, _, a), (_, _, b) = pair
+    lead = a.claim_leader("telegram:poller")
+    assert lead is not None
+    assert b.claim_leader("telegram:poller") is None
+    again = a.claim_leader("telegram:poller")
+    assert again == lead  # a renewal keeps the epoch
+    expire(store_a, "leader_lease")
+    successor = b.claim_leader("telegram:poller")
+    assert successor is not None
+    assert successor.epoch == lead.epoch + 1
+    with pytest.raises(LeaseLostError), a.fenced(lead):
+        pass
+
+
+def test_instances_list_heartbeats_lanes_and_roles_and_the_dead_are_reaped(pair):
+    (store_a, _, a), (_, _, b) = pair
+    a.claim("k1")
+    b.claim("k2")
+    b.claim("k3")
+    b.claim_leader("discord:gateway")
+    listed = {i["instance_id"]: i for i in a.instances()}
+    assert {k: (v["lanes"], v["leader_of"], v["state"]) for k, v in listed.items()} == {
+        "a": (1, [], "live"),
+        "b": (2, ["discord:gateway"], "live"),
+    }
+    with store_a.database.transaction() as tx:
+        tx.execute(  # type: ignore[attr-defined]
+            "UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE instance_id = 'b'"
+        )
+    assert a.reap() == ["b"]
+    with pytest.raises(LeaseLostError):
+        b.heartbeat()  # b learns it was declared dead and must stop
+    assert a.claim("k2") is not None  # its lanes moved on at once
+    assert a.claim_leader("discord:gateway") is not None
+
+
+def test_a_clean_stop_frees_the_leases_at_once(pair):
+    (_, _, a), (_, _, b) = pair
+    assert a.claim("k") is not None
+    a.stop()
+    assert b.claim("k") is not None
+
+
+def test_two_instances_routing_a_new_conversation_at_once_share_one_session(pair):
+    # Under READ COMMITTED nothing locks a row that does not exist yet: the route of a new
+    # key is locked by key, so the second instance waits and then finds the first's session.
+    (store_a, _, _), (store_b, _, _) = pair
+    source = SessionSource(platform="api", chat_id="new-at-once")
+    found: list[str] = []
+    second = threading.Thread(
+        target=lambda: found.append(store_b.get_or_create_session(source).session_id)
+    )
+    with store_a.database.transaction():
+        first = store_a.get_or_create_session(source)
+        second.start()
+        second.join(timeout=0.5)
+        assert second.is_alive()  # waiting on the first's lock, not creating its own
+    second.join(timeout=30)
+    assert found == [first.session_id]
