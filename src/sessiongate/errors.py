@@ -15,6 +15,7 @@ SessiongateError
 │   └── MessageIdConflictError  a message id reused for a different message in one lane
 ├── ForkTooLargeError           a fork over the child model's context window
 ├── UnauthorizedError           a sender or caller without permission
+├── AgentTurnError              an agent turn ended without a reply (`code` says why)
 ├── StoreCorruptError           canonical data on disk is damaged; the store will not open
 └── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
     └── HomeInUseError          another gateway or chat runner holds the home's lock
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AgentTurnError",
     "ConflictError",
     "EntryNotFoundError",
     "ForkTooLargeError",
@@ -126,6 +128,29 @@ class ForkTooLargeError(SessiongateError):
 
 class UnauthorizedError(SessiongateError):
     code = "unauthorized"
+
+
+class AgentTurnError(SessiongateError):
+    """An agent turn that ended without a reply, and what the person is told.
+
+    `code` is the agent's reason (`agent_misconfigured`, `agent_unavailable`,
+    `tool_loop_limit`, ...), `message` the detail for the log, `notice` the text for the user
+    and `messages` what the turn completed before it ended (tool calls and results).
+    """
+
+    code = "agent_failed"
+    notice: str
+    messages: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "agent_failed",
+        notice: str = "Sorry, something went wrong while answering. Please try again.",
+        messages: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message, code=code, notice=notice, messages=messages or [])
 
 
 class StoreCorruptError(SessiongateError):

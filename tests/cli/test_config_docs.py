@@ -41,6 +41,8 @@ def _other_value(key, default):
         return next(c for c in choices if c != default)
     if key.type.startswith("list"):
         return "[/x]"
+    if key.type.startswith("mapping"):
+        return "{x: 1}"
     return "other"
 
 

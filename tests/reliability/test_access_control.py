@@ -293,7 +293,7 @@ def test_secrets_never_reach_the_database_the_mirror_or_the_log(privacy: Privacy
         assert secret not in privacy.log
     # The debug log did record the run (the check above is not vacuous).
     assert "turn replied" in privacy.log
-    assert "agent failed" in privacy.log
+    assert "turn failed" in privacy.log
 
 
 def test_with_redact_pii_raw_ids_never_reach_the_model(privacy: PrivacyRun):

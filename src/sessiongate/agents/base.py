@@ -9,10 +9,19 @@ from __future__ import annotations
 from sessiongate.gateway.agent import (
     Agent,
     AgentFactory,
+    AgentHost,
     StreamingAgent,
     TurnRequest,
     TurnResult,
     Usage,
 )
 
-__all__ = ["Agent", "AgentFactory", "StreamingAgent", "TurnRequest", "TurnResult", "Usage"]
+__all__ = [
+    "Agent",
+    "AgentFactory",
+    "AgentHost",
+    "StreamingAgent",
+    "TurnRequest",
+    "TurnResult",
+    "Usage",
+]

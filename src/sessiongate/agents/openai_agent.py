@@ -1,4 +1,13 @@
-"""An agent backed by any OpenAI-compatible chat-completions endpoint.
+"""An agent backed by any OpenAI-compatible chat-completions endpoint: streamed, with tools.
+
+A turn is a loop of streamed model calls (`_stream.py`). Text deltas go out as they arrive;
+each assistant message is yielded once it is complete (never a half one); its tool calls run
+(`tools/_calls.py`, in parallel, each under a timeout) and their results go back to the model,
+until it answers without tools or `max_tool_iterations` calls have been made (the turn then
+ends with `tool_loop_limit`). A call that fails in a way that may pass (429, 5xx, timeout,
+broken or empty stream) is retried with backoff through the injected `sleep`, then reported
+as `agent_unavailable`; a rejected key or unknown model is `agent_misconfigured`, with the
+setting to fix in the log's one warning line (`_upstream.py`).
 
 Needs the optional `openai` package (`pip install 'sessiongate[openai]'`); it is imported when an
 agent is built, never when this module is, so the gateway runs without it on the echo agent.
@@ -6,21 +15,46 @@ agent is built, never when this module is, so the gateway runs without it on the
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.agents._stream import Completion, stream_completion
+from sessiongate.agents._upstream import NOTICES, Failure, backoff_delay, classify
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
+from sessiongate.agents.tools import ToolContext, load_tools
+from sessiongate.agents.tools._calls import ToolLimits, run_tool_calls
+from sessiongate.core.turn_events import (
+    MessageCompleted,
+    TextDelta,
+    ToolResult,
+    TurnEnd,
+    TurnEvent,
+    UsageReport,
+)
+from sessiongate.errors import AgentTurnError
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from types import ModuleType
 
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletion
 
+    from sessiongate.agents.tools import Tool
     from sessiongate.core.config import OpenAIAgentConfig
 
-__all__ = ["INSTALL_HINT", "SUMMARY_INSTRUCTION", "OpenAIAgent", "import_openai"]
+__all__ = [
+    "INSTALL_HINT",
+    "LOOP_LIMIT_NOTICE",
+    "SUMMARY_INSTRUCTION",
+    "OpenAIAgent",
+    "collect_turn",
+    "import_openai",
+]
+
+log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'sessiongate[openai]'"
 
@@ -36,6 +70,11 @@ SUMMARY_INSTRUCTION = (
     "Summarize the conversation below for your own later use. Keep facts, decisions, names, "
     "open questions and anything the user asked you to remember. Reply with the summary only."
 )
+_NO_END_NOTICE = "Sorry, something went wrong while answering. Please try again."
+LOOP_LIMIT_NOTICE = (
+    "I stopped after {count} steps with tools without reaching an answer. Tell me if I should "
+    "go on."
+)
 
 
 def import_openai() -> ModuleType:
@@ -49,29 +88,99 @@ def import_openai() -> ModuleType:
 
 
 class OpenAIAgent:
-    """One agent per session key, each with its own client (and connection pool)."""
+    """One agent per session key, each with its own client (and connection pool).
 
-    def __init__(self, config: OpenAIAgentConfig) -> None:
-        openai = import_openai()
+    `tools` defaults to those `config.tools` names; `sleep` is what the retry backoff waits
+    with (tests pass one that records the delays and returns at once).
+    """
+
+    def __init__(
+        self,
+        config: OpenAIAgentConfig,
+        *,
+        tools: Sequence[Tool] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._openai = import_openai()
         self.config = config
+        self._tools = {
+            made.name: made for made in (load_tools(config.tools) if tools is None else tools)
+        }
+        self._sleep = sleep
+        self._limits = ToolLimits(
+            timeout_seconds=config.tool_timeout_seconds,
+            per_tool=config.tool_timeouts,
+            max_result_chars=config.max_tool_result_chars,
+            parallel=config.parallel_tool_calls,
+        )
         api_key = (
             config.api_key.get_secret_value()
             if config.api_key is not None
             else os.environ.get("OPENAI_API_KEY") or _NO_API_KEY
         )
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            base_url=config.base_url, api_key=api_key, timeout=config.timeout_seconds
+        # The SDK's own retries are off: ours back off through `sleep` and classify failures.
+        self._client: AsyncOpenAI = self._openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=api_key,
+            timeout=config.timeout_seconds,
+            max_retries=0,
+        )
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
+        """The turn's events, ending with exactly one `TurnEnd`."""
+        model = request.model or self.config.model
+        messages = _prompt(request)
+        context = ToolContext(
+            session_key=request.session_key,
+            session_id=request.session_id,
+            turn_id=request.turn_id,
+            model=model,
+            settings=self.config.session_tools,
+            host=request.host,
+        )
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if self._tools:
+            body["tools"] = [made.spec() for made in self._tools.values()]
+            body["parallel_tool_calls"] = self.config.parallel_tool_calls
+        cap = self.config.max_tool_iterations
+        for _ in range(cap):
+            completion: Completion | None = None
+            async for event in self._call(body):
+                if isinstance(event, Failure):
+                    yield _failed(event)
+                    return
+                if isinstance(event, Completion):
+                    completion = event
+                else:
+                    yield event
+            assert completion is not None  # `_call` ends with a completion or a failure
+            if completion.usage is not None:
+                yield completion.usage
+            message = completion.message
+            yield MessageCompleted(message)
+            messages.append(_to_api_message(message))
+            calls = message.get("tool_calls")
+            if not calls:
+                yield TurnEnd(text=message.get("content") or "")
+                return
+            for result in await run_tool_calls(calls, self._tools, context, self._limits):
+                yield result
+                messages.append(
+                    {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}
+                )
+        log.warning(
+            "tool loop limit reached",
+            extra={"session_key": request.session_key, "turn_id": request.turn_id, "calls": cap},
+        )
+        yield TurnEnd(
+            text=LOOP_LIMIT_NOTICE.format(count=cap),
+            error="tool_loop_limit",
+            detail=f"the model still called tools after {cap} model calls "
+            "(agent.openai.max_tool_iterations)",
         )
 
     async def run_turn(self, request: TurnRequest) -> TurnResult:
-        messages: list[dict[str, Any]] = []
-        if request.system_prompt:
-            messages.append({"role": "system", "content": request.system_prompt})
-        if request.resume_note:
-            messages.append({"role": "system", "content": request.resume_note})
-        messages.extend(_to_api_message(message) for message in request.messages)
-        completion = await self._complete(messages, model=request.model)
-        return TurnResult(text=_reply_text(completion), usage=_usage(completion))
+        return await collect_turn(self.stream_turn(request))
 
     async def summarize(self, messages: list[dict[str, Any]]) -> str:
         # The transcript goes in as text: replayed as chat turns it could end on a tool call,
@@ -80,26 +189,145 @@ class OpenAIAgent:
             f"{message.get('role', 'user')}: {_plain_text(message.get('content'))}"
             for message in messages
         )
-        completion = await self._complete(
-            [
+        body = {
+            "model": self.config.model,
+            "messages": [
                 {"role": "system", "content": SUMMARY_INSTRUCTION},
                 {"role": "user", "content": transcript},
             ],
-            model=None,
-        )
-        return _reply_text(completion).strip()
+        }
+        async for event in self._call(body):
+            if isinstance(event, Failure):
+                end = _failed(event)
+                raise AgentTurnError(end.detail or "", code=end.error or "", notice=end.text)
+            if isinstance(event, Completion):
+                return str(event.message.get("content") or "").strip()
+        raise AssertionError("unreachable: `_call` ends with a completion or a failure")
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _complete(
-        self, messages: list[dict[str, Any]], *, model: str | None
-    ) -> ChatCompletion:
-        return await self._client.chat.completions.create(
-            model=model or self.config.model,
-            # The SDK's TypedDict union for messages; ours are validated chat dicts.
-            messages=messages,  # type: ignore[arg-type]
+    async def _call(self, body: dict[str, Any]) -> AsyncIterator[TextDelta | Completion | Failure]:
+        """One model call with its retries: deltas, then a `Completion` or the `Failure` that
+        ended the attempts (logged once, as a warning)."""
+        attempt = 0
+        while True:
+            try:
+                async for event in stream_completion(self._client, body):
+                    yield event
+                return
+            except Exception as exc:
+                failure = classify(exc, openai=self._openai)
+                if failure is None:
+                    raise
+            if not failure.retryable or attempt >= self.config.max_retries:
+                self._log_failure(failure, attempts=attempt + 1, model=str(body["model"]))
+                yield failure
+                return
+            attempt += 1
+            delay = backoff_delay(
+                attempt,
+                first=self.config.retry_backoff_seconds,
+                cap=self.config.retry_backoff_max_seconds,
+                retry_after=failure.retry_after,
+            )
+            log.info(
+                "model call failed; retrying",
+                extra={"attempt": attempt, "delay": delay, "detail": failure.detail},
+            )
+            await self._sleep(delay)
+
+    def _log_failure(self, failure: Failure, *, attempts: int, model: str) -> None:
+        what = (
+            f"agent misconfigured: check {failure.setting}"
+            if failure.setting
+            else f"model call failed ({failure.kind})"
         )
+        log.warning(
+            what,
+            extra={
+                "error": str(failure.kind),
+                "status": failure.status,
+                "setting": failure.setting,
+                "detail": failure.detail,
+                "attempts": attempts,
+                "model": model,
+                "base_url": self.config.base_url,
+            },
+        )
+
+
+async def collect_turn(events: AsyncIterator[TurnEvent]) -> TurnResult:
+    """A streamed turn as one `TurnResult` (the form of `Agent.run_turn`).
+
+    The messages before the final reply (tool calls, tool results) come back in `messages`;
+    a turn that ended with an error raises `AgentTurnError` carrying them.
+    """
+    messages: list[dict[str, Any]] = []
+    usage = UsageReport()
+    end: TurnEnd | None = None
+    async for event in events:
+        if isinstance(event, MessageCompleted):
+            messages.append(event.message)
+        elif isinstance(event, ToolResult):
+            messages.append(tool_message(event))
+        elif isinstance(event, UsageReport):
+            usage = UsageReport(
+                input_tokens=usage.input_tokens + event.input_tokens,
+                output_tokens=usage.output_tokens + event.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens + event.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens + event.cache_write_tokens,
+            )
+        elif isinstance(event, TurnEnd):
+            end = event
+    if end is None:
+        raise AgentTurnError("the turn ended without a TurnEnd", notice=_NO_END_NOTICE)
+    if end.error is not None:
+        raise AgentTurnError(
+            end.detail or end.error, code=end.error, notice=end.text, messages=messages
+        )
+    # The final reply is stored by the gateway from `text`, so it leaves `messages`.
+    if messages and messages[-1].get("role") == "assistant" and not messages[-1].get("tool_calls"):
+        messages.pop()
+    return TurnResult(
+        text=end.text,
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        ),
+        messages=messages,
+    )
+
+
+def tool_message(result: ToolResult) -> dict[str, Any]:
+    """A tool result as the stored `tool` message (the tool's name kept in metadata)."""
+    return {
+        "role": "tool",
+        "tool_call_id": result.tool_call_id,
+        "content": result.content,
+        "metadata": {"tool_name": result.name, **({"is_error": True} if result.is_error else {})},
+    }
+
+
+def _failed(failure: Failure) -> TurnEnd:
+    return TurnEnd(
+        text=NOTICES[failure.kind],
+        error=str(failure.kind),
+        detail=failure.detail,
+        metadata={"status": failure.status, "setting": failure.setting},
+    )
+
+
+def _prompt(request: TurnRequest) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if request.system_prompt:
+        messages.append({"role": "system", "content": request.system_prompt})
+    if request.resume_note:
+        messages.append({"role": "system", "content": request.resume_note})
+    messages.extend(_to_api_message(message) for message in request.messages)
+    return messages
 
 
 def _to_api_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -108,25 +336,6 @@ def _to_api_message(message: dict[str, Any]) -> dict[str, Any]:
     if "content" not in out and not (out.get("role") == "assistant" and out.get("tool_calls")):
         out["content"] = ""
     return out
-
-
-def _reply_text(completion: ChatCompletion) -> str:
-    if not completion.choices:
-        return ""
-    return completion.choices[0].message.content or ""
-
-
-def _usage(completion: ChatCompletion) -> Usage:
-    usage = completion.usage
-    if usage is None:
-        return Usage()
-    details = usage.prompt_tokens_details
-    return Usage(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        cache_read_tokens=(getattr(details, "cached_tokens", None) or 0),
-        cache_write_tokens=(getattr(details, "cache_write_tokens", None) or 0),
-    )
 
 
 def _plain_text(content: object) -> str:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from sessiongate.errors import (
+    AgentTurnError,
     ConflictError,
     EntryNotFoundError,
     ForkTooLargeError,
@@ -72,6 +73,8 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     # The disk or the database is the problem, not the request; retrying later may work.
     StoreUnavailableError: 503,
     StoreCorruptError: 503,
+    # The model server failed or refused (a summary for a compaction); not the request.
+    AgentTurnError: 503,
 }
 
 # Codes for statuses the framework raises itself (unknown route, wrong method, ...).

@@ -93,12 +93,6 @@ MEANINGS: dict[str, str] = {
     "never evicts.",
     "agent.echo.delay_seconds": "The echo agent waits this long before replying (to see "
     "busy-conversation behaviour by hand).",
-    "agent.openai.base_url": "Base URL of an OpenAI-compatible server; setting it (or "
-    "`api_key`) chooses the OpenAI-compatible agent over the echo agent.",
-    "agent.openai.api_key": "The API key sent to that server.",
-    "agent.openai.model": "The model name sent with each request.",
-    "agent.openai.timeout_seconds": "Seconds the HTTP client waits for one request to the "
-    "model server (not the whole turn: that is `agent.gateway_timeout`).",
     "agent.context_window": "The model's context window in tokens: forks beyond it are "
     "refused and compaction keeps about a quarter of it.",
     "api.host": "Address the HTTP API listens on; without `api.token` only a loopback "

@@ -22,6 +22,7 @@ __all__ = [
     "PlatformConfig",
     "ResetPolicyConfig",
     "ResetRule",
+    "SessionToolsConfig",
     "StoreConfig",
 ]
 
@@ -44,11 +45,117 @@ class EchoAgentConfig(_Model):
     delay_seconds: float = Field(0.0, ge=0)
 
 
+class SessionToolsConfig(_Model):
+    """Settings of the built-in session tools (`sessions_list`, ... `sessions_spawn`)."""
+
+    visibility: Literal["tree", "agent", "all"] = Field(
+        "tree",
+        description=(
+            "Which sessions the tools may see and address: `tree` the calling session and the "
+            "sessions it forked or spawned, `agent` every session of the same agent namespace "
+            "(`agent:<id>:...`), `all` every session of the gateway."
+        ),
+    )
+    history_limit: int = Field(
+        50, ge=1, le=500, description="Most messages `sessions_history` returns at once."
+    )
+    max_spawn_depth: int = Field(
+        2,
+        ge=0,
+        description=(
+            "How deep `sessions_spawn` may nest: a spawned session at this depth may not spawn "
+            "again (0 turns spawning off)."
+        ),
+    )
+    context_windows: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "Usable input capacity (tokens) of a child model, by model name: a spawn whose "
+            "parent branch is larger starts with an isolated context. A model not listed uses "
+            "the 100,000-token cap."
+        ),
+    )
+
+
 class OpenAIAgentConfig(_Model):
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    model: str = "gpt-4o-mini"
-    timeout_seconds: float = Field(120.0, gt=0)
+    base_url: str | None = Field(
+        None,
+        description=(
+            "Base URL of an OpenAI-compatible server (e.g. `http://127.0.0.1:8080/v1`); "
+            "setting it (or `api_key`) chooses the OpenAI-compatible agent over the echo agent."
+        ),
+    )
+    api_key: SecretStr | None = Field(
+        None, description="The API key sent to that server; `OPENAI_API_KEY` when not set."
+    )
+    model: str = Field(
+        "gpt-4o-mini",
+        description="The model name sent with each request (a session's `/model` overrides it).",
+    )
+    timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description=(
+            "How long the agent waits on the server for any one step of a call: connecting, "
+            "sending, or the next bytes of the answer. A streamed reply may take longer in all "
+            "as long as chunks keep coming; a call that runs out is retried like a 5xx. The "
+            "whole turn is bounded by `agent.gateway_timeout`."
+        ),
+    )
+    max_retries: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description=(
+            "Retries of a model call after a rate limit (429), a 5xx, a timeout, a dropped "
+            "connection or a broken or empty stream; then the turn fails as temporarily "
+            "unavailable."
+        ),
+    )
+    retry_backoff_seconds: float = Field(
+        1.0,
+        ge=0,
+        description=(
+            "Wait before the first retry, doubled for each next one (a server's "
+            "`Retry-After` is honoured up to the cap)."
+        ),
+    )
+    retry_backoff_max_seconds: float = Field(
+        30.0, ge=0, description="The longest wait between two retries."
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Tools the model may call: a built-in by name (`sessions_list`, `sessions_history`, "
+            "`sessions_search`, `sessions_send`, `sessions_spawn`) or your own function by "
+            "import path (`mypkg.tools:lookup_order`)."
+        ),
+    )
+    tool_timeout_seconds: float = Field(
+        30.0, gt=0, description="How long one tool call may run before it is stopped."
+    )
+    tool_timeouts: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Per-tool timeouts (seconds) by tool name, over `tool_timeout_seconds` and a "
+            "tool's own default (`sessions_spawn` waits up to 600 s for its sub-agent)."
+        ),
+    )
+    max_tool_iterations: int = Field(
+        25,
+        ge=1,
+        description=(
+            "Most model calls in one turn; a model still calling tools after that many ends "
+            "the turn with `tool_loop_limit`."
+        ),
+    )
+    parallel_tool_calls: bool = Field(
+        True, description="Let the model ask for several tool calls at once; they run together."
+    )
+    max_tool_result_chars: int = Field(
+        20_000, ge=100, description="A tool result longer than this is cut, with a note."
+    )
+    session_tools: SessionToolsConfig = Field(default_factory=SessionToolsConfig)
 
 
 class AgentConfig(_Model):

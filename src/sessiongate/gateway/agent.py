@@ -8,8 +8,28 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from sessiongate.core.turn_events import TurnEvent
+    from sessiongate.gateway.events import MessageEvent
+    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.store.session_store import SessionStore
 
-__all__ = ["Agent", "AgentFactory", "StreamingAgent", "TurnRequest", "TurnResult", "Usage"]
+__all__ = [
+    "Agent",
+    "AgentFactory",
+    "AgentHost",
+    "StreamingAgent",
+    "TurnRequest",
+    "TurnResult",
+    "Usage",
+]
+
+
+class AgentHost(Protocol):
+    """What an agent's tools may use of the gateway running the turn (`GatewayRunner` is one):
+    the store, to read sessions, and the inbox, to start turns in other sessions."""
+
+    store: SessionStore
+
+    async def handle_message(self, event: MessageEvent, *, wait: bool = True) -> Receipt: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +55,8 @@ class TurnRequest:
     # actions that may already have happened.
     resume_note: str | None = None
     turn_id: int | None = None
+    # The gateway running the turn, for tools that work with sessions (None outside one).
+    host: AgentHost | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,12 @@ from sessiongate.core.transcript import (
     estimate_tokens,
     last_turn_start,
 )
-from sessiongate.errors import SessionArchivedError, SessionNotFoundError, StaleWriteError
+from sessiongate.errors import (
+    AgentTurnError,
+    SessionArchivedError,
+    SessionNotFoundError,
+    StaleWriteError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -185,6 +190,13 @@ class Compactor:
                 asyncio.timeout(self._config.agent.gateway_timeout),
             ):
                 summary = await agent.summarize(plan.summarize)
+        except AgentTurnError as exc:
+            # The agent logged the upstream cause in one line; no traceback for it here.
+            log.warning(
+                "compaction summary failed; nothing compacted",
+                extra={**extra, "error": exc.code},
+            )
+            return _unchanged(before, "summary_failed")
         except Exception:
             log.exception("compaction summary failed; nothing compacted", extra=extra)
             return _unchanged(before, "summary_failed")

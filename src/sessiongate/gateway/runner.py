@@ -174,6 +174,7 @@ class GatewayRunner:
             counters=self._turns,
             counts_changed=self.write_restart_counts,
             drain_reason=lambda: self._drain_reason,
+            host=self,
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self

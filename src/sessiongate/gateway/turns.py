@@ -32,6 +32,7 @@ from sessiongate.core.context import (
 from sessiongate.core.keys import is_shared_multi_user_session
 from sessiongate.core.transcript import ModelContext, build_model_context
 from sessiongate.errors import (
+    AgentTurnError,
     InvalidEntryError,
     SessionNotFoundError,
     StoreCorruptError,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
-    from sessiongate.gateway.agent import Agent, AgentFactory
+    from sessiongate.gateway.agent import Agent, AgentFactory, AgentHost
     from sessiongate.gateway.agent_cache import AgentCache
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.receipts import Waiters
@@ -117,6 +118,7 @@ class _AgentDone:
     result: TurnResult | None
     error: str | None = None
     timed_out: bool = False
+    notice: str | None = None  # the agent's own word for the user, when it gave one
 
 
 def _conversation(session_id: str, entry: SessionEntry | None) -> str:
@@ -187,6 +189,7 @@ class TurnExecutor:
         counters: TurnCounters,
         counts_changed: Callable[[], None],
         drain_reason: Callable[[], str],
+        host: AgentHost | None = None,
     ) -> None:
         self._store = store
         self._lane_store = lane_store
@@ -198,6 +201,7 @@ class TurnExecutor:
         self._counters = counters
         self._counts_changed = counts_changed
         self._drain_reason = drain_reason
+        self._host = host
         self._release_due = False
 
     # ------------------------------------------------------------------ running
@@ -230,7 +234,7 @@ class TurnExecutor:
             await self._until_stored(claim, lambda: self._replied(claim, user_message, result))
         else:
             timeout = self._config.agent.gateway_timeout
-            notice = failure_notice(timed_out=done.timed_out, timeout=timeout)
+            notice = done.notice or failure_notice(timed_out=done.timed_out, timeout=timeout)
             error = done.error or "error"
             await self._until_stored(
                 claim, lambda: self.fail(claim, user_message, error=error, notice=notice)
@@ -292,6 +296,7 @@ class TurnExecutor:
             thinking_level=context.thinking_level or (entry.thinking_level if entry else None),
             resume_note=RESUME_NOTE.format(attempt=turn.attempt) if resumed else None,
             turn_id=turn.id,
+            host=self._host,
         )
         return request, entry
 
@@ -354,6 +359,10 @@ class TurnExecutor:
                 return _AgentDone(None, "gateway_timeout", timed_out=True)
             log.exception("agent raised TimeoutError", extra=extra)
             return _AgentDone(None, "TimeoutError")
+        except AgentTurnError as exc:
+            # The agent logged the cause (one warning line, no traceback); the outcome's
+            # "turn failed" line carries the code.
+            return _AgentDone(None, f"{exc.code}: {exc.message}"[:500], notice=exc.notice)
         except Exception as exc:
             log.exception("agent failed", extra=extra)
             return _AgentDone(None, f"{type(exc).__name__}: {exc}"[:500])
