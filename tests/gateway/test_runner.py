@@ -92,7 +92,7 @@ async def test_a_context_that_moved_while_it_was_read_is_read_again(
     await gw.adapter.receive("two")
     assert len(views) == 2
     contents = [m["content"] for m in gw.hub.requests[-1].messages]
-    assert contents == ["one", "re: one", "late", "two"]
+    assert contents == ["one", "re: one", "two", "late"]  # "two" is stored when its turn starts
     assert gw.hub.requests[-1].session_id == first.session_id
 
 
@@ -332,9 +332,28 @@ async def test_agent_messages_are_stored_before_the_reply(gw):
 async def test_wait_false_answers_queued_after_the_durable_accept(gw):
     receipt = await gw.adapter.receive("hello", wait=False)
     assert receipt.status == "queued"
-    assert receipt.turn_id is None
     await gw.runner.wait_idle()
     assert gw.adapter.texts() == ["re: hello"]
+    # The receipt named the turn that answered it.
+    turn = gw.lanes.get_turn(receipt.turn_id)
+    assert (turn.state, turn.reply) == (TurnState.DELIVERED, "re: hello")
+
+
+async def test_wait_false_behind_a_busy_lane_names_the_turn_that_will_answer_it(make_gateway):
+    gw = await make_gateway(busy_input_mode="queue")
+    gw.hub.blocking = True
+    first = asyncio.ensure_future(gw.adapter.receive("long"))
+    started = await gw.hub.next_started()
+    queued = await gw.adapter.receive("next", wait=False)
+    assert queued.status == "queued"
+    assert queued.turn_id is not None
+    assert queued.turn_id != started.turn_id
+    assert gw.lanes.get_turn(queued.turn_id) is None  # not claimed yet
+    gw.hub.release_all()
+    await first
+    await gw.runner.wait_idle()
+    turn = gw.lanes.get_turn(queued.turn_id)
+    assert (turn.state, turn.reply) == (TurnState.DELIVERED, "re: next")
 
 
 async def test_the_reply_stays_replied_when_delivery_fails(gw):

@@ -71,17 +71,33 @@ class TranscriptOps:
         messages: Sequence[Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
+        first_index: int = 0,
     ) -> list[int | None]:
         """Append one turn in one transaction; returns the new entry ids (None: a duplicate).
 
         A message with a `message_id`, or any message when `idempotency_key` is given, is
-        appended at most once per session.
+        appended at most once per session: under a key, the message at position `i` of the
+        list is number `first_index + i` of that key, so a turn can append its messages one
+        at a time as they complete and a retried append is a no-op.
         """
         now_us = to_us(self.clock.now())
-        records = [_message_record(m, now_us, idempotency_key, i) for i, m in enumerate(messages)]
+        records = [
+            _message_record(m, now_us, idempotency_key, first_index + i)
+            for i, m in enumerate(messages)
+        ]
         with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             return self._append_records(conn, row, records)
+
+    def keyed_messages(
+        self, session_id: str, idempotency_key: str
+    ) -> list[tuple[int, int, dict[str, Any]]]:
+        """`(number, entry id, message)` of the active path's messages appended under
+        `idempotency_key`, in order (what a resumed turn already stored); [] for an unknown
+        session."""
+        with self._db_for_id(session_id).read() as conn:
+            row = tx.get_session_row(conn, session_id)
+            return [] if row is None else tx.keyed_messages(conn, row.sid, idempotency_key)
 
     def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
         """Append a non-message tree entry (compaction, reset, custom, label, ...).

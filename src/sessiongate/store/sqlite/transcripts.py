@@ -395,6 +395,30 @@ def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, An
     ]
 
 
+# The messages of one turn still on the active path, by their idempotency keys
+# (`k:<key>:<sequence>`): a range on the (sid, idem) index, `;` being the byte after `:`.
+_KEYED_MESSAGES = (
+    "SELECT idem, id, parent_id, type, role, content, payload, ts FROM entries "
+    "WHERE sid = ? AND idem >= ? AND idem < ? AND on_path = 1 AND type = 'message'"
+)
+
+
+def keyed_messages(
+    conn: sqlite3.Connection, sid: int, idempotency_key: str
+) -> list[tuple[int, int, dict[str, Any]]]:
+    """`(sequence, entry id, message)` of the active path's messages appended under
+    `idempotency_key`, in sequence order."""
+    prefix = f"k:{idempotency_key}:"
+    rows = conn.execute(_KEYED_MESSAGES, (sid, prefix, prefix[:-1] + ";")).fetchall()
+    out = []
+    for row in rows:
+        suffix = row[0][len(prefix) :]
+        if suffix.isdigit():
+            out.append((int(suffix), row[1], row_to_message(row[1:])))
+    out.sort(key=lambda item: item[0])
+    return out
+
+
 def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
     """A `message` row as an OpenAI chat-format dict."""
     message: dict[str, Any] = {"role": row[3], "content": row[4]}
