@@ -28,7 +28,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 import sessiongate
-from sessiongate.api import routes_messages, routes_sessions, routes_tree
+from sessiongate.api import routes_messages, routes_sessions, routes_tree, routes_turns
 from sessiongate.api.auth import require_operator
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
 from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
@@ -111,6 +111,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
+    app.include_router(routes_turns.router)
 
     # Added last = outermost: the body limit runs before anything reads the body, and the
     # catch-all sits outside the routes so nothing unexpected escapes as a bare 500.

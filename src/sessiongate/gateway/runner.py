@@ -610,8 +610,11 @@ class GatewayRunner:
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUE_FULL, notice, None)
         assert acceptance.inbox_id is not None
         # A turn takes its inbox row's id (`journal.insert_turn`), so a queued message already
-        # knows the turn that will answer it.
-        turn_id = acceptance.inbox_id
+        # knows the turn that will answer it; unless a journal from before that rule used the
+        # id already (then the turn gets another, and the receipt names none).
+        turn_id: int | None = acceptance.inbox_id
+        if self.lane_store.get_turn(acceptance.inbox_id) is not None:
+            turn_id = None
         if self._stopping:
             # Accepted while the runner drains: the row is durable and runs after the restart.
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, turn_id)
