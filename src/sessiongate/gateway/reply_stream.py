@@ -17,6 +17,8 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sessiongate.core.clock import Clock
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import StreamingAdapter
@@ -35,7 +37,6 @@ class ReplyStream:
         "_clock",
         "_handle",
         "_last_edit",
-        "_shown",
         "_source",
         "_timeout",
         "_turn_id",
@@ -57,20 +58,19 @@ class ReplyStream:
         self._timeout = timeout
         self._handle: str | None = None
         self._last_edit = 0.0
-        self._shown = ""
         self._broken = False
 
-    @property
-    def started(self) -> bool:
-        return self._handle is not None
-
-    async def update(self, text: str) -> None:
-        """The reply so far: starts the message, or edits it when the interval has passed."""
-        if self._broken or not text:
+    async def update(self, pieces: Sequence[str]) -> None:
+        """The reply so far (its pieces): starts the message, or edits it when the interval
+        has passed."""
+        if self._broken:
             return
         now = self._clock.monotonic()
         if self._handle is not None and now - self._last_edit < self._adapter.min_edit_interval:
             return  # the next delta past the interval, or `finish`, shows this text
+        text = "".join(pieces)  # only when shown: a long reply is not joined per delta
+        if not text:
+            return
         try:
             async with asyncio.timeout(self._timeout):
                 if self._handle is None:
@@ -89,7 +89,6 @@ class ReplyStream:
             )
             return
         self._last_edit = now
-        self._shown = text
 
     async def finish(self, text: str) -> bool:
         """Show the final text in the streamed message; False when there is none to finish

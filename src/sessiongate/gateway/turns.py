@@ -417,7 +417,7 @@ class TurnExecutor:
                     progress.partial.append(event.text)
                     publish(inbox_id, event)
                     if reply is not None:
-                        await reply.update("".join(progress.partial))
+                        await reply.update(progress.partial)
                 elif isinstance(event, MessageCompleted):
                     self._complete(claim, progress, event.message)
                 elif isinstance(event, ToolResult):
@@ -461,7 +461,8 @@ class TurnExecutor:
                     "error": str(exc),
                 },
             )
-        self._waiters.publish(claim.item.id, StreamedMessage({**message, "id": entry_id}))
+        if self._waiters.is_watched(claim.item.id):
+            self._waiters.publish(claim.item.id, StreamedMessage({**message, "id": entry_id}))
 
     def _store_user_message(self, claim: Claim, progress: TurnProgress) -> None:
         """Store the user message (number 0) when the claim did not: a resumed turn (a no-op
