@@ -469,3 +469,21 @@ async def test_the_adapters_pii_safe_trait_decides_id_hashing(make_gateway, pii_
     prompt = gw.hub.requests[-1].system_prompt
     assert ("4242" in prompt) is not pii_safe
     assert (hash_user_id("4242") in prompt) is pii_safe
+
+
+async def test_the_user_message_shows_in_transcript_context_and_search_while_its_turn_runs(gw):
+    gw.hub.blocking = True
+    waiting = asyncio.ensure_future(gw.adapter.receive("a long question about zebras"))
+    started = await gw.hub.next_started()
+    assert gw.transcript() == [("user", "a long question about zebras")]
+    context = gw.store.short_model_context(started.session_id, 100)
+    assert [m["content"] for m in context.messages] == ["a long question about zebras"]
+    assert [hit["session_id"] for hit in gw.store.search("zebras")] == [started.session_id]
+    # The agent got it once, last, from the stored context.
+    assert [m["content"] for m in started.messages] == ["a long question about zebras"]
+    gw.hub.release_all()
+    await waiting
+    assert gw.transcript() == [
+        ("user", "a long question about zebras"),
+        ("assistant", "re: a long question about zebras"),
+    ]

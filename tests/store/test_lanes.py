@@ -525,3 +525,51 @@ def test_dropping_a_claimed_row_keeps_it_and_its_dedup_record(store, lanes):
     seen = lanes.lookup_seen(Inbound(source=SOURCE, text="running", message_id="m1"))
     assert seen is not None
     assert seen.turn_id == claim.turn.id
+
+
+def test_the_claim_transaction_stores_the_user_message_and_a_turn_takes_its_row_id(store, lanes):
+    entry = _entry(store)
+    traced, stop = _statements(store)
+    acceptance, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"),
+        entry=entry,
+        kind=InboxKind.SLOT,
+        cap=32,
+        user_message=lambda item, turn_id: {"role": "user", "content": item.text},
+    )
+    stop()
+    # Still one transaction: the user message rides on the claim (a savepoint inside it).
+    assert [s for s in traced if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert claim.turn.id == acceptance.inbox_id
+    assert claim.user_entry_id is not None
+    assert [(m["role"], m["content"]) for m in store.load_transcript(entry.session_id)] == [
+        ("user", "hi")
+    ]
+    # The outcome appends the same number again: a no-op, never a second copy.
+    lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="ok")
+    assert len(store.load_transcript(entry.session_id)) == 1
+
+
+def test_turn_messages_are_keyed_by_turn_and_number_and_a_retry_is_a_noop(store, lanes):
+    entry = _entry(store)
+    _, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"),
+        entry=entry,
+        kind=InboxKind.SLOT,
+        cap=32,
+        user_message=lambda item, turn_id: {"role": "user", "content": item.text},
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = lanes.append_turn_messages(
+        claim.turn, [{"role": "assistant", "content": None, "tool_calls": [call]}], first_index=1
+    )
+    again = lanes.append_turn_messages(
+        claim.turn, [{"role": "assistant", "content": None, "tool_calls": [call]}], first_index=1
+    )
+    lanes.append_turn_messages(
+        claim.turn, [{"role": "tool", "tool_call_id": "c1", "content": "ok"}], first_index=2
+    )
+    assert first[0] is not None
+    assert again == [None]
+    numbers = [(n, m["role"]) for n, _, m in lanes.turn_messages(claim.turn)]
+    assert numbers == [(0, "user"), (1, "assistant"), (2, "tool")]
