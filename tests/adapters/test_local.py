@@ -8,6 +8,7 @@ import sys
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.local import LocalAdapter, StdinLines
 from sessiongate.agents import build_agent_factory
+from sessiongate.agents.echo import split_deltas
 from sessiongate.gateway import GatewayRunner
 
 
@@ -66,7 +67,7 @@ async def test_typing_while_the_agent_works_interrupts_it(tmp_path, clock):
     try:
         await adapter.run()  # returns once the replies in flight have arrived
         # `two` arrived while `one` was running: in the default `interrupt` mode it took over.
-        assert out == ["agent> echo: two\n"]
+        assert "".join(out) == "agent> echo: two\n"
         entry = runner.store.get_session("agent:main:local:dm:me")
         contents = [m["content"] for m in runner.store.load_transcript(entry.session_id)]
         assert contents == ["one", "two", "echo: two"]
@@ -100,11 +101,26 @@ async def test_waiting_for_replies_keeps_a_script_in_order(tmp_path, clock):
     runner = await _chat(tmp_path, clock, adapter)
     try:
         await adapter.run()
-        assert out == [
+        assert "".join(out).splitlines(keepends=True) == [
             "agent> echo: hello\n",
             "agent> Started a new session.\n",
             "agent> echo: again\n",
         ]
+    finally:
+        await runner.stop()
+        runner.store.close()
+
+
+async def test_a_streamed_reply_is_printed_piece_by_piece_as_it_arrives(tmp_path, clock):
+    out: list[str] = []
+    adapter = LocalAdapter(user_id="me", read_line=_lines("hello there"), write=out.append)
+    runner = await _chat(tmp_path, clock, adapter)
+    try:
+        await adapter.run()
+        # The echo agent streams its reply in 8 pieces: each is printed when it arrives.
+        pieces = split_deltas("echo: hello there")
+        assert len(pieces) == 8
+        assert out == [f"agent> {pieces[0]}", *pieces[1:], "\n"]
     finally:
         await runner.stop()
         runner.store.close()

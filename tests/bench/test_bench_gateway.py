@@ -4,12 +4,18 @@ report holds the figures); the shape of the results and the counts are."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
 import pytest
 
-from sessiongate.bench.gateway import GatewaySizes, latency_summary, run_gateway_section
+from sessiongate.bench.gateway import (
+    GatewaySizes,
+    _traced_turns,
+    latency_summary,
+    run_gateway_section,
+)
 from sessiongate.bench.report import evaluate_goals
 
 TINY = GatewaySizes(
@@ -79,3 +85,45 @@ def test_a_failure_is_reported_not_raised(monkeypatch):
     result = run_gateway_section(quick=True, sizes=TINY, timeout_s=30)
     assert result["status"] == "error"
     assert "nonexistent" in result["reason"]
+
+
+async def test_the_traced_sample_counts_only_the_turn_paths_own_transactions(tmp_path):
+    from sessiongate import GatewayConfig, SessionSource, SessionStore
+    from sessiongate.agents import build_agent_factory
+    from sessiongate.core.platform import Platform
+    from sessiongate.gateway import GatewayRunner, MessageEvent
+
+    config = GatewayConfig()
+    store = SessionStore(tmp_path / "sessions", config)
+    runner = GatewayRunner(store, config, home=tmp_path, agent_factory=build_agent_factory(config))
+    await runner.start()
+    background = 0
+    stop = asyncio.Event()
+
+    async def housekeeping_like() -> None:
+        # A transaction of its own on the same connection between every step of the turns.
+        nonlocal background
+        while not stop.is_set():
+            with store.database.transaction():
+                background += 1
+            await asyncio.sleep(0)
+
+    def event(chat: str) -> MessageEvent:
+        return MessageEvent(source=SessionSource(platform=Platform.API, chat_id=chat), text="hi")
+
+    # The first message may arrive while recovery still runs (its lane then queues it), as
+    # the benchmark's warm-up turns absorb.
+    await runner.handle_message(event("warm"))
+    noise = asyncio.create_task(housekeeping_like())
+    try:
+        events = [event(f"c{i}") for i in range(10)]
+        before = background
+        traced = await _traced_turns(store, runner, events)
+        assert background > before  # the noise did run during the sample
+    finally:
+        stop.set()
+        await noise
+        await runner.stop()
+        store.close()
+    # Each turn: one to route, accept and claim, one to commit the outcome, and nothing else.
+    assert traced.count("BEGIN IMMEDIATE") == 2 * len(events)

@@ -92,7 +92,7 @@ async def test_a_context_that_moved_while_it_was_read_is_read_again(
     await gw.adapter.receive("two")
     assert len(views) == 2
     contents = [m["content"] for m in gw.hub.requests[-1].messages]
-    assert contents == ["one", "re: one", "late", "two"]
+    assert contents == ["one", "re: one", "two", "late"]  # "two" is stored when its turn starts
     assert gw.hub.requests[-1].session_id == first.session_id
 
 
@@ -332,9 +332,28 @@ async def test_agent_messages_are_stored_before_the_reply(gw):
 async def test_wait_false_answers_queued_after_the_durable_accept(gw):
     receipt = await gw.adapter.receive("hello", wait=False)
     assert receipt.status == "queued"
-    assert receipt.turn_id is None
     await gw.runner.wait_idle()
     assert gw.adapter.texts() == ["re: hello"]
+    # The receipt named the turn that answered it.
+    turn = gw.lanes.get_turn(receipt.turn_id)
+    assert (turn.state, turn.reply) == (TurnState.DELIVERED, "re: hello")
+
+
+async def test_wait_false_behind_a_busy_lane_names_the_turn_that_will_answer_it(make_gateway):
+    gw = await make_gateway(busy_input_mode="queue")
+    gw.hub.blocking = True
+    first = asyncio.ensure_future(gw.adapter.receive("long"))
+    started = await gw.hub.next_started()
+    queued = await gw.adapter.receive("next", wait=False)
+    assert queued.status == "queued"
+    assert queued.turn_id is not None
+    assert queued.turn_id != started.turn_id
+    assert gw.lanes.get_turn(queued.turn_id) is None  # not claimed yet
+    gw.hub.release_all()
+    await first
+    await gw.runner.wait_idle()
+    turn = gw.lanes.get_turn(queued.turn_id)
+    assert (turn.state, turn.reply) == (TurnState.DELIVERED, "re: next")
 
 
 async def test_the_reply_stays_replied_when_delivery_fails(gw):
@@ -452,3 +471,21 @@ async def test_the_adapters_pii_safe_trait_decides_id_hashing(make_gateway, pii_
     prompt = gw.hub.requests[-1].system_prompt
     assert ("4242" in prompt) is not pii_safe
     assert (hash_user_id("4242") in prompt) is pii_safe
+
+
+async def test_the_user_message_shows_in_transcript_context_and_search_while_its_turn_runs(gw):
+    gw.hub.blocking = True
+    waiting = asyncio.ensure_future(gw.adapter.receive("a long question about zebras"))
+    started = await gw.hub.next_started()
+    assert gw.transcript() == [("user", "a long question about zebras")]
+    context = gw.store.short_model_context(started.session_id, 100)
+    assert [m["content"] for m in context.messages] == ["a long question about zebras"]
+    assert [hit["session_id"] for hit in gw.store.search("zebras")] == [started.session_id]
+    # The agent got it once, last, from the stored context.
+    assert [m["content"] for m in started.messages] == ["a long question about zebras"]
+    gw.hub.release_all()
+    await waiting
+    assert gw.transcript() == [
+        ("user", "a long question about zebras"),
+        ("assistant", "re: a long question about zebras"),
+    ]

@@ -540,12 +540,16 @@ def _check_reply(
     shown = None if follow is None else (follow.get("role"), str(follow.get("content"))[:80])
     marked = metadata.get("interrupted")
     if turn is not None and turn["state"] == "interrupted":
-        # The user message stays, marked with the reason, and nothing answers it: the next
-        # entry is the next turn's user message, or there is none.
-        if marked != turn["error"] or (follow is not None and follow.get("role") != "user"):
+        # The user message stays (stored when its turn started, so the journal holds the
+        # reason) and nothing answers it: the next entry is the next turn's user message, the
+        # partial reply the user saw (marked with the reason), or there is none.
+        seen = (follow or {}).get("metadata") or {}
+        partial = (follow or {}).get("role") == "assistant" and seen.get("interrupted") == turn[
+            "error"
+        ]
+        if follow is not None and follow.get("role") != "user" and not partial:
             result.problems.append(
-                f"interrupted turn {turn_id} ({content[:60]!r}) is marked {marked!r} "
-                f"and followed by {shown}"
+                f"interrupted turn {turn_id} ({content[:60]!r}) is followed by {shown}"
             )
         return
     if marked is not None:

@@ -16,6 +16,7 @@ from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 if TYPE_CHECKING:
     from sessiongate import SessionStore
     from sessiongate.core.clock import FakeClock
+    from sessiongate.store.lanes import InboxItem
 
 SOURCE = SessionSource(platform="telegram", chat_id="c1", user_id="u1", user_name="Ann")
 
@@ -609,3 +610,82 @@ def test_dropping_a_claimed_row_keeps_it_and_its_dedup_record(store, lanes):
     )
     assert seen is not None
     assert seen.turn_id == claim.turn.id
+
+
+def _user_message(item: InboxItem, turn_id: int) -> dict[str, object]:
+    return {"role": "user", "content": item.text}
+
+
+@pytest.mark.sqlite_only
+def test_the_claim_stores_the_user_message_in_its_one_transaction(store, lanes):
+    entry = _entry(store)
+    traced, stop = _statements(store)
+    _, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"), entry=entry, kind=InboxKind.SLOT, cap=32, user_message=_user_message
+    )
+    stop()
+    # The user message rides on the claim (a savepoint inside it).
+    assert [s for s in traced if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN IMMEDIATE", "COMMIT"]
+    assert claim.user_entry_id is not None
+
+
+def test_the_claim_transaction_stores_the_user_message_and_a_turn_takes_its_row_id(store, lanes):
+    entry = _entry(store)
+    acceptance, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"), entry=entry, kind=InboxKind.SLOT, cap=32, user_message=_user_message
+    )
+    assert claim.turn.id == acceptance.inbox_id
+    assert claim.user_entry_id is not None
+    assert [(m["role"], m["content"]) for m in store.load_transcript(entry.session_id)] == [
+        ("user", "hi")
+    ]
+    # The outcome appends the same number again: a no-op, never a second copy.
+    lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="ok")
+    assert len(store.load_transcript(entry.session_id)) == 1
+
+
+def test_turn_messages_are_keyed_by_turn_and_number_and_a_retry_is_a_noop(store, lanes):
+    entry = _entry(store)
+    _, claim = lanes.accept_and_claim(
+        Inbound(SOURCE, "hi"), entry=entry, kind=InboxKind.SLOT, cap=32, user_message=_user_message
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = lanes.append_turn_messages(
+        claim.turn, [{"role": "assistant", "content": None, "tool_calls": [call]}], first_index=1
+    )
+    again = lanes.append_turn_messages(
+        claim.turn, [{"role": "assistant", "content": None, "tool_calls": [call]}], first_index=1
+    )
+    lanes.append_turn_messages(
+        claim.turn, [{"role": "tool", "tool_call_id": "c1", "content": "ok"}], first_index=2
+    )
+    assert first[0] is not None
+    assert again == [None]
+    numbers = [(n, m["role"]) for n, _, m in lanes.turn_messages(claim.turn)]
+    assert numbers == [(0, "user"), (1, "assistant"), (2, "tool")]
+
+
+def test_a_turn_whose_row_id_an_older_journal_holds_takes_the_next_free_id(store, lanes):
+    entry = _entry(store)
+    held = _accept(lanes, entry, "first").inbox_id
+    # A journal from before turns took their row's id: some turn already has this one.
+    with store.database.transaction() as conn:
+        conn.insert_turn(
+            session_key=entry.session_key,
+            session_id=entry.session_id,
+            inbox_id=held,
+            source={},
+            accepted_at=0,
+            started_at=0,
+        )
+    first = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
+    assert first.turn.id == held + 1
+    lanes.commit_reply(first, [{"role": "user", "content": "first"}], reply="ok")
+    # The next row's id is the turn just drawn: it moves on again, never onto a taken id.
+    _accept(lanes, entry, "second")
+    second = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
+    assert second.item.id == held + 1
+    assert second.turn.id == held + 2
+    # Each turn reads back only its own numbered messages.
+    assert [m["content"] for _, _, m in lanes.turn_messages(first.turn)] == ["first"]
+    assert [m["content"] for _, _, m in lanes.turn_messages(second.turn)] == ["second"]

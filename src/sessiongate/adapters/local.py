@@ -2,10 +2,12 @@
 
 `run()` reads lines and hands each to the runner without waiting for its reply, so you can type
 while the agent works and see the busy-lane behaviour (`interrupt`, `/queue`, `/stop`); replies
-arrive through `send` and are printed as they come. With `wait_for_replies` (meant for piped,
-non-interactive input) each line waits for its outcome before the next is read, so a scripted
-`/new` cannot overtake the lines before it. End of input, `/exit` or `/quit` leave after the
-replies in flight have arrived. Input and output are injectable for tests.
+arrive through `send` and are printed as they come; a streamed reply is printed as it is
+generated (the streaming adapter path, with no interval between edits: a terminal appends).
+With `wait_for_replies` (meant for piped, non-interactive input) each line waits for its
+outcome before the next is read, so a scripted `/new` cannot overtake the lines before it.
+End of input, `/exit` or `/quit` leave after the replies in flight have arrived. Input and
+output are injectable for tests.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class StdinLines:
 class LocalAdapter:
     platform = Platform.LOCAL
     pii_safe = True
+    # A terminal shows each delta as it comes: printing appends, it costs no platform call.
+    min_edit_interval = 0.0
 
     def __init__(
         self,
@@ -88,6 +92,10 @@ class LocalAdapter:
         self.session_key = session_key
         self._runner: GatewayRunner | None = None
         self._closed = False
+        # Streamed replies being printed: handle -> the text printed so far; a prompt due
+        # meanwhile waits for the reply's end instead of landing inside it.
+        self._streamed: dict[str, str] = {}
+        self._prompt_due = False
 
     async def start(self, runner: GatewayRunner) -> None:
         self._runner = runner
@@ -97,6 +105,34 @@ class LocalAdapter:
 
     async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
         self._write(f"{self._reply_prefix}{text}\n")
+
+    async def start_stream(self, source: SessionSource, text: str, *, turn_id: int) -> str:
+        handle = str(turn_id)
+        self._streamed[handle] = text
+        self._write(f"{self._reply_prefix}{text}")
+        return handle
+
+    async def edit_stream(self, source: SessionSource, handle: str, text: str) -> None:
+        self._print_more(handle, text)
+
+    async def finish_stream(
+        self, source: SessionSource, handle: str, text: str, *, turn_id: int
+    ) -> None:
+        self._print_more(handle, text)
+        self._write("\n")
+        del self._streamed[handle]
+        if self._prompt_due and not self._streamed:
+            self._prompt_due = False
+            self._write(self._prompt or "")
+
+    def _print_more(self, handle: str, text: str) -> None:
+        shown = self._streamed[handle]
+        if text.startswith(shown):
+            if len(text) > len(shown):
+                self._write(text[len(shown) :])
+        else:  # a new message of the turn (after a tool call): on a line of its own
+            self._write(f"\n{self._reply_prefix}{text}")
+        self._streamed[handle] = text
 
     def chat_id_key(self, chat_id: str) -> str:
         return chat_id
@@ -108,7 +144,9 @@ class LocalAdapter:
         runner = self._runner
         handed = 0
         while not self._closed:
-            if self._prompt:
+            if self._prompt and self._streamed:
+                self._prompt_due = True
+            elif self._prompt:
                 self._write(self._prompt)
             line = await self._read_line()
             if line is None:

@@ -36,7 +36,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sessiongate
 from sessiongate import ui
-from sessiongate.api import routes_messages, routes_ops, routes_sessions, routes_tree
+from sessiongate.api import routes_messages, routes_ops, routes_sessions, routes_tree, routes_turns
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
@@ -141,6 +141,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
+    app.include_router(routes_turns.router)
     app.include_router(routes_ops.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

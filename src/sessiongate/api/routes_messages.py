@@ -9,6 +9,11 @@ message is durably accepted. `unauthorized` (the `api` platform's allow list) is
 archived session a 409 and a full lane queue a 429; every other outcome of the turn
 (`failed`, `interrupted`, `duplicate`, `command`) is a 200 whose `status` says what happened,
 because the request itself was fine.
+
+With `stream: true` the answer is `text/event-stream` (`sse.py`) once the message is accepted:
+refusals before that (403, 409, 429, 503) stay ordinary JSON errors. The stream only watches
+the turn: a client that disconnects does not cancel it, and `GET /v1/turns/{id}` shows how it
+ended.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
+from fastapi.responses import StreamingResponse
 
 from sessiongate.api.auth import require_operator
 
@@ -34,6 +40,7 @@ from sessiongate.api.metrics import ApiMetrics  # noqa: TC001
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import MessageIn, MessageOut, SessionMessageIn
 from sessiongate.api.sources import source_of
+from sessiongate.api.sse import turn_events
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
 from sessiongate.errors import (
@@ -43,13 +50,18 @@ from sessiongate.errors import (
     UnauthorizedError,
 )
 from sessiongate.gateway import GatewayRunner, MessageEvent
+from sessiongate.gateway.streams import TurnWatch
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["messages"], dependencies=[Depends(require_operator)])
 
 _ACCEPTED: dict[int | str, dict[str, Any]] = {
-    202: {"model": MessageOut, "description": "Accepted and queued (`wait: false`)"}
+    200: {
+        "content": {"text/event-stream": {}},
+        "description": "The reply (`stream: true`: server-sent events)",
+    },
+    202: {"model": MessageOut, "description": "Accepted and queued (`wait: false`)"},
 }
 
 
@@ -65,7 +77,7 @@ async def post_message(
     runner: RunnerDep,
     config: ConfigDep,
     metrics: MetricsDep,
-) -> MessageOut:
+) -> MessageOut | StreamingResponse:
     _check_length(body.text, config.api.max_message_chars)
     event = MessageEvent(
         source=source_of(body),
@@ -74,7 +86,9 @@ async def post_message(
         reply_to=body.reply_to,
         visible_session_id=body.visible_session_id,
     )
-    return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
+    return await _run(
+        runner, event, wait=body.wait, stream=body.stream, response=response, metrics=metrics
+    )
 
 
 @router.post(
@@ -91,7 +105,7 @@ async def post_session_message(
     runner: RunnerDep,
     config: ConfigDep,
     metrics: MetricsDep,
-) -> MessageOut:
+) -> MessageOut | StreamingResponse:
     _check_length(body.text, config.api.max_message_chars)
     entry = require_entry(store, key)
     # The api channel answers in the response: the reply never goes out on the platform the
@@ -111,7 +125,9 @@ async def post_session_message(
         session_key=key,
         visible_session_id=body.visible_session_id,
     )
-    return await _run(runner, event, wait=body.wait, response=response, metrics=metrics)
+    return await _run(
+        runner, event, wait=body.wait, stream=body.stream, response=response, metrics=metrics
+    )
 
 
 def _check_length(text: str, limit: int) -> None:
@@ -124,11 +140,13 @@ async def _run(
     event: MessageEvent,
     *,
     wait: bool,
+    stream: bool = False,
     response: Response,
     metrics: ApiMetrics,
-) -> MessageOut:
+) -> MessageOut | StreamingResponse:
     started = time.perf_counter()
-    receipt = await runner.handle_message(event, wait=wait)
+    watch = TurnWatch() if stream else None
+    receipt = await runner.handle_message(event, wait=wait and not stream, watch=watch)
     status = str(receipt.status)
     if wait and status in ("replied", "failed", "interrupted"):
         metrics.turn_latency.labels(status=status).observe(time.perf_counter() - started)
@@ -148,6 +166,12 @@ async def _run(
     if status == "unavailable":
         raise StoreUnavailableError(
             receipt.reply or "storage refused the write", session_key=receipt.session_key
+        )
+    if watch is not None:
+        return StreamingResponse(
+            turn_events(receipt, watch if status == "queued" else None),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
     if status == "queued":
         response.status_code = 202

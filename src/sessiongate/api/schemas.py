@@ -126,6 +126,10 @@ class _MessageFields(_In):
     )
     reply_to: Id | None = None
     wait: StrictBool = Field(True, description="wait for the reply (false: answer 202 queued)")
+    stream: StrictBool = Field(
+        False,
+        description="answer text/event-stream: accepted, delta, message, then done or error",
+    )
     visible_session_id: Id | None = Field(
         None,
         description="a reconnecting client's one-shot claim: the session id it is showing; "
@@ -164,6 +168,21 @@ class MessageOut(BaseModel):
     status: ReceiptStatus
     reply: str | None
     turn_id: int | None = None
+
+
+class TurnOut(BaseModel):
+    """One turn of the journal (`GET /v1/turns/{id}`); `queued` while its message waits."""
+
+    turn_id: int
+    session_key: str
+    session_id: str | None
+    state: Literal["queued", "accepted", "running", "replied", "delivered", "failed", "interrupted"]
+    reply: str | None
+    error: str | None
+    attempt: int
+    accepted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 # ---------------------------------------------------------------------------------- sessions

@@ -7,7 +7,7 @@ home, `synchronous=NORMAL`, the sessions.json mirror on):
 - `in_process`: `GatewayRunner.handle_message(wait=True)`, one message at a time, round robin
   over `chats` chats on the `api` platform. The latency of each call is the per-turn overhead
   (the echo agent itself takes microseconds). A traced sample afterwards counts the SQLite
-  transactions and statements per turn.
+  transactions and statements per turn, the turn path's own only (not housekeeping's).
 - `http`: a real `sessiongate run` (uvicorn on 127.0.0.1, log level warning) driven by httpx:
   one request at a time for the overhead percentiles, then `concurrency` requests in flight
   for turns per second (`loaded_ms`: the latencies under that load).
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import re
@@ -50,6 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from sessiongate import SessionStore
+    from sessiongate.gateway import GatewayRunner, MessageEvent
 
 __all__ = ["GatewaySizes", "latency_summary", "main", "run_gateway_section"]
 
@@ -164,14 +168,10 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
             if receipt.status != "replied":
                 raise RuntimeError(f"turn not replied: {receipt}")
         elapsed = time.perf_counter() - started
-        traced: list[str] = []
         sample = 200
-        store.database.conn.set_trace_callback(traced.append)  # type: ignore[attr-defined]
-        try:
-            for i in range(turns, turns + sample):
-                await runner.handle_message(event(i))
-        finally:
-            store.database.conn.set_trace_callback(None)  # type: ignore[attr-defined]
+        traced = await _traced_turns(
+            store, runner, [event(i) for i in range(turns, turns + sample)]
+        )
     finally:
         await runner.stop()
         store.close()
@@ -183,6 +183,37 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
         "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / sample, 2),
         "statements_per_turn": round(len(traced) / sample, 1),
     }
+
+
+# Set while the traced sample runs. A statement counts only when it runs in that context: the
+# sample's own task and the tasks it starts (a lane's worker) inherit it; housekeeping, the
+# mirror and the checkpointer, started before it on tasks or threads of their own, do not, so a
+# prune landing in the sample is not charged to the turns. (A turn step sent to a thread must go
+# through `asyncio.to_thread`, which carries the context; a long transcript's threaded read is a
+# snapshot on a reader connection, not traced here.)
+_SAMPLING: contextvars.ContextVar[bool] = contextvars.ContextVar("sampling", default=False)
+
+
+async def _traced_turns(
+    store: SessionStore, runner: GatewayRunner, events: Sequence[MessageEvent]
+) -> list[str]:
+    """The SQL statements the turn path of `events` runs on the store's connection."""
+    traced: list[str] = []
+
+    def trace(statement: str) -> None:
+        if _SAMPLING.get():
+            traced.append(statement)
+
+    conn = store.database.conn  # type: ignore[attr-defined]
+    conn.set_trace_callback(trace)
+    token = _SAMPLING.set(True)
+    try:
+        for message in events:
+            await runner.handle_message(message)
+    finally:
+        _SAMPLING.reset(token)
+        conn.set_trace_callback(None)
+    return traced
 
 
 def _populate(home: Path, sessions: int) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.bench.streaming import streaming_goals
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -202,6 +204,7 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         goals.append(_goal("Gateway ≥ 1,000 turns/s in process", why, None))
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", why, None))
     goals.extend(_tree_goals(results))
+    goals.extend(streaming_goals(results))
     return goals
 
 

@@ -5,9 +5,10 @@ Lines are read by `input()` (GNU readline when Python has it: arrow keys, Ctrl+R
 in a daemon thread, so the event loop runs while you type and a blocked read cannot keep the
 process alive after Ctrl+C. A reply can arrive while the prompt is on screen (you may type
 while the agent works, to `/stop` or `/queue`): `write` then clears the prompt line, prints
-the reply, and shows the prompt again with what you had typed so far. The terminal's modes
-are restored on `close`, since a process leaving during a readline call would otherwise
-leave the terminal without echo.
+the reply, and shows the prompt again with what you had typed so far. A reply being streamed
+(a write that does not end its line) takes the prompt off the screen until its line ends.
+The terminal's modes are restored on `close`, since a process leaving during a readline call
+would otherwise leave the terminal without echo.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class Terminal:
         self._queue: asyncio.Queue[str | None] | None = None
         # True while `input()` shows the prompt and waits: a write must redraw it.
         self._prompting = False
-        self._lock = threading.Lock()
+        # True while a streamed line is on screen: the prompt waits for its end.
+        self._partial = False
+        self._lock = threading.Condition()
         self._wanted = threading.Semaphore(0)
         self._modes: list[Any] | None = None
         with contextlib.suppress(ImportError, OSError):
@@ -77,6 +80,9 @@ class Terminal:
             self._readline.set_pre_input_hook(self._prompt_shown)
         while True:
             self._wanted.acquire()
+            with self._lock:
+                while self._partial:
+                    self._lock.wait()
             if self._readline is None:
                 self._prompt_shown()
             try:
@@ -95,14 +101,24 @@ class Terminal:
             self._prompting = True
 
     def write(self, text: str) -> None:
-        """Print `text` above the prompt, which is shown again with the line being typed."""
+        """Print `text` above the prompt, which is shown again with the line being typed; a
+        text that does not end its line (a streamed reply) keeps the prompt off the screen
+        until a later write ends the line."""
+        if not text:
+            return
         with self._lock:
-            if not self._prompting:
-                sys.stdout.write(text)
-            else:
+            ends = text.endswith("\n")
+            prompt = ""
+            if self._prompting and ends:
                 typed = self._readline.get_line_buffer() if self._readline is not None else ""
-                sys.stdout.write(f"{_CLEAR_LINE}{text}{self.prompt}{typed}")
+                prompt = f"{self.prompt}{typed}"
+            if self._prompting and not self._partial:
+                text = _CLEAR_LINE + text
+            sys.stdout.write(text + prompt)
             sys.stdout.flush()
+            self._partial = not ends
+            if ends:
+                self._lock.notify_all()
 
     def close(self) -> None:
         """Save the history (owner-only: it holds what you typed) and restore the terminal."""

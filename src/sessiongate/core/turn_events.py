@@ -33,6 +33,10 @@ class MessageCompleted:
     """An assistant message that finished generating, with or without `tool_calls`.
 
     `message` is an OpenAI chat-format dict (`role` is "assistant"); it is stored as it is.
+    An agent may complete its final reply this way too: when its last completed message has
+    no `tool_calls` and the `TurnEnd` text as content, the gateway does not store the reply a
+    second time. (A `run_turn` agent's returned messages, tool results included, arrive as
+    `MessageCompleted`s of the wrapped stream.)
     """
 
     message: dict[str, Any]

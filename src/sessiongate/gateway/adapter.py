@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["PlatformAdapter"]
+__all__ = ["PlatformAdapter", "StreamingAdapter"]
 
 
 @runtime_checkable
@@ -43,4 +43,35 @@ class PlatformAdapter(Protocol):
     def chat_id_key(self, chat_id: str) -> str:
         """The form of a chat id used in session keys (e.g. case-folded where the platform
         treats ids case-insensitively); identity for most platforms."""
+        ...
+
+
+@runtime_checkable
+class StreamingAdapter(PlatformAdapter, Protocol):
+    """An adapter that can show a reply growing in place: start a message, edit it, finish it.
+
+    Optional: the runner streams a reply only to an adapter with all three methods; others get
+    the final text through `send`. The runner calls `start_stream` with the first text, then
+    `edit_stream` with the whole text so far at most once per `min_edit_interval` seconds (on
+    the runner's clock), then `finish_stream` with the final text. If `finish_stream` raises,
+    the reply is sent whole with `send` (the reply is never lost to a failed edit).
+    """
+
+    # The shortest time between two edits of one message, in seconds (a platform's edit rate
+    # limit: about 1 s for Telegram, more in busy Slack channels).
+    min_edit_interval: float
+
+    async def start_stream(self, source: SessionSource, text: str, *, turn_id: int) -> str:
+        """Post the first text of the reply; returns the handle (the platform message id)."""
+        ...
+
+    async def edit_stream(self, source: SessionSource, handle: str, text: str) -> None:
+        """Replace the message's text with `text` (the reply so far)."""
+        ...
+
+    async def finish_stream(
+        self, source: SessionSource, handle: str, text: str, *, turn_id: int
+    ) -> None:
+        """Show the final `text` (it may differ from the last edit; split it if it no longer
+        fits one message)."""
         ...

@@ -16,12 +16,16 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from sessiongate.core.clock import SystemClock
 from sessiongate.errors import StaleWriteError
+from sessiongate.gateway.adapter import StreamingAdapter
+from sessiongate.gateway.reply_stream import ReplyStream
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
+    from sessiongate.core.clock import Clock
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.store.lanes import LaneStore, Turn
@@ -51,10 +55,21 @@ _MAX_DOUBLINGS = 16
 
 
 class Delivery:
-    def __init__(self, adapters: Sequence[PlatformAdapter], lane_store: LaneStore) -> None:
+    def __init__(
+        self,
+        adapters: Sequence[PlatformAdapter],
+        lane_store: LaneStore,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         self._adapters = {str(a.platform): a for a in adapters}
         if len(self._adapters) != len(adapters):
             raise ValueError("two adapters for one platform")
+        # Checked once: a protocol check per turn costs more than the rest of the lookup.
+        self._streaming: dict[str, StreamingAdapter] = {
+            name: a for name, a in self._adapters.items() if isinstance(a, StreamingAdapter)
+        }
+        self._clock: Clock = clock or SystemClock()
         self._lane_store = lane_store
         self.failures = 0
         # Turns whose reply is being sent right now: a retry must not send it a second time.
@@ -68,6 +83,15 @@ class Delivery:
 
     def adapter_for(self, platform: str) -> PlatformAdapter | None:
         return self._adapters.get(str(platform))
+
+    def open_stream(self, source: SessionSource, turn_id: int) -> ReplyStream | None:
+        """A streamed reply for the chat of `source`, when its adapter can edit in place."""
+        adapter = self._streaming.get(str(source.platform))
+        if adapter is None:
+            return None
+        return ReplyStream(
+            adapter, source, turn_id=turn_id, clock=self._clock, timeout=DELIVERY_TIMEOUT_SECONDS
+        )
 
     async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> bool:
         """Send a notice or command answer; True when sent (or there is no adapter to use)."""
@@ -91,12 +115,21 @@ class Delivery:
         return True
 
     async def deliver_reply(
-        self, session_key: str, turn_id: int, source: SessionSource, text: str
+        self,
+        session_key: str,
+        turn_id: int,
+        source: SessionSource,
+        text: str,
+        *,
+        stream: ReplyStream | None = None,
     ) -> bool:
-        """Send a committed reply and journal it delivered; a failure leaves it `replied`."""
+        """Send a committed reply and journal it delivered; a failure leaves it `replied`.
+        With the turn's `stream`, the streamed message is finished with the text instead (sent
+        whole if that fails)."""
         self._sending.add(turn_id)
         try:
-            if not await self.send(source, text, turn_id=turn_id):
+            finished = stream is not None and await stream.finish(text)
+            if not finished and not await self.send(source, text, turn_id=turn_id):
                 return False
         finally:
             self._sending.discard(turn_id)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sessiongate.core.turn_events import TextDelta
+    from sessiongate.gateway.streams import StreamedMessage, TurnWatch
 
 __all__ = ["Receipt", "ReceiptStatus", "Waiters"]
 
@@ -38,11 +43,28 @@ class Waiters:
     """Futures of callers waiting for the turn that consumes an inbox row.
 
     Merged follow-ups share one row, so several callers can wait on one row; all of them get
-    the same outcome. A caller that gave up (its future is cancelled) is skipped.
+    the same outcome. A caller that gave up (its future is cancelled) is skipped. Watchers
+    (`watch`) follow the row's turn as it streams and end with the same receipt.
     """
 
     def __init__(self) -> None:
         self._by_row: dict[int, tuple[str, str | None, list[asyncio.Future[Receipt]]]] = {}
+        self._watches: dict[int, list[TurnWatch]] = {}
+
+    def watch(self, inbox_id: int, watch: TurnWatch) -> None:
+        """Let `watch` follow the turn of row `inbox_id` (call it before any await after the
+        row was accepted, so it sees the turn from its start)."""
+        self._watches.setdefault(inbox_id, []).append(watch)
+
+    def publish(self, inbox_id: int, event: TextDelta | StreamedMessage) -> None:
+        """A delta or a persisted message of the row's turn, for its watchers."""
+        watches = self._watches.get(inbox_id)
+        if watches is not None:
+            for watch in watches:
+                watch.push(event)
+
+    def is_watched(self, inbox_id: int) -> bool:
+        return inbox_id in self._watches
 
     def add(
         self, inbox_id: int, session_key: str, session_id: str | None
@@ -62,17 +84,20 @@ class Waiters:
         session_id: str | None = None,
     ) -> None:
         entry = self._by_row.pop(inbox_id, None)
-        if entry is None:
+        watches = self._watches.pop(inbox_id, None)
+        if entry is None and watches is None:
             return
-        key, known_id, futures = entry
+        key, known_id, futures = entry if entry is not None else ("", None, [])
         receipt = Receipt(key, session_id or known_id, status, reply, turn_id)
         for future in futures:
             if not future.done():
                 future.set_result(receipt)
+        for watch in watches or ():
+            watch.finish(receipt)
 
     def resolve_all(self, status: ReceiptStatus) -> None:
         """Answer every waiter with `status` (at shutdown: their rows wait for the restart)."""
-        for inbox_id in list(self._by_row):
+        for inbox_id in list(self._by_row) + list(self._watches):
             self.resolve(inbox_id, status)
 
     def __len__(self) -> int:

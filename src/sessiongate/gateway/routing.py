@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sessiongate.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.lanes import LaneTable
@@ -110,8 +112,14 @@ class Router:
             dropped = self._rolled_over(current, entry)
         return Routed(entry, busy=False, archived=False, dropped=dropped)
 
-    def claim_next(self, key: str) -> NextTurn:
-        """Route and claim the lane's next row between turns, in one transaction."""
+    def claim_next(
+        self,
+        key: str,
+        *,
+        user_message: Callable[[InboxItem, int], dict[str, Any]] | None = None,
+    ) -> NextTurn:
+        """Route and claim the lane's next row between turns, in one transaction (with the
+        turn's user message, built by `user_message`, see `LaneStore.claim_item`)."""
         # Reads first: an empty lane (the end of every burst) costs one index probe.
         if not self._lane_store.has_pending(key):
             return NextTurn(None)
@@ -133,7 +141,7 @@ class Router:
                 entry = self._store.get_or_create_session(item.source, event_kind=item.event_kind)
             if before is not None and before.session_id != entry.session_id:
                 dropped = self._rolled_over(before, entry, keep=item.id)
-            claim = self._lane_store.claim_item(item, entry)
+            claim = self._lane_store.claim_item(item, entry, user_message=user_message)
         return NextTurn(claim, entry, dropped)
 
     def _rolled_over(

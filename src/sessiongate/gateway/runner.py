@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.events import MessageEvent
+    from sessiongate.gateway.streams import TurnWatch
     from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
     from sessiongate.store.session_store import SessionStore
 
@@ -145,7 +146,7 @@ class GatewayRunner:
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
-        self._delivery = Delivery(adapters, self.lane_store)
+        self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
         self.housekeeping = HousekeepingWatcher(
             store=store,
             cache=self._agents,
@@ -414,7 +415,9 @@ class GatewayRunner:
                     continue
                 if self._stopping or self._lanes.is_held(lane.key):
                     return
-                found = self._router.claim_next(lane.key)
+                found = self._router.claim_next(
+                    lane.key, user_message=self._executor.claim_user_message
+                )
                 if found.entry is not None:
                     self.discard(found.entry, found.dropped)
                 if found.refused is not None and found.entry is not None:
@@ -450,12 +453,17 @@ class GatewayRunner:
 
     # ------------------------------------------------------------------ inbound
 
-    async def handle_message(self, event: MessageEvent, *, wait: bool = True) -> Receipt:
+    async def handle_message(
+        self, event: MessageEvent, *, wait: bool = True, watch: TurnWatch | None = None
+    ) -> Receipt:
         """Route one inbound message; with `wait`, return once its turn has an outcome.
 
         Called before `start()` finishes, it waits for it; after `stop()`, it answers
         `unavailable` (nothing is written, so the platform's redelivery or the client's retry is
-        safe).
+        safe). A message accepted without waiting answers `queued` with the id of the turn
+        that will answer it (`GET /v1/turns/{id}`). With `watch`, the accepted message's turn
+        streams into it (deltas, messages as stored, then the receipt); a message that was not
+        accepted leaves it untouched.
         """
         await self._ready.wait()
         event = self._normalise(event)
@@ -501,10 +509,22 @@ class GatewayRunner:
                 acceptance = None  # refused below; nothing is written
             elif startable:
                 acceptance, claim = self.lane_store.accept_and_claim(
-                    inbound, entry=entry, kind=kind, cap=self.config.queue_cap
+                    inbound,
+                    entry=entry,
+                    kind=kind,
+                    cap=self.config.queue_cap,
+                    user_message=self._executor.claim_user_message,
                 )
             else:
                 acceptance = self.accept(entry, inbound, kind)
+        if (
+            watch is not None
+            and acceptance is not None
+            and acceptance.status in (AcceptStatus.ACCEPTED, AcceptStatus.MERGED)
+            and acceptance.inbox_id is not None
+        ):
+            # Before any await: the turn cannot have produced anything yet.
+            self._waiters.watch(acceptance.inbox_id, watch)
         self.discard(entry, routed.dropped)
         if acceptance is None:
             return await self.refuse_archived(entry, source, event=event.event_kind)
@@ -518,7 +538,9 @@ class GatewayRunner:
         )
         self._lanes.ensure(entry.session_key, self._lane_worker, first=claim)
         if future is None:
-            return Receipt(entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+            return Receipt(
+                entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, claim.turn.id
+            )
         return await future
 
     def _normalise(self, event: MessageEvent) -> MessageEvent:
@@ -614,9 +636,15 @@ class GatewayRunner:
             await self.notify(source, notice)
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUE_FULL, notice, None)
         assert acceptance.inbox_id is not None
+        # A turn takes its inbox row's id (`journal.insert_turn`), so a queued message already
+        # knows the turn that will answer it; unless a journal from before that rule used the
+        # id already (then the turn gets another, and the receipt names none).
+        turn_id: int | None = acceptance.inbox_id
+        if self.lane_store.get_turn(acceptance.inbox_id) is not None:
+            turn_id = None
         if self._stopping:
             # Accepted while the runner drains: the row is durable and runs after the restart.
-            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, turn_id)
         lane = self._lanes.get(key)
         if (
             interrupt
@@ -633,7 +661,7 @@ class GatewayRunner:
         future = self._waiters.add(acceptance.inbox_id, key, entry.session_id) if wait else None
         self._lanes.ensure(key, self._lane_worker)
         if future is None:
-            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, None)
+            return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, turn_id)
         return await future
 
     async def _duplicate(self, seen: SeenRecord, *, wait: bool) -> Receipt:

@@ -1,19 +1,25 @@
-"""Running one claimed turn: model context, the agent call, and the outcome commit.
+"""Running one claimed turn: model context, the streamed agent call, and the outcome commit.
 
 The agent runs in its own task inside a per-turn `TaskGroup`, so an interrupt (a follow-up,
 `/stop`, `/new`) or the drain cancels only the agent, and the lane's worker, which owns the
-group, journals what happened. Outcomes:
+group, journals what happened. The turn is a stream of events (`streams.agent_events`), and
+its progress is durable as it happens (DESIGN decision 11): the user message is stored by the
+claim's transaction, and each message the agent completes (an assistant message with or
+without tool calls, a tool result) in its own short transaction keyed by (turn, number). The
+outcome stores what is left (the final reply) and settles the journal, the inbox row, the
+counters and the flags in one transaction. Outcomes:
 
-| agent                     | journal     | transcript                          | user gets      |
-|---------------------------|-------------|-------------------------------------|----------------|
-| replied                   | replied     | user + agent messages + reply       | the reply      |
-| raised / gateway_timeout  | failed      | user + notice (excluded from model) | a short notice |
-| interrupted (follow-up, /stop, /new) | interrupted | the user message         | nothing        |
-| cancelled by the drain    | accepted    | nothing (the turn resumes later)    | after restart  |
+| agent                          | journal     | transcript (besides what was stored) | user gets |
+|--------------------------------|-------------|--------------------------------------|-----------|
+| replied                        | replied     | the reply                            | the reply |
+| raised / gateway_timeout       | failed      | notice (excluded from model)         | a notice  |
+| interrupted (follow-up, /stop) | interrupted | the partial text seen, marked        | nothing   |
+| cancelled by the drain         | accepted    | nothing (the turn resumes later)     | later     |
 
-Each outcome commits in one transaction (`LaneStore`), then the reply is delivered and the
-journal says `delivered`. Past the ~400-line budget: the outcome paths (replied, failed,
-interrupted, retried while the disk refuses) share their commit rules and stay together.
+A resumed turn reads what it stored before the restart (`turn_progress.resume_progress`): the
+agent sees those calls and results, and a call with no result gets a synthetic one saying it
+was interrupted. Past the ~400-line budget: the outcome paths (replied, failed, interrupted,
+retried while the disk refuses) share their commit rules and stay together.
 """
 
 from __future__ import annotations
@@ -30,7 +36,14 @@ from sessiongate.core.context import (
     format_sender_prefix,
 )
 from sessiongate.core.keys import is_shared_multi_user_session
-from sessiongate.core.transcript import ModelContext, build_model_context
+from sessiongate.core.transcript import ModelContext, build_model_context, validate_message
+from sessiongate.core.turn_events import (
+    MessageCompleted,
+    TextDelta,
+    ToolResult,
+    TurnEnd,
+    UsageReport,
+)
 from sessiongate.errors import (
     AgentTurnError,
     InvalidEntryError,
@@ -38,15 +51,24 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
-from sessiongate.gateway.agent import TurnRequest, TurnResult
+from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.gateway.streams import StreamedMessage, agent_events
+from sessiongate.gateway.turn_progress import (
+    RESUME_NOTE,
+    TurnProgress,
+    resume_note,
+    resume_progress,
+    tool_message,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import Agent, AgentFactory, AgentHost
     from sessiongate.gateway.agent_cache import AgentCache
     from sessiongate.gateway.delivery import Delivery
@@ -67,12 +89,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RESUME_NOTE = (
-    "Your previous attempt at answering the last user message was interrupted by a gateway "
-    "restart (this is attempt {attempt}). Actions you started then may already have happened: "
-    "do NOT re-execute them and do not try to verify them. Answer from the conversation as it "
-    "stands, and say briefly that the earlier attempt was interrupted if it matters."
-)
 STALE_NOTICE = (
     "Your message could not be answered: it was interrupted by a restart, and it is too old "
     "to continue automatically. Please send it again if it still matters."
@@ -115,7 +131,7 @@ class TurnCounters:
 
 @dataclass(frozen=True, slots=True)
 class _AgentDone:
-    result: TurnResult | None
+    end: TurnEnd | None
     error: str | None = None
     timed_out: bool = False
     notice: str | None = None  # the agent's own word for the user, when it gave one
@@ -211,10 +227,11 @@ class TurnExecutor:
         extra = {"session_key": turn.session_key, "turn_id": turn.id}
         running = RunningTurn(turn.id)
         lane.running = running
+        user_message = self.user_message(claim)
+        progress = TurnProgress(user_message, stored=0 if claim.user_entry_id is None else 1)
         try:
-            user_message = self.user_message(claim)
             log.info("turn started", extra={**extra, "attempt": turn.attempt, "resumed": resumed})
-            done = await self._call_agent(claim, running, user_message, resumed=resumed)
+            done = await self._call_agent(claim, running, progress, resumed=resumed)
         finally:
             lane.running = None
         if done is None:
@@ -227,17 +244,23 @@ class TurnExecutor:
                 log.info("turn left for resume after restart", extra=extra)
                 return
             await self._until_stored(
-                claim, lambda: self.interrupt(claim, user_message, reason=str(reason))
+                claim, lambda: self.interrupt(claim, progress, reason=str(reason))
             )
-        elif done.result is not None:
-            result = done.result
-            await self._until_stored(claim, lambda: self._replied(claim, user_message, result))
+        elif done.end is not None and done.end.error is None:
+            end = done.end
+            await self._until_stored(claim, lambda: self._replied(claim, progress, end))
         else:
-            timeout = self._config.agent.gateway_timeout
-            notice = done.notice or failure_notice(timed_out=done.timed_out, timeout=timeout)
-            error = done.error or "error"
+            if done.end is not None:
+                # The agent ended the turn itself with a reason (misconfigured, a tool loop
+                # past its cap, ...): the user is told its text, the journal gets the reason.
+                notice = done.end.text or failure_notice(timed_out=False, timeout=0)
+                error = f"{done.end.error}: {done.end.detail or ''}".rstrip(": ")[:500]
+            else:
+                timeout = self._config.agent.gateway_timeout
+                notice = done.notice or failure_notice(timed_out=done.timed_out, timeout=timeout)
+                error = done.error or "error"
             await self._until_stored(
-                claim, lambda: self.fail(claim, user_message, error=error, notice=notice)
+                claim, lambda: self.fail(claim, progress, error=error, notice=notice)
             )
         if self._release_due:
             self._release_due = False
@@ -246,7 +269,11 @@ class TurnExecutor:
             await self._agents.drain_released()
 
     def user_message(self, claim: Claim) -> dict[str, Any]:
-        item = claim.item
+        return self.claim_user_message(claim.item, claim.turn.id)
+
+    def claim_user_message(self, item: InboxItem, turn_id: int) -> dict[str, Any]:
+        """The stored user message of row `item`'s turn `turn_id` (the claim's transaction
+        appends it)."""
         shared = is_shared_multi_user_session(
             item.source,
             group_sessions_per_user=self._config.group_sessions_per_user,
@@ -254,7 +281,7 @@ class TurnExecutor:
         )
         return build_user_message(
             item,
-            turn_id=claim.turn.id,
+            turn_id=turn_id,
             shared=shared,
             redact_pii=self._config.redact_pii,
             pii_safe=self._pii_safe(item.source.platform),
@@ -267,7 +294,7 @@ class TurnExecutor:
         return None if adapter is None else adapter.pii_safe
 
     async def _request(
-        self, claim: Claim, user_message: dict[str, Any], *, resumed: bool
+        self, claim: Claim, progress: TurnProgress, *, resumed: bool
     ) -> tuple[TurnRequest, SessionEntry | None]:
         """The agent's request, and the entry it was built from."""
         # Short store reads run inline on the loop (the runner's one seam between the async
@@ -276,6 +303,15 @@ class TurnExecutor:
         # The entry as routed when the turn was claimed (saves a read; a field changed since,
         # such as a `/title` sent meanwhile, shows from the next turn).
         entry = claim.entry or self._store.get_session(turn.session_key)
+        note = None
+        if resumed:
+            stored = resume_progress(self._lane_store.turn_messages(turn))
+            progress.resume_from(stored.messages)
+            for synthetic in stored.interrupted_results:
+                self._complete(claim, progress, synthetic)
+            note = resume_note(turn.attempt, stored)
+        if claim.user_entry_id is None:
+            self._store_user_message(claim, progress)
         context = await self._read_context(turn.session_id)
         source = claim.item.source
         prompt = build_session_context_prompt(
@@ -283,7 +319,11 @@ class TurnExecutor:
                 source, self._config, entry, pii_safe=self._pii_safe(source.platform)
             )
         )
-        messages = [*context.messages, {"role": "user", "content": user_message["content"]}]
+        messages = context.messages
+        if progress.stored == 0:
+            # The transcript refused the user message (it is stored with the outcome): the
+            # agent gets it anyway.
+            messages = [*messages, {"role": "user", "content": progress.user_message["content"]}]
         request = TurnRequest(
             session_key=turn.session_key,
             session_id=turn.session_id,
@@ -294,7 +334,7 @@ class TurnExecutor:
             model=context.model or (entry.model_override if entry else None),
             provider=context.provider or (entry.provider_override if entry else None),
             thinking_level=context.thinking_level or (entry.thinking_level if entry else None),
-            resume_note=RESUME_NOTE.format(attempt=turn.attempt) if resumed else None,
+            resume_note=note,
             turn_id=turn.id,
             host=self._host,
         )
@@ -323,14 +363,14 @@ class TurnExecutor:
         return build_model_context(self._store.load_events(session_id))
 
     async def _call_agent(
-        self, claim: Claim, running: RunningTurn, user_message: dict[str, Any], *, resumed: bool
+        self, claim: Claim, running: RunningTurn, progress: TurnProgress, *, resumed: bool
     ) -> _AgentDone | None:
         """The agent's outcome, or None when its task was cancelled (interrupt, stop, drain)."""
         key = claim.turn.session_key
         self._agents.mark_busy(key)
         try:
             async with asyncio.TaskGroup() as group:
-                task = group.create_task(self._invoke(claim, user_message, resumed=resumed))
+                task = group.create_task(self._invoke(claim, progress, resumed=resumed))
                 running.attach(task)
         except BaseException:
             # The worker itself is being cancelled (the runner is torn down without a drain):
@@ -342,17 +382,16 @@ class TurnExecutor:
                 self._release_due = True
         return None if task.cancelled() else task.result()
 
-    async def _invoke(
-        self, claim: Claim, user_message: dict[str, Any], *, resumed: bool
-    ) -> _AgentDone:
+    async def _invoke(self, claim: Claim, progress: TurnProgress, *, resumed: bool) -> _AgentDone:
         extra = {"session_key": claim.turn.session_key, "turn_id": claim.turn.id}
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
         try:
-            request, entry = await self._request(claim, user_message, resumed=resumed)
+            self._publish_user(claim, progress)
+            request, entry = await self._request(claim, progress, resumed=resumed)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
-                result = await agent.run_turn(request)
+                end = await self._consume(claim, progress, agent_events(agent, request))
         except TimeoutError:
             if timeout.expired():
                 log.warning("agent timed out", extra=extra)
@@ -366,7 +405,99 @@ class TurnExecutor:
         except Exception as exc:
             log.exception("agent failed", extra=extra)
             return _AgentDone(None, f"{type(exc).__name__}: {exc}"[:500])
-        return _AgentDone(result)
+        if end is None:
+            log.warning("agent stream ended without a TurnEnd", extra=extra)
+            return _AgentDone(None, "agent stream ended without a TurnEnd")
+        return _AgentDone(end)
+
+    # ------------------------------------------------------------------ the stream
+
+    async def _consume(
+        self, claim: Claim, progress: TurnProgress, events: AsyncIterator[TurnEvent]
+    ) -> TurnEnd | None:
+        """Follow the agent's events until its `TurnEnd`: deltas go to the turn's watchers
+        and the platform's streamed reply, each completed message is stored at once."""
+        inbox_id = claim.item.id
+        publish = self._waiters.publish
+        reply = progress.reply_stream = self._delivery.open_stream(claim.item.source, claim.turn.id)
+        try:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    progress.partial.append(event.text)
+                    publish(inbox_id, event)
+                    if reply is not None:
+                        await reply.update(progress.partial)
+                elif isinstance(event, MessageCompleted):
+                    self._complete(claim, progress, event.message)
+                elif isinstance(event, ToolResult):
+                    self._complete(claim, progress, tool_message(event))
+                elif isinstance(event, TurnEnd):
+                    return event
+                elif isinstance(event, UsageReport):
+                    progress.add_usage(event)
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+        return None
+
+    def _complete(self, claim: Claim, progress: TurnProgress, message: dict[str, Any]) -> None:
+        """A message the turn completed: stored now in its own short transaction (decision
+        11), then shown to the turn's watchers. When the store refuses it (or one before it),
+        it waits for the outcome commit, which stores it in order with the rest. A message
+        the transcript refuses as malformed fails the turn (`InvalidEntryError`)."""
+        number = progress.add(message)
+        entry_id = None
+        try:
+            if progress.stored == number:
+                entry_id = self._lane_store.append_turn_messages(
+                    claim.turn, [message], first_index=number
+                )[0]
+                progress.stored = number + 1
+            else:
+                validate_message(message)  # it waits for the outcome: checked now all the same
+        except InvalidEntryError:
+            # Not a chat message the transcript can hold: the agent's bug fails the turn (as a
+            # raise would), and the message is kept out of the outcome.
+            progress.messages.pop()
+            raise
+        except (StoreUnavailableError, StoreCorruptError, SessionNotFoundError) as exc:
+            log.warning(
+                "turn message not stored yet; the outcome stores it",
+                extra={
+                    "session_key": claim.turn.session_key,
+                    "turn_id": claim.turn.id,
+                    "error": str(exc),
+                },
+            )
+        if self._waiters.is_watched(claim.item.id):
+            self._waiters.publish(claim.item.id, StreamedMessage({**message, "id": entry_id}))
+
+    def _store_user_message(self, claim: Claim, progress: TurnProgress) -> None:
+        """Store the user message (number 0) when the claim did not: a resumed turn (a no-op
+        when its first attempt stored it), or a claim whose append was refused."""
+        try:
+            self._lane_store.append_turn_messages(
+                claim.turn, [progress.user_message], first_index=0
+            )
+        except (StoreUnavailableError, StoreCorruptError, InvalidEntryError, SessionNotFoundError):
+            progress.stored = 0
+        else:
+            progress.stored = max(progress.stored, 1)
+
+    def _stored_progress(self, claim: Claim, user_message: dict[str, Any]) -> TurnProgress:
+        """The progress of a turn settled without running (recovery's stale and stuck turns):
+        what its earlier attempts stored, so the outcome appends after it."""
+        progress = TurnProgress(user_message)
+        stored = self._lane_store.turn_messages(claim.turn)
+        if stored and stored[0][0] == 0:
+            progress.resume_from(resume_progress(stored).messages)
+        return progress
+
+    def _publish_user(self, claim: Claim, progress: TurnProgress) -> None:
+        if self._waiters.is_watched(claim.item.id):
+            message = {**progress.user_message, "id": claim.user_entry_id}
+            self._waiters.publish(claim.item.id, StreamedMessage(message))
 
     @contextlib.asynccontextmanager
     async def borrow_agent(self, key: str) -> AsyncIterator[Agent]:
@@ -440,29 +571,26 @@ class TurnExecutor:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _STORE_RETRY_MAX)
 
-    async def _replied(
-        self, claim: Claim, user_message: dict[str, Any], result: TurnResult
-    ) -> None:
+    async def _replied(self, claim: Claim, progress: TurnProgress, end: TurnEnd) -> None:
         turn = claim.turn
-        messages = [
-            user_message,
-            *result.messages,
-            {"role": "assistant", "content": result.text},
-        ]
-        usage = result.usage
+        final = progress.final_message(end)
+        messages, first = progress.unstored([] if final is None else [final])
         # No adapter for the platform (the HTTP `api` channel): the receipt is the delivery.
         receipt_only = self._delivery.adapter_for(claim.item.source.platform) is None
+        appended: list[int | None] = []
         try:
             counter_reset = self._lane_store.commit_reply(
                 claim,
                 messages,
-                reply=result.text,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
-                cost_usd=result.cost_usd,
+                reply=end.text,
+                input_tokens=progress.input_tokens,
+                output_tokens=progress.output_tokens,
+                cache_read_tokens=progress.cache_read_tokens,
+                cache_write_tokens=progress.cache_write_tokens,
+                cost_usd=progress.cost_usd,
                 delivered=receipt_only,
+                first_index=first,
+                appended=appended,
             )
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
@@ -470,51 +598,60 @@ class TurnExecutor:
                 extra={"session_key": turn.session_key, "turn_id": turn.id, "error": str(exc)},
             )
             notice = failure_notice(timed_out=False, timeout=0)
-            await self.fail(claim, user_message, error=f"unstorable reply: {exc}", notice=notice)
+            await self.fail(claim, progress, error=f"unstorable reply: {exc}", notice=notice)
             return
         if counter_reset:
             self._counts_changed()
         self._counters.completed += 1
         log.info("turn replied", extra={"session_key": turn.session_key, "turn_id": turn.id})
+        if final is not None and self._waiters.is_watched(claim.item.id):
+            final_id = appended[-1] if appended else None
+            self._waiters.publish(claim.item.id, StreamedMessage({**final, "id": final_id}))
         if not receipt_only:
             await self._delivery.deliver_reply(
-                turn.session_key, turn.id, claim.item.source, result.text
+                turn.session_key, turn.id, claim.item.source, end.text, stream=progress.reply_stream
             )
-        self._answer(claim, ReceiptStatus.REPLIED, result.text)
+        self._answer(claim, ReceiptStatus.REPLIED, end.text)
 
     async def fail(
         self,
         claim: Claim,
-        user_message: dict[str, Any],
+        progress: TurnProgress | dict[str, Any],
         *,
         error: str,
         notice: str,
         suspend: bool = False,
     ) -> None:
-        self.commit_failure(claim, user_message, error=error, notice=notice, suspend=suspend)
+        self.commit_failure(claim, progress, error=error, notice=notice, suspend=suspend)
         await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.FAILED, notice)
 
     def commit_failure(
         self,
         claim: Claim,
-        user_message: dict[str, Any],
+        progress: TurnProgress | dict[str, Any],
         *,
         error: str,
         notice: str,
         suspend: bool = False,
     ) -> None:
+        """The failed outcome; `progress` is the turn's, or just its user message for a turn
+        that never ran (recovery's stale and stuck turns)."""
+        if isinstance(progress, dict):
+            progress = self._stored_progress(claim, progress)
         notice_message = {
             "role": "assistant",
             "content": notice,
             "metadata": {"exclude_from_context": True, "gateway_notice": "failed"},
         }
+        messages, first = progress.unstored([notice_message])
         self._lane_store.commit_failure(
             claim,
             error=error,
             notice=notice,
-            messages=[user_message, notice_message],
+            messages=messages,
             suspend=suspend,
+            first_index=first,
         )
         self._counters.failed += 1
         log.warning(
@@ -523,18 +660,35 @@ class TurnExecutor:
         )
 
     async def interrupt(
-        self, claim: Claim, user_message: dict[str, Any], *, reason: str, notice: str | None = None
+        self,
+        claim: Claim,
+        progress: TurnProgress | dict[str, Any],
+        *,
+        reason: str,
+        notice: str | None = None,
     ) -> None:
-        self.commit_interrupted(claim, user_message, reason=reason, notice=notice)
+        self.commit_interrupted(claim, progress, reason=reason, notice=notice)
         if notice is not None:
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.INTERRUPTED, notice)
 
     def commit_interrupted(
-        self, claim: Claim, user_message: dict[str, Any], *, reason: str, notice: str | None
+        self,
+        claim: Claim,
+        progress: TurnProgress | dict[str, Any],
+        *,
+        reason: str,
+        notice: str | None,
     ) -> None:
-        kept = {**user_message, "metadata": {**user_message["metadata"], "interrupted": reason}}
-        self._lane_store.commit_interrupted(claim, reason=reason, messages=[kept], notice=notice)
+        """The interrupted outcome: what was stored stays, and the text the user already saw
+        of the message being generated is stored as an assistant message marked interrupted
+        (`metadata.interrupted`: the reason), so the transcript shows what the user saw."""
+        if isinstance(progress, dict):
+            progress = self._stored_progress(claim, progress)
+        messages, first = progress.unstored(progress.interrupted_tail(reason))
+        self._lane_store.commit_interrupted(
+            claim, reason=reason, messages=messages, notice=notice, first_index=first
+        )
         self._counters.interrupted += 1
         log.info(
             "turn interrupted",

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
-from sessiongate.errors import MessageIdConflictError, SessionNotFoundError
+from sessiongate.errors import InvalidEntryError, MessageIdConflictError, SessionNotFoundError
 from sessiongate.store.records import (
     MEMORY_ROW_BASE,
     TRANSITIONS,
@@ -38,7 +38,7 @@ from sessiongate.store.records import (
 
 if TYPE_CHECKING:
     import contextlib
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
@@ -150,11 +150,13 @@ class Turn:
 class Claim:
     """A turn and the inbox row it holds, and the routing entry as it was when the turn was
     claimed (None for a resumed turn): it saves the executor a read, and tells the outcome
-    commit whether a `resume_pending` flag can be set at all."""
+    commit whether a `resume_pending` flag can be set at all. `user_entry_id` is the entry of
+    the user message the claim stored (None when it stored none)."""
 
     turn: Turn
     item: InboxItem
     entry: SessionEntry | None = None
+    user_entry_id: int | None = None
 
 
 class LaneStore:
@@ -220,12 +222,19 @@ class LaneStore:
             return acceptance
 
     def accept_and_claim(
-        self, inbound: Inbound, *, entry: SessionEntry, kind: InboxKind, cap: int
+        self,
+        inbound: Inbound,
+        *,
+        entry: SessionEntry,
+        kind: InboxKind,
+        cap: int,
+        user_message: Callable[[InboxItem, int], dict[str, Any]] | None = None,
     ) -> tuple[Acceptance, Claim | None]:
         """`accept`, then `claim_next`, in one transaction: for a lane with no worker, whose
         message can start its turn at once. The message is durable before the turn starts,
         exactly as with two transactions; the claim is None when nothing was taken
-        (duplicate, full)."""
+        (duplicate, full). With `user_message`, the turn's user message is appended to the
+        transcript in the same transaction."""
         key, session_id = entry.session_key, entry.session_id
         now = self._now()
         with self._db_for_key(key).transaction() as conn:
@@ -245,7 +254,8 @@ class LaneStore:
                 item = _item(row)
                 turn_id = self._journal(conn, key, session_id, item, now)
                 conn.link_seen_to_turn(item.id, turn_id)
-        return acceptance, self._claim(turn_id, item, entry, now)
+            stored = self._store_user_message(item, turn_id, session_id, user_message)
+        return acceptance, self._claim(turn_id, item, entry, now, user_entry_id=stored)
 
     def _accept(
         self,
@@ -381,9 +391,16 @@ class LaneStore:
 
     # ------------------------------------------------------------------ claiming
 
-    def claim_next(self, session_key: str, session_id: str) -> Claim | None:
+    def claim_next(
+        self,
+        session_key: str,
+        session_id: str,
+        *,
+        user_message: Callable[[InboxItem, int], dict[str, Any]] | None = None,
+    ) -> Claim | None:
         """Claim the lane's next pending row (the slot first, then `/queue` items, oldest first)
-        and journal its turn as running, in one transaction; None when the lane is empty."""
+        and journal its turn as running, in one transaction (with the user message, as
+        `accept_and_claim` does); None when the lane is empty."""
         now = self._now()
         with self._db_for_key(session_key).transaction() as conn:
             row = conn.next_pending(session_key)
@@ -392,17 +409,51 @@ class LaneStore:
             item = _item(row)
             turn_id = self._journal(conn, session_key, session_id, item, now)
             conn.link_seen_to_turn(row.id, turn_id)
-        return self._claim(turn_id, item, None, now, session_id=session_id)
+            stored = self._store_user_message(item, turn_id, session_id, user_message)
+        return self._claim(turn_id, item, None, now, session_id=session_id, user_entry_id=stored)
 
-    def claim_item(self, item: InboxItem, entry: SessionEntry) -> Claim:
+    def claim_item(
+        self,
+        item: InboxItem,
+        entry: SessionEntry,
+        *,
+        user_message: Callable[[InboxItem, int], dict[str, Any]] | None = None,
+    ) -> Claim:
         """Claim this pending row (from `peek_next`) for `entry`'s session, in one transaction
-        (call it inside `atomic()` with the routing that chose the entry). Raises
-        `LookupError` if the row is no longer pending."""
+        (call it inside `atomic()` with the routing that chose the entry), with the user
+        message as `accept_and_claim` does. Raises `LookupError` if the row is no longer
+        pending."""
         now = self._now()
         with self._db_for_key(item.session_key).transaction() as conn:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
             conn.link_seen_to_turn(item.id, turn_id)
-        return self._claim(turn_id, item, entry, now)
+            stored = self._store_user_message(item, turn_id, entry.session_id, user_message)
+        return self._claim(turn_id, item, entry, now, user_entry_id=stored)
+
+    def _store_user_message(
+        self,
+        item: InboxItem,
+        turn_id: int,
+        session_id: str,
+        build: Callable[[InboxItem, int], dict[str, Any]] | None,
+    ) -> int | None:
+        """Append the claimed turn's user message (number 0 of the turn) inside the claim's
+        transaction; None when there is no builder or it was stored already. A message the
+        transcript refuses, or a session gone meanwhile, is left to the outcome commit, which
+        appends it again (or records its absence) without failing the claim."""
+        if build is None:
+            return None
+        try:
+            ids = self._store.append_messages(
+                session_id, [build(item, turn_id)], idempotency_key=_idem(turn_id)
+            )
+        except (InvalidEntryError, SessionNotFoundError) as exc:
+            log.warning(
+                "user message not stored at the claim",
+                extra={"session_key": item.session_key, "turn_id": turn_id, "error": str(exc)},
+            )
+            return None
+        return ids[0]
 
     def _journal(
         self, conn: Tx, session_key: str, session_id: str, item: InboxItem, now: int
@@ -427,6 +478,7 @@ class LaneStore:
         now: int,
         *,
         session_id: str | None = None,
+        user_entry_id: int | None = None,
     ) -> Claim:
         turn = Turn(
             id=turn_id,
@@ -444,7 +496,7 @@ class LaneStore:
             finished_at=None,
             delivered_at=None,
         )
-        return Claim(turn, item, entry)
+        return Claim(turn, item, entry, user_entry_id)
 
     def claim_resume(self, turn_id: int) -> tuple[Claim, int]:
         """Dispatch an accepted (interrupted) turn again: accepted -> running, attempt + 1, and
@@ -485,19 +537,27 @@ class LaneStore:
         cache_write_tokens: int = 0,
         cost_usd: float | None = None,
         delivered: bool = False,
+        first_index: int = 0,
+        appended: list[int | None] | None = None,
     ) -> bool:
-        """The replied outcome in one transaction: transcript rows (idempotent per turn),
+        """The replied outcome in one transaction: transcript rows (idempotent per turn: the
+        first of `messages` is the turn's number `first_index`, see `append_turn_messages`),
         usage, journal -> replied (-> delivered too when `delivered`: the reply has no channel
         but the receipt), inbox row deleted, `resume_pending` cleared, stuck-loop counter
-        reset. Returns whether a counter was reset. Raises `SessionNotFoundError` when the
-        session row is gone (nothing is written then)."""
+        reset. Returns whether a counter was reset; the new entry ids go to `appended`. Raises
+        `SessionNotFoundError` when the session row is gone (nothing is written then)."""
         turn = claim.turn
         now = self._now()
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.finish_reply(turn.id, at=now, reply=reply, delivered=delivered)
-            self._store.append_messages(
-                turn.session_id, list(messages), idempotency_key=_idem(turn.id)
+            ids = self._store.append_messages(
+                turn.session_id,
+                list(messages),
+                idempotency_key=_idem(turn.id),
+                first_index=first_index,
             )
+            if appended is not None:
+                appended.extend(ids)
             self._store.record_turn(
                 turn.session_key,
                 input_tokens=input_tokens,
@@ -523,6 +583,7 @@ class LaneStore:
         notice: str,
         messages: Sequence[dict[str, Any]],
         suspend: bool = False,
+        first_index: int = 0,
     ) -> None:
         """Failed in one transaction: the user's message (and `messages`) kept in the transcript
         when the session still exists, journal -> failed, inbox row deleted, `resume_pending`
@@ -532,7 +593,7 @@ class LaneStore:
             conn.transition_turn(
                 turn.id, TurnState.FAILED, at=self._now(), reply=notice, error=error
             )
-            self._append_best_effort(turn, messages)
+            self._append_best_effort(turn, messages, first_index)
             self._store.clear_resume_pending(turn.session_key)
             if suspend:
                 self._store.suspend_session(turn.session_key)
@@ -546,6 +607,7 @@ class LaneStore:
         reason: str,
         messages: Sequence[dict[str, Any]],
         notice: str | None = None,
+        first_index: int = 0,
     ) -> None:
         """Interrupted in one transaction: the user's message stays in the transcript, journal
         -> interrupted, inbox row deleted, `resume_pending` cleared."""
@@ -554,16 +616,21 @@ class LaneStore:
             conn.transition_turn(
                 turn.id, TurnState.INTERRUPTED, at=self._now(), reply=notice, error=reason
             )
-            self._append_best_effort(turn, messages)
+            self._append_best_effort(turn, messages, first_index)
             self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
 
-    def _append_best_effort(self, turn: Turn, messages: Sequence[dict[str, Any]]) -> None:
+    def _append_best_effort(
+        self, turn: Turn, messages: Sequence[dict[str, Any]], first_index: int
+    ) -> None:
         if not messages:
             return
         try:
             self._store.append_messages(
-                turn.session_id, list(messages), idempotency_key=_idem(turn.id)
+                turn.session_id,
+                list(messages),
+                idempotency_key=_idem(turn.id),
+                first_index=first_index,
             )
         except SessionNotFoundError:
             # The session was deleted while the turn ran; the journal still records the turn.
@@ -571,6 +638,28 @@ class LaneStore:
                 "session gone; turn outcome kept in the journal only",
                 extra={"session_key": turn.session_key, "turn_id": turn.id},
             )
+
+    # ------------------------------------------------------------------ progress
+
+    def append_turn_messages(
+        self, turn: Turn, messages: Sequence[dict[str, Any]], *, first_index: int
+    ) -> list[int | None]:
+        """Append messages a running turn completed, numbered from `first_index` within the
+        turn (the user message is number 0), in one short transaction (DESIGN decision 11).
+        Keyed by (turn, number): a retried append, or the outcome commit appending the same
+        number again, is a no-op (None in the returned ids). Nothing else of the turn moves;
+        its outcome still commits in one transaction."""
+        return self._store.append_messages(
+            turn.session_id,
+            list(messages),
+            idempotency_key=_idem(turn.id),
+            first_index=first_index,
+        )
+
+    def turn_messages(self, turn: Turn) -> list[tuple[int, int, dict[str, Any]]]:
+        """`(number, entry id, message)` of what the turn stored so far, in order (a resumed
+        turn reads its progress instead of guessing)."""
+        return self._store.keyed_messages(turn.session_id, _idem(turn.id))
 
     def requeue(self, turn_id: int, *, resume_reason: str | None) -> None:
         """Running -> accepted (drain timeout, crash recovery): the turn keeps its inbox row and

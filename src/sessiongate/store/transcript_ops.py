@@ -70,17 +70,41 @@ class TranscriptOps:
         messages: Sequence[Mapping[str, Any]],
         *,
         idempotency_key: str | None = None,
+        first_index: int = 0,
     ) -> list[int | None]:
         """Append one turn in one transaction; returns the new entry ids (None: a duplicate).
 
         A message with a `message_id`, or any message when `idempotency_key` is given, is
-        appended at most once per session.
+        appended at most once per session: under a key, the message at position `i` of the
+        list is number `first_index + i` of that key, so a turn can append its messages one
+        at a time as they complete and a retried append is a no-op.
         """
         now_us = to_us(self.clock.now())
-        records = [_message_record(m, now_us, idempotency_key, i) for i, m in enumerate(messages)]
+        records = [
+            _message_record(m, now_us, idempotency_key, first_index + i)
+            for i, m in enumerate(messages)
+        ]
         with self._db_for_id(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             return self._append_records(conn, row, records)
+
+    def keyed_messages(
+        self, session_id: str, idempotency_key: str
+    ) -> list[tuple[int, int, dict[str, Any]]]:
+        """`(number, entry id, message)` of the active path's messages appended under
+        `idempotency_key`, in order (what a resumed turn already stored); [] for an unknown
+        session."""
+        prefix = _keyed_idem(idempotency_key, "")
+        with self._db_for_id(session_id).read() as conn:
+            row = conn.get_session_row(session_id)
+            rows = [] if row is None else conn.keyed_path_messages(row.sid, prefix)
+        numbered = [
+            (int(idem[len(prefix) :]), entry)
+            for idem, entry in rows
+            if idem[len(prefix) :].isdigit()
+        ]
+        numbered.sort(key=lambda item: item[0])
+        return [(number, entry[0], row_to_message(entry)) for number, entry in numbered]
 
     def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
         """Append a non-message tree entry (compaction, reset, custom, label, ...).
@@ -288,7 +312,7 @@ def _message_record(
     if message_id is not None:
         idem: str | None = f"m:{message_id}"
     elif idempotency_key is not None:
-        idem = f"k:{idempotency_key}:{index}"
+        idem = _keyed_idem(idempotency_key, str(index))
     else:
         idem = None
     return EntryRecord("message", clean["role"], content, payload or None, ts_us, idem)
@@ -304,3 +328,8 @@ def _text_of(content: Any, payload: str | None, *, parts: Any = None) -> str:
         return parts
     texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
     return "\n".join(t for t in texts if isinstance(t, str))
+
+
+def _keyed_idem(idempotency_key: str, number: str) -> str:
+    """The idempotency key of message `number` appended under `idempotency_key`."""
+    return f"k:{idempotency_key}:{number}"

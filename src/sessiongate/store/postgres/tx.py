@@ -195,6 +195,11 @@ _TRANSITION = (
     "delivered_at = coalesce(sg_ts(%(delivered)s::bigint), delivered_at) "
     "WHERE id = %(id)s AND state = ANY(%(allowed)s::text[])"
 )
+_INSERT_TURN = (
+    "INSERT INTO turns (id, session_key, session_id, inbox_id, state, source, accepted_at, "
+    "started_at) VALUES ({id}, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), sg_ts(%s)) "
+    "ON CONFLICT DO NOTHING RETURNING id"
+)
 _FINISH_REPLY = (
     "UPDATE turns SET state = %(to)s, reply = %(reply)s, finished_at = sg_ts(%(at)s), "
     "delivered_at = CASE WHEN %(to)s = 'delivered' THEN sg_ts(%(at)s) END "
@@ -787,6 +792,16 @@ class PostgresTx:
             for r in rows
         ]
 
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, tuple[Any, ...]]]:
+        # `starts_with`, not a range: under the database's collation `:` and `;` need not be
+        # neighbours, as they are in SQLite's byte order.
+        rows = self._all(
+            f"SELECT idem, {_ENTRY} FROM entries WHERE sid = %s AND on_path = 1 "  # noqa: S608
+            "AND type = 'message' AND starts_with(idem, %s)",
+            (sid, prefix),
+        )
+        return [(row[0], tuple(row[1:])) for row in rows]
+
     # ------------------------------------------------------------------ search
 
     # The `tsvector` column is written with its row, in the same transaction: there is no
@@ -1051,20 +1066,22 @@ class PostgresTx:
         accepted_at: int,
         started_at: int,
     ) -> int:
-        row = self._one(
-            "INSERT INTO turns (session_key, session_id, inbox_id, state, source, accepted_at, "
-            "started_at) VALUES (%s, %s, %s, %s, %s::jsonb, sg_ts(%s), sg_ts(%s)) RETURNING id",
-            (
-                session_key,
-                session_id,
-                inbox_id,
-                str(TurnState.RUNNING),
-                dumps(source),
-                accepted_at,
-                started_at,
-            ),
+        """The turn takes its inbox row's id when it is free, as on SQLite. The id is never
+        drawn from the sequence (which explicit ids do not move): when a journal from before
+        the rule holds it, the next id above the journal's is taken, again until one is free
+        (another instance may take the same one first)."""
+        values = (
+            session_key,
+            session_id,
+            inbox_id,
+            str(TurnState.RUNNING),
+            dumps(source),
+            accepted_at,
+            started_at,
         )
-        assert row is not None
+        row = self._one(_INSERT_TURN.format(id="%s"), (inbox_id, *values))
+        while row is None:
+            row = self._one(_INSERT_TURN.format(id="(SELECT max(id) + 1 FROM turns)"), values)
         return int(row[0])
 
     def transition_turn(

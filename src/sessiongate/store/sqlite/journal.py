@@ -46,6 +46,10 @@ _INSERT = (
     "INSERT INTO turns (session_key, session_id, inbox_id, state, source, accepted_at, "
     "started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+_INSERT_AS_ROW = (
+    "INSERT INTO turns (id, session_key, session_id, inbox_id, state, source, accepted_at, "
+    "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
 _TRANSITION = (
     "UPDATE turns SET state = :to, "
     "attempt = attempt + :attempt, resumes = resumes + :resume, "
@@ -123,19 +127,26 @@ def insert_turn(
     accepted_at: int,
     started_at: int,
 ) -> int:
-    """A new turn, journalled as running: it is claimed and dispatched in one transaction."""
-    cursor = conn.execute(
-        _INSERT,
-        (
-            session_key,
-            session_id,
-            inbox_id,
-            str(TurnState.RUNNING),
-            dumps(source),
-            accepted_at,
-            started_at,
-        ),
+    """A new turn, journalled as running: it is claimed and dispatched in one transaction.
+
+    The turn takes its inbox row's id when that id is free (one row is claimed by exactly one turn,
+    and both ids only grow, so only a journal from before this rule can hold it), so a message
+    accepted while its lane is busy already knows the id of the turn that will answer it.
+    """
+    values = (
+        session_key,
+        session_id,
+        inbox_id,
+        str(TurnState.RUNNING),
+        dumps(source),
+        accepted_at,
+        started_at,
     )
+    cursor = conn.execute(_INSERT_AS_ROW, (inbox_id, *values))
+    if cursor.rowcount == 1:
+        return inbox_id
+    # A journal from before the rule may hold this id already: take the next free one.
+    cursor = conn.execute(_INSERT, values)
     assert cursor.lastrowid is not None
     return cursor.lastrowid
 

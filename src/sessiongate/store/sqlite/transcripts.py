@@ -38,6 +38,7 @@ __all__ = [
     "entry_row",
     "get_session_row",
     "insert_entries",
+    "keyed_path_messages",
     "latest_reset_depth",
     "list_tips",
     "load_context_events",
@@ -411,6 +412,24 @@ def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, An
         else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
         for r in rows
     ]
+
+
+# The active path's messages whose idempotency key starts with a prefix: a range on the
+# (sid, idem) index, up to the prefix with its last character moved one code point on.
+_KEYED_PATH_MESSAGES = (
+    f"SELECT idem, {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
+    "WHERE sid = ? AND idem >= ? AND idem < ? AND on_path = 1 AND type = 'message'"
+)
+
+
+def keyed_path_messages(
+    conn: sqlite3.Connection, sid: int, prefix: str
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """`(idempotency key, entry row)` of the active path's messages whose key starts with
+    `prefix` (not empty), in no particular order."""
+    above = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    rows = conn.execute(_KEYED_PATH_MESSAGES, (sid, prefix, above)).fetchall()
+    return [(row[0], tuple(row[1:])) for row in rows]
 
 
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:

@@ -245,6 +245,9 @@ class SqliteTx:
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
         return transcripts.load_context_events(self.conn, sid)
 
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
+        return transcripts.keyed_path_messages(self.conn, sid, prefix)
+
     def search_is_stale(self) -> bool:
         with translate_errors():
             return fts.is_stale(self.conn)

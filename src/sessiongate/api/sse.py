@@ -1,0 +1,71 @@
+"""Server-sent events of one turn: `accepted`, `delta`, `message`, then `done` or `error`.
+
+Each event is `event: <name>` and one `data:` line of JSON. `accepted` names the session and
+the turn; `delta` carries a piece of the reply text (not durable: a slow client may miss some,
+see `gateway.streams.DELTA_BUFFER`); `message` is a message of the turn as it was stored
+(`id`, `role`, `content`, and `tool_calls` / `tool_call_id` / `name` when present); the last
+event is `done` (`status`, `reply`, `turn_id`) for a turn that replied or was interrupted (and
+for a message that ran no turn: a duplicate, a command), or `error` (`code`, `message`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.core.turn_events import TextDelta
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.streams import TurnWatch
+
+__all__ = ["sse_event", "turn_events"]
+
+# The receipt statuses that end a stream with `error`, and the code each one gets.
+_ERROR_CODES = {"failed": "turn_failed", "unavailable": "unavailable"}
+_MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
+
+
+def sse_event(name: str, data: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    out = {"id": message.get("id"), "role": message["role"], "content": message.get("content")}
+    for name in _MESSAGE_FIELDS:
+        if message.get(name) is not None:
+            out[name] = message[name]
+    return out
+
+
+async def turn_events(accepted: Receipt, watch: TurnWatch | None) -> AsyncIterator[str]:
+    """The SSE body of a message accepted with `accepted`; `watch` follows its turn (None
+    when the message ran no turn of its own: the receipt is already the end)."""
+    yield sse_event(
+        "accepted",
+        {
+            "session_key": accepted.session_key,
+            "session_id": accepted.session_id,
+            "turn_id": accepted.turn_id,
+        },
+    )
+    end = accepted
+    if watch is not None:
+        async for event in watch.events():
+            if isinstance(event, TextDelta):
+                yield sse_event("delta", {"text": event.text})
+            else:
+                yield sse_event("message", _message(event.message))
+        assert watch.receipt is not None
+        end = watch.receipt
+    status = str(end.status)
+    code = _ERROR_CODES.get(status)
+    if code is not None:
+        yield sse_event("error", {"code": code, "message": end.reply or status})
+        return
+    yield sse_event(
+        "done",
+        {"status": status, "reply": end.reply, "turn_id": end.turn_id or accepted.turn_id},
+    )
