@@ -1,0 +1,109 @@
+"""End to end: the OpenAI-compatible agent in the streamed gateway, through the real SDK
+against the streaming fake server, and over HTTP with a real SSE client. Each completed
+message is durable the moment it completes (a tool sees its own call stored), deltas reach the
+client as the model sends them, and the transcript holds each message once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from fake_openai import Call, Calls, Reply
+from sessiongate.api.app import create_app
+from sessiongate.api.server import build_server
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+# A safety net so a broken stream fails the test instead of hanging it; never a timing check.
+GUARD_SECONDS = 10.0
+
+
+async def test_each_completed_message_is_stored_as_it_completes(make_gateway) -> None:
+    gw = await make_gateway(tools=["sample_tools:stored_roles"])
+    gw.server.script(Calls([Call("stored_roles", id="c1")]), Reply(["All ", "stored."]))
+    receipt = await gw.say("alice", "check the store")
+    assert receipt.reply == "All stored."
+    # While the tool ran, the user message and the assistant's call were already on disk.
+    [seen] = gw.tool_results(1)
+    assert seen == ["user", "assistant"]
+    entry = gw.store.get_session(gw.key("alice"))
+    transcript = gw.store.load_transcript(entry.session_id)
+    assert [(m["role"], m.get("tool_call_id")) for m in transcript] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c1"),
+        ("assistant", None),
+    ]
+    assert transcript[1]["tool_calls"][0]["id"] == "c1"
+    assert transcript[-1]["content"] == "All stored."
+
+
+async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    name, data = None, []
+    async for line in response.aiter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data.append(line[len("data: ") :])
+        elif not line and name is not None:
+            yield name, json.loads("\n".join(data))
+            name, data = None, []
+
+
+async def test_a_streamed_http_turn_with_a_tool_call(make_gateway) -> None:
+    gw = await make_gateway(tools=["sample_tools:lookup_order"])
+    ready = asyncio.Event()
+    server = build_server(
+        create_app(gw.runner, gw.store, gw.runner.config),
+        host="127.0.0.1",
+        port=0,
+        graceful_timeout=5,
+        install_signal_handlers=False,
+        on_ready=lambda host, port: ready.set(),
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(GUARD_SECONDS):
+            await ready.wait()
+        host, port = server.bound
+        gw.server.script(
+            Calls([Call("lookup_order", '{"order_id": "A-7"}', id="c7")], pieces=4),
+            Reply(["Order ", "A-7 ", "has ", "shipped."]),
+        )
+        body = {"chat_id": "dora", "text": "where is A-7?", "stream": True}
+        async with (
+            httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=GUARD_SECONDS) as http,
+            http.stream("POST", "/v1/messages", json=body) as response,
+            asyncio.timeout(GUARD_SECONDS),
+        ):
+            assert response.status_code == 200
+            events = [event async for event in sse(response)]
+    finally:
+        server.should_exit = True
+        await serving
+    names = [name for name, _ in events]
+    assert names[0] == "accepted"
+    assert names[-1] == "done"
+    assert [data["text"] for name, data in events if name == "delta"] == [
+        "Order ",
+        "A-7 ",
+        "has ",
+        "shipped.",
+    ]
+    messages = [data for name, data in events if name == "message"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["tool_calls"][0]["function"] == {
+        "name": "lookup_order",
+        "arguments": '{"order_id": "A-7"}',
+    }
+    assert messages[2]["tool_call_id"] == "c7"
+    assert json.loads(messages[2]["content"]) == {"order_id": "A-7", "status": "shipped"}
+    assert events[-1][1]["reply"] == "Order A-7 has shipped."
+    # The message events are the stored messages, each once.
+    session_id = events[0][1]["session_id"]
+    stored = [e["id"] for e in gw.store.load_events(session_id) if e["type"] == "message"]
+    assert [m["id"] for m in messages] == stored
