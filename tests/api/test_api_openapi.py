@@ -26,6 +26,7 @@ DESIGN_ROUTES = {
 ADDED_ROUTES = {
     ("post", "/v1/sessions"),
     ("post", "/v1/sessions/{key}/messages"),
+    ("get", "/v1/events"),  # round 2: the live feed
 }
 
 

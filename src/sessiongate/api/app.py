@@ -16,6 +16,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/sessions/{key}/branches          branch tips
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
+    GET    /v1/events                           the live feed (server-sent events)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
 """
@@ -28,7 +29,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 import sessiongate
-from sessiongate.api import routes_messages, routes_sessions, routes_tree
+from sessiongate.api import routes_events, routes_messages, routes_sessions, routes_tree
 from sessiongate.api.auth import require_operator
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
 from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
@@ -111,6 +112,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
+    app.include_router(routes_events.router)
 
     # Added last = outermost: the body limit runs before anything reads the body, and the
     # catch-all sits outside the routes so nothing unexpected escapes as a bare 500.

@@ -301,7 +301,9 @@ def _compact(store: SessionStore, entry: SessionEntry) -> dict[str, Any]:
             "the session is archived; unarchive it to compact it", session_key=entry.session_key
         )
     events = store.load_events(entry.session_id)
-    plan = plan_compaction(events, keep=keep_tokens(store.config.agent.context_window))
+    plan = plan_compaction(
+        events, keep=keep_tokens(store.config.context_window_for(entry.session_key))
+    )
     before = plan.tokens_before
     if not plan.fresh:
         return _unchanged(before, "nothing_to_compact")

@@ -143,7 +143,9 @@ class Compactor:
         session_id = entry.session_id
         generation = self._store.transcript_generation(session_id)
         events = self._store.load_events(session_id)
-        plan = plan_compaction(events, keep=keep_tokens(self._config.agent.context_window))
+        plan = plan_compaction(
+            events, keep=keep_tokens(self._config.context_window_for(session_key))
+        )
         before = plan.tokens_before
         if not plan.fresh:
             return _unchanged(before, "nothing_to_compact")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
 from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import to_us
@@ -164,6 +165,7 @@ class ImportOps:
                 },
             )
         routes.upsert_route(conn, entry, _parts_of(entry))
+        self._db.note(Change(ChangeKind.SESSION_CREATED, key, entry.session_id))
         return True
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
 from sessiongate.errors import SessionNotFoundError
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.sqlite import inbox, journal
 from sessiongate.store.sqlite._codec import from_us, to_us
 from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
@@ -213,6 +214,8 @@ class LaneStore:
             acceptance, _ = self._accept(conn, inbound, session_key, kind, cap, now)
             if acceptance.inbox_id is not None and acceptance.seen is None:
                 self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
+            if acceptance.status is AcceptStatus.ACCEPTED:
+                self._queue_changed(conn, session_key, acceptance.depth)
             return acceptance
 
     def accept_and_claim(
@@ -241,6 +244,9 @@ class LaneStore:
                 item = _item(row)
                 turn_id = self._journal(conn, key, session_id, item, now)
                 inbox.link_seen_to_turn(conn, item.id, turn_id)
+                if acceptance.status is AcceptStatus.MERGED:
+                    # Merged into the slot, then the slot claimed: one row fewer waits.
+                    self._queue_changed(conn, key, acceptance.depth - 1)
         return acceptance, self._claim(turn_id, item, entry, now)
 
     def _accept(
@@ -361,7 +367,10 @@ class LaneStore:
     def clear_pending(self, session_key: str) -> list[int]:
         """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return inbox.delete_pending(conn, session_key)
+            deleted = inbox.delete_pending(conn, session_key)
+            if deleted:
+                self._queue_changed(conn, session_key, 0)
+            return deleted
 
     def drop_pending(self, inbox_id: int) -> bool:
         """Delete one waiting row that will not run (its session was archived while it
@@ -370,16 +379,21 @@ class LaneStore:
         The records go in the same transaction: left behind, they would answer the sender's
         retry (after unarchiving) with `duplicate`, and the message would never run."""
         with self._db_for_row(inbox_id).transaction() as conn:
-            if not inbox.delete_pending_row(conn, inbox_id):
+            row = inbox.get_row(conn, inbox_id)
+            if row is None or not inbox.delete_pending_row(conn, inbox_id):
                 return False
             inbox.delete_seen_of_row(conn, inbox_id)
+            self._queue_changed(conn, row.session_key)
             return True
 
     def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
         """Delete the lane's waiting system events (a rollover: they were meant for the old
         session), except row `keep`; returns their ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return inbox.delete_pending_events(conn, session_key, keep=keep)
+            deleted = inbox.delete_pending_events(conn, session_key, keep=keep)
+            if deleted:
+                self._queue_changed(conn, session_key)
+            return deleted
 
     # ------------------------------------------------------------------ claiming
 
@@ -394,6 +408,7 @@ class LaneStore:
             item = _item(row)
             turn_id = self._journal(conn, session_key, session_id, item, now)
             inbox.link_seen_to_turn(conn, row.id, turn_id)
+            self._queue_changed(conn, session_key)
         return self._claim(turn_id, item, None, now, session_id=session_id)
 
     def claim_item(self, item: InboxItem, entry: SessionEntry) -> Claim:
@@ -404,6 +419,7 @@ class LaneStore:
         with self._db_for_key(item.session_key).transaction() as conn:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
             inbox.link_seen_to_turn(conn, item.id, turn_id)
+            self._queue_changed(conn, item.session_key)
         return self._claim(turn_id, item, entry, now)
 
     def _journal(
@@ -420,7 +436,31 @@ class LaneStore:
             started_at=now,
         )
         inbox.claim_row(conn, item.id, turn_id)
+        self._db_for_key(session_key).note(
+            Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id)
+        )
         return turn_id
+
+    def _queue_changed(
+        self, conn: sqlite3.Connection, session_key: str, depth: int | None = None
+    ) -> None:
+        """Note the lane's new number of waiting rows (counted when not known)."""
+        if depth is None:
+            depth = inbox.count_pending(conn, session_key)
+        self._db_for_key(session_key).note(
+            Change(ChangeKind.QUEUE_CHANGED, session_key, depth=depth)
+        )
+
+    def _finished(self, turn: Turn, status: TurnState) -> None:
+        self._db_for_key(turn.session_key).note(
+            Change(
+                ChangeKind.TURN_FINISHED,
+                turn.session_key,
+                turn.session_id,
+                turn_id=turn.id,
+                status=str(status),
+            )
+        )
 
     def _claim(
         self,
@@ -458,6 +498,10 @@ class LaneStore:
             journal.transition(conn, turn_id, TurnState.RUNNING, at=now, resume=True)
             claim = self._load_claim(conn, turn_id)
             count = journal.bump_restart_count(conn, claim.turn.session_key, at=now)
+            turn = claim.turn
+            self._db_for_row(turn_id).note(
+                Change(ChangeKind.TURN_STARTED, turn.session_key, turn.session_id, turn_id=turn_id)
+            )
         return claim, count
 
     def get_claim(self, turn_id: int) -> Claim | None:
@@ -516,6 +560,7 @@ class LaneStore:
             if _may_be_resume_pending(claim):
                 self._store.clear_resume_pending(turn.session_key)
             inbox.delete_row(conn, claim.item.id)
+            self._finished(turn, TurnState.REPLIED)
             return journal.reset_restart_count(conn, turn.session_key)
 
     def commit_failure(
@@ -541,6 +586,7 @@ class LaneStore:
                 self._store.suspend_session(turn.session_key)
                 journal.reset_restart_count(conn, turn.session_key)
             inbox.delete_row(conn, claim.item.id)
+            self._finished(turn, TurnState.FAILED)
 
     def commit_interrupted(
         self,
@@ -560,6 +606,7 @@ class LaneStore:
             self._append_best_effort(turn, messages)
             self._store.clear_resume_pending(turn.session_key)
             inbox.delete_row(conn, claim.item.id)
+            self._finished(turn, TurnState.INTERRUPTED)
 
     def _append_best_effort(self, turn: Turn, messages: Sequence[dict[str, Any]]) -> None:
         if not messages:
@@ -583,6 +630,9 @@ class LaneStore:
             row = journal.get_turn(conn, turn_id)
             if resume_reason is not None and row is not None:
                 self._store.mark_resume_pending(row.session_key, resume_reason)
+            if row is not None:
+                # Not finished: back to `accepted`, it resumes at the next start.
+                self._finished(_turn(row), TurnState.ACCEPTED)
 
     def mark_delivered(self, turn_id: int) -> None:
         with self._db_for_row(turn_id).transaction() as conn:

@@ -22,6 +22,7 @@ from sessiongate.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.sqlite import routes, search as fts, transcripts as tx
 from sessiongate.store.sqlite._codec import dumps, loads, to_us
 
@@ -98,6 +99,9 @@ class RowOps:
                     if session_key in self.config.protected_session_keys:
                         raise ConflictError(f"{session_key!r} is protected and cannot be archived")
                     changes.update(archived_at=now, pinned_at=None)
+                    self._db_for_key(session_key).note(
+                        Change(ChangeKind.SESSION_ARCHIVED, session_key, entry.session_id)
+                    )
                     bump = True
                 elif not archived and entry.archived_at is not None:
                     changes["archived_at"] = None
@@ -142,6 +146,9 @@ class RowOps:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
             routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            self._db_for_key(session_key).note(
+                Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id)
+            )
         self._mirror_dirty()
         return entry
 
@@ -196,6 +203,9 @@ class RowOps:
                 return entry
             entry = entry.evolve(updated_at=self.clock.now(), **changes)
             routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            self._db_for_key(session_key).note(
+                Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id)
+            )
         self._mirror_dirty()
         return entry
 
@@ -240,6 +250,9 @@ class RowOps:
                 conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
             fts.lower_cursor(conn)
             routes.delete_route(conn, session_key)
+            self._db_for_key(session_key).note(
+                Change(ChangeKind.SESSION_DELETED, session_key, entry.session_id)
+            )
             conn.execute(
                 "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, 'deleted') "
                 "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",

@@ -18,11 +18,13 @@ it would put that precedence in two places. The SQL lives in `store/sqlite/`, th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import agent_for
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.entry import EntryAction, SessionEntry, next_action
 from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
@@ -38,6 +40,7 @@ from sessiongate.errors import SessionNotFoundError
 from sessiongate.store._identities import IdentityOps, alias_of
 from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.rows import RowOps
 from sessiongate.store.sqlite import routes, transcripts as tx
@@ -112,6 +115,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self._incognito_ids: set[str] = set()
         self.problems: list[str] = []
         self._closed = False
+        self._listeners: list[Callable[[list[Change]], None]] = []
         self._mirror: SessionsMirror | None = None
         try:
             self._import_mirror_file()
@@ -171,6 +175,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     last_interaction_at=now,
                 )
             routes.upsert_route(conn, entry, parts)
+            kind = ChangeKind.SESSION_UPDATED if existing else ChangeKind.SESSION_CREATED
+            self._db.note(Change(kind, key, entry.session_id))
         self._mirror_dirty()
         return entry
 
@@ -267,6 +273,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 keep=visible_session_id == existing.session_id,
             )
             routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            db.note(Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id))
         self._register_created(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
@@ -520,6 +527,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 if self._has_active_processes and self._has_active_processes(entry.session_key):
                     continue
                 routes.delete_route(conn, entry.session_key)
+                self._db.note(Change(ChangeKind.SESSION_DELETED, entry.session_key))
                 pruned += 1
         if pruned:
             self._mirror_dirty()
@@ -626,6 +634,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
             resolve_identity=lambda ident: alias_of(conn, "whatsapp", ident),
+            agent_id=agent_for(source, self.config.bindings),
         )
         key = format_session_key(parts)
         found = routes.get_route_with_parts(conn, key)
@@ -726,7 +735,29 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
         routes.upsert_route(conn, entry, routes.get_route_parts(conn, entry.session_key))
+        self._db_for_key(entry.session_key).note(
+            Change(ChangeKind.SESSION_UPDATED, entry.session_key, entry.session_id)
+        )
         self._mirror_dirty()
+
+    def add_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        """Tell `listener` what each committed transaction changed (see `store.changes`);
+        incognito lanes, like search and listings, leave them out."""
+        self._listeners.append(listener)
+        self._db.on_commit = self._tell
+
+    def remove_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _tell(self, notes: list[object]) -> None:
+        changes = [note for note in notes if isinstance(note, Change)]
+        for listener in list(self._listeners):
+            try:
+                listener(changes)
+            except Exception:
+                # The write is committed whatever a follower makes of it.
+                log.exception("change listener failed")
 
     def _mirror_dirty(self) -> None:
         if self._mirror is not None:

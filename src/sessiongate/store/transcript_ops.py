@@ -21,6 +21,7 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.sqlite import search as fts, transcripts as tx
 from sessiongate.store.sqlite._codec import loads, to_us
 from sessiongate.store.sqlite.transcripts import EntryRecord, SessionRow
@@ -201,6 +202,9 @@ class TranscriptOps:
                 return empty
             rewound = row.leaf_mdepth - target[5] + 1
             tx.move_leaf(conn, row, target[1], release_keys=True)
+            self._db_for_id(session_id).note(
+                Change(ChangeKind.SESSION_UPDATED, row.session_key, session_id)
+            )
         return {
             "rewound_count": rewound,
             "turns_undone": found,
@@ -247,6 +251,18 @@ class TranscriptOps:
         self, conn: sqlite3.Connection, row: SessionRow, records: Sequence[EntryRecord]
     ) -> list[int | None]:
         ids, _ = tx.insert_entries(conn, row, records)
+        note = self._db_for_id(row.session_id).note
+        for entry_id, record in zip(ids, records, strict=True):
+            if entry_id is not None:
+                note(
+                    Change(
+                        ChangeKind.TRANSCRIPT_APPENDED,
+                        row.session_key,
+                        row.session_id,
+                        entry_id=entry_id,
+                        entry_type=record.type,
+                    )
+                )
         return ids
 
     def _require_session(self, conn: sqlite3.Connection, session_id: str) -> SessionRow:

@@ -23,6 +23,7 @@ from sessiongate.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import iso_from_us, to_us
 
@@ -116,6 +117,7 @@ class TreeOps:
             if leaf_entry_id not in tx.list_tips(conn, row.sid):
                 return "not_a_tip"
             tx.move_leaf(conn, row, leaf_entry_id)
+            self._leaf_moved(row)
             return "switched"
 
     def rewind_to(self, session_id: str, entry_id: int) -> dict[str, Any]:
@@ -141,7 +143,14 @@ class TreeOps:
                 )
             rewound = row.leaf_mdepth - entry[8] + 1
             tx.move_leaf(conn, row, entry[1], release_keys=True)
+            self._leaf_moved(row)
         return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
+
+    def _leaf_moved(self, row: tx.SessionRow) -> None:
+        # The active path changed other than by an append: followers reload the transcript.
+        self._db_for_id(row.session_id).note(
+            Change(ChangeKind.SESSION_UPDATED, row.session_key, row.session_id)
+        )
 
     # ------------------------------------------------------------------ forks
 
@@ -174,7 +183,9 @@ class TreeOps:
                 "the session is running a turn; fork with fork_from='last-completed'",
                 session_key=session_key,
             )
-        limit = max_tokens if max_tokens is not None else self.config.agent.context_window
+        limit = (
+            max_tokens if max_tokens is not None else self.config.context_window_for(session_key)
+        )
         db = self._db_for_key(session_key)
         with db.transaction() as conn:
             parent = routes.get_route(conn, session_key)
@@ -261,6 +272,7 @@ class TreeOps:
                 extra={"fork_isolated": True} if isolated else {},
             )
             routes.upsert_route(conn, child, routes.get_route_parts(conn, session_key))
+            db.note(Change(ChangeKind.SESSION_CREATED, child_key, child_id))
         # An incognito parent keeps its storage class: the child lives in memory too.
         self._register_created(db, child_key, child_id)
         self._mirror_dirty()

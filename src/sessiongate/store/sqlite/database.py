@@ -25,7 +25,7 @@ from sessiongate.errors import (
 from sessiongate.store.sqlite._schema import MIGRATIONS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 __all__ = ["MEMORY_ROW_BASE", "Database", "translate_errors"]
 
@@ -66,6 +66,9 @@ class Database:
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._commits = 0
+        # What the open transaction changed (`note`), told to `on_commit` once it commits.
+        self._notes: list[object] = []
+        self.on_commit: Callable[[list[object]], None] | None = None
         self.checkpoints = 0
         self._checkpointed = threading.Condition()
         self._checkpoint_due = threading.Event()
@@ -162,7 +165,12 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints."""
+        """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints.
+
+        What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
+        a rollback (of the transaction or of a savepoint) takes its notes back with it.
+        """
+        notes: list[object] = []
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
@@ -171,11 +179,13 @@ class Database:
                 name = f"sp{self._depth}"
                 conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
+                mark = len(self._notes)
                 try:
                     yield conn
                 except BaseException:
                     conn.execute(f"ROLLBACK TO {name}")
                     conn.execute(f"RELEASE {name}")
+                    del self._notes[mark:]
                     raise
                 else:
                     conn.execute(f"RELEASE {name}")
@@ -203,8 +213,19 @@ class Database:
                 self._commits += 1
                 if self._commits % CHECKPOINT_EVERY_COMMITS == 0:
                     self._checkpoint_due.set()
+                notes = self._notes
             finally:
                 self._depth = 0
+                self._notes = []
+        if notes and self.on_commit is not None:
+            self.on_commit(notes)
+
+    def note(self, change: object) -> None:
+        """Record what the open transaction changed; outside one, it is told at once."""
+        if self._depth:
+            self._notes.append(change)
+        elif self.on_commit is not None:
+            self.on_commit([change])
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
