@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 
     from sessiongate.core.source import SessionSource
 
-__all__ = ["AGENT_ID", "DEFAULT_AGENT", "Binding", "agent_for", "agent_of_key", "namespace_of"]
+__all__ = [
+    "AGENT_ID",
+    "DEFAULT_AGENT",
+    "Binding",
+    "agent_for",
+    "agent_of_key",
+    "key_prefix_of",
+    "namespace_of",
+]
 
 DEFAULT_AGENT = "main"
 # Lower-case so one agent has one spelling, and never a `:` or `%`, so a key's namespace can
@@ -59,6 +67,11 @@ def namespace_of(agent_id: str) -> str:
     if not AGENT_ID.fullmatch(agent_id):
         raise ValueError(f"invalid agent id: {agent_id!r}")
     return f"agent:{agent_id}"
+
+
+def key_prefix_of(agent_id: str) -> str:
+    """What every session key of agent `agent_id` starts with (`agent:<id>:`)."""
+    return namespace_of(agent_id) + ":"
 
 
 def agent_of_key(session_key: str) -> str | None:

@@ -305,6 +305,14 @@ class GatewayConfig(_Model):
             return OpenAIAgentSpec(kind="openai", **openai.model_dump())
         return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump())
 
+    def model_of(self, session_key: str) -> str | None:
+        """The configured model of the agent serving `session_key` (None for echo agents)."""
+        try:
+            spec = self.agent_spec(agent_of_key(session_key) or DEFAULT_AGENT)
+        except KeyError:
+            return None
+        return spec.model if isinstance(spec, OpenAIAgentSpec) else None
+
     def context_window_for(self, session_key: str) -> int:
         """The context window of the agent serving `session_key` (its key's namespace)."""
         agent_id = agent_of_key(session_key) or DEFAULT_AGENT

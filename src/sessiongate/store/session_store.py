@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.core.bindings import agent_for
+from sessiongate.core.bindings import agent_for, key_prefix_of
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.entry import EntryAction, SessionEntry, next_action
 from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
@@ -327,9 +327,9 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 "total_tokens": entry.total_tokens + input_tokens + output_tokens,
                 "is_fresh_reset": False,
             }
+            changes["cost_status"] = _cost_status(entry, cost_usd)
             if cost_usd is not None:
                 changes["estimated_cost_usd"] = entry.estimated_cost_usd + cost_usd
-                changes["cost_status"] = "estimated"
             if last_prompt_tokens is not None:
                 changes["last_prompt_tokens"] = last_prompt_tokens
                 changes["context_tokens"] = last_prompt_tokens
@@ -548,14 +548,17 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         offset: int = 0,
         archived: bool | None = False,
         active_minutes: int | None = None,
+        agent: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
-        """One page of entries (pinned first) and the total that match."""
+        """One page of entries (pinned first) and the total that match; only agent `agent`'s
+        sessions when it is given."""
         since = None
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
+        prefix = None if agent is None else key_prefix_of(agent)
         with self._db.read() as conn:
             return routes.list_route_page(
-                conn, limit=limit, offset=offset, archived=archived, since=since
+                conn, limit=limit, offset=offset, archived=archived, since=since, key_prefix=prefix
             )
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
@@ -762,3 +765,12 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def _mirror_dirty(self) -> None:
         if self._mirror is not None:
             self._mirror.mark_dirty()
+
+
+def _cost_status(entry: SessionEntry, cost_usd: float | None) -> str:
+    """`estimated` while every turn of the incarnation was priced: one unpriced turn makes the
+    sum a lower bound, `unknown` from then on (a new incarnation starts over)."""
+    if cost_usd is None:
+        return "unknown"
+    first = entry.total_tokens == 0 and entry.estimated_cost_usd == 0
+    return "estimated" if first or entry.cost_status == "estimated" else "unknown"

@@ -11,6 +11,7 @@ import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import key_prefix_of
 from sessiongate.core.clock import ensure_utc
 from sessiongate.core.ids import is_safe_id
 from sessiongate.core.transcript import validate_entry, validate_message
@@ -216,15 +217,19 @@ class TranscriptOps:
         hits, _ = self.search_detailed(query, limit=limit)
         return hits
 
-    def search_detailed(self, query: str, limit: int = 20) -> tuple[list[dict[str, Any]], bool]:
-        """Search hits and whether they came from the fallback scan (the index is stale)."""
+    def search_detailed(
+        self, query: str, limit: int = 20, *, agent: str | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Search hits (only agent `agent`'s sessions when given) and whether they came from
+        the fallback scan (the index is stale)."""
         limit = max(1, min(int(limit), 500))
+        prefix = None if agent is None else key_prefix_of(agent)
         damage: Exception | None = None
         try:
             with self._db.transaction() as conn:
                 if not fts.is_stale(conn):
                     fts.catch_up(conn)
-                    return fts.query_index(conn, query, limit), False
+                    return fts.query_index(conn, query, limit, key_prefix=prefix), False
         except (sqlite3.DatabaseError, StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
@@ -235,7 +240,7 @@ class TranscriptOps:
             except (StoreCorruptError, StoreUnavailableError):
                 log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
-            return fts.scan(conn, query, limit), True
+            return fts.scan(conn, query, limit, key_prefix=prefix), True
 
     def rebuild_search_index(self) -> int:
         with self._db.transaction() as conn:

@@ -138,6 +138,7 @@ _PAGE = """
 SELECT data FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
+  AND (:prefix IS NULL OR substr(session_key, 1, length(:prefix)) = :prefix)
 ORDER BY (pinned_at IS NOT NULL AND archived_at IS NULL) DESC, updated_at DESC, session_key
 LIMIT :limit OFFSET :offset
 """
@@ -145,6 +146,7 @@ _PAGE_COUNT = """
 SELECT count(*) FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
+  AND (:prefix IS NULL OR substr(session_key, 1, length(:prefix)) = :prefix)
 """
 
 
@@ -155,11 +157,14 @@ def list_route_page(
     offset: int,
     archived: bool | None,
     since: datetime | None,
+    key_prefix: str | None = None,
 ) -> tuple[list[SessionEntry], int]:
-    """One page, pinned (and not archived) first, then most recently updated."""
+    """One page, pinned (and not archived) first, then most recently updated; only keys
+    starting `key_prefix` when given."""
     params = {
         "archived": None if archived is None else int(archived),
         "since": None if since is None else to_us(since),
+        "prefix": key_prefix,
         "limit": limit,
         "offset": offset,
     }
