@@ -5,7 +5,8 @@ Each event is one frame: `id: <epoch>-<seq>`, `event: <type>`, and one `data:` l
 `Last-Event-ID` gets every event it missed while the feed still holds it; otherwise (the
 gateway restarted, the id is too old, the client fell too far behind) a `reset` event tells it
 to refetch what it shows, and the stream goes on from there. A comment line is sent after
-`feed.keepalive_seconds` without events, so proxies keep the connection open.
+`feed.keepalive_seconds` without events, so proxies keep the connection open; a busy feed is
+sent in batches at most every `feed.batch_seconds`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
     from sessiongate.gateway.feed import Subscription
 
-__all__ = ["router"]
+__all__ = ["event_stream", "router"]
 
 router = APIRouter(prefix="/v1", tags=["events"], dependencies=[Depends(require_operator)])
 
@@ -64,13 +65,21 @@ async def events(
     key = None if session_key is None else check_key_text(session_key)
     sub = runner.feed.subscribe(last_event_id=last_event_id, session_key=key)
     return StreamingResponse(
-        _stream(sub, keepalive=config.feed.keepalive_seconds),
+        event_stream(sub, keepalive=config.feed.keepalive_seconds, batch=config.feed.batch_seconds),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _stream(sub: Subscription, *, keepalive: float) -> AsyncIterator[bytes]:
+async def event_stream(
+    sub: Subscription, *, keepalive: float, batch: float = 0.0
+) -> AsyncIterator[bytes]:
+    """The bytes of the stream: an opening, then frames as events come; ends with the feed.
+
+    The first event after a quiet spell goes out at once; after each write the stream waits
+    `batch` seconds, so a burst goes out in a few large writes instead of one per commit
+    (each wake-up of a subscriber is time the turns' event loop does not have).
+    """
     try:
         yield _OPENING
         while True:
@@ -86,5 +95,7 @@ async def _stream(sub: Subscription, *, keepalive: float) -> AsyncIterator[bytes
                 yield got.frame()
             else:
                 yield b"".join(event.frame() for event in got)
+            if batch:
+                await asyncio.sleep(batch)
     finally:
         sub.close()

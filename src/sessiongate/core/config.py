@@ -146,6 +146,14 @@ class FeedConfig(_Model):
     keepalive_seconds: float = Field(
         15.0, gt=0, description="A comment line is sent after this long without events."
     )
+    batch_seconds: float = Field(
+        0.05,
+        ge=0,
+        le=5,
+        description="After sending, a stream waits this long and then sends what came "
+        "meanwhile in one write: a busy gateway wakes each subscriber at most this often "
+        "(0: a write per commit).",
+    )
 
     @model_validator(mode="after")
     def _history_fits(self) -> FeedConfig:

@@ -40,6 +40,8 @@ __all__ = ["RESET", "EventFeed", "FeedEvent", "FeedStatistics", "Reset", "Subscr
 log = logging.getLogger(__name__)
 
 RESET = "reset"
+# One encoder for every frame: `json.dumps` with options builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _SESSION_KINDS = frozenset(
     {
         ChangeKind.SESSION_CREATED,
@@ -72,7 +74,7 @@ class FeedEvent:
     def frame(self) -> bytes:
         """The server-sent-events frame (`id`, `event`, one `data` line of JSON)."""
         if self._frame is None:
-            data = json.dumps(self.payload(), separators=(",", ":"), ensure_ascii=False)
+            data = _encode(self.payload())
             self._frame = f"id: {self.id}\nevent: {self.type}\ndata: {data}\n\n".encode()
         return self._frame
 
@@ -187,6 +189,8 @@ class EventFeed:
     def _expire(self, now: datetime) -> None:
         """Beyond the last `history_events`, keep only what is younger than `history_seconds`."""
         keep = self._config.history_events
+        if self._next - self._first <= keep:
+            return
         cutoff = now - timedelta(seconds=self._config.history_seconds)
         while self._next - self._first > keep:
             oldest = self._ring[self._first % self._max]
@@ -256,14 +260,18 @@ class EventFeed:
                 sub.cursor = head + 1
                 self._resets += 1
                 return Reset(reason, self._id(head))
-            out: list[FeedEvent] = []
+            ring, size, key = self._ring, self._max, sub.session_key
+            if key is None:
+                end = min(head + 1, sub.cursor + limit)
+                out = [e for s in range(sub.cursor, end) if (e := ring[s % size]) is not None]
+                sub.cursor = end
+                return out
+            out = []
             seq = sub.cursor
-            key = sub.session_key
-            ring, size = self._ring, self._max
             while seq <= head and len(out) < limit:
                 event = ring[seq % size]
                 seq += 1
-                if event is not None and (key is None or event.session_key == key):
+                if event is not None and event.session_key == key:
                     out.append(event)
             sub.cursor = seq
             return out
