@@ -212,6 +212,8 @@ class ApiConfig(_Model):
     port: int = Field(8787, ge=0, le=65535)
     token: SecretStr | None = None
     max_body_bytes: int = Field(1_048_576, ge=1024)
+    # From the first read to the last byte: a stalled upload is answered 408, not held open.
+    body_timeout_seconds: float = Field(30.0, gt=0)
     max_message_chars: int = Field(100_000, ge=1)
 
     @field_validator("token")
