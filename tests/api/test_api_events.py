@@ -144,3 +144,25 @@ async def test_events_need_the_token(runner, store, config):
         bad = await http.get("/v1/events", params={"session_key": "a\x00b"})
         assert bad.status_code == 400
         assert bad.json()["error"]["code"]
+
+
+@pytest.mark.parametrize(
+    "config", [GatewayConfig(api={"token": TOKEN}, feed={"max_lag_events": 1000})]
+)
+async def test_a_client_that_stops_reading_never_blocks_turns_and_gets_reset(runner, store, config):
+    async with served(runner, store, config) as http, feed(http) as stalled:
+        # More than the socket buffers hold, while the client reads nothing.
+        for chunk in range(100):
+            for i in range(1000):
+                runner.feed.publish("queue.changed", {"session_key": f"k{chunk}", "depth": i})
+            await asyncio.sleep(0)
+        for i in range(5):
+            sent = await http.post("/v1/messages", json={"chat_id": "busy", "text": f"t{i}"})
+            assert sent.status_code == 200, sent.text
+            assert sent.json()["status"] == "replied"
+        seen = await stalled.until("reset", guard=120)
+        assert seen[-1].data["reason"] == "lagging"
+        assert len(seen) < 100_000  # it skipped ahead instead of reading everything
+        # From the reset on it is live again.
+        last = await http.post("/v1/messages", json={"chat_id": "busy", "text": "after"})
+        await stalled.until("turn.finished", guard=60, turn_id=last.json()["turn_id"])

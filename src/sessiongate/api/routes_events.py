@@ -36,6 +36,8 @@ router = APIRouter(prefix="/v1", tags=["events"], dependencies=[Depends(require_
 
 _OPENING = b"retry: 2000\n: connected\n\n"
 _KEEPALIVE = b": keepalive\n\n"
+# Events in one write at most; a full one is followed at once by the next.
+_BATCH_EVENTS = 500
 
 
 @router.get(
@@ -85,7 +87,7 @@ async def event_stream(
         while True:
             try:
                 async with asyncio.timeout(keepalive):
-                    got = await sub.next_batch()
+                    got = await sub.next_batch(limit=_BATCH_EVENTS)
             except TimeoutError:
                 yield _KEEPALIVE
                 continue
@@ -95,6 +97,8 @@ async def event_stream(
                 yield got.frame()
             else:
                 yield b"".join(event.frame() for event in got)
+                if len(got) >= _BATCH_EVENTS:
+                    continue  # more is waiting: no pause while catching up
             if batch:
                 await asyncio.sleep(batch)
     finally:
