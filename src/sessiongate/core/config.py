@@ -310,17 +310,23 @@ class GatewayConfig(_Model):
             return self.agents[agent_id]
         if agent_id != DEFAULT_AGENT:
             raise KeyError(agent_id)
-        openai = self.agent.openai
-        if openai.base_url or openai.api_key is not None:
-            return OpenAIAgentSpec(kind="openai", **openai.model_dump())
+        if self._main_is_openai():
+            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump())
         return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump())
+
+    def _main_is_openai(self) -> bool:
+        openai = self.agent.openai
+        return bool(openai.base_url) or openai.api_key is not None
 
     def model_of(self, session_key: str) -> str | None:
         """The configured model of the agent serving `session_key` (None for echo agents)."""
-        try:
-            spec = self.agent_spec(agent_of_key(session_key) or DEFAULT_AGENT)
-        except KeyError:
-            return None
+        agent_id = agent_of_key(session_key) or DEFAULT_AGENT
+        spec = self.agents.get(agent_id)
+        if spec is None:
+            # `main` from the `agent:` section (read here without building its spec: this
+            # runs for every priced turn), or an agent no longer configured.
+            main = agent_id == DEFAULT_AGENT and self._main_is_openai()
+            return self.agent.openai.model if main else None
         return spec.model if isinstance(spec, OpenAIAgentSpec) else None
 
     def context_window_for(self, session_key: str) -> int:

@@ -65,6 +65,8 @@ def turn_cost(
     """A turn's estimated cost: priced from `config.pricing` by the model in use (`model`, the
     session's choice, else its agent's configured model); for a model with no price, what the
     agent `reported` (the echo agent's 0.0), else None (unknown)."""
+    if not config.pricing:
+        return reported
     price = price_of(model or config.model_of(session_key), config.pricing)
     if price is None:
         return reported
