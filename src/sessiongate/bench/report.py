@@ -379,7 +379,8 @@ def render_markdown(results: dict[str, Any]) -> str:
                 f"(medians of {feed['rounds']} alternating rounds; {feed['events_per_turn']} "
                 f"events a turn, {feed['resets']} resets); the feed alone costs "
                 f"{isolated['publish_us_per_turn']} µs a turn to publish, "
-                f"{isolated['publish_and_deliver_us_per_turn']} µs with the subscribers"
+                f"{isolated['publish_and_deliver_us_per_turn']} µs with the subscribers "
+                "(unbatched)"
             )
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
