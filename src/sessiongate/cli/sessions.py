@@ -116,7 +116,8 @@ def list_sessions(
         return
     table = Table(title=f"{len(rows)} of {plural(total, 'session')}", title_justify="left")
     for column in ("session key", "name", "updated", "tokens", "cost", "flags"):
-        table.add_column(column, overflow="fold")
+        # A time or a figure reads whole; the key and the name fold when the width is short.
+        table.add_column(column, overflow="fold", no_wrap=column in ("updated", "cost"))
     for row in rows:
         table.add_row(
             *_plain(
