@@ -415,6 +415,9 @@ class CompactOut(BaseModel):
     compacted: bool
     tokens_before: int
     tokens_after: int
+    # Why nothing was compacted (`nothing_to_compact`, `summary_failed`, `no_gain`); None when
+    # it was.
+    reason: str | None = None
 
 
 class HealthOut(BaseModel):

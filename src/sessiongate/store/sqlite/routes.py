@@ -27,6 +27,7 @@ __all__ = [
     "get_route_with_parts",
     "iter_routes",
     "list_route_page",
+    "put_route",
     "route_by_session_id",
     "upsert_route",
 ]
@@ -47,6 +48,15 @@ ON CONFLICT (session_key) DO UPDATE SET
     pinned_at = excluded.pinned_at, archived_at = excluded.archived_at,
     suspended = excluded.suspended, resume_pending = excluded.resume_pending,
     label = excluded.label, data = excluded.data
+"""
+# The common write: the key already routes to this session id (a message or a turn touching
+# its own lane). It sets neither the session id nor the key's parts, so SQLite leaves the
+# session-id index alone (an upsert's SET list rewrites every index on a column it names,
+# even with the same value), and no read of the parts is needed first.
+_TOUCH = """
+UPDATE routes SET updated_at = :updated_at, pinned_at = :pinned_at, archived_at = :archived_at,
+    suspended = :suspended, resume_pending = :resume_pending, label = :label, data = :data
+WHERE session_key = :session_key AND session_id = :session_id
 """
 _DELETE = "DELETE FROM routes WHERE session_key = ?"
 _BY_SESSION_ID = "SELECT data FROM routes WHERE session_id = ?"
@@ -108,8 +118,21 @@ def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | No
 
 
 def upsert_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None) -> None:
-    row = _route_row(entry, parts)
+    row = _route_row(entry)
+    row.update(_parts_columns(entry, parts))
     conn.execute(_UPSERT, row)
+    _remember(str(row["data"]), entry)
+
+
+def put_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None = None) -> None:
+    """Write `entry`: one UPDATE when its key already routes to its session id, else the
+    upsert (a new key, or a new session id), with the key's stored parts unless `parts`."""
+    row = _route_row(entry)
+    if conn.execute(_TOUCH, row).rowcount == 0:
+        if parts is None:
+            parts = get_route_parts(conn, entry.session_key)
+        row.update(_parts_columns(entry, parts))
+        conn.execute(_UPSERT, row)
     _remember(str(row["data"]), entry)
 
 
@@ -173,15 +196,20 @@ def list_route_page(
     return [_entry_from(r[0]) for r in rows], total
 
 
-def _route_row(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
+def _parts_columns(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
     return {
-        "session_key": entry.session_key,
-        "session_id": entry.session_id,
         "platform": parts.platform if parts else (str(entry.platform) if entry.platform else None),
         "chat_type": parts.chat_type if parts else str(entry.chat_type),
         "chat_id": parts.chat_id if parts else None,
         "thread_id": parts.thread_id if parts else None,
         "participant_id": parts.participant_id if parts else None,
+    }
+
+
+def _route_row(entry: SessionEntry) -> dict[str, object]:
+    return {
+        "session_key": entry.session_key,
+        "session_id": entry.session_id,
         "updated_at": to_us(entry.updated_at),
         "pinned_at": _us_or_none(entry.pinned_at),
         "archived_at": _us_or_none(entry.archived_at),
