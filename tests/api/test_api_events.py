@@ -166,3 +166,27 @@ async def test_a_client_that_stops_reading_never_blocks_turns_and_gets_reset(run
         # From the reset on it is live again.
         last = await http.post("/v1/messages", json={"chat_id": "busy", "text": "after"})
         await stalled.until("turn.finished", guard=60, turn_id=last.json()["turn_id"])
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        GatewayConfig(
+            api={"token": TOKEN}, busy_input_mode="queue", agent={"echo": {"delay_seconds": 0.3}}
+        )
+    ],
+)
+async def test_a_message_waiting_on_a_busy_lane_shows_as_queue_changed(runner, store, config):
+    async with served(runner, store, config) as http, feed(http) as events:
+        first = await http.post("/v1/messages", json={"chat_id": "q", "text": "1", "wait": False})
+        assert first.status_code == 202, first.text
+        await events.until("turn.started")
+        second = await http.post("/v1/messages", json={"chat_id": "q", "text": "2", "wait": False})
+        assert second.status_code == 202, second.text
+        waiting = await events.until("queue.changed")
+        assert waiting[-1].data["depth"] == 1
+        assert waiting[-1].data["session_key"] == second.json()["session_key"]
+        claimed = await events.until("queue.changed")
+        assert claimed[-1].data["depth"] == 0
+        assert [e.event for e in claimed].count("turn.finished") == 1  # the first turn's
+        assert (await events.until("turn.finished"))[-1].data["status"] == "replied"
