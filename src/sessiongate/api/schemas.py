@@ -310,6 +310,9 @@ class TranscriptOut(BaseModel):
         description="the session's header: type, version, id, timestamp, parent session"
     )
     events: list[TranscriptEvent]
+    has_more: bool = Field(
+        False, description="with `limit`: earlier events exist (page with `before`)"
+    )
 
 
 class ContextOut(BaseModel):

@@ -566,17 +566,30 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         offset: int = 0,
         archived: bool | None = False,
         active_minutes: int | None = None,
+        platform: str | None = None,
+        pinned: bool | None = None,
+        unread: bool | None = None,
+        key_prefix: str | None = None,
         agent: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
-        """One page of entries (pinned first) and the total that match; only agent `agent`'s
-        sessions when it is given."""
+        """One page of entries (pinned first) and the total that match; `agent` (or
+        `key_prefix`, `agent:<id>:`) selects one agent's lanes."""
         since = None
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
-        prefix = None if agent is None else key_prefix_of(agent)
+        if agent is not None:
+            key_prefix = key_prefix_of(agent)
         with self._db.read() as conn:
             return routes.list_route_page(
-                conn, limit=limit, offset=offset, archived=archived, since=since, key_prefix=prefix
+                conn,
+                limit=limit,
+                offset=offset,
+                archived=archived,
+                since=since,
+                platform=platform,
+                pinned=pinned,
+                unread=unread,
+                key_prefix=key_prefix,
             )
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:

@@ -157,20 +157,33 @@ def count_routes(conn: sqlite3.Connection) -> int:
     return int(conn.execute(_COUNT).fetchone()[0])
 
 
-_PAGE = """
+# `SessionEntry.unread` in SQL: a marker, or activity after the last read (times are ISO-8601
+# UTC text, which sorts as time does).
+_UNREAD = """coalesce(
+    json_extract(data, '$.marked_unread_at') IS NOT NULL
+    OR (json_extract(data, '$.last_read_at') IS NOT NULL
+        AND json_extract(data, '$.last_activity_at') > json_extract(data, '$.last_read_at')),
+    0)"""
+_PAGE = f"""
 SELECT data FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
-  AND (:prefix IS NULL OR substr(session_key, 1, length(:prefix)) = :prefix)
+  AND (:platform IS NULL OR platform = :platform)
+  AND (:pinned IS NULL OR (pinned_at IS NOT NULL) = :pinned)
+  AND (:key_prefix IS NULL OR substr(session_key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:unread IS NULL OR ({_UNREAD}) = :unread)
 ORDER BY (pinned_at IS NOT NULL AND archived_at IS NULL) DESC, updated_at DESC, session_key
 LIMIT :limit OFFSET :offset
-"""
-_PAGE_COUNT = """
+"""  # noqa: S608 (built from constants; every value is bound)
+_PAGE_COUNT = f"""
 SELECT count(*) FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
-  AND (:prefix IS NULL OR substr(session_key, 1, length(:prefix)) = :prefix)
-"""
+  AND (:platform IS NULL OR platform = :platform)
+  AND (:pinned IS NULL OR (pinned_at IS NOT NULL) = :pinned)
+  AND (:key_prefix IS NULL OR substr(session_key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:unread IS NULL OR ({_UNREAD}) = :unread)
+"""  # noqa: S608
 
 
 def list_route_page(
@@ -180,14 +193,20 @@ def list_route_page(
     offset: int,
     archived: bool | None,
     since: datetime | None,
+    platform: str | None = None,
+    pinned: bool | None = None,
+    unread: bool | None = None,
     key_prefix: str | None = None,
 ) -> tuple[list[SessionEntry], int]:
-    """One page, pinned (and not archived) first, then most recently updated; only keys
-    starting `key_prefix` when given."""
+    """One page, pinned (and not archived) first, then most recently updated; each filter
+    left at None matches everything."""
     params = {
         "archived": None if archived is None else int(archived),
         "since": None if since is None else to_us(since),
-        "prefix": key_prefix,
+        "platform": platform,
+        "pinned": None if pinned is None else int(pinned),
+        "unread": None if unread is None else int(unread),
+        "key_prefix": key_prefix,
         "limit": limit,
         "offset": offset,
     }
