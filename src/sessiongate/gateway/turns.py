@@ -30,6 +30,7 @@ from sessiongate.core.context import (
     format_sender_prefix,
 )
 from sessiongate.core.keys import is_shared_multi_user_session
+from sessiongate.core.pricing import turn_cost
 from sessiongate.core.transcript import ModelContext, build_model_context
 from sessiongate.errors import (
     InvalidEntryError,
@@ -348,6 +349,7 @@ class TurnExecutor:
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
                 result = await agent.run_turn(request)
+            result = replace(result, cost_usd=self._cost(request, result))
         except TimeoutError:
             if timeout.expired():
                 log.warning("agent timed out", extra=extra)
@@ -358,6 +360,20 @@ class TurnExecutor:
             log.exception("agent failed", extra=extra)
             return _AgentDone(None, f"{type(exc).__name__}: {exc}"[:500])
         return _AgentDone(result)
+
+    def _cost(self, request: TurnRequest, result: TurnResult) -> float | None:
+        """Priced here from the usage and the model in use (`core.pricing`), not by agents."""
+        usage = result.usage
+        return turn_cost(
+            self._config,
+            request.session_key,
+            request.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            reported=result.cost_usd,
+        )
 
     @contextlib.asynccontextmanager
     async def borrow_agent(self, key: str) -> AsyncIterator[Agent]:
