@@ -76,3 +76,29 @@ def test_delete_and_archive_are_told(store):
     kinds = [c.kind for c in told]
     assert ChangeKind.SESSION_ARCHIVED in kinds
     assert kinds[-1] is ChangeKind.SESSION_DELETED
+
+
+def test_a_turn_is_told_from_its_queue_to_its_finish(store):
+    from sessiongate.store.lanes import Inbound, InboxKind, LaneStore
+
+    lanes = LaneStore(store)
+    source = SessionSource(platform=Platform.TELEGRAM, chat_id="1")
+    entry = store.get_or_create_session(source)
+    told = listen(store)
+    lanes.accept(
+        Inbound(source, "hi"),
+        session_key=entry.session_key,
+        session_id=entry.session_id,
+        kind=InboxKind.SLOT,
+        cap=32,
+    )
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    assert claim is not None
+    lanes.commit_reply(claim, [{"role": "assistant", "content": "hello"}], reply="hello")
+    queue = [c.depth for c in told if c.kind is ChangeKind.QUEUE_CHANGED]
+    assert queue == [1, 0]
+    started = [c for c in told if c.kind is ChangeKind.TURN_STARTED]
+    finished = [c for c in told if c.kind is ChangeKind.TURN_FINISHED]
+    assert [c.turn_id for c in started] == [claim.turn.id]
+    assert [(c.turn_id, c.status) for c in finished] == [(claim.turn.id, "replied")]
+    assert ChangeKind.TRANSCRIPT_APPENDED in [c.kind for c in told]
