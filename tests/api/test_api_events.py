@@ -21,8 +21,15 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def config() -> GatewayConfig:
-    return GatewayConfig(api={"token": TOKEN})
+def config(request: pytest.FixtureRequest) -> GatewayConfig:
+    """SQLite, or a PostgreSQL schema for the tests marked `on_both_backends`."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return GatewayConfig(api={"token": TOKEN})
+    schema = request.getfixturevalue("pg_schema")
+    return GatewayConfig(api={"token": TOKEN}, store={"url": schema.url})  # type: ignore[arg-type]
+
+
+on_both_backends = pytest.mark.parametrize("config", ["sqlite", "postgres"], indirect=True)
 
 
 @contextlib.asynccontextmanager
@@ -64,6 +71,7 @@ async def feed(http: httpx.AsyncClient, **params: str) -> AsyncIterator[SSEReade
         yield SSEReader(response)
 
 
+@on_both_backends
 async def test_a_turn_shows_as_session_transcript_turn_and_queue_events(runner, store, config):
     async with served(runner, store, config) as http, feed(http) as events:
         sent = await http.post("/v1/messages", json={"chat_id": "alice", "text": "hi"})
@@ -83,6 +91,7 @@ async def test_a_turn_shows_as_session_transcript_turn_and_queue_events(runner, 
         assert len(set(ids)) == len(ids)
 
 
+@on_both_backends
 async def test_archive_and_delete_are_their_own_events(runner, store, config):
     async with served(runner, store, config) as http:
         sent = (await http.post("/v1/messages", json={"chat_id": "bob", "text": "x"})).json()
