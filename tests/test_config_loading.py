@@ -312,3 +312,84 @@ def test_a_bad_union_value_is_one_problem_on_its_own_key(tmp_path):
     [problem] = info.value.problems
     assert problem.startswith("agent.agent_cache.memory_high_mb: ")
     assert "'auto' or 'off'" in problem
+
+
+# --- several agents, bindings, pricing, feed ----------------------------------------------------
+
+
+def test_several_agents_and_bindings_load_from_yaml(tmp_path):
+    path = _write(
+        tmp_path,
+        """
+agents:
+  support:
+    kind: openai
+    base_url: http://127.0.0.1:9/v1
+    model: small-model
+    context_window: 32000
+  triage:
+    kind: echo
+    delay_seconds: 0.5
+bindings:
+  - {platform: telegram, chat_id: -100123, agent: support}
+  - {platform: discord, guild_id: 9, chat_type: group, agent: triage}
+pricing:
+  small-model: {input_per_million: 0.15, output_per_million: 0.6}
+""",
+    )
+    config = load_config(path, environ={})
+    assert config.agent_ids() == ["main", "support", "triage"]
+    assert config.agent_spec("support").kind == "openai"
+    assert config.agent_spec("main").kind == "echo"
+    assert config.bindings[0].chat_id == "-100123"
+    assert config.context_window_for("agent:support:telegram:dm:1") == 32000
+    assert config.context_window_for("agent:main:telegram:dm:1") == 100_000
+    assert config.model_of("agent:support:x:dm:1") == "small-model"
+    assert config.pricing["small-model"].output_per_million == 0.6
+
+
+def test_the_old_agent_section_is_agent_main(tmp_path):
+    path = _write(tmp_path, "agent:\n  openai:\n    base_url: http://127.0.0.1:9/v1\n")
+    config = load_config(path, environ={})
+    main = config.agent_spec("main")
+    assert main.kind == "openai"
+    assert config.model_of("agent:main:api:dm:a") == "gpt-4o-mini"
+
+
+def test_a_binding_to_an_unknown_agent_is_refused_at_load(tmp_path):
+    path = _write(
+        tmp_path,
+        "agents:\n  support: {kind: echo}\nbindings:\n  - {platform: telegram, agent: sales}\n",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    message = str(info.value)
+    assert "bindings" in message
+    assert "'sales'" in message
+    assert "main, support" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("agents:\n  Support: {kind: echo}\n", "invalid agent id 'Support'"),
+        ("agents:\n  support: {kind: robot}\n", "agents.support"),
+        ("agents:\n  support: {model: x}\n", "agents.support"),
+        (
+            "agent:\n  echo: {delay_seconds: 1}\nagents:\n  main: {kind: echo}\n",
+            "agent main is given twice",
+        ),
+        ("pricing:\n  m: {input_per_million: -1, output_per_million: 1}\n", "pricing.m"),
+        ("feed:\n  history_events: 10\n  max_events: 5\n", "feed.max_events"),
+    ],
+)
+def test_bad_agent_and_pricing_settings_are_refused_clearly(tmp_path, text, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text), environ={})
+    assert fragment in str(info.value)
+
+
+def test_an_environment_variable_sets_one_agents_setting(tmp_path):
+    path = _write(tmp_path, "agents:\n  support: {kind: openai, model: a}\n")
+    config = load_config(path, environ={"SESSIONGATE_AGENTS__SUPPORT__MODEL": "b"})
+    assert config.model_of("agent:support:api:dm:x") == "b"

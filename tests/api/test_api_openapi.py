@@ -28,6 +28,7 @@ ADDED_ROUTES = {
     ("post", "/v1/sessions/{key}/messages"),
     ("get", "/v1/instances"),  # round 2: the instances sharing the database
     ("get", "/v1/turns/{turn_id}"),
+    ("get", "/v1/events"),  # round 2: the live feed
     # What the dashboard's operations page shows (and its one action).
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),

@@ -120,12 +120,15 @@ def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
     results, _saved, _root = bench
     goals = {g["goal"]: g for g in results["goals"]}
     # 12 store and gateway goals (2 of them appends with conversation creation), the
-    # gateway's memory, 3 conversation-tree budgets, 3 of streaming
-    assert len(goals) in (18, 19)
+    # gateway's memory, the live feed, 3 conversation-tree budgets, 3 of streaming
+    assert len(goals) in (19, 20)
     assert sum("delta" in g or "durable message" in g for g in goals) == 3
     fresh = [g for g in goals.values() if "conversation creation" in g["goal"]]
     assert len(fresh) == 2
     assert all(g["passed"] is not None and "without creation" in g["measured"] for g in fresh)
+    feed = next(g for g in goals.values() if g["goal"].startswith("Feed:"))
+    assert "turns/s" in feed["measured"]
+    assert results["gateway"]["feed"]["resets"] == 0
     assert sum("Fork of" in g or "Branch listing" in g or "Model context" in g for g in goals) == 3
     for goal in goals.values():
         assert goal["passed"] in (True, False, None)

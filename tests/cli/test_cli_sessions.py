@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from sessiongate import GatewayConfig, Platform, SessionSource, SessionStore
+from sessiongate.config import load_config
 
 # A hang guard for a subprocess, never a timing assertion (as in conftest.py).
 PROCESS_TIMEOUT = 60
@@ -273,3 +274,29 @@ def test_user_text_with_markup_and_undecodable_keys_are_plain_output_or_one_line
         assert result.returncode == 1
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith("error:")
+
+
+def test_list_and_search_filter_by_agent(sg, tmp_path):
+    home = tmp_path / "home"
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(
+        "agents:\n  support: {kind: echo}\n"
+        "bindings:\n  - {platform: telegram, chat_id: vip, agent: support}\n"
+    )
+    config = load_config(config_path, environ={})
+    with SessionStore(home / "sessions", config) as store:
+        for chat in ("vip", "alice"):
+            entry = store.get_or_create_session(
+                SessionSource(platform=Platform.TELEGRAM, chat_id=chat)
+            )
+            store.append_messages(entry.session_id, [{"role": "user", "content": f"needle {chat}"}])
+    args = ("--home", str(home), "--config", str(config_path), "--json")
+    listed = _json(sg("sessions", "list", "--agent", "support", *args))
+    assert [row["session_key"] for row in listed["sessions"]] == ["agent:support:telegram:dm:vip"]
+    assert listed["sessions"][0]["agent"] == "support"
+    assert listed["sessions"][0]["cost_status"] == "unknown"
+    found = _json(sg("sessions", "search", "needle", "--agent", "main", *args))
+    assert {hit["session_key"] for hit in found["results"]} == {"agent:main:telegram:dm:alice"}
+    bad = sg("sessions", "list", "--agent", "Not:An:Id", "--home", str(home))
+    assert bad.returncode == 2
+    assert "agent id" in bad.stderr

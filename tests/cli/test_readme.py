@@ -22,12 +22,17 @@ def test_readme_starts_with_make_run_and_make_test():
 
 
 def test_the_yaml_example_is_a_valid_configuration(tmp_path):
-    [example] = _blocks("yaml")
+    example, agents = _blocks("yaml")
     path = tmp_path / "config.yaml"
     path.write_text(example, encoding="utf-8")
     config = load_config(path, environ={})
     assert config.agent.echo.delay_seconds == 2
     assert config.api.token is not None
+    path.write_text(agents, encoding="utf-8")
+    several = load_config(path, environ={})
+    assert several.agent_ids() == ["main", "support"]
+    assert several.bindings[0].agent == "support"
+    assert "gpt-4o-mini" in several.pricing
 
 
 def test_every_sessiongate_command_in_the_readme_exists():

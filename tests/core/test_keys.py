@@ -269,7 +269,8 @@ def test_parse_unescapes_components():
         "",
         "agent:main",
         "agent:main:telegram",
-        "agent:other:telegram:dm:1",
+        "agent:Other:telegram:dm:1",  # agent ids are lower-case
+        "agent:a%3Ab:telegram:dm:1",
         "other:main:telegram:dm:1",
         "agent:main:telegram:group:a:b:c:d",  # too many parts
         "agent:main:telegram:dm:a:b:c",  # a DM has at most chat id and thread
@@ -300,8 +301,8 @@ def test_non_text_keys_raise_value_error(key):
 
 def test_invalid_key_error_carries_the_key():
     with pytest.raises(InvalidSessionKeyError) as info:
-        parse_session_key("agent:other:x:dm")
-    assert info.value.data["session_key"] == "agent:other:x:dm"
+        parse_session_key("agent:other:x:dmx")
+    assert info.value.data["session_key"] == "agent:other:x:dmx"
     assert isinstance(info.value, ValueError)
 
 

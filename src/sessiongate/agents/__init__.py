@@ -1,7 +1,8 @@
 """Agents: the `Agent` protocol, the echo agent (default) and the OpenAI-compatible agent.
 
-`build_agent_factory(config)` picks one from the configuration: the OpenAI-compatible agent when
-`agent.openai.base_url` or `agent.openai.api_key` is set, else the echo agent.
+`build_agent_factory(config)` picks one per session from the configuration: each agent of
+`agents` (and `main`: the OpenAI-compatible agent when `agent.openai.base_url` or
+`agent.openai.api_key` is set, else the echo agent) serves the sessions of its namespace.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from sessiongate.agents.base import Agent, AgentFactory, TurnRequest, TurnResult
 from sessiongate.agents.echo import EchoAgent
 from sessiongate.agents.openai_agent import OpenAIAgent, import_openai
 from sessiongate.agents.tools import load_tools
+from sessiongate.core.bindings import DEFAULT_AGENT, agent_of_key
+from sessiongate.core.config import OpenAIAgentSpec
 
 if TYPE_CHECKING:
-    from sessiongate.core.config import GatewayConfig
+    from collections.abc import Callable
+
+    from sessiongate.core.config import EchoAgentSpec, GatewayConfig
 
 __all__ = [
     "Agent",
@@ -29,26 +34,36 @@ __all__ = [
 
 
 def build_agent_factory(config: GatewayConfig) -> AgentFactory:
-    """A factory making one agent per session key, chosen by `config.agent`.
+    """A factory making one agent per session key, of the agent its key's namespace names
+    (`agent:<id>:...`; a key without one is `main`'s), from `config.agent_spec(id)`.
 
-    The OpenAI agent's optional dependency and its tools are imported here, so a gateway
-    configured for it without `sessiongate[openai]` installed, or with a name in
-    `agent.openai.tools` that is no tool (`ToolLoadError`, an ImportError), fails at startup,
-    not at its first turn.
+    An OpenAI-compatible agent's optional dependency and its tools are imported here, so a
+    gateway configured for one without `sessiongate[openai]` installed, or with a name in its
+    `tools` that is no tool (`ToolLoadError`, an ImportError), fails at startup, not at its
+    first turn. A key of an agent that is no longer configured fails its turn with a clear
+    error.
     """
-    openai_config = config.agent.openai
-    if openai_config.base_url or openai_config.api_key is not None:
+    makers: dict[str, Callable[[], Agent]] = {}
+    for agent_id in config.agent_ids():
+        makers[agent_id] = _maker(config.agent_spec(agent_id))
+
+    def make_agent(session_key: str) -> Agent:
+        agent_id = agent_of_key(session_key) or DEFAULT_AGENT
+        maker = makers.get(agent_id)
+        if maker is None:
+            raise LookupError(
+                f"no agent {agent_id!r} is configured for session {session_key!r} "
+                f"(agents: {', '.join(makers)})"
+            )
+        return maker()
+
+    return make_agent
+
+
+def _maker(spec: EchoAgentSpec | OpenAIAgentSpec) -> Callable[[], Agent]:
+    if isinstance(spec, OpenAIAgentSpec):
         import_openai()
-        tools = load_tools(openai_config.tools)
-
-        def make_openai_agent(session_key: str) -> Agent:
-            return OpenAIAgent(openai_config, tools=tools)
-
-        return make_openai_agent
-
-    delay = config.agent.echo.delay_seconds
-
-    def make_echo_agent(session_key: str) -> Agent:
-        return EchoAgent(delay_seconds=delay)
-
-    return make_echo_agent
+        tools = load_tools(spec.tools)
+        return lambda: OpenAIAgent(spec, tools=tools)
+    delay = spec.delay_seconds
+    return lambda: EchoAgent(delay_seconds=delay)

@@ -16,6 +16,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/sessions/{key}/branches          branch tips
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
+    GET    /v1/events                           the live feed (server-sent events)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     GET    /ui/...                              the operator dashboard (ui package)
@@ -36,7 +37,14 @@ from fastapi.staticfiles import StaticFiles
 
 import sessiongate
 from sessiongate import ui
-from sessiongate.api import routes_messages, routes_ops, routes_sessions, routes_tree, routes_turns
+from sessiongate.api import (
+    routes_events,
+    routes_messages,
+    routes_ops,
+    routes_sessions,
+    routes_tree,
+    routes_turns,
+)
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
@@ -142,6 +150,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
     app.include_router(routes_turns.router)
+    app.include_router(routes_events.router)
     app.include_router(routes_ops.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

@@ -34,6 +34,7 @@ from sessiongate.api.schemas import (
     TranscriptOut,
 )
 from sessiongate.api.sources import source_of
+from sessiongate.core.bindings import AGENT_ID, agent_of_key
 from sessiongate.core.sentinel import UNSET
 from sessiongate.errors import EntryNotFoundError, SessionBusyError, SessionNotFoundError
 
@@ -48,6 +49,15 @@ router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(requir
 MAX_PAGE = 1000
 # Keeps `now - active_minutes` inside the range of a datetime (about 190 years).
 MAX_ACTIVE_MINUTES = 100_000_000
+
+
+AgentQuery = Annotated[
+    str | None,
+    Query(
+        pattern=f"^{AGENT_ID.pattern}$",
+        description="only the sessions of this agent (an id of `agents`, or `main`)",
+    ),
+]
 
 
 @router.post(
@@ -97,9 +107,14 @@ async def list_sessions(
     ] = None,
     pinned: Annotated[bool | None, Query(description="only pinned (or unpinned) ones")] = None,
     unread: Annotated[bool | None, Query(description="only unread (or read) ones")] = None,
+    agent: AgentQuery = None,
 ) -> SessionList:
     if incognito:
-        every = store.list_incognito()
+        every = [
+            e
+            for e in store.list_incognito()
+            if agent is None or agent_of_key(e.session_key) == agent
+        ]
         entries, total = every[offset : offset + limit], len(every)
     else:
         entries, total = await run_in_threadpool(
@@ -111,6 +126,7 @@ async def list_sessions(
             platform=platform,
             pinned=pinned,
             unread=unread,
+            agent=agent,
         )
     end = offset + len(entries)
     has_more = end < total
@@ -196,8 +212,9 @@ async def search(
     metrics: MetricsDep,
     q: Annotated[str, Query(min_length=1, max_length=1000)],
     limit: Annotated[int, Query(ge=1, le=500)] = 20,
+    agent: AgentQuery = None,
 ) -> SearchOut:
-    hits, degraded = await run_in_threadpool(store.search_detailed, q, limit)
+    hits, degraded = await run_in_threadpool(store.search_detailed, q, limit, agent=agent)
     metrics.search_degraded.set(1 if degraded else 0)
     return SearchOut(results=[SearchHit.model_validate(h) for h in hits], degraded=degraded)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.api.schemas import BranchOut, ContextOut, SessionRow
+from sessiongate.core.bindings import agent_of_key
 from sessiongate.core.context import build_session_context, build_session_context_prompt
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
     return SessionRow(
         session_key=entry.session_key,
         session_id=entry.session_id,
+        agent=agent_of_key(entry.session_key),
         created_at=entry.created_at,
         updated_at=entry.updated_at,
         display_name=entry.display_name,

@@ -191,6 +191,9 @@ class TurnOut(BaseModel):
 class SessionRow(BaseModel):
     session_key: str
     session_id: str
+    agent: str | None = Field(
+        description="the agent serving the session (its key's namespace; null for a legacy key)"
+    )
     created_at: datetime
     updated_at: datetime
     display_name: str | None
@@ -204,8 +207,12 @@ class SessionRow(BaseModel):
     total_tokens: int
     context_tokens: int
     last_prompt_tokens: int
-    estimated_cost_usd: float
-    cost_status: str
+    estimated_cost_usd: float = Field(
+        description="the sum of the priced turns' costs (`pricing` in the configuration)"
+    )
+    cost_status: str = Field(
+        description="`estimated` while every turn's model had a price, else `unknown`"
+    )
     compaction_count: int
     archived: bool
     pinned: bool

@@ -8,6 +8,7 @@ home, `synchronous=NORMAL`, the sessions.json mirror on):
   over `chats` chats on the `api` platform. The latency of each call is the per-turn overhead
   (the echo agent itself takes microseconds). A traced sample afterwards counts the SQLite
   transactions and statements per turn, the turn path's own only (not housekeeping's).
+- `feed`: the same turns with 0 and with 10 subscribers of the live feed (`bench/feed.py`).
 - `http`: a real `sessiongate run` (uvicorn on 127.0.0.1, log level warning) driven by httpx:
   one request at a time for the overhead percentiles, then `concurrency` requests in flight
   for turns per second (`loaded_ms`: the latencies under that load).
@@ -96,6 +97,10 @@ def run_gateway_section(
         try:
             result["in_process"] = _child_json(
                 ["in-process", str(work / "inproc"), str(sizes.chats), str(sizes.turns)],
+                timeout_s=timeout_s,
+            )
+            result["feed"] = _child_json(
+                ["feed", str(work / "feed"), str(sizes.chats), str(sizes.turns), "10"],
                 timeout_s=timeout_s,
             )
             result["http"] = _measure_http(work / "http", sizes, timeout_s=timeout_s)
@@ -421,20 +426,30 @@ def _serve_known(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child processes: `in-process HOME CHATS TURNS` and `populate HOME SESSIONS`,
-    each printing one JSON line."""
+    """The child processes: `in-process HOME CHATS TURNS`, `feed HOME CHATS TURNS
+    SUBSCRIBERS` (`bench/feed.py`) and `populate HOME SESSIONS`, each printing one JSON
+    line."""
     parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.gateway")
     sub = parser.add_subparsers(dest="mode", required=True)
     inproc = sub.add_parser("in-process")
     inproc.add_argument("home", type=Path)
     inproc.add_argument("chats", type=int)
     inproc.add_argument("turns", type=int)
+    feed = sub.add_parser("feed")
+    feed.add_argument("home", type=Path)
+    feed.add_argument("chats", type=int)
+    feed.add_argument("turns", type=int)
+    feed.add_argument("subscribers", type=int)
     populate = sub.add_parser("populate")
     populate.add_argument("home", type=Path)
     populate.add_argument("sessions", type=int)
     args = parser.parse_args(argv)
     if args.mode == "in-process":
         result = asyncio.run(_in_process(args.home, args.chats, args.turns))
+    elif args.mode == "feed":
+        from sessiongate.bench.feed import measure_feed
+
+        result = asyncio.run(measure_feed(args.home, args.chats, args.turns, args.subscribers))
     else:
         result = _populate(args.home, args.sessions)
     sys.stdout.write(json.dumps(result) + "\n")

@@ -188,6 +188,9 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
         p99 = inproc["overhead_ms"]["p99_ms"]
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", _ms(p99), p99 <= 5))
+        feed = gateway.get("feed")
+        if feed:
+            goals.append(_feed_goal(feed))
         memory = gateway.get("memory")
         if memory:
             known = memory["known_sessions"]
@@ -206,6 +209,22 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     goals.extend(_tree_goals(results))
     goals.extend(streaming_goals(results))
     return goals
+
+
+def _feed_goal(feed: dict[str, Any]) -> dict[str, Any]:
+    """The live feed keeps up with 1,000 turns/s and 10 subscribers cost ≤ 10 % of the rate."""
+    slowdown, aim = feed["slowdown"], feed["aim"]
+    measured = (
+        f"{_n(feed['turns_per_s_0'])} → {_n(feed['turns_per_s_subscribed'])} turns/s "
+        f"({-slowdown:+.1%}; by CPU time {-feed['cpu_slowdown']:+.1%}), {feed['resets']} resets"
+    )
+    passed = slowdown <= aim and feed["turns_per_s_subscribed"] >= 1000 and feed["resets"] == 0
+    subscribers = feed["subscribers"]
+    return _goal(
+        f"Feed: {subscribers} subscribers at ≥ 1,000 turns/s slow turns ≤ {aim:.0%}",
+        measured,
+        passed,
+    )
 
 
 _TREE_GOALS = {
@@ -393,6 +412,18 @@ def render_markdown(results: dict[str, Any]) -> str:
                     f"- {where.replace('_', ' ')}: {_n(part['turns_per_s'])} turns/s, overhead "
                     f"{_pair(part['overhead_ms'])}"
                 )
+        feed = gateway.get("feed")
+        if feed:
+            isolated = feed["isolated"]
+            lines.append(
+                f"- live feed: {_n(feed['turns_per_s_0'])} turns/s with no subscriber, "
+                f"{_n(feed['turns_per_s_subscribed'])} with {feed['subscribers']} "
+                f"(medians of {feed['rounds']} alternating rounds; {feed['events_per_turn']} "
+                f"events a turn, {feed['resets']} resets); the feed alone costs "
+                f"{isolated['publish_us_per_turn']} µs a turn to publish, "
+                f"{isolated['publish_and_deliver_us_per_turn']} µs with the subscribers "
+                "(unbatched)"
+            )
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import types
-from dataclasses import dataclass
-from typing import Any, Literal, Union, get_args, get_origin
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel, SecretStr
@@ -93,6 +93,12 @@ MEANINGS: dict[str, str] = {
     "never evicts.",
     "agent.echo.delay_seconds": "The echo agent waits this long before replying (to see "
     "busy-conversation behaviour by hand).",
+    "agents.<name>.delay_seconds": "As `agent.echo.delay_seconds`, for this echo agent.",
+    "agents.<name>.base_url": "As `agent.openai.base_url`, for this OpenAI-compatible agent.",
+    "agents.<name>.api_key": "As `agent.openai.api_key`, for this agent.",
+    "agents.<name>.model": "As `agent.openai.model`, for this agent (and what its turns are "
+    "priced by in `pricing`).",
+    "agents.<name>.timeout_seconds": "As `agent.openai.timeout_seconds`, for this agent.",
     "agent.context_window": "The model's context window in tokens: forks beyond it are "
     "refused and compaction keeps about a quarter of it.",
     "api.host": "Address the HTTP API listens on; without `api.token` only a loopback "
@@ -151,14 +157,48 @@ def _walk(model: type[BaseModel], prefix: tuple[str, ...]) -> Any:
         if get_origin(annotation) is dict and _is_model(get_args(annotation)[1]):
             yield from _walk(get_args(annotation)[1], (*path, "<name>"))
             continue
+        if get_origin(annotation) is dict and _models_of(get_args(annotation)[1]):
+            # A mapping of a choice of models (`agents.<name>`, by `kind`): each key once.
+            yield from _merged(_models_of(get_args(annotation)[1]), (*path, "<name>"))
+            continue
+        if get_origin(annotation) is list and _is_model(get_args(annotation)[0]):
+            yield from _walk(get_args(annotation)[0], (*path[:-1], f"{name}[]"))
+            continue
         dotted = ".".join(path)
         yield ConfigKey(
             path=dotted,
             type=_type_name(field.annotation) + _bounds(field.metadata),
             default=_default(field),
             meaning=field.description or MEANINGS.get(dotted, ""),
-            env=ENV_PREFIX + "__".join(p.upper() for p in path),
+            # A list's items have no variable of their own: the whole list is set in YAML.
+            env=""
+            if any(p.endswith("[]") for p in path)
+            else ENV_PREFIX + "__".join(p.upper() for p in path),
         )
+
+
+def _models_of(annotation: Any) -> list[type[BaseModel]]:
+    """The models of an (annotated) union of models, else none."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return []
+    members = list(get_args(annotation))
+    return members if all(_is_model(m) for m in members) else []
+
+
+def _merged(models: list[type[BaseModel]], prefix: tuple[str, ...]) -> Any:
+    """The keys of every model under `prefix`; a key several models have is listed once,
+    with the types they give it joined (`kind`: `"echo"` or `"openai"`)."""
+    seen: dict[str, ConfigKey] = {}
+    for model in models:
+        for key in _walk(model, prefix):
+            known = seen.get(key.path)
+            if known is None:
+                seen[key.path] = key
+            elif key.type != known.type:
+                seen[key.path] = replace(known, type=f"{known.type} \\| {key.type}")
+    yield from seen.values()
 
 
 def _is_model(annotation: Any) -> bool:
@@ -203,7 +243,9 @@ def _bounds(metadata: list[Any]) -> str:
 
 def _default(field: Any) -> str:
     value = field.default
-    if value is PydanticUndefined and field.default_factory is not None:
+    if value is PydanticUndefined and field.default_factory is None:
+        return "required"
+    if value is PydanticUndefined:
         value = field.default_factory()
     if value is None:
         return "unset"
@@ -216,7 +258,8 @@ def _cell(text: str) -> str:
 
 def render_config_markdown() -> str:
     rows = [
-        f"| `{k.path}` | {k.type} | {k.default} | {_cell(k.meaning)} | `{k.env}` |"
+        f"| `{k.path}` | {k.type} | {k.default} | {_cell(k.meaning)} | "
+        + (f"`{k.env}` |" if k.env else "(the list, in YAML) |")
         for k in config_keys()
     ]
     return _INTRO + "\n".join(rows) + "\n"

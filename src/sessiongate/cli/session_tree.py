@@ -311,7 +311,9 @@ def _compact(store: SessionStore, entry: SessionEntry) -> dict[str, Any]:
         )
     events = store.load_events(entry.session_id)
     plan = plan_compaction(
-        events, keep=keep_tokens(store.config.agent.context_window), explicit=True
+        events,
+        keep=keep_tokens(store.config.context_window_for(entry.session_key)),
+        explicit=True,
     )
     before = plan.tokens_before
     if not plan.fresh:

@@ -35,6 +35,7 @@ from sessiongate.cli._common import (
     plural,
     when,
 )
+from sessiongate.core.bindings import AGENT_ID
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
 
@@ -59,6 +60,26 @@ def _row(entry: SessionEntry, store: SessionStore) -> dict[str, Any]:
     return session_row(entry, store).model_dump(mode="json")
 
 
+def _agent_id(value: str | None) -> str | None:
+    if value is not None and not AGENT_ID.fullmatch(value):
+        raise typer.BadParameter(f"{value!r} is not an agent id (a-z, 0-9, '_', '-')")
+    return value
+
+
+AgentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--agent", callback=_agent_id, help="Only the sessions of this agent (e.g. main)."
+    ),
+]
+
+
+def _cost(row: dict[str, Any]) -> str:
+    if row["cost_status"] != "estimated":
+        return "unknown"
+    return f"${row['estimated_cost_usd']:.4f}"
+
+
 def _flags(row: dict[str, Any]) -> str:
     names = [name for name in ("pinned", "archived", "unread", "suspended") if row[name]]
     return ",".join(names)
@@ -77,20 +98,26 @@ def list_sessions(
         int | None,
         typer.Option(min=1, help="Only sessions updated in the last N minutes."),
     ] = None,
+    agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List sessions, pinned first, then most recently updated."""
     with opened_store(home, config_file) as store:
         entries, total = store.list_page(
-            limit=limit, offset=offset, archived=archived, active_minutes=active_minutes
+            limit=limit,
+            offset=offset,
+            archived=archived,
+            active_minutes=active_minutes,
+            agent=agent,
         )
         rows = [_row(e, store) for e in entries]
     if as_json:
         emit_json({"sessions": rows, "total": total})
         return
     table = Table(title=f"{len(rows)} of {plural(total, 'session')}", title_justify="left")
-    for column in ("session key", "name", "updated", "tokens", "flags"):
-        table.add_column(column, overflow="fold")
+    for column in ("session key", "name", "updated", "tokens", "cost", "flags"):
+        # A time or a figure reads whole; the key and the name fold when the width is short.
+        table.add_column(column, overflow="fold", no_wrap=column in ("updated", "cost"))
     for row in rows:
         table.add_row(
             *_plain(
@@ -98,6 +125,7 @@ def list_sessions(
                 row["label"] or row["display_name"] or "",
                 when(row["updated_at"]),
                 str(row["total_tokens"]),
+                _cost(row),
                 _flags(row),
             )
         )
@@ -162,6 +190,7 @@ def search(
     home: HomeOption = None,
     config_file: ConfigOption = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many hits.")] = 20,
+    agent: AgentOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Full-text search over the active branch of every transcript."""
@@ -169,7 +198,7 @@ def search(
         # As `GET /v1/search?q=` is refused: an empty query would match nothing, or all.
         fail("give words to search for (the query is empty)", EXIT_USAGE)
     with opened_store(home, config_file) as store:
-        hits, degraded = store.search_detailed(query, limit)
+        hits, degraded = store.search_detailed(query, limit, agent=agent)
     if as_json:
         emit_json({"results": hits, "degraded": degraded})
         return

@@ -6,19 +6,35 @@ Constructible with keyword arguments; `sessiongate.config.load_config` reads YAM
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, agent_of_key
 
 __all__ = [
     "AgentCacheConfig",
     "AgentConfig",
+    "AgentSpec",
     "ApiConfig",
+    "BindingConfig",
     "EchoAgentConfig",
+    "EchoAgentSpec",
+    "FeedConfig",
     "GatewayConfig",
     "LogConfig",
+    "ModelPrice",
     "OpenAIAgentConfig",
+    "OpenAIAgentSpec",
     "PlatformConfig",
     "ResetPolicyConfig",
     "ResetRule",
@@ -169,6 +185,92 @@ class AgentConfig(_Model):
     context_window: int = Field(100_000, ge=1000)
 
 
+_CONTEXT_WINDOW_DESCRIPTION = (
+    "This agent's model context window in tokens (fork admission, compaction); unset means "
+    "`agent.context_window`."
+)
+
+
+class EchoAgentSpec(EchoAgentConfig):
+    """An agent of `agents`: the echo agent, with `agent.echo`'s settings."""
+
+    kind: Literal["echo"] = Field(description="The agent's kind: `echo` or `openai`.")
+    context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
+
+
+class OpenAIAgentSpec(OpenAIAgentConfig):
+    """An agent of `agents`: an OpenAI-compatible agent, with `agent.openai`'s settings."""
+
+    kind: Literal["openai"] = Field(description="The agent's kind: `echo` or `openai`.")
+    context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
+
+
+AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec, Field(discriminator="kind")]
+
+
+class BindingConfig(_Model):
+    """Routes inbound messages to an agent; every field given must match, the first binding
+    that matches wins, and a message no binding matches goes to `main`."""
+
+    platform: str = Field(description="The platform the message came from (`telegram`, ...).")
+    chat_id: str | None = Field(None, description="Only this chat (the platform's chat id).")
+    guild_id: str | None = Field(None, description="Only this guild, server or workspace.")
+    chat_type: Literal["dm", "group", "channel", "thread"] | None = Field(
+        None, description="Only this kind of conversation."
+    )
+    agent: str = Field(description="The id of the agent (a key of `agents`, or `main`).")
+
+
+class ModelPrice(_Model):
+    """What a model costs, in US dollars per million tokens, for `estimated_cost_usd`."""
+
+    input_per_million: float = Field(ge=0, description="Per million input (prompt) tokens.")
+    output_per_million: float = Field(ge=0, description="Per million output tokens.")
+    cache_read_per_million: float | None = Field(
+        None, ge=0, description="Per million tokens read from the prompt cache (default: input)."
+    )
+    cache_write_per_million: float | None = Field(
+        None, ge=0, description="Per million tokens written to the prompt cache (default: input)."
+    )
+
+
+class FeedConfig(_Model):
+    """The live event feed (`GET /v1/events`): how much history a reconnecting client can
+    replay with `Last-Event-ID`."""
+
+    history_events: int = Field(
+        10_000, ge=1, description="Always keep at least this many of the newest events."
+    )
+    history_seconds: float = Field(
+        3600.0, ge=0, description="Also keep events younger than this, up to `max_events`."
+    )
+    max_events: int = Field(
+        100_000, ge=1, description="Never keep more events than this (bounds the memory)."
+    )
+    max_lag_events: int = Field(
+        10_000,
+        ge=1,
+        description="A subscriber further behind than this gets `reset` and skips ahead.",
+    )
+    keepalive_seconds: float = Field(
+        15.0, gt=0, description="A comment line is sent after this long without events."
+    )
+    batch_seconds: float = Field(
+        0.05,
+        ge=0,
+        le=5,
+        description="After sending, a stream waits this long and then sends what came "
+        "meanwhile in one write: a busy gateway wakes each subscriber at most this often "
+        "(0: a write per commit).",
+    )
+
+    @model_validator(mode="after")
+    def _history_fits(self) -> FeedConfig:
+        if self.max_events < self.history_events:
+            raise ValueError("feed.max_events must be at least feed.history_events")
+        return self
+
+
 class ResetRule(_Model):
     mode: Literal["none", "daily", "idle", "both"] = "none"
     at_hour: int = 4
@@ -295,9 +397,96 @@ class GatewayConfig(_Model):
     protected_session_keys: list[str] = Field(default_factory=list)
     platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    agents: dict[str, AgentSpec] = Field(
+        default_factory=dict,
+        description="Several agents behind one gateway, by id (`agents.support.kind: openai`). "
+        "Agent `main` is the `agent:` section's unless given here; each agent's sessions have "
+        "keys `agent:<id>:...`.",
+    )
+    bindings: list[BindingConfig] = Field(
+        default_factory=list,
+        description="Which agent an inbound message goes to: the first binding that matches "
+        "wins; none matching means `main`.",
+    )
+    pricing: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="Prices by model name, for each session's `estimated_cost_usd`; a turn "
+        "of a model not listed here leaves the cost `unknown`.",
+    )
+    feed: FeedConfig = Field(default_factory=FeedConfig, description="The live event feed.")
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     log: LogConfig = Field(default_factory=LogConfig)
 
+    @field_validator("agents")
+    @classmethod
+    def _agent_ids(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        bad = [name for name in value if not AGENT_ID.fullmatch(name)]
+        if bad:
+            raise ValueError(
+                f"invalid agent id {bad[0]!r}: 1 to 32 of a-z, 0-9, '_' and '-', starting "
+                "with a letter or digit"
+            )
+        agent = info.data.get("agent")
+        if DEFAULT_AGENT in value and agent is not None:
+            given = sorted({"echo", "openai", "context_window"} & agent.model_fields_set)
+            if given:
+                raise ValueError(
+                    "agent main is given twice: as agents.main and as "
+                    + ", ".join(f"agent.{name}" for name in given)
+                    + "; keep one"
+                )
+        return value
+
+    @field_validator("bindings")
+    @classmethod
+    def _known_agents(cls, value: list[BindingConfig], info: ValidationInfo) -> list[Any]:
+        known = {DEFAULT_AGENT, *info.data.get("agents", {})}
+        for index, binding in enumerate(value):
+            if binding.agent not in known:
+                raise ValueError(
+                    f"bindings[{index}] names agent {binding.agent!r}, which is not configured "
+                    f"(agents: {', '.join(sorted(known))})"
+                )
+        return value
+
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)
+
+    def agent_ids(self) -> list[str]:
+        """Every configured agent: `main` first."""
+        return [DEFAULT_AGENT, *sorted(set(self.agents) - {DEFAULT_AGENT})]
+
+    def agent_spec(self, agent_id: str) -> EchoAgentSpec | OpenAIAgentSpec:
+        """The settings of agent `agent_id` (`main` from the `agent:` section unless
+        `agents.main` is given); `KeyError` for an agent that is not configured."""
+        if agent_id in self.agents:
+            return self.agents[agent_id]
+        if agent_id != DEFAULT_AGENT:
+            raise KeyError(agent_id)
+        if self._main_is_openai():
+            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump())
+        return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump())
+
+    def _main_is_openai(self) -> bool:
+        openai = self.agent.openai
+        return bool(openai.base_url) or openai.api_key is not None
+
+    def model_of(self, session_key: str) -> str | None:
+        """The configured model of the agent serving `session_key` (None for echo agents)."""
+        agent_id = agent_of_key(session_key) or DEFAULT_AGENT
+        spec = self.agents.get(agent_id)
+        if spec is None:
+            # `main` from the `agent:` section (read here without building its spec: this
+            # runs for every priced turn), or an agent no longer configured.
+            main = agent_id == DEFAULT_AGENT and self._main_is_openai()
+            return self.agent.openai.model if main else None
+        return spec.model if isinstance(spec, OpenAIAgentSpec) else None
+
+    def context_window_for(self, session_key: str) -> int:
+        """The context window of the agent serving `session_key` (its key's namespace)."""
+        agent_id = agent_of_key(session_key) or DEFAULT_AGENT
+        spec = self.agents.get(agent_id)
+        if spec is not None and spec.context_window is not None:
+            return spec.context_window
+        return self.agent.context_window

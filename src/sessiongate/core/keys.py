@@ -1,6 +1,7 @@
 """Session keys: the deterministic name of a conversation lane.
 
-Format (spec §4): `agent:main:{platform}:{chat_type}[:{chat_id}][:{thread_id}][:{participant_id}]`.
+Format (spec §4): `agent:main:{platform}:{chat_type}[:{chat_id}][:{thread_id}][:{participant_id}]`;
+with several agents (`core.bindings`) an agent's keys start `agent:<id>:` instead.
 Components are percent-escaped (`%` → `%25`, `:` → `%3A`, control characters → `%XX`) so an id
 containing `:` cannot shift positions; ordinary ids give keys byte-identical to the spec's.
 
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, namespace_of
 from sessiongate.core.identity import AliasResolver, canonical_whatsapp_identifier
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
@@ -138,7 +140,9 @@ def build_key_parts(
     group_sessions_per_user: bool = True,
     thread_sessions_per_user: bool = False,
     resolve_identity: AliasResolver | None = None,
+    agent_id: str = DEFAULT_AGENT,
 ) -> KeyParts:
+    namespace = NAMESPACE if agent_id == DEFAULT_AGENT else namespace_of(agent_id)
     platform = str(source.platform)
     chat_id = source.chat_id
     participant = source.participant_id
@@ -151,11 +155,13 @@ def build_key_parts(
             participant = canonical_whatsapp_identifier(participant, resolve_identity) or None
     if source.chat_type is ChatType.DM:
         if chat_id:
-            return KeyParts(platform, "dm", chat_id, source.thread_id)
+            return KeyParts(platform, "dm", chat_id, source.thread_id, namespace=namespace)
         # No chat id: the participant names the DM and the thread still tells its threads
         # apart (`dm:<participant>:<thread>`, or `dm:<thread>` with no participant); only a DM
         # with no identifier at all falls into the platform's shared sink.
-        return KeyParts(platform, "dm", None, source.thread_id or None, participant)
+        return KeyParts(
+            platform, "dm", None, source.thread_id or None, participant, namespace=namespace
+        )
     per_user = is_per_user(
         source,
         group_sessions_per_user=group_sessions_per_user,
@@ -169,6 +175,7 @@ def build_key_parts(
         chat_id,
         source.thread_id,
         participant if per_user else None,
+        namespace=namespace,
     )
 
 
@@ -200,6 +207,7 @@ def build_session_key(
     thread_sessions_per_user: bool = False,
     *,
     resolve_identity: AliasResolver | None = None,
+    agent_id: str = DEFAULT_AGENT,
 ) -> str:
     return format_session_key(
         build_key_parts(
@@ -207,6 +215,7 @@ def build_session_key(
             group_sessions_per_user=group_sessions_per_user,
             thread_sessions_per_user=thread_sessions_per_user,
             resolve_identity=resolve_identity,
+            agent_id=agent_id,
         )
     )
 
@@ -249,7 +258,9 @@ def parse_session_key(key: object) -> dict[str, Any]:
         result["fork_id"] = last[2:]
         return result
     pieces = key.split(":")
-    if len(pieces) < 4 or ":".join(pieces[:2]) != NAMESPACE or len(pieces) > 7:
+    if len(pieces) < 4 or pieces[0] != "agent" or not AGENT_ID.fullmatch(pieces[1]):
+        raise _invalid(key)
+    if len(pieces) > 7:
         raise _invalid(key)
     platform, chat_type, rest = pieces[2], pieces[3], pieces[4:]
     if not platform.isidentifier() or chat_type not in _CHAT_TYPES:
@@ -275,7 +286,7 @@ def parse_session_key(key: object) -> dict[str, Any]:
         found.get("chat"),
         found.get("thread"),
         found.get("participant"),
-        NAMESPACE,
+        f"agent:{pieces[1]}",
         tagged[0] if tagged else None,
     )
     # Catches every non-canonical spelling (lower-case or needless escapes) in one check.

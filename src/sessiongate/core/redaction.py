@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sessiongate.core.keys import NAMESPACE, parse_session_key
+from sessiongate.core.keys import parse_session_key
 from sessiongate.core.platform import Platform, platform_info
 
 __all__ = ["hash_chat_id", "hash_user_id", "redact_session_key", "should_redact"]
@@ -56,4 +56,4 @@ def redact_session_key(session_key: str) -> str:
     except ValueError:
         return f"key_{_digest(session_key)}"
     hashed = [_digest(component) for component in parts["components"]]
-    return ":".join([NAMESPACE, parts["platform"], parts["chat_type"], *hashed])
+    return ":".join([parts["namespace"], parts["platform"], parts["chat_type"], *hashed])

@@ -178,7 +178,9 @@ class Compactor:
         generation = self._store.transcript_generation(session_id)
         events = self._store.load_events(session_id)
         plan = plan_compaction(
-            events, keep=keep_tokens(self._config.agent.context_window), explicit=explicit
+            events,
+            keep=keep_tokens(self._config.context_window_for(session_key)),
+            explicit=explicit,
         )
         before = plan.tokens_before
         if not plan.fresh:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import agent_for
 from sessiongate.core.entry import ResumeReason
 from sessiongate.core.keys import build_session_key
 from sessiongate.errors import SessionBusyError, SessionNotFoundError, StaleWriteError
@@ -50,6 +51,7 @@ from sessiongate.gateway.agent_cache import AgentCache
 from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
+from sessiongate.gateway.feed import EventFeed
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
@@ -142,6 +144,9 @@ class GatewayRunner:
         self.home = Path(home)
         self.clock: Clock = clock or store.clock
         self.lane_store = LaneStore(store)
+        # The live feed (`feed.py`): fed by the store's commits from here until `stop()`.
+        self.feed = EventFeed(config.feed, clock=self.clock)
+        store.add_change_listener(self.feed.publish_changes)
         # Agents sit below the gateway: the caller chooses them (`sessiongate.agents.
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
@@ -301,6 +306,8 @@ class GatewayRunner:
         # Counters reset meanwhile (`/new`, the reset route) must not come back at the next start.
         self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
+        self.store.remove_change_listener(self.feed.publish_changes)
+        self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 
     async def _supervise(self, ready: asyncio.Event) -> None:
@@ -569,6 +576,7 @@ class GatewayRunner:
             event.source,
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
+            agent_id=agent_for(event.source, self.config.bindings),
         )
 
     # ------------------------------------------------------------------ CommandHost

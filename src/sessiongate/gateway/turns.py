@@ -36,6 +36,7 @@ from sessiongate.core.context import (
     format_sender_prefix,
 )
 from sessiongate.core.keys import is_shared_multi_user_session
+from sessiongate.core.pricing import turn_cost
 from sessiongate.core.transcript import ModelContext, build_model_context, validate_message
 from sessiongate.core.turn_events import (
     MessageCompleted,
@@ -392,6 +393,7 @@ class TurnExecutor:
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
                 end = await self._consume(claim, progress, agent_events(agent, request))
+            progress.cost_usd = self._cost(request, progress)
         except TimeoutError:
             if timeout.expired():
                 log.warning("agent timed out", extra=extra)
@@ -498,6 +500,19 @@ class TurnExecutor:
         if self._waiters.is_watched(claim.item.id):
             message = {**progress.user_message, "id": claim.user_entry_id}
             self._waiters.publish(claim.item.id, StreamedMessage(message))
+
+    def _cost(self, request: TurnRequest, progress: TurnProgress) -> float | None:
+        """Priced here from the usage and the model in use (`core.pricing`), not by agents."""
+        return turn_cost(
+            self._config,
+            request.session_key,
+            request.model,
+            input_tokens=progress.input_tokens,
+            output_tokens=progress.output_tokens,
+            cache_read_tokens=progress.cache_read_tokens,
+            cache_write_tokens=progress.cache_write_tokens,
+            reported=progress.cost_usd,
+        )
 
     @contextlib.asynccontextmanager
     async def borrow_agent(self, key: str) -> AsyncIterator[Agent]:

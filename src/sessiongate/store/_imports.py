@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.legacy import backup_sessions_json, read_sessions_json
 from sessiongate.store.records import to_us
 
@@ -155,6 +156,7 @@ class ImportOps:
                 },
             )
         conn.upsert_route(entry, _parts_of(entry))
+        conn.note(Change(ChangeKind.SESSION_CREATED, key, entry.session_id))
         return True
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING
 
+from sessiongate.core.bindings import agent_for
 from sessiongate.core.keys import build_key_parts, fork_key, format_session_key
 from sessiongate.store.backends import open_memory_backend
 from sessiongate.store.records import to_us
@@ -70,6 +71,7 @@ class IncognitoOps:
             source,
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
+            agent_id=agent_for(source, self.config.bindings),
         )
         key = fork_key(format_session_key(base), secrets.token_hex(4))
         now = self.clock.now()

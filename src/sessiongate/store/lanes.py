@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
 from sessiongate.errors import InvalidEntryError, MessageIdConflictError, SessionNotFoundError
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import (
     MEMORY_ROW_BASE,
     TRANSITIONS,
@@ -219,6 +220,8 @@ class LaneStore:
             acceptance, _ = self._accept(conn, inbound, session_key, kind, cap, now)
             if acceptance.inbox_id is not None and acceptance.seen is None:
                 self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
+            if acceptance.status is AcceptStatus.ACCEPTED:
+                _queue_changed(conn, session_key, acceptance.depth)
             return acceptance
 
     def accept_and_claim(
@@ -254,6 +257,9 @@ class LaneStore:
                 item = _item(row)
                 turn_id = self._journal(conn, key, session_id, item, now)
                 conn.link_seen_to_turn(item.id, turn_id)
+                if acceptance.status is AcceptStatus.MERGED:
+                    # Merged into the slot, then the slot claimed: one row fewer waits.
+                    _queue_changed(conn, key, acceptance.depth - 1)
             stored = self._store_user_message(item, turn_id, session_id, user_message)
         return acceptance, self._claim(turn_id, item, entry, now, user_entry_id=stored)
 
@@ -369,7 +375,10 @@ class LaneStore:
     def clear_pending(self, session_key: str) -> list[int]:
         """Delete the lane's pending slot and queue (for `/new` and `/reset`); returns the ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return conn.delete_pending(session_key)
+            deleted = conn.delete_pending(session_key)
+            if deleted:
+                _queue_changed(conn, session_key, 0)
+            return deleted
 
     def drop_pending(self, inbox_id: int) -> bool:
         """Delete one waiting row that will not run (its session was archived while it
@@ -378,16 +387,21 @@ class LaneStore:
         The records go in the same transaction: left behind, they would answer the sender's
         retry (after unarchiving) with `duplicate`, and the message would never run."""
         with self._db_for_row(inbox_id).transaction() as conn:
-            if not conn.delete_pending_row(inbox_id):
+            row = conn.get_inbox_row(inbox_id)
+            if row is None or not conn.delete_pending_row(inbox_id):
                 return False
             conn.delete_seen_of_row(inbox_id)
+            _queue_changed(conn, row.session_key)
             return True
 
     def discard_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]:
         """Delete the lane's waiting system events (a rollover: they were meant for the old
         session), except row `keep`; returns their ids."""
         with self._db_for_key(session_key).transaction() as conn:
-            return conn.delete_pending_events(session_key, keep=keep)
+            deleted = conn.delete_pending_events(session_key, keep=keep)
+            if deleted:
+                _queue_changed(conn, session_key)
+            return deleted
 
     # ------------------------------------------------------------------ claiming
 
@@ -409,6 +423,7 @@ class LaneStore:
             item = _item(row)
             turn_id = self._journal(conn, session_key, session_id, item, now)
             conn.link_seen_to_turn(row.id, turn_id)
+            _queue_changed(conn, session_key)
             stored = self._store_user_message(item, turn_id, session_id, user_message)
         return self._claim(turn_id, item, None, now, session_id=session_id, user_entry_id=stored)
 
@@ -427,6 +442,7 @@ class LaneStore:
         with self._db_for_key(item.session_key).transaction() as conn:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
             conn.link_seen_to_turn(item.id, turn_id)
+            _queue_changed(conn, item.session_key)
             stored = self._store_user_message(item, turn_id, entry.session_id, user_message)
         return self._claim(turn_id, item, entry, now, user_entry_id=stored)
 
@@ -468,6 +484,7 @@ class LaneStore:
             started_at=now,
         )
         conn.claim_inbox_row(item.id, turn_id)
+        conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
         return turn_id
 
     def _claim(
@@ -507,6 +524,10 @@ class LaneStore:
             conn.transition_turn(turn_id, TurnState.RUNNING, at=now, resume=True)
             claim = self._load_claim(conn, turn_id)
             count = conn.bump_restart_count(claim.turn.session_key, at=now)
+            turn = claim.turn
+            conn.note(
+                Change(ChangeKind.TURN_STARTED, turn.session_key, turn.session_id, turn_id=turn_id)
+            )
         return claim, count
 
     def get_claim(self, turn_id: int) -> Claim | None:
@@ -573,6 +594,7 @@ class LaneStore:
             if _may_be_resume_pending(claim):
                 self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
+            _finished(conn, turn, TurnState.REPLIED)
             return conn.reset_restart_count(turn.session_key)
 
     def commit_failure(
@@ -599,6 +621,7 @@ class LaneStore:
                 self._store.suspend_session(turn.session_key)
                 conn.reset_restart_count(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
+            _finished(conn, turn, TurnState.FAILED)
 
     def commit_interrupted(
         self,
@@ -619,6 +642,7 @@ class LaneStore:
             self._append_best_effort(turn, messages, first_index)
             self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
+            _finished(conn, turn, TurnState.INTERRUPTED)
 
     def _append_best_effort(
         self, turn: Turn, messages: Sequence[dict[str, Any]], first_index: int
@@ -669,6 +693,9 @@ class LaneStore:
             row = conn.get_turn(turn_id)
             if resume_reason is not None and row is not None:
                 self._store.mark_resume_pending(row.session_key, resume_reason)
+            if row is not None:
+                # Not finished: back to `accepted`, it resumes at the next start.
+                _finished(conn, _turn(row), TurnState.ACCEPTED)
 
     def mark_delivered(self, turn_id: int) -> None:
         with self._db_for_row(turn_id).transaction() as conn:
@@ -891,4 +918,23 @@ def _seen_row(
         status,
         reply,
         now,
+    )
+
+
+def _queue_changed(conn: Tx, session_key: str, depth: int | None = None) -> None:
+    """Note the lane's new number of waiting rows (counted when not known)."""
+    if depth is None:
+        depth = conn.count_pending(session_key)
+    conn.note(Change(ChangeKind.QUEUE_CHANGED, session_key, depth=depth))
+
+
+def _finished(conn: Tx, turn: Turn, status: TurnState) -> None:
+    conn.note(
+        Change(
+            ChangeKind.TURN_FINISHED,
+            turn.session_key,
+            turn.session_id,
+            turn_id=turn.id,
+            status=str(status),
+        )
     )

@@ -24,6 +24,7 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import dumps, loads, row_to_event, to_us
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class RowOps:
                     if session_key in self.config.protected_session_keys:
                         raise ConflictError(f"{session_key!r} is protected and cannot be archived")
                     changes.update(archived_at=now, pinned_at=None)
+                    conn.note(Change(ChangeKind.SESSION_ARCHIVED, session_key, entry.session_id))
                     bump = True
                 elif not archived and entry.archived_at is not None:
                     changes["archived_at"] = None
@@ -138,6 +140,7 @@ class RowOps:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
             conn.put_route(entry)
+            conn.note(Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id))
         self._mirror_dirty()
         return entry
 
@@ -192,6 +195,7 @@ class RowOps:
                 return entry
             entry = entry.evolve(updated_at=self.clock.now(), **changes)
             conn.put_route(entry)
+            conn.note(Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id))
         self._mirror_dirty()
         return entry
 
@@ -226,6 +230,7 @@ class RowOps:
                 conn.delete_session_rows(sid)
             conn.lower_search_cursor()
             conn.delete_route(session_key)
+            conn.note(Change(ChangeKind.SESSION_DELETED, session_key, entry.session_id))
             conn.add_tombstone(session_key, reason="deleted", at=to_us(self.clock.now()))
         self._mirror_dirty()
         return True

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import agent_for, key_prefix_of
 from sessiongate.core.clock import Clock, SystemClock
 from sessiongate.core.entry import (
     INCARNATION_COUNTERS,
@@ -46,6 +47,7 @@ from sessiongate.store._identities import IdentityOps, alias_of
 from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
 from sessiongate.store.backends import open_backend
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
 from sessiongate.store.rows import RowOps
@@ -108,6 +110,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self._incognito_ids: set[str] = set()
         self.problems: list[str] = []
         self._closed = False
+        self._listeners: list[Callable[[list[Change]], None]] = []
         self._mirror: SessionsMirror | None = None
         try:
             self._import_mirror_file()
@@ -175,6 +178,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 conn.upsert_route(entry, parts)
             else:
                 conn.put_route(entry, parts)
+            kind = ChangeKind.SESSION_UPDATED if existing else ChangeKind.SESSION_CREATED
+            conn.note(Change(kind, key, entry.session_id))
         self._mirror_dirty()
         return entry
 
@@ -271,6 +276,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 keep=visible_session_id == existing.session_id,
             )
             conn.put_route(entry)
+            conn.note(Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id))
         self._register_created(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
@@ -324,9 +330,9 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 "total_tokens": entry.total_tokens + input_tokens + output_tokens,
                 "is_fresh_reset": False,
             }
+            changes["cost_status"] = _cost_status(entry, cost_usd)
             if cost_usd is not None:
                 changes["estimated_cost_usd"] = entry.estimated_cost_usd + cost_usd
-                changes["cost_status"] = "estimated"
             if last_prompt_tokens is not None:
                 changes["last_prompt_tokens"] = last_prompt_tokens
                 changes["context_tokens"] = last_prompt_tokens
@@ -535,6 +541,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 if self._has_active_processes and self._has_active_processes(entry.session_key):
                     continue
                 conn.delete_route(entry.session_key)
+                conn.note(Change(ChangeKind.SESSION_DELETED, entry.session_key))
                 pruned += 1
         if pruned:
             self._mirror_dirty()
@@ -559,12 +566,15 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         pinned: bool | None = None,
         unread: bool | None = None,
         key_prefix: str | None = None,
+        agent: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
-        """One page of entries (pinned first) and the total that match; `key_prefix` selects
-        one agent's lanes (`agent:<id>:`)."""
+        """One page of entries (pinned first) and the total that match; `agent` (or
+        `key_prefix`, `agent:<id>:`) selects one agent's lanes."""
         since = None
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
+        if agent is not None:
+            key_prefix = key_prefix_of(agent)
         with self._db.read() as conn:
             return conn.list_route_page(
                 limit=limit,
@@ -661,6 +671,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user,
             resolve_identity=lambda ident: alias_of(conn, "whatsapp", ident),
+            agent_id=agent_for(source, self.config.bindings),
         )
         key = format_session_key(parts)
         found = conn.get_route_with_parts(key)
@@ -758,8 +769,37 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def _put(self, conn: Tx, entry: SessionEntry) -> None:
         conn.put_route(entry)
+        conn.note(Change(ChangeKind.SESSION_UPDATED, entry.session_key, entry.session_id))
         self._mirror_dirty()
+
+    def add_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        """Tell `listener` what each committed transaction changed (see `store.changes`);
+        incognito lanes, like search and listings, leave them out."""
+        self._listeners.append(listener)
+        self._db.on_commit = self._tell
+
+    def remove_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _tell(self, notes: list[object]) -> None:
+        changes = [note for note in notes if isinstance(note, Change)]
+        for listener in list(self._listeners):
+            try:
+                listener(changes)
+            except Exception:
+                # The write is committed whatever a follower makes of it.
+                log.exception("change listener failed")
 
     def _mirror_dirty(self) -> None:
         if self._mirror is not None:
             self._mirror.mark_dirty()
+
+
+def _cost_status(entry: SessionEntry, cost_usd: float | None) -> str:
+    """`estimated` while every turn of the incarnation was priced: one unpriced turn makes the
+    sum a lower bound, `unknown` from then on (a new incarnation starts over)."""
+    if cost_usd is None:
+        return "unknown"
+    first = entry.total_tokens == 0 and entry.estimated_cost_usd == 0
+    return "estimated" if first or entry.cost_status == "estimated" else "unknown"

@@ -10,6 +10,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import key_prefix_of
 from sessiongate.core.clock import ensure_utc
 from sessiongate.core.ids import is_safe_id
 from sessiongate.core.transcript import validate_entry, validate_message
@@ -20,6 +21,7 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import (
     EntryRecord,
     SessionRow,
@@ -218,6 +220,7 @@ class TranscriptOps:
                 return empty
             rewound = row.leaf_mdepth - target[5] + 1
             conn.move_leaf(row, target[1], release_keys=True)
+            conn.note(Change(ChangeKind.SESSION_UPDATED, row.session_key, session_id))
         return {
             "rewound_count": rewound,
             "turns_undone": found,
@@ -229,15 +232,19 @@ class TranscriptOps:
         hits, _ = self.search_detailed(query, limit=limit)
         return hits
 
-    def search_detailed(self, query: str, limit: int = 20) -> tuple[list[dict[str, Any]], bool]:
-        """Search hits and whether they came from the fallback scan (the index is stale)."""
+    def search_detailed(
+        self, query: str, limit: int = 20, *, agent: str | None = None
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Search hits (only agent `agent`'s sessions when given) and whether they came from
+        the fallback scan (the index is stale)."""
         limit = max(1, min(int(limit), 500))
+        prefix = None if agent is None else key_prefix_of(agent)
         damage: Exception | None = None
         try:
             with self._db.transaction() as conn:
                 if not conn.search_is_stale():
                     conn.catch_up_search()
-                    return conn.search_index(query, limit), False
+                    return conn.search_index(query, limit, key_prefix=prefix), False
         except (StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
@@ -248,7 +255,7 @@ class TranscriptOps:
             except (StoreCorruptError, StoreUnavailableError):
                 log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
-            return conn.search_scan(query, limit), True
+            return conn.search_scan(query, limit, key_prefix=prefix), True
 
     def rebuild_search_index(self) -> int:
         with self._db.transaction() as conn:
@@ -264,6 +271,17 @@ class TranscriptOps:
         self, conn: Tx, row: SessionRow, records: Sequence[EntryRecord]
     ) -> list[int | None]:
         ids, _ = conn.insert_entries(row, records)
+        for entry_id, record in zip(ids, records, strict=True):
+            if entry_id is not None:
+                conn.note(
+                    Change(
+                        ChangeKind.TRANSCRIPT_APPENDED,
+                        row.session_key,
+                        row.session_id,
+                        entry_id=entry_id,
+                        entry_type=record.type,
+                    )
+                )
         return ids
 
     def _require_session(self, conn: Tx, session_id: str) -> SessionRow:

@@ -23,6 +23,7 @@ from sessiongate.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import iso_from_us, to_us
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.store.protocol import Backend
+    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.records import SessionRow
 
 __all__ = ["ContextView", "TreeOps"]
 
@@ -105,6 +107,7 @@ class TreeOps:
             if leaf_entry_id not in conn.list_tips(row.sid):
                 return "not_a_tip"
             conn.move_leaf(row, leaf_entry_id)
+            _leaf_moved(conn, row)
             return "switched"
 
     def rewind_to(self, session_id: str, entry_id: int) -> dict[str, Any]:
@@ -131,6 +134,7 @@ class TreeOps:
                 )
             rewound = row.leaf_mdepth - entry[8] + 1
             conn.move_leaf(row, entry[1], release_keys=True)
+            _leaf_moved(conn, row)
         return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
 
     # ------------------------------------------------------------------ forks
@@ -165,7 +169,9 @@ class TreeOps:
                 "the session is running a turn; fork with fork_from='last-completed'",
                 session_key=session_key,
             )
-        limit = max_tokens if max_tokens is not None else self.config.agent.context_window
+        limit = (
+            max_tokens if max_tokens is not None else self.config.context_window_for(session_key)
+        )
         db = self._db_for_key(session_key)
         with db.transaction() as conn:
             parent = conn.get_route(session_key)
@@ -248,6 +254,7 @@ class TreeOps:
                 extra={"fork_isolated": True} if isolated else {},
             )
             conn.upsert_route(child, conn.get_route_parts(session_key))
+            conn.note(Change(ChangeKind.SESSION_CREATED, child_key, child_id))
         # An incognito parent keeps its storage class: the child lives in memory too.
         self._register_created(db, child_key, child_id)
         self._mirror_dirty()
@@ -343,6 +350,11 @@ class TreeOps:
             session_started_at=entry.session_started_at or entry.created_at,
             last_interaction_at=entry.last_interaction_at or entry.session_started_at,
         )
+
+
+def _leaf_moved(conn: Tx, row: SessionRow) -> None:
+    # The active path changed other than by an append: followers reload the transcript.
+    conn.note(Change(ChangeKind.SESSION_UPDATED, row.session_key, row.session_id))
 
 
 def _entry_text(entry: tuple[Any, ...]) -> str:

@@ -79,6 +79,8 @@ class PostgresDatabase:
         self._closed = False
         self.conn = _connect(url)
         self._tx = PostgresTx(self.conn)
+        # Told what each committed transaction `note`d (`store/changes.py`).
+        self.on_commit: Callable[[list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
         self._readers: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
@@ -100,7 +102,12 @@ class PostgresDatabase:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[PostgresTx]:
-        """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints."""
+        """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints.
+
+        What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
+        a rollback (of the transaction or of a savepoint) takes its notes back with it.
+        """
+        notes: list[object] = []
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
@@ -109,10 +116,12 @@ class PostgresDatabase:
                 name = f"sp{self._depth}"
                 conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
+                mark = len(self._tx.notes)
                 try:
                     with translate_errors():
                         yield self._tx
                 except BaseException:
+                    del self._tx.notes[mark:]
                     with translate_errors():
                         conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                         conn.execute(f"RELEASE SAVEPOINT {name}")
@@ -140,8 +149,12 @@ class PostgresDatabase:
                 except BaseException:
                     _rollback(conn)
                     raise
+                notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._tx.notes = []
+        if notes and self.on_commit is not None:
+            self.on_commit(notes)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[PostgresTx]:

@@ -161,18 +161,20 @@ SELECT s.session_id, s.session_key, e.role,
            'StartSel=[, StopSel=], MaxWords=12, MinWords=4, MaxFragments=1, '
            'FragmentDelimiter=…'),
        sg_us(e.ts)
-FROM entries e JOIN sessions s ON s.sid = e.sid, plainto_tsquery('simple', %s) AS q
+FROM entries e JOIN sessions s ON s.sid = e.sid, plainto_tsquery('simple', %(terms)s) AS q
 WHERE e.search @@ q AND e.on_path = 1
+  AND (%(prefix)s::text IS NULL OR starts_with(s.session_key, %(prefix)s::text))
 ORDER BY ts_rank(e.search, q) DESC, e.id DESC
-LIMIT %s
+LIMIT %(limit)s
 """
 _SCAN = """
 SELECT s.session_id, s.session_key, e.role, e.content, sg_us(e.ts)
 FROM entries e JOIN sessions s ON s.sid = e.sid
 WHERE e.on_path = 1 AND e.type = 'message' AND e.role IN ('user', 'assistant')
-  AND e.content LIKE %s ESCAPE '\\'
+  AND e.content LIKE %(like)s ESCAPE '\\'
+  AND (%(prefix)s::text IS NULL OR starts_with(s.session_key, %(prefix)s::text))
 ORDER BY e.id DESC
-LIMIT %s
+LIMIT %(limit)s
 """
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _INSERT_INBOX = (
@@ -322,10 +324,16 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
 class PostgresTx:
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "notes")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
+        # commit.
+        self.notes: list[object] = []
+
+    def note(self, change: object) -> None:
+        self.notes.append(change)
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).
@@ -822,17 +830,23 @@ class PostgresTx:
     def lower_search_cursor(self) -> None:
         return None
 
-    def search_index(self, query: str, limit: int) -> list[dict[str, Any]]:
+    def search_index(
+        self, query: str, limit: int, *, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
         terms = _TOKEN.findall(query)
         if not terms:
             return []
-        return [_hit(r) for r in self._all(_SEARCH, (" ".join(terms[:32]), limit))]
+        params = {"terms": " ".join(terms[:32]), "prefix": key_prefix, "limit": limit}
+        return [_hit(r) for r in self._all(_SEARCH, params)]
 
-    def search_scan(self, query: str, limit: int) -> list[dict[str, Any]]:
+    def search_scan(
+        self, query: str, limit: int, *, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
         if not _TOKEN.findall(query):
             return []
         like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return [_hit(r, scan=True) for r in self._all(_SCAN, (like, limit))]
+        params = {"like": like, "prefix": key_prefix, "limit": limit}
+        return [_hit(r, scan=True) for r in self._all(_SCAN, params)]
 
     def rebuild_search_index(self) -> int:
         self.conn.execute("REINDEX INDEX entries_search")

@@ -68,6 +68,8 @@ class Database:
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._commits = 0
+        # Told what each committed transaction `note`d (`store/changes.py`).
+        self.on_commit: Callable[[list[object]], None] | None = None
         self.checkpoints = 0
         self._checkpointed = threading.Condition()
         self._checkpoint_due = threading.Event()
@@ -165,7 +167,12 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SqliteTx]:
-        """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints."""
+        """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints.
+
+        What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
+        a rollback (of the transaction or of a savepoint) takes its notes back with it.
+        """
+        notes: list[object] = []
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
@@ -174,12 +181,14 @@ class Database:
                 name = f"sp{self._depth}"
                 conn.execute(f"SAVEPOINT {name}")
                 self._depth += 1
+                mark = len(self._tx.notes)
                 try:
                     with translate_errors():
                         yield self._tx
                 except BaseException:
                     conn.execute(f"ROLLBACK TO {name}")
                     conn.execute(f"RELEASE {name}")
+                    del self._tx.notes[mark:]
                     raise
                 else:
                     conn.execute(f"RELEASE {name}")
@@ -207,8 +216,12 @@ class Database:
                 self._commits += 1
                 if self._commits % CHECKPOINT_EVERY_COMMITS == 0:
                     self._checkpoint_due.set()
+                notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._tx.notes = []
+        if notes and self.on_commit is not None:
+            self.on_commit(notes)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[SqliteTx]:

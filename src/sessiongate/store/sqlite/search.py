@@ -68,18 +68,20 @@ SELECT s.session_id, s.session_key, e.role,
 FROM entries_fts
 JOIN entries e ON e.id = entries_fts.rowid
 JOIN sessions s ON s.sid = e.sid
-WHERE entries_fts MATCH ? AND e.on_path = 1 AND e.type = 'message'
+WHERE entries_fts MATCH :match AND e.on_path = 1 AND e.type = 'message'
   AND e.role IN ('user', 'assistant')
+  AND (:prefix IS NULL OR substr(s.session_key, 1, length(:prefix)) = :prefix)
 ORDER BY rank
-LIMIT ?
+LIMIT :limit
 """
 _SCAN = """
 SELECT s.session_id, s.session_key, e.role, e.content, e.ts
 FROM entries e JOIN sessions s ON s.sid = e.sid
 WHERE e.on_path = 1 AND e.type = 'message' AND e.role IN ('user', 'assistant')
-  AND e.content LIKE ? ESCAPE '\\'
+  AND e.content LIKE :like ESCAPE '\\'
+  AND (:prefix IS NULL OR substr(s.session_key, 1, length(:prefix)) = :prefix)
 ORDER BY e.id DESC
-LIMIT ?
+LIMIT :limit
 """
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -140,20 +142,27 @@ def lower_cursor(conn: sqlite3.Connection) -> None:
         conn.execute(_SET_CURSOR, (str(newest),))
 
 
-def query_index(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
-    """Hits from the index; raises `sqlite3.DatabaseError` if the index is damaged."""
+def query_index(
+    conn: sqlite3.Connection, query: str, limit: int, *, key_prefix: str | None = None
+) -> list[dict[str, Any]]:
+    """Hits from the index (only keys starting `key_prefix` when given); raises
+    `sqlite3.DatabaseError` if the index is damaged."""
     match = fts_query(query)
     if match is None:
         return []
-    return [_hit(r) for r in conn.execute(_SEARCH, (match, limit)).fetchall()]
+    params = {"match": match, "prefix": key_prefix, "limit": limit}
+    return [_hit(r) for r in conn.execute(_SEARCH, params).fetchall()]
 
 
-def scan(conn: sqlite3.Connection, query: str, limit: int) -> list[dict[str, Any]]:
+def scan(
+    conn: sqlite3.Connection, query: str, limit: int, *, key_prefix: str | None = None
+) -> list[dict[str, Any]]:
     """The fallback: a LIKE scan of active message text, slower but independent of the index."""
     if fts_query(query) is None:
         return []
     like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    return [_hit(r, scan=True) for r in conn.execute(_SCAN, (like, limit)).fetchall()]
+    params = {"like": like, "prefix": key_prefix, "limit": limit}
+    return [_hit(r, scan=True) for r in conn.execute(_SCAN, params).fetchall()]
 
 
 def rebuild_index(conn: sqlite3.Connection) -> int:

@@ -47,10 +47,15 @@ __all__ = ["SqliteTx"]
 class SqliteTx:
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock)."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "notes")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        # What the open transaction changed, for `Database.transaction` to tell after commit.
+        self.notes: list[object] = []
+
+    def note(self, change: object) -> None:
+        self.notes.append(change)
 
     # Raw statements, for SQLite's own diagnostics and its fault-injection tests; the store
     # above never calls them (they are not part of the protocol).
@@ -268,13 +273,17 @@ class SqliteTx:
         with translate_errors():
             return fts.lower_cursor(self.conn)
 
-    def search_index(self, query: str, limit: int) -> list[dict[str, Any]]:
+    def search_index(
+        self, query: str, limit: int, *, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.query_index(self.conn, query, limit)
+            return fts.query_index(self.conn, query, limit, key_prefix=key_prefix)
 
-    def search_scan(self, query: str, limit: int) -> list[dict[str, Any]]:
+    def search_scan(
+        self, query: str, limit: int, *, key_prefix: str | None = None
+    ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.scan(self.conn, query, limit)
+            return fts.scan(self.conn, query, limit, key_prefix=key_prefix)
 
     def rebuild_search_index(self) -> int:
         with translate_errors():

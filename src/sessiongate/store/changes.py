@@ -1,0 +1,40 @@
+"""What a committed transaction changed, told to whoever follows the store (the gateway's
+event feed).
+
+The store notes each change inside the transaction that makes it (`Tx.note`), and the backend
+(SQLite or PostgreSQL) hands the list to the store's listeners after the commit, so a
+rolled-back write is never told and a told one is durable. Listeners run on the committing
+thread and must be quick: the feed only appends to a ring buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["Change", "ChangeKind"]
+
+
+class ChangeKind(StrEnum):
+    SESSION_CREATED = "session.created"
+    SESSION_UPDATED = "session.updated"
+    SESSION_ARCHIVED = "session.archived"
+    SESSION_DELETED = "session.deleted"
+    TRANSCRIPT_APPENDED = "transcript.appended"
+    TURN_STARTED = "turn.started"
+    TURN_FINISHED = "turn.finished"
+    QUEUE_CHANGED = "queue.changed"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change; the fields a kind does not use stay None."""
+
+    kind: ChangeKind
+    session_key: str | None
+    session_id: str | None = None
+    entry_id: int | None = None
+    entry_type: str | None = None
+    turn_id: int | None = None
+    status: str | None = None
+    depth: int | None = None
