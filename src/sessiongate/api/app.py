@@ -16,6 +16,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/sessions/{key}/branches          branch tips
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
+    POST   /hooks/telegram                      platform webhook (signed by the platform)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
 """
@@ -28,7 +29,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 import sessiongate
-from sessiongate.api import routes_messages, routes_sessions, routes_tree
+from sessiongate.api import routes_hooks, routes_messages, routes_sessions, routes_tree
 from sessiongate.api.auth import require_operator
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
 from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
@@ -106,11 +107,14 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.store = store
     app.state.config = config
     app.state.metrics = ApiMetrics(runner.statistics)
+    # Platform webhook receivers by platform name; `sessiongate run` fills it.
+    app.state.hooks = {}
     install_error_handlers(app)
     app.include_router(_health_router())
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
+    app.include_router(routes_hooks.router)
 
     # Added last = outermost: the body limit runs before anything reads the body, and the
     # catch-all sits outside the routes so nothing unexpected escapes as a bare 500.
