@@ -3,9 +3,10 @@
 Start order: configuration → bind check → platform adapters built (a missing SDK extra exits 1
 naming it) → store → runner (which takes the home's lock: a second `run` or a `chat` on a live
 home exits 1 with one line) → the platforms connect (a refused token exits 1 with its message)
-→ server. Stop order (one signal): the server stops accepting, `runner.stop()` drains or journals the running turns and so answers the
-requests waiting for them, the server sends those responses, then the store closes; one drain,
-under `agent.restart_drain_timeout`. A second signal cuts the drain short.
+→ server. Stop order (one signal): the server stops accepting, `runner.stop()` drains or
+journals the running turns and so answers the requests waiting for them, the server sends
+those responses, then the store closes; one drain, under `agent.restart_drain_timeout`. A
+second signal cuts the drain short.
 """
 
 from __future__ import annotations
