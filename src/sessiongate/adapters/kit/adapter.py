@@ -150,6 +150,7 @@ class KitSettings:
 class AdapterStatistics:
     connected: bool
     receiving: bool
+    events: int
     accepted: int
     duplicates: int
     dropped: int
@@ -165,6 +166,7 @@ class AdapterStatistics:
 
 @dataclass(slots=True)
 class _Counters:
+    events: int = 0  # every event `admit` settled, whatever became of it
     accepted: int = 0
     duplicates: int = 0
     dropped: int = 0
@@ -195,15 +197,17 @@ class KitAdapter:
         rendering: Rendering,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
+        tick: Sleep | None = None,
     ) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.sleep: Sleep = sleep or asyncio.sleep
+        self.tick: Sleep = tick or asyncio.sleep
         self.limiter = ChatRateLimiter(
             clock=self.clock, sleep=self.sleep, min_interval={"edit": self.edit_interval}
         )
         self.outbox = Outbox(sender, rendering, self.limiter, sleep=self.sleep)
-        self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.sleep)
+        self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.tick)
         self.runner: GatewayRunner | None = None
         self.state: PlatformState | None = None
         # This process's claims: a claim under another owner was left by a dead process.
@@ -216,6 +220,7 @@ class KitAdapter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._supervisor: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._settled = asyncio.Event()
         self._stopped = False
 
     # ------------------------------------------------------------------ the platform's part
@@ -301,6 +306,19 @@ class KitAdapter:
         """
         if self._stopped:
             raise HandoffError("the adapter is stopped")
+        try:
+            return await self._admit(event)
+        finally:
+            self.counters.events += 1
+            self._settled.set()
+
+    async def wait_events(self, count: int) -> None:
+        """Until `admit` has settled `count` events in all (tests, benchmarks)."""
+        while self.counters.events < count:
+            self._settled.clear()
+            await self._settled.wait()
+
+    async def _admit(self, event: PlatformEvent) -> Admission:
         state = self._state()
         platform = str(self.platform)
         # Step 1 runs before the first await: two deliveries of one id cannot both pass.
@@ -346,6 +364,9 @@ class KitAdapter:
         if event.parent is not None and source.thread_id:
             self._fork_thread(source, event.parent)
         runner = self._runner()
+        # Typing from admission on; the reply (or any other outcome) ends it.
+        typing_key = _chat_key(source)
+        self.typing.start(typing_key, self.target_for(source))
         receipt = await runner.handle_message(
             MessageEvent(
                 source=source,
@@ -357,14 +378,14 @@ class KitAdapter:
             ),
             wait=False,
         )
+        if receipt.status != ReceiptStatus.QUEUED:
+            self.typing.stop(typing_key)
         if receipt.status == ReceiptStatus.UNAVAILABLE:
             raise HandoffError("the gateway is stopping")
         if receipt.status == ReceiptStatus.DUPLICATE:
             self.counters.duplicates += 1
         else:
             self.counters.accepted += 1
-        if receipt.status == ReceiptStatus.QUEUED:
-            self.typing.start(_chat_key(source), self.target_for(source))
         return Admission("accepted", str(receipt.status), receipt)
 
     def _drop(self, event: PlatformEvent, reason: str) -> Admission:
@@ -473,6 +494,7 @@ class KitAdapter:
         return AdapterStatistics(
             connected=self.connected,
             receiving=self.receiving,
+            events=c.events,
             accepted=c.accepted,
             duplicates=c.duplicates,
             dropped=c.dropped,

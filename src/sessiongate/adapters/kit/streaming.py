@@ -47,12 +47,14 @@ class EditStream:
             if self.message_id is None:
                 self.message_id = await self._outbox.send_chunk(self._target, preview)
             else:
-                await self._outbox.sender.edit_text(
-                    self._target,
-                    self.message_id,
-                    self._outbox.rendering.plain(preview),
-                    markup=False,
-                )
+                # Previews go plain: half-written Markdown (an open `**`) is not valid markup.
+                async with limiter.slot(self._target.chat_id, "edit"):
+                    await self._outbox.sender.edit_text(
+                        self._target,
+                        self.message_id,
+                        self._outbox.rendering.plain(preview),
+                        markup=False,
+                    )
                 self.edits += 1
         except RateLimitedError as exc:
             limiter.penalise(self._target.chat_id, exc.retry_after)

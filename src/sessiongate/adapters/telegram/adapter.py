@@ -68,6 +68,7 @@ class TelegramAdapter(KitAdapter):
         *,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
+        tick: Sleep | None = None,
         client: TelegramClient | None = None,
     ) -> None:
         if config.token is None:
@@ -83,6 +84,7 @@ class TelegramAdapter(KitAdapter):
             rendering=TELEGRAM_RENDERING,
             clock=clock,
             sleep=sleep,
+            tick=tick,
         )
         self.me: BotIdentity | None = None
         self.offset: int | None = None

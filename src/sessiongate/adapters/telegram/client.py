@@ -16,11 +16,17 @@ so one token never has two live pollers.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+
+# The SDK is migrating time periods from int to timedelta and warns on every int it builds
+# (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
 from telegram import Bot, BotCommand
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
@@ -127,10 +133,14 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
 
 
 class TelegramClient:
-    def __init__(self, token: str, *, base_url: str, poll_timeout: int = 30) -> None:
+    def __init__(
+        self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
+    ) -> None:
         self._token = token
         self._base_url = base_url.rstrip("/")
         self._poll_timeout = poll_timeout
+        # How long a send waits for Telegram's answer before it counts as unconfirmed.
+        self._read_timeout = read_timeout
         self.bot = self._build()
         self._open = False
 
@@ -139,7 +149,7 @@ class TelegramClient:
             self._token,
             base_url=f"{self._base_url}/bot",
             base_file_url=f"{self._base_url}/file/bot",
-            request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=20.0),
+            request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout),
             get_updates_request=HTTPXRequest(
                 connection_pool_size=1, read_timeout=float(self._poll_timeout + 10)
             ),

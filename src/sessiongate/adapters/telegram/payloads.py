@@ -153,7 +153,8 @@ def _utf16_cut(text: str, offset: int, length: int, replacement: str) -> str:
 
 
 def _addressing(text: str, entities: Any, me: BotIdentity) -> tuple[bool, bool, bool, str]:
-    """(mentions the bot, /cmd@bot, /cmd@other, text with `@bot` cut from a command)."""
+    """(mentions the bot, /cmd@bot, /cmd@other, the text for the agent: a leading `@bot` and
+    the `@bot` of a command cut out)."""
     mentions = to_bot = to_other = False
     handle = f"@{me.username}".lower()
     cleaned = text
@@ -166,6 +167,9 @@ def _addressing(text: str, entities: Any, me: BotIdentity) -> tuple[bool, bool, 
             kind == "text_mention" and mentioned_user == me.id
         ):
             mentions = True
+            if offset == 0:
+                # "@bot do this" is addressed to the bot: the agent gets "do this".
+                cleaned = _utf16_cut(text, offset, length, "").lstrip()
         elif kind == "bot_command" and offset == 0:
             command, _, target = piece.partition("@")
             if target:
