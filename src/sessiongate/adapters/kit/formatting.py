@@ -83,7 +83,10 @@ def _spans_html(text: str) -> str:
 
     text = re.sub(r"\x00PRE(.*?)\x00", keep_pre, text, flags=re.DOTALL)
     text = html.escape(text, quote=False)
-    text = _LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>', text)
+    # The text is escaped already (`&` is `&amp;`); only a quote could end the attribute.
+    text = _LINK.sub(
+        lambda m: f'<a href="{m.group(2).replace(chr(34), "&quot;")}">{m.group(1)}</a>', text
+    )
     text = _HEADING.sub(r"<b>\1</b>", text)
     text = _BOLD.sub(lambda m: f"<b>{m.group(1) or m.group(2)}</b>", text)
     text = _ITALIC.sub(lambda m: f"<i>{m.group(1) or m.group(2)}</i>", text)
