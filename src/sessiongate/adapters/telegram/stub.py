@@ -90,6 +90,7 @@ class BotApiStub:
         self.commands: list[dict[str, Any]] = []
         self.webhook: dict[str, Any] | None = None
         self.calls: Counter[str] = Counter()
+        self.unauthorized = 0  # requests with a wrong token
         self.faults: dict[str, deque[Fault]] = {}
         self.hang_get_updates = False
         self.confirmed_offset = 0
@@ -162,6 +163,7 @@ class BotApiStub:
 
     async def _endpoint(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
+            self.unauthorized += 1
             return _error(401, "Unauthorized")
         method = request.path_params["method"]
         params = _params(await request.body(), request.headers.get("content-type", ""))
@@ -320,7 +322,7 @@ async def serve_stub(stub: BotApiStub) -> AsyncIterator[str]:
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
+        while not server.started:  # uvicorn offers no event for it
             if task.done():
                 task.result()
                 raise RuntimeError("the Bot API stub did not start")
