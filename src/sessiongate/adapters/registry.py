@@ -4,7 +4,7 @@ that has an adapter, each imported only when enabled (its SDK is an optional ext
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from typing import TYPE_CHECKING
 
 from sessiongate.errors import SessiongateError
@@ -31,12 +31,14 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
         if not section.enabled or name not in ADAPTER_EXTRAS:
             continue
         module, extra = ADAPTER_EXTRAS[name]
-        if importlib.util.find_spec(module) is None:
+        try:
+            importlib.import_module(module)
+        except ImportError:
             raise MissingExtraError(
                 f"platforms.{name} is enabled but its SDK is not installed: "
                 f"pip install 'sessiongate[{extra}]'",
                 platform=name,
-            )
+            ) from None
         if name == "telegram":
             from sessiongate.adapters.telegram import TelegramAdapter
             from sessiongate.core.config import TelegramConfig

@@ -145,7 +145,7 @@ class TelegramConfig(PlatformConfig):
         value = value.rstrip("/")
         if not value.startswith(("http://", "https://")):
             raise ValueError("base_url must be an http(s) URL such as https://api.telegram.org")
-        if "/bot" in value.rsplit("/", 1)[-1]:
+        if value.rsplit("/", 1)[-1].startswith("bot"):
             raise ValueError("base_url is the Bot API root, without /bot<token>")
         return value
 

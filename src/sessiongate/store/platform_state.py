@@ -64,7 +64,7 @@ class PairingResult:
 
 @dataclass(frozen=True, slots=True)
 class SendRecord:
-    state: str  # sent | unconfirmed | refused
+    state: str  # sending | sent | unconfirmed | refused
     detail: str | None
 
 

@@ -17,7 +17,9 @@ drops the event (so "the bot is silent" can be diagnosed):
    accepted; only then is the claim finished, and only then may the caller advance its
    offset or cursor. A hand-off that fails releases the claim, so the redelivery is processed.
 
-Outbound, `send`: a turn already sent (a resend after a crash) is dropped; a turn with an open
+Outbound, `send`: a turn is recorded `sending` before its first request leaves; a turn already
+sent (the gateway's resend after a crash) is dropped, and one a crash caught mid-send is
+recorded `unconfirmed` instead of being posted twice; a turn with an open
 `EditStream` is finished in place; otherwise `Outbox.deliver`. A permanent refusal (the bot was
 blocked or removed) is recorded `refused` and not raised, so the journal does not retry it into
 a storm; a send that may have arrived is recorded `unconfirmed` and not resent.
@@ -436,9 +438,21 @@ class KitAdapter:
         state = self._state()
         if source.chat_id == "home" and self.settings.home_channel:
             source = replace(source, chat_id=self.settings.home_channel, thread_id=None)
-        if turn_id is not None and state.get_send(platform, turn_id) is not None:
-            log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
-            return
+        if turn_id is not None:
+            previous = state.get_send(platform, turn_id)
+            if previous is not None:
+                if previous.state == "sending":
+                    # A process died with this send in flight: it may have arrived.
+                    self.counters.unconfirmed += 1
+                    state.record_send(platform, turn_id, "unconfirmed", "interrupted by a crash")
+                    log.warning(
+                        "send interrupted by a crash; recorded unconfirmed, not resent",
+                        extra={"platform": platform, "turn_id": turn_id},
+                    )
+                else:
+                    log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
+                return
+            state.record_send(platform, turn_id, "sending")
         target = self.target_for(source)
         try:
             stream = self._streams.pop(turn_id, None) if turn_id is not None else None

@@ -19,7 +19,9 @@ import contextlib
 import html
 import itertools
 import json
+import queue
 import re
+import threading
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,11 +32,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
 
     from starlette.requests import Request
 
-__all__ = ["BotApiStub", "Fault", "serve_stub"]
+__all__ = ["BotApiStub", "Fault", "serve_stub", "serve_stub_in_thread"]
 
 _TAG = re.compile(r"<(/?)([a-z]+)(?:\s[^>]*)?>")
 _ALLOWED_TAGS = frozenset(
@@ -335,3 +337,36 @@ async def serve_stub(stub: BotApiStub) -> AsyncIterator[str]:
         stub._arrived.set()
         stub._unhang.set()
         await task
+
+
+@contextlib.contextmanager
+def serve_stub_in_thread(stub: BotApiStub) -> Iterator[str]:
+    """`serve_stub` on an event loop of its own thread, for callers without a loop (a CLI
+    test, the benchmark's parent process); yields the base URL."""
+    started: queue.Queue[str | BaseException] = queue.Queue()
+    stop: asyncio.Event | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    async def main() -> None:
+        nonlocal stop, loop
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            async with serve_stub(stub) as url:
+                started.put(url)
+                await stop.wait()
+        except BaseException as exc:
+            started.put(exc)
+            raise
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    found = started.get(timeout=30)
+    if isinstance(found, BaseException):
+        raise RuntimeError("the Bot API stub did not start") from found
+    try:
+        yield found
+    finally:
+        if loop is not None and stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)

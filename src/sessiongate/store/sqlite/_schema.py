@@ -173,8 +173,9 @@ _V3 = [
 # the redelivery instead of being read as a duplicate. `pairing` holds one row per DM sender
 # asking for access (at most one live code each) and the approvals. `platform_threads` remembers
 # the threads the bot has spoken in (no mention needed there). `platform_sends` records what was
-# sent per turn, so a reply sent again after a crash is dropped, and an unconfirmed or refused
-# send is settled instead of resent blindly.
+# sent per turn (`sending` is written before the request leaves), so a reply sent again after a
+# crash is dropped, a send a crash interrupted is settled as unconfirmed, and an unconfirmed or
+# refused send is never resent blindly.
 _V4 = [
     """CREATE TABLE platform_events (
         platform TEXT NOT NULL,
@@ -207,7 +208,7 @@ _V4 = [
     """CREATE TABLE platform_sends (
         platform TEXT NOT NULL,
         turn_id INTEGER NOT NULL,
-        state TEXT NOT NULL CHECK (state IN ('sent', 'unconfirmed', 'refused')),
+        state TEXT NOT NULL CHECK (state IN ('sending', 'sent', 'unconfirmed', 'refused')),
         detail TEXT,
         at INTEGER NOT NULL,
         PRIMARY KEY (platform, turn_id)
