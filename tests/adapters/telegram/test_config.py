@@ -32,7 +32,7 @@ def test_mistakes_are_one_config_error_naming_the_key(tmp_path, section, problem
     path = tmp_path / "config.yaml"
     lines = ["platforms:", "  telegram:"] + [f"    {k}: {v!r}" for k, v in section.items()]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ConfigError, match="platforms.telegram") as caught:
+    with pytest.raises(ConfigError, match=r"platforms\.telegram") as caught:
         load_config(path, environ={})
     assert problem in caught.value.message
 
