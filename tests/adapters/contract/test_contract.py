@@ -427,6 +427,17 @@ async def test_a_reply_sent_again_after_a_crash_is_dropped(harness):
     assert [p.text for p in harness.posted()] == ["the reply"]
 
 
+async def test_a_send_a_crash_interrupted_is_settled_unconfirmed_not_reposted(harness):
+    """#24: a turn recorded `sending` by a process that died is not posted again."""
+    source = harness.source(Msg("x"))
+    PlatformState(harness.store).record_send(harness.name, 8002, "sending")
+    await harness.adapter.send(source, "maybe delivered before the crash", turn_id=8002)
+    assert harness.posted() == []
+    record = PlatformState(harness.store).get_send(harness.name, 8002)
+    assert record is not None
+    assert record.state == "unconfirmed"
+
+
 # ---------------------------------------------------------------------------- commands
 
 
