@@ -347,6 +347,7 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     harness.agent.blocking = True
     harness.push(Msg("think hard"))
     await asyncio.wait_for(harness.agent.started.get(), 10)
+    await harness.sleeper.advance(1)  # past the grace that spares instant replies
     async with asyncio.timeout(10):
         while harness.typing_count() < 1:  # noqa: ASYNC110  # the stub records over HTTP
             await asyncio.sleep(0.01)

@@ -346,12 +346,12 @@ class KitAdapter:
         reason = decide_gate(facts, self.settings.gate)
         if not passes(reason):
             return self._drop(event, str(reason))
-        paired = (
-            source.chat_type is ChatType.DM
-            and bool(source.user_id)
-            and (self._state().is_paired(str(self.platform), source.user_id or ""))
-        )
-        access = decide_access(source, self.settings.access, paired=paired)
+        access = decide_access(source, self.settings.access, paired=False)
+        # The store is asked only when pairing is what is left to decide.
+        if access is Access.PAIR and self._state().is_paired(
+            str(self.platform), source.user_id or ""
+        ):
+            access = Access.ADMIT
         if access is Access.DENY:
             return self._drop(event, "not_allowed")
         if access is Access.PAIR:
