@@ -10,8 +10,14 @@ import os
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import settings
 
 from sessiongate.core.clock import FakeClock
+
+# No per-example time limit: these machines are shared, and a property test fails on what it
+# finds, never on how long an example took (speed is measured in `sessiongate bench`).
+settings.register_profile("sessiongate", deadline=None)
+settings.load_profile("sessiongate")
 
 # Where every test's clock starts: fixed, so ids and timestamps in assertions are stable.
 CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -69,9 +69,8 @@ def test_request_bodies_refuse_unknown_fields(schema):
         "SessionCreateIn",
         "PatchIn",
         "SwitchIn",
-        "RewindToEntry",
-        "RewindTurns",
-        "ForkBranch",
+        "RewindIn",
+        "ForkIn",
     ):
         assert components[name]["additionalProperties"] is False, name
 

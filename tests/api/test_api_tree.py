@@ -22,22 +22,20 @@ def test_rewind_by_turns_returns_the_text_to_edit(client, send, key_path):
     assert again == {"status": "nothing_to_rewind", "editor_text": "", "rewound_count": 0}
 
 
-def test_rewind_to_an_entry_and_its_statuses(client, send, key_path):
+def test_rewind_to_an_entry_and_its_refusals(client, send, key_path):
     key = send("first")["session_key"]
     send("second")
     events = client.get(key_path(key, "/transcript")).json()["events"]
     user_second = events[2]["id"]
     reply = events[3]["id"]
-    assert client.post(key_path(key, "/rewind"), json={"entry_id": reply}).json()["status"] == (
-        "not_user_message"
-    )
-    assert client.post(key_path(key, "/rewind"), json={"entry_id": 10**9}).json()["status"] == (
-        "missing"
-    )
+    not_user = client.post(key_path(key, "/rewind"), json={"entry_id": reply})
+    assert (not_user.status_code, not_user.json()["error"]["code"]) == (400, "invalid_entry")
+    missing = client.post(key_path(key, "/rewind"), json={"entry_id": 10**9})
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "entry_not_found")
     done = client.post(key_path(key, "/rewind"), json={"entry_id": user_second}).json()
     assert done == {"status": "rewound", "editor_text": "second", "rewound_count": 2}
-    off = client.post(key_path(key, "/rewind"), json={"entry_id": user_second}).json()
-    assert off["status"] == "off_active_path"
+    off = client.post(key_path(key, "/rewind"), json={"entry_id": user_second})
+    assert (off.status_code, off.json()["error"]["code"]) == (404, "entry_not_found")
 
 
 @pytest.mark.parametrize(

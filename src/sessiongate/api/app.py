@@ -19,6 +19,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /hooks/telegram                      platform webhook (signed by the platform)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
+    GET    /openapi.json, /docs, /redoc         the API's description, browsable offline
 """
 
 from __future__ import annotations
@@ -31,15 +32,18 @@ from fastapi.responses import JSONResponse
 import sessiongate
 from sessiongate.api import routes_hooks, routes_messages, routes_sessions, routes_tree
 from sessiongate.api.auth import require_operator
+from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
 from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
 from sessiongate.api.middleware import (
+    BearerAuthMiddleware,
     BodyLimitMiddleware,
     RequestCounterMiddleware,
     SessionKeyPathMiddleware,
 )
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import HealthOut
+from sessiongate.api.uploads import UploadGate
 
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
@@ -53,7 +57,8 @@ The sessiongate gateway: send messages to the agent, and inspect and manage its
 conversations.
 
 When `api.token` is configured, every route except `/healthz` needs
-`Authorization: Bearer <token>`. Errors are `{"error": {"code", "message"}}` with a 4xx
+`Authorization: Bearer <token>`, this description and its pages included; a request without it
+is a 401 before its body is read. Errors are `{"error": {"code", "message"}}` with a 4xx
 status for any bad input; malformed JSON is a 400 `invalid_json`, a field of the wrong type or
 out of range a 422 `invalid_request` (with `details`). Session keys go into paths
 percent-encoded (`agent%3Amain%3Aapi%3Adm%3Aalice`).
@@ -102,6 +107,9 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
         title="sessiongate",
         version=sessiongate.__version__,
         description=_DESCRIPTION,
+        # FastAPI's own pages load their scripts from a CDN; api/docs.py serves them offline.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.runner = runner
     app.state.store = store
@@ -109,17 +117,23 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.metrics = ApiMetrics(runner.statistics)
     # Platform webhook receivers by platform name; `sessiongate run` fills it.
     app.state.hooks = {}
+    # Bodies being read; the server closes it when it starts to stop (api/server.py).
+    app.state.uploads = uploads = UploadGate(config.api.body_timeout_seconds)
     install_error_handlers(app)
+    install_docs(app)
     app.include_router(_health_router())
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
     app.include_router(routes_hooks.router)
 
-    # Added last = outermost: the body limit runs before anything reads the body, and the
-    # catch-all sits outside the routes so nothing unexpected escapes as a bare 500.
+    # Added last = outermost: the token is checked before anything reads the body, the body
+    # limit runs before anything parses it, and the catch-all sits outside the routes so
+    # nothing unexpected escapes as a bare 500.
+    limit = config.api.max_body_bytes
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(SessionKeyPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.api.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=limit, uploads=uploads)
+    app.add_middleware(BearerAuthMiddleware, token=config.api.token, max_body_bytes=limit)
     app.add_middleware(RequestCounterMiddleware, counter=app.state.metrics.http_requests)
     return app

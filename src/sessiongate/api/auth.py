@@ -1,8 +1,14 @@
 """Who may call the API, and where the server may listen.
 
 With `api.token` set, every route except `/healthz` needs `Authorization: Bearer <token>`
-(compared in constant time). Without a token the API is open, which is only acceptable on a
-loopback address: `check_bind_address` refuses anything else before the server binds.
+(compared in constant time): the API's own routes, its description (`/openapi.json`) and the
+docs pages alike. `BearerAuthMiddleware` (api/middleware.py) applies `authorization_refusal`
+to every request before anything reads its body; `require_operator` applies it again as a
+route dependency, which is also what puts the bearer scheme into the OpenAPI description.
+Platform webhooks (`/hooks/...`) are the other exception: the platform signs them, and the
+route checks that signature instead (DESIGN.md). Without a token the API is open, which is
+only acceptable on a loopback address: `check_bind_address` refuses anything else before the
+server binds.
 """
 
 from __future__ import annotations
@@ -18,9 +24,26 @@ from sessiongate.api.errors import ApiError
 from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from sessiongate.core.config import GatewayConfig
 
-__all__ = ["UnsafeBindError", "check_bind_address", "is_loopback_host", "require_operator"]
+__all__ = [
+    "OPEN_PATHS",
+    "OPEN_PREFIXES",
+    "UNAUTHORIZED_CHALLENGE",
+    "UnsafeBindError",
+    "authorization_refusal",
+    "check_bind_address",
+    "is_loopback_host",
+    "is_open_path",
+    "require_operator",
+]
+
+# Answered without the token: liveness for probes, and webhooks verified by their signature.
+OPEN_PATHS = frozenset({"/healthz"})
+OPEN_PREFIXES = ("/hooks/",)
+UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -57,21 +80,31 @@ def check_bind_address(host: str, config: GatewayConfig) -> None:
         )
 
 
-def _token_matches(given: str, expected: str) -> bool:
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+def is_open_path(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+def authorization_refusal(header: str | None, token: SecretStr | None) -> str | None:
+    """Why a request with this `Authorization` header may not call the API, or None if it may
+    (always None when no token is configured)."""
+    if token is None:
+        return None
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        return "missing bearer token"
+    # Header values arrive decoded as latin-1; encoding back gives the bytes that were sent.
+    given = credentials.strip().encode("latin-1", "replace")
+    if not hmac.compare_digest(given, token.get_secret_value().encode("utf-8")):
+        return "invalid bearer token"
+    return None
 
 
 async def require_operator(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
     """The dependency every operator route carries; a no-op when no token is configured."""
     config: GatewayConfig = request.app.state.config
-    token = config.api.token
-    if token is None:
-        return
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if credentials is None:
-        raise ApiError(401, "unauthorized", "missing bearer token", headers=challenge)
-    if not _token_matches(credentials.credentials, token.get_secret_value()):
-        raise ApiError(401, "unauthorized", "invalid bearer token", headers=challenge)
+    refusal = authorization_refusal(request.headers.get("authorization"), config.api.token)
+    if refusal is not None:
+        raise ApiError(401, "unauthorized", refusal, headers=UNAUTHORIZED_CHALLENGE)

@@ -10,10 +10,11 @@ traceback goes to the log, never to the client.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
@@ -36,6 +37,8 @@ from sessiongate.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from fastapi import FastAPI
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -138,7 +141,7 @@ async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status, exc.code, exc.message, headers=exc.headers)
 
 
-async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
     if isinstance(exc.body, (bytes, bytearray)):
@@ -150,35 +153,70 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return error_response(400, "invalid_json", "the request body is not valid JSON")
+    fields = _body_fields(request)
     # The offending input is not echoed back: it may be large or hold a secret.
     details = [
         {
             "loc": [str(part) for part in e.get("loc", ())],
-            "msg": str(e.get("msg", "")),
+            "msg": _problem(e, fields),
             "type": str(e.get("type", "")),
         }
         for e in errors
     ]
     first = details[0] if details else {"loc": [], "msg": "invalid request"}
-    where = ".".join(first["loc"])
+    where = _field_name(first["loc"])
     message = f"{where}: {first['msg']}" if where else str(first["msg"])
     return error_response(422, "invalid_request", message, details=details)
 
 
+# Where the field sits is told by its name alone: the body is implied, and a query or path
+# parameter has a name of its own.
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
+_NOT_AN_OBJECT = ("model_attributes_type", "model_type", "dict_type")
+
+
+def _field_name(loc: Sequence[str]) -> str:
+    parts = loc[1:] if loc and loc[0] in _LOCATIONS else loc
+    return ".".join(parts)
+
+
+def _problem(error: Any, fields: list[str]) -> str:
+    """What is wrong with one field and what it allows, in words a client can act on."""
+    kind = str(error.get("type", ""))
+    loc = tuple(error.get("loc", ()))
+    msg = str(error.get("msg", ""))
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        allowed = f"; the fields are {', '.join(fields)}" if fields and len(loc) == 2 else ""
+        return f"not a field of this request{allowed}"
+    if kind in _NOT_AN_OBJECT and loc == ("body",):
+        return "the body must be a JSON object"
+    # A rule across fields (a model validator) words its own message.
+    return msg.removeprefix("Value error, ")
+
+
+def _body_fields(request: Request) -> list[str]:
+    """The field names of the route's body model, to say what an unknown field could be."""
+    route = request.scope.get("route")
+    info = getattr(getattr(route, "body_field", None), "field_info", None)
+    annotation = getattr(info, "annotation", None)
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return list(candidate.model_fields)
+    return []
+
+
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    # FastAPI turns only a syntax error of the body into a validation error; a body that is
-    # not UTF-8, or nests deeper than the parser's stack, comes as a bare 400 "error parsing
-    # the body" whose cause says which. Both are bodies that are not valid JSON.
-    if exc.status_code == 400:
-        if isinstance(exc.__cause__, UnicodeDecodeError):
-            return error_response(
-                400, "invalid_json", "the request body is not valid JSON: it is not UTF-8"
-            )
-        if isinstance(exc.__cause__, RecursionError):
-            return error_response(
-                400, "invalid_json", "the request body is not valid JSON: it is nested too deeply"
-            )
+    # FastAPI turns only a syntax error of the body into a validation error; a body that
+    # nests deeper than the parser's stack comes as a bare 400 "error parsing the body" whose
+    # cause says so. It is a body that is not valid JSON. (One that is not UTF-8 never gets
+    # this far: BodyLimitMiddleware refuses it.)
+    if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+        return error_response(
+            400, "invalid_json", "the request body is not valid JSON: it is nested too deeply"
+        )
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     headers = dict(exc.headers) if exc.headers else None
     return error_response(exc.status_code, code, str(exc.detail), headers=headers)

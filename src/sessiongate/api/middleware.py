@@ -1,39 +1,102 @@
 """ASGI middleware that must see a request before FastAPI parses it.
 
-`BodyLimitMiddleware` enforces `api.max_body_bytes` on the bytes actually received, so a
-chunked body without a `Content-Length` is cut off too, and no oversized body is ever handed to
-the JSON parser. `SessionKeyPathMiddleware` keeps the session-key segment of
+`BearerAuthMiddleware` refuses a request without the configured token before anything reads
+its body: an unauthenticated client cannot make the gateway parse, or even keep, what it sends.
+`BodyLimitMiddleware` reads the body within its bounds and hands the app only one it may
+parse: at most `api.max_body_bytes` of the bytes actually received (so a chunked body without a
+`Content-Length` is cut off too), arrived within `api.body_timeout_seconds` (api/uploads.py),
+and, when it is declared JSON, UTF-8 text (the JSON parser would otherwise guess UTF-16 or
+UTF-32 from the bytes). `SessionKeyPathMiddleware` keeps the session-key segment of
 `/v1/sessions/{key}/...` percent-encoded for routing: servers decode the path before routing,
 and a key may contain `/` (a chat id with a slash), which would otherwise split the path.
+
+A body refused as too large is still read to its end, up to `_DRAIN_FACTOR` times the limit
+and within the body deadline, and thrown away unparsed before the 413 goes out: closing a
+socket with unread data makes the kernel reset the connection, and the client would see a
+reset instead of the answer. Past that budget the 413 is sent at once and the connection
+closed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from sessiongate.api.auth import UNAUTHORIZED_CHALLENGE, authorization_refusal, is_open_path
 from sessiongate.api.errors import error_response
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["BodyLimitMiddleware", "RequestCounterMiddleware", "SessionKeyPathMiddleware"]
+    from sessiongate.api.uploads import UploadGate
+
+__all__ = [
+    "BearerAuthMiddleware",
+    "BodyLimitMiddleware",
+    "RequestCounterMiddleware",
+    "SessionKeyPathMiddleware",
+]
 
 _SESSIONS_PREFIX = "/v1/sessions/"
 
+# How much of a refused body is read and discarded so the client gets its answer cleanly.
+_DRAIN_FACTOR = 8
 
-class BodyLimitMiddleware:
-    """Reads the whole body (at most `max_body_bytes`) before the app runs, then replays it.
 
-    An oversized body is still read to its end, up to `_DRAIN_FACTOR` times the limit, and
-    thrown away before the 413 goes out: closing a socket with unread data makes the kernel
-    reset the connection, and the client would see a reset instead of the answer. Past that
-    budget the 413 is sent at once and the connection closed.
+class BearerAuthMiddleware:
+    """401 for a request without the token (see api/auth.py), sent before its body is read.
+
+    The answer goes out at once, unread body and all. On a connection kept alive the server
+    then reads the rest of the body and drops it without handing it to the app, so the client
+    gets its 401 cleanly; when the body is too long for that to be worth it (over the drain
+    budget, or of unknown length), or the client waits for a `100 Continue`, the connection is
+    closed instead.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, token: SecretStr | None, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token
+        self.drain_budget = max_body_bytes * _DRAIN_FACTOR
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.token is None or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = None
+        if not is_open_path(scope["path"]):
+            refusal = authorization_refusal(_header(scope, b"authorization"), self.token)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": refusal})
+            return
+        declared = _content_length(scope)
+        if declared is None:
+            # No length: either no body, or a chunked one of any size.
+            declared = -1 if _header(scope, b"transfer-encoding") is not None else 0
+        keep = 0 <= declared <= self.drain_budget and _header(scope, b"expect") is None
+        await _refuse(
+            scope,
+            receive,
+            send,
+            401,
+            "unauthorized",
+            refusal,
+            close=not keep,
+            headers=UNAUTHORIZED_CHALLENGE,
+        )
+
+
+class BodyLimitMiddleware:
+    """Reads the whole body within its bounds (see the module docstring), then replays it."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, uploads: UploadGate) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.uploads = uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -43,54 +106,83 @@ class BodyLimitMiddleware:
         if declared == -1:
             await _refuse(scope, receive, send, 400, "bad_request", "invalid Content-Length")
             return
-        drain_budget = self.max_body_bytes * _DRAIN_FACTOR
-        if declared is not None and declared > self.max_body_bytes:
-            drained = declared <= drain_budget and await _drain(receive, drain_budget)
-            await self._too_large(scope, receive, send, drained=drained)
+        try:
+            async with self.uploads.deadline():
+                body = await self._read(receive, declared)
+        except TimeoutError:
+            await self._timed_out(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            more = bool(message.get("more_body", False))
-            size += len(body)
-            if size > self.max_body_bytes:
-                drained = not more or await _drain(receive, drain_budget - size)
-                await self._too_large(scope, receive, send, drained=drained)
-                return
-            chunks.append(body)
+        if body is None:
+            return  # the client went away
+        if isinstance(body, _TooLarge):
+            await _refuse(
+                scope,
+                receive,
+                send,
+                413,
+                "payload_too_large",
+                f"the request body is larger than {self.max_body_bytes} bytes",
+                close=not body.drained,
+            )
+            return
+        if body and _is_declared_json(scope) and not _is_utf8_text(body):
+            await _refuse(
+                scope,
+                receive,
+                send,
+                400,
+                "invalid_json",
+                "the request body is not valid JSON: it is not UTF-8 text",
+                close=False,
+            )
+            return
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             # Later calls wait for the disconnect, as the server's own receive does.
             return await receive()
 
         await self.app(scope, replay, send)
 
-    async def _too_large(
-        self, scope: Scope, receive: Receive, send: Send, *, drained: bool
-    ) -> None:
-        await _refuse(
-            scope,
-            receive,
-            send,
-            413,
-            "payload_too_large",
-            f"the request body is larger than {self.max_body_bytes} bytes",
-            close=not drained,
-        )
+    async def _read(self, receive: Receive, declared: int | None) -> bytes | _TooLarge | None:
+        drain_budget = self.max_body_bytes * _DRAIN_FACTOR
+        if declared is not None and declared > self.max_body_bytes:
+            return _TooLarge(declared <= drain_budget and await _drain(receive, drain_budget))
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            more = bool(message.get("more_body", False))
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return _TooLarge(not more or await _drain(receive, drain_budget - size))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _timed_out(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.uploads.is_closed:
+            status, code = 503, "shutting_down"
+            message = "the gateway is shutting down; send the request again once it is back"
+        else:
+            status, code = 408, "request_timeout"
+            seconds = f"{self.uploads.timeout_seconds:g}"
+            message = f"the request body did not arrive within {seconds} seconds"
+        await _refuse(scope, receive, send, status, code, message)
 
 
-# How much of an oversized body is read and discarded so the client gets its 413 cleanly.
-_DRAIN_FACTOR = 8
+@dataclass(frozen=True, slots=True)
+class _TooLarge:
+    """The body is over the limit; `drained` when it was still read to its end."""
+
+    drained: bool
 
 
 async def _drain(receive: Receive, budget: int) -> bool:
@@ -105,16 +197,45 @@ async def _drain(receive: Receive, budget: int) -> bool:
     return False
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
 def _content_length(scope: Scope) -> int | None:
     """The declared length; None when absent, -1 when unparseable."""
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                length = int(value)
-            except ValueError:
-                return -1
-            return length if length >= 0 else -1
-    return None
+    value = _header(scope, b"content-length")
+    if value is None:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        return -1
+    return length if length >= 0 else -1
+
+
+def _is_declared_json(scope: Scope) -> bool:
+    """Whether FastAPI will parse the body as JSON: no Content-Type, or a JSON one."""
+    value = _header(scope, b"content-type")
+    if value is None:
+        return True
+    media = value.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def _is_utf8_text(body: bytes) -> bool:
+    # A NUL byte can be no part of JSON text; in a body that decodes as UTF-8 it is the mark
+    # of UTF-16 or UTF-32, which the JSON parser would otherwise detect and accept.
+    if b"\x00" in body:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 async def _refuse(
@@ -126,10 +247,11 @@ async def _refuse(
     message: str,
     *,
     close: bool = True,
+    headers: dict[str, str] | None = None,
 ) -> None:
     # A connection with an unread body in it cannot be reused.
-    headers = {"Connection": "close"} if close else None
-    response = error_response(status, code, message, headers=headers)
+    all_headers = {**(headers or {}), **({"Connection": "close"} if close else {})}
+    response = error_response(status, code, message, headers=all_headers or None)
     await response(scope, receive, send)
 
 

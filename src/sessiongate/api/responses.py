@@ -19,7 +19,7 @@ _DESCRIPTIONS = {
     422: "A field has the wrong type or is out of range (`invalid_request`, with `details`)",
     429: "The lane's queue is full",
     501: "This gateway's runner has no compaction (`not_implemented`)",
-    503: "The store is closed or the disk refused the write",
+    503: "The store is closed, the disk refused the write, or the gateway is shutting down",
 }
 
 

@@ -2,9 +2,10 @@
 
 Rewind, branch switch and fork move or copy the active path, so they are refused (409
 `session_busy`) while a turn runs on the lane; the one exception is a fork with
-`fork_from: last-completed`, which copies only what the running turn cannot change. The
-statuses the store reports for a well-formed request (`missing`, `not_a_tip`, ...) come back
-in a 200 body, as the clients expect; malformed requests are 4xx errors.
+`fork_from: last-completed`, which copies only what the running turn cannot change. Rewind and
+fork name an entry the same way and refuse a bad one alike: 404 `entry_not_found` when it is
+not on the active path, 400 `invalid_entry` when it is not a user message. A branch switch
+reports its outcomes (`missing`, `not_a_tip`, ...) in a 200 body, as the clients expect.
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ from sessiongate.api.rows import branch_view
 from sessiongate.api.schemas import (
     BranchesOut,
     CompactOut,
-    ForkAtEntry,
-    ForkBranch,
+    ForkIn,
     ForkOut,
+    RewindIn,
     RewindOut,
-    RewindToEntry,
-    RewindTurns,
     SwitchIn,
     SwitchOut,
 )
+from sessiongate.errors import EntryNotFoundError, InvalidEntryError
 
 __all__ = ["router"]
 
@@ -45,18 +45,18 @@ router = APIRouter(
     responses=errors(400, 401, 404, 409, 413, 415, 422),
     summary="Move the active leaf back before a user message (the old branch stays)",
 )
-async def rewind(
-    key: KeyDep, body: RewindToEntry | RewindTurns, store: StoreDep, runner: RunnerDep
-) -> RewindOut:
+async def rewind(key: KeyDep, body: RewindIn, store: StoreDep, runner: RunnerDep) -> RewindOut:
     entry = require_entry(store, key)
     ensure_idle(runner, key, "rewind")
-    if isinstance(body, RewindToEntry):
+    if body.entry_id is not None:
         result = store.rewind_to(entry.session_id, body.entry_id)
+        _raise_refusal(str(result["status"]), body.entry_id)
         return RewindOut(
-            status=result["status"],
+            status="rewound",
             editor_text=result.get("editor_text") or "",
             rewound_count=int(result.get("rewound_count") or 0),
         )
+    assert body.turns is not None  # RewindIn holds exactly one of the two
     undone = store.rewind_session(entry.session_id, body.turns)
     count = int(undone["rewound_count"])
     return RewindOut(
@@ -66,6 +66,14 @@ async def rewind(
     )
 
 
+def _raise_refusal(status: str, entry_id: int) -> None:
+    """The store's refusals of a rewind target, as the errors a fork at that entry gets."""
+    if status in ("missing", "off_active_path"):
+        raise EntryNotFoundError(f"entry {entry_id} is not on the active path", entry_id=entry_id)
+    if status == "not_user_message":
+        raise InvalidEntryError(f"entry {entry_id} is not a user message")
+
+
 @router.post(
     "/sessions/{key}/fork",
     response_model=ForkOut,
@@ -73,16 +81,17 @@ async def rewind(
     summary="Copy the conversation into a new session key",
 )
 async def fork(
-    key: KeyDep, body: ForkAtEntry | ForkBranch, store: StoreDep, runner: RunnerDep
+    key: KeyDep, store: StoreDep, runner: RunnerDep, body: ForkIn | None = None
 ) -> ForkOut:
     require_entry(store, key)
-    if isinstance(body, ForkAtEntry):
+    options = body or ForkIn()
+    if options.entry_id is not None:
         ensure_idle(runner, key, "fork")
-        child, editor_text = store.fork_session(key, entry_id=body.entry_id)
+        child, editor_text = store.fork_session(key, entry_id=options.entry_id)
     else:
         # The store refuses a busy fork unless it is `last-completed`.
         child, editor_text = store.fork_session(
-            key, fork_from=body.fork_from, busy=runner.is_busy(key)
+            key, fork_from=options.fork_from or "active", busy=runner.is_busy(key)
         )
     return ForkOut(
         session_key=child.session_key, session_id=child.session_id, editor_text=editor_text

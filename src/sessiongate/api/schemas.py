@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import datetime  # noqa: TC003  # pydantic resolves annotations at run time
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 __all__ = [
     "MAX_ENTRY_ID",
@@ -22,8 +31,7 @@ __all__ = [
     "DeleteOut",
     "ErrorDetail",
     "ErrorOut",
-    "ForkAtEntry",
-    "ForkBranch",
+    "ForkIn",
     "ForkOut",
     "HealthOut",
     "MessageIn",
@@ -31,9 +39,8 @@ __all__ = [
     "PatchIn",
     "ResetIn",
     "ResetOut",
+    "RewindIn",
     "RewindOut",
-    "RewindToEntry",
-    "RewindTurns",
     "SearchHit",
     "SearchOut",
     "SessionCreateIn",
@@ -243,6 +250,16 @@ class PatchIn(_In):
     provider: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
     thinking_level: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
+    @model_validator(mode="after")
+    def _archive_names_its_session(self) -> PatchIn:
+        # Without it a conversation that moved on could be archived by mistake.
+        if self.archived and self.expected_session_id is None:
+            raise ValueError(
+                "expected_session_id is required with archived: true (the session_id of the "
+                "row you are archiving)"
+            )
+        return self
+
 
 class ResetIn(_In):
     """Optional: a reset with no body is the configured `reset_mode`, keeping no tail."""
@@ -318,30 +335,47 @@ class SearchOut(BaseModel):
 # ---------------------------------------------------------------------------------- tree
 
 
-class RewindToEntry(_In):
-    entry_id: EntryId = Field(description="a user message on the active path")
+class RewindIn(_In):
+    """Exactly one of `entry_id` and `turns`."""
 
-
-class RewindTurns(_In):
-    turns: Annotated[StrictInt, Field(ge=1, le=10_000)] = Field(
-        description="how many user turns to undo"
+    entry_id: EntryId | None = Field(None, description="a user message on the active path")
+    turns: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = Field(
+        None, description="how many user turns to undo (1 to 10000)"
     )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> RewindIn:
+        if (self.entry_id is None) == (self.turns is None):
+            raise ValueError(
+                "give exactly one of entry_id (a user message's id) and turns (1 to 10000)"
+            )
+        return self
 
 
 class RewindOut(BaseModel):
     status: Literal[
         "rewound", "nothing_to_rewind", "missing", "not_user_message", "off_active_path"
-    ]
+    ] = Field(
+        description="over HTTP `rewound` or `nothing_to_rewind`: an entry that is missing, off "
+        "the active path or not a user message is a 404 or 400 error, as for a fork"
+    )
     editor_text: str
     rewound_count: int
 
 
-class ForkAtEntry(_In):
-    entry_id: EntryId = Field(description="fork before this user message")
+class ForkIn(_In):
+    """At most one of `entry_id` and `fork_from`; no body, or `{}`, is `fork_from: active`."""
 
+    entry_id: EntryId | None = Field(None, description="fork before this user message")
+    fork_from: Literal["active", "last-completed"] | None = Field(
+        None, description="copy the whole active branch, or up to the last finished reply"
+    )
 
-class ForkBranch(_In):
-    fork_from: Literal["active", "last-completed"] = "active"
+    @model_validator(mode="after")
+    def _one_target(self) -> ForkIn:
+        if self.entry_id is not None and self.fork_from is not None:
+            raise ValueError("give entry_id or fork_from, not both")
+        return self
 
 
 class ForkOut(BaseModel):

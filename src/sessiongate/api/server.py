@@ -5,12 +5,14 @@ kill the process before the runner drains and the store closes. `GatewayServer` 
 records the signal and asks the server to exit (a second one forces it), restores the old
 handlers afterwards and re-raises nothing.
 
-Shutdown order: the listeners close (no new connection), then `on_shutdown` runs — the
-runner's drain, which answers every waiting request (its reply, or `queued` for a turn
-journalled for the restart) — and only then does uvicorn's graceful wait begin, for responses
-that are now on their way. Were the drain to start after that wait, as it once did, uvicorn
-would cancel the requests still waiting for their turn (a plain-text 500) and the shutdown
-would take two drain timeouts. A second signal cuts the drain short.
+Shutdown order: the listeners close (no new connection), the requests whose bodies are still
+arriving are answered 503 at once (api/uploads.py: a stalled upload would otherwise hold the
+graceful wait to its end), then `on_shutdown` runs — the runner's drain, which answers every
+waiting request (its reply, or `queued` for a turn journalled for the restart) — and only then
+does uvicorn's graceful wait begin, for responses that are now on their way. Were the drain
+to start after that wait, as it once did, uvicorn would cancel the requests still waiting for
+their turn (a plain-text 500) and the shutdown would take two drain timeouts. A second signal
+cuts the drain short.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
     from fastapi import FastAPI
 
+    from sessiongate.api.uploads import UploadGate
+
 __all__ = ["GatewayServer", "build_server"]
 
 log = logging.getLogger(__name__)
@@ -48,11 +52,13 @@ class GatewayServer(uvicorn.Server):
         install_signal_handlers: bool = True,
         on_ready: Callable[[str, int], None] | None = None,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
+        uploads: UploadGate | None = None,
     ) -> None:
         super().__init__(config)
         self.install_signal_handlers = install_signal_handlers
         self.on_ready = on_ready
         self.on_shutdown = on_shutdown
+        self.uploads = uploads
         self.received_signals: list[int] = []
         self.bound: tuple[str, int] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -94,11 +100,14 @@ class GatewayServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:
+            # Stop accepting first (uvicorn closes them again, harmlessly), drop the uploads
+            # still arriving, then drain while the requests still wait (see the module
+            # docstring).
+            for server in getattr(self, "servers", ()):
+                server.close()
+            if self.uploads is not None:
+                self.uploads.close()
             if self.on_shutdown is not None:
-                # Stop accepting first (uvicorn closes them again, harmlessly), then drain
-                # while the requests still wait (see the module docstring).
-                for server in getattr(self, "servers", ()):
-                    server.close()
                 log.info("draining before shutdown")
                 await self._drain(self.on_shutdown)
         finally:
@@ -134,7 +143,8 @@ def build_server(
     """A server for `app` on `host:port` (0 picks a free port; see `GatewayServer.bound`).
 
     `on_shutdown` (the runner's stop) runs when the server stops, after the listeners close and
-    before uvicorn waits `graceful_timeout` for the open requests.
+    the uploads still arriving are dropped (the app's `state.uploads`, set by `create_app`),
+    and before uvicorn waits `graceful_timeout` for the open requests.
 
     Logging is left to the caller's configuration (`sessiongate.logs`), and uvicorn's access
     log is off: request counts are in `/metrics`.
@@ -154,4 +164,5 @@ def build_server(
         install_signal_handlers=install_signal_handlers,
         on_ready=on_ready,
         on_shutdown=on_shutdown,
+        uploads=getattr(app.state, "uploads", None),
     )

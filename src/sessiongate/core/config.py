@@ -26,6 +26,7 @@ __all__ = [
     "ApiConfig",
     "EchoAgentConfig",
     "GatewayConfig",
+    "LogConfig",
     "OpenAIAgentConfig",
     "PlatformConfig",
     "ResetPolicyConfig",
@@ -159,6 +160,8 @@ class ApiConfig(_Model):
     port: int = Field(8787, ge=0, le=65535)
     token: SecretStr | None = None
     max_body_bytes: int = Field(1_048_576, ge=1024)
+    # From the first read to the last byte: a stalled upload is answered 408, not held open.
+    body_timeout_seconds: float = Field(30.0, gt=0)
     max_message_chars: int = Field(100_000, ge=1)
 
     @field_validator("token")
@@ -171,6 +174,11 @@ class ApiConfig(_Model):
         return value
 
 
+class LogConfig(_Model):
+    # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
+    format: Literal["auto", "console", "json"] = "auto"
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -178,6 +186,9 @@ class GatewayConfig(_Model):
     redact_pii: bool = False
     reset_mode: Literal["new_session", "boundary"] = "new_session"
     reset_triggers: list[str] = Field(default_factory=lambda: ["/new", "/reset"])
+    # Slash commands the agent itself understands: passed to it as text instead of being
+    # answered "unknown command" (e.g. ["/shrug"]; the slash is optional).
+    agent_commands: list[str] = Field(default_factory=list)
     reset_policy: ResetPolicyConfig = Field(default_factory=ResetPolicyConfig)
     busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
     queue_cap: int = Field(32, ge=1)
@@ -191,6 +202,7 @@ class GatewayConfig(_Model):
     platforms: dict[str, SerializeAsAny[PlatformConfig]] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     @field_validator("platforms", mode="before")
     @classmethod

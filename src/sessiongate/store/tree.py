@@ -137,10 +137,11 @@ class TreeOps:
             entry = tx.entry_row(conn, entry_id) if row is not None else None
             if row is None or entry is None or entry[10] != row.sid:
                 return {"status": "missing", "editor_text": "", "rewound_count": 0}
-            if entry[2] != "message" or entry[3] != "user":
-                return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
+            # Checked in the order a fork checks its entry, so both refuse one mistake alike.
             if not entry[9]:
                 return {"status": "off_active_path", "editor_text": "", "rewound_count": 0}
+            if entry[2] != "message" or entry[3] != "user":
+                return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
             if entry[7] < tx.latest_reset_depth(conn, row.sid):
                 raise InvalidEntryError(
                     f"entry {entry_id} is before the latest reset; a rewind cannot cross a reset"
