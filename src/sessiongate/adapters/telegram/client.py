@@ -90,6 +90,30 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
+class _TokenFilter(logging.Filter):
+    """Bot tokens out of log lines: the token is part of every Bot API URL, which the HTTP
+    client logs at INFO ("HTTP Request: POST .../bot<token>/sendMessage")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.tokens:
+            text = record.getMessage()
+            redacted = text
+            for token in self.tokens:
+                redacted = redacted.replace(token, "<token>")
+            if redacted != text:
+                record.msg, record.args = redacted, ()
+        return True
+
+
+_TOKENS = _TokenFilter()
+for _name in ("httpx", "httpcore", "telegram"):
+    logging.getLogger(_name).addFilter(_TOKENS)
+
+
 class PollConflictError(PlatformError):
     """409: another poller (or a webhook) holds this token; wait, do not hot-loop."""
 
@@ -138,6 +162,7 @@ class TelegramClient:
         self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
     ) -> None:
         self._token = token
+        _TOKENS.tokens.add(token)
         self._base_url = base_url.rstrip("/")
         self._poll_timeout = poll_timeout
         # How long a send waits for Telegram's answer before it counts as unconfirmed.
