@@ -59,7 +59,7 @@ from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "PollConflictError", "TelegramClient"]
