@@ -89,7 +89,7 @@ class TelegramAdapter(KitAdapter):
         )
         self.me: BotIdentity | None = None
         self.offset: int | None = None
-        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.poll_stall_seconds)
+        self.watchdog = Watchdog(stall_seconds=config.poll_stall_seconds)
         self._polling = False
 
     # ------------------------------------------------------------------ the platform's part
