@@ -172,7 +172,13 @@ class TelegramAdapter(KitAdapter):
                 await self.sleep(delay)
                 continue
             self.receiving = True
-            await self._admit_batch(updates)
+            try:
+                await self._admit_batch(updates)
+            except Exception:
+                # The store refused (a full disk) or a bug: the updates not taken stay
+                # unconfirmed and come again; the receiver must not die of it.
+                log.exception("telegram updates not admitted; retrying")
+                await self.sleep(self.watchdog.failed())
 
     async def _admit_batch(self, updates: list[dict[str, Any]]) -> None:
         assert self.me is not None
