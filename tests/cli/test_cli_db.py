@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate.store.platform_state import PlatformState, SendRecord
 
 
 def test_sqlite_status_shows_pending_then_upgrade_applies_them(tmp_path, sg):
@@ -63,7 +64,7 @@ def test_a_store_url_of_no_known_kind_is_a_config_error(tmp_path, url, sg, env):
 
 def _seed_home(home):
     """A home with what a copy must carry: trees with branches, row state, aliases, a queued
-    message, a tombstone."""
+    message, a tombstone, and what a platform adapter keeps."""
     from sessiongate.store.lanes import Inbound, InboxKind, LaneStore
 
     with SessionStore(home / "sessions", GatewayConfig()) as store:
@@ -93,6 +94,22 @@ def _seed_home(home):
             kind=InboxKind.QUEUED,
             cap=32,
         )
+        platform = PlatformState(store)
+        platform.claim_events("telegram", ["u1", "u2"], owner="boot")
+        platform.finish_events("telegram", ["u1"])
+        for user in ("7", "8"):
+            pairing = platform.request_pairing(
+                "telegram",
+                user_id=user,
+                chat_id=user,
+                user_name=None,
+                ttl_seconds=600,
+                max_pending=3,
+            )
+        assert pairing.code is not None
+        assert platform.approve_pairing(pairing.code)
+        platform.mark_thread("telegram", "c1", "t1")
+        platform.record_send("telegram", 5, "unconfirmed", "timed out")
         return {
             e.session_key: store.load_events(e.session_id, branch="all")
             for e in store.list_sessions()
@@ -100,6 +117,7 @@ def _seed_home(home):
 
 
 def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema, sg):
+
     home = tmp_path / "home"
     expected = _seed_home(home)
     result = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
@@ -119,6 +137,12 @@ def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema, sg
         assert {"session_id", "session_key", "role", "snippet", "timestamp"} <= set(hits[0])
         assert store.tombstone("agent:main:api:dm:gone") == "deleted"
         assert store.get_session("agent:main:api:dm:c1").label == "the first"
+        platform = PlatformState(store)
+        assert not platform.claim_event("telegram", "u1", owner="new-boot")  # finished
+        assert platform.is_paired("telegram", "8")
+        assert not platform.is_paired("telegram", "7")
+        assert platform.has_thread("telegram", "c1", "t1")
+        assert platform.get_send("telegram", 5) == SendRecord("unconfirmed", "timed out")
         # New rows take ids past the copied ones.
         entry = store.get_or_create_session(SessionSource(platform="api", chat_id="new"))
         store.append_messages(entry.session_id, [{"role": "user", "content": "after the copy"}])

@@ -58,7 +58,9 @@ def test_every_documented_variable_sets_its_key():
     defaults = load_config(environ={"SESSIONGATE_HOME": "/nonexistent"})
     checked = 0
     for key in config_keys():
-        if "<name>" in key.path or "[]" in key.path:
+        # A named platform section exists only once configured (tests/adapters/telegram
+        # checks its variables).
+        if "<name>" in key.path or "[]" in key.path or key.path.startswith("platforms."):
             continue
         default = _value_at(defaults, key.path)
         raw = _other_value(key, default)

@@ -163,6 +163,22 @@ def test_fork_inherits_model_and_starts_fresh_counters(store: SessionStore):
     assert child.total_tokens == 0
 
 
+def test_a_fork_into_a_thread_source_becomes_that_lane_once(store: SessionStore):
+    key, sid = lane(store)
+    talk(store, sid, "one")
+    thread = SessionSource(
+        platform="telegram", chat_id="1", chat_type="group", thread_id="9", chat_name="Ops"
+    )
+    child, _ = store.fork_session(key, automatic=True, into=thread)
+    assert store.resolve_route(thread) == (child.session_key, child)
+    assert child.session_key != key
+    assert child.parent_session_key == key
+    assert (child.chat_type, child.display_name) == ("group", "Ops")
+    assert [m["content"] for m in store.load_transcript(child.session_id)] == ["one", "re: one"]
+    again, _ = store.fork_session(key, automatic=True, into=thread)
+    assert again.session_id == child.session_id  # an existing lane is returned untouched
+
+
 def test_fork_admission(store: SessionStore):
     key, sid = lane(store)
     talk(store, sid, "x" * 4000)

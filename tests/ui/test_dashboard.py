@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from playwright.sync_api import expect
 
-from conftest import TOKEN, Api, Pages
+from ui_harness import TOKEN, Api, Pages
 
 
 def chat(prefix: str) -> str:

@@ -17,6 +17,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
     GET    /v1/events                           the live feed (server-sent events)
+    POST   /hooks/telegram                      platform webhook (signed by the platform)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     GET    /ui/...                              the operator dashboard (ui package)
@@ -39,6 +40,7 @@ import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
     routes_events,
+    routes_hooks,
     routes_messages,
     routes_ops,
     routes_sessions,
@@ -141,6 +143,8 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.store = store
     app.state.config = config
     app.state.metrics = ApiMetrics(runner.statistics)
+    # Platform webhook receivers by platform name; `sessiongate run` fills it.
+    app.state.hooks = {}
     # Bodies being read; the server closes it when it starts to stop (api/server.py).
     app.state.uploads = uploads = UploadGate(config.api.body_timeout_seconds)
     install_error_handlers(app)
@@ -151,6 +155,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_tree.router)
     app.include_router(routes_turns.router)
     app.include_router(routes_events.router)
+    app.include_router(routes_hooks.router)
     app.include_router(routes_ops.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

@@ -36,6 +36,7 @@ from sessiongate.bench.machine import describe_machine
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
 from sessiongate.bench.streaming import run_streaming_section
+from sessiongate.bench.telegram import run_telegram_section
 from sessiongate.bench.tree import run_tree_section
 from sessiongate.bench.workload import Sizes
 
@@ -120,6 +121,7 @@ def run_bench(
         "gateway": run_gateway_section(quick=quick),
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
+        "telegram": run_telegram_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@
     config     the effective configuration           cli/config_cmd.py
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
+    pairing    list|approve DM pairing requests      cli/pairing.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -20,7 +21,7 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, run, sessions
+from sessiongate.cli import bench, chat, config_cmd, db, doctor, pairing, run, sessions
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -70,6 +71,7 @@ app.add_typer(sessions.app, name="sessions")
 app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
+app.add_typer(pairing.app, name="pairing")
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -20,7 +20,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
 from sessiongate.config import ENV_PREFIX
-from sessiongate.core.config import GatewayConfig
+from sessiongate.core.config import PLATFORM_CONFIGS, GatewayConfig
 
 __all__ = ["MEANINGS", "REGENERATE", "ConfigKey", "config_keys", "render_config_markdown"]
 
@@ -73,10 +73,36 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.enabled": "Whether the platform is connected (it is listed in the "
     "prompt's connected platforms).",
     "platforms.<name>.allow_from": "The user ids let in (`*` for everyone); unset lets "
-    "everyone in.",
+    "everyone in. Platform adapters (docs/ADAPTERS.md) read it as user *and* chat ids and fail "
+    "closed: unset admits only the DM senders `dm_policy` admits.",
     "platforms.<name>.home_channel": "The platform's home channel id, shown to the agent in "
     "the session context.",
     "platforms.<name>.token": "The platform's bot token.",
+    "platforms.<name>.require_mention": "In groups and channels, answer only when mentioned, "
+    "replied to, addressed `/cmd@bot`, or in a thread the bot takes part in.",
+    "platforms.<name>.dm_policy": "DM senders not on `allow_from`: `allowlist` ignores them, "
+    "`open` admits them, `pairing` answers with one code to approve with `sessiongate pairing "
+    "approve CODE`.",
+    "platforms.<name>.mention_patterns": "Regular expressions (case-insensitive) that count as "
+    "addressing the bot in groups.",
+    "platforms.<name>.answer_edits": "An edited message starts a turn (off: edits are ignored).",
+    "platforms.<name>.allow_bots": "Other bots' messages may start turns (the bot's own never).",
+    "platforms.<name>.max_media_mb": "Largest inbound attachment taken, in MB; a larger one "
+    "is answered that it is too large.",
+    "platforms.<name>.pairing_ttl_seconds": "Seconds a pairing code stays valid.",
+    "platforms.telegram.base_url": "The Bot API root: https://api.telegram.org or a "
+    "self-hosted Bot API server (without `/bot<token>`).",
+    "platforms.telegram.mode": "`polling` (getUpdates) or `webhook` (`POST /hooks/telegram` "
+    "on this gateway's HTTP server).",
+    "platforms.telegram.webhook_secret": "The secret Telegram sends as "
+    "`X-Telegram-Bot-Api-Secret-Token`; required in webhook mode.",
+    "platforms.telegram.webhook_url": "The public URL registered with setWebhook at start "
+    "(unset: register it yourself).",
+    "platforms.telegram.poll_timeout_seconds": "The long-poll timeout of each getUpdates.",
+    "platforms.telegram.poll_stall_seconds": "A getUpdates that has not answered this long "
+    "after its timeout is abandoned and the client rebuilt (the watchdog).",
+    "platforms.telegram.drop_pending_updates": "Drop the updates that waited while the "
+    "gateway was down (off: they are answered).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "
@@ -147,15 +173,23 @@ def config_keys() -> list[ConfigKey]:
     return list(_walk(GatewayConfig, ()))
 
 
-def _walk(model: type[BaseModel], prefix: tuple[str, ...]) -> Any:
+def _walk(model: type[BaseModel], prefix: tuple[str, ...], only: list[str] | None = None) -> Any:
     for name, field in model.model_fields.items():
+        if only is not None and name not in only:
+            continue
         path = (*prefix, name)
         annotation = _strip_optional(field.annotation)
         if _is_model(annotation):
             yield from _walk(annotation, path)
             continue
-        if get_origin(annotation) is dict and _is_model(get_args(annotation)[1]):
-            yield from _walk(get_args(annotation)[1], (*path, "<name>"))
+        value = _strip_optional(get_args(annotation)[1]) if get_origin(annotation) is dict else None
+        if value is not None and _is_model(value):
+            yield from _walk(value, (*path, "<name>"))
+            # Sections with keys of their own (`platforms.telegram`): those keys by name.
+            for section, special in PLATFORM_CONFIGS.items():
+                if path == ("platforms",) and issubclass(special, value):
+                    own = [n for n in special.model_fields if n not in value.model_fields]
+                    yield from _walk(special, (*path, section), only=own)
             continue
         if get_origin(annotation) is dict and _models_of(get_args(annotation)[1]):
             # A mapping of a choice of models (`agents.<name>`, by `kind`): each key once.
@@ -206,6 +240,8 @@ def _is_model(annotation: Any) -> bool:
 
 
 def _strip_optional(annotation: Any) -> Any:
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) == 1:

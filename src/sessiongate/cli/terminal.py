@@ -49,6 +49,8 @@ class Terminal:
         self._prompting = False
         # True while a streamed line is on screen: the prompt waits for its end.
         self._partial = False
+        # What that streamed line shows so far, to draw it again without a prompt.
+        self._line = ""
         self._lock = threading.Condition()
         self._wanted = threading.Semaphore(0)
         self._modes: list[Any] | None = None
@@ -99,6 +101,12 @@ class Terminal:
     def _prompt_shown(self) -> None:
         with self._lock:
             self._prompting = True
+            if self._partial and self._readline is not None:
+                # A streamed reply began between the wait for its end and the prompt being
+                # drawn, so the prompt landed inside the reply's line: draw the line again
+                # without it. The prompt comes back when the line ends.
+                sys.stdout.write(_CLEAR_LINE + self._line)
+                sys.stdout.flush()
 
     def write(self, text: str) -> None:
         """Print `text` above the prompt, which is shown again with the line being typed; a
@@ -116,6 +124,8 @@ class Terminal:
                 text = _CLEAR_LINE + text
             sys.stdout.write(text + prompt)
             sys.stdout.flush()
+            tail = text.rpartition("\n")[2].removeprefix(_CLEAR_LINE)
+            self._line = "" if ends else (self._line + tail if "\n" not in text else tail)
             self._partial = not ends
             if ends:
                 self._lock.notify_all()

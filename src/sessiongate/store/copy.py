@@ -185,6 +185,42 @@ TABLES: tuple[TableSpec, ...] = (
         ("session_key",),
         (("session_key", _T), ("count", _I), ("updated_at", _TS)),
     ),
+    # What platform adapters keep (`platform_state.py`).
+    TableSpec(
+        "platform_events",
+        ("platform", "event_id"),
+        (
+            ("platform", _T),
+            ("event_id", _T),
+            ("state", _T),
+            ("owner", _T),
+            ("claimed_at", _TS),
+        ),
+    ),
+    TableSpec(
+        "pairing",
+        ("platform", "user_id"),
+        (
+            ("platform", _T),
+            ("user_id", _T),
+            ("code", _T),
+            ("chat_id", _T),
+            ("user_name", _T),
+            ("created_at", _TS),
+            ("expires_at", _TS),
+            ("approved_at", _TS),
+        ),
+    ),
+    TableSpec(
+        "platform_threads",
+        ("platform", "chat_id", "thread_id"),
+        (("platform", _T), ("chat_id", _T), ("thread_id", _T), ("joined_at", _TS)),
+    ),
+    TableSpec(
+        "platform_sends",
+        ("platform", "turn_id"),
+        (("platform", _T), ("turn_id", _I), ("state", _T), ("detail", _T), ("at", _TS)),
+    ),
 )
 
 

@@ -25,19 +25,45 @@ if TYPE_CHECKING:
         EntryRecord,
         InboxKind,
         InboxRow,
+        PairingRow,
         SeenRow,
         SessionRow,
         TurnRow,
         TurnState,
     )
 
-__all__ = ["Backend", "LeaseBackend", "LeaseTx", "Tx"]
+__all__ = ["Backend", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
 
 # An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
 EntryTuple = tuple[Any, ...]
 
 
-class Tx(Protocol):
+class PlatformStateTx(Protocol):
+    """What platform adapters keep (`store/platform_state.py` states the rules): event
+    claims, pairing requests, threads the bot has spoken in, and sends per turn. Times are
+    integer microseconds; a send is (state, detail)."""
+
+    def claim_platform_event(self, platform: str, event_id: str, owner: str, now: int) -> bool: ...
+    def finish_platform_events(self, platform: str, event_ids: list[str]) -> None: ...
+    def release_platform_event(self, platform: str, event_id: str, owner: str) -> None: ...
+    def prune_platform_events(self, before: int) -> int: ...
+    def get_pairing(self, platform: str, user_id: str) -> PairingRow | None: ...
+    def upsert_pairing(self, row: PairingRow) -> None: ...
+    def count_pending_pairing(self, platform: str, now: int) -> int: ...
+    def approve_pairing(self, code: str, now: int) -> PairingRow | None: ...
+    def list_pairing(self) -> list[PairingRow]: ...
+    def mark_thread(self, platform: str, chat_id: str, thread_id: str, now: int) -> None: ...
+    def has_thread(self, platform: str, chat_id: str, thread_id: str) -> bool: ...
+    def record_send(
+        self, platform: str, turn_id: int, state: str, detail: str | None, now: int
+    ) -> None: ...
+    def begin_send(
+        self, platform: str, turn_id: int, now: int
+    ) -> tuple[str, str | None] | None: ...
+    def get_send(self, platform: str, turn_id: int) -> tuple[str, str | None] | None: ...
+
+
+class Tx(PlatformStateTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key

@@ -22,6 +22,7 @@ __all__ = [
     "InboxKind",
     "InboxRow",
     "InboxState",
+    "PairingRow",
     "SeenRow",
     "SessionRow",
     "TurnRow",
@@ -240,3 +241,20 @@ def row_to_event(row: tuple[Any, ...]) -> dict[str, Any]:
         event.update(loads(row[5]))
     event["on_path"] = bool(row[9])
     return event
+
+
+# ---------------------------------------------------------------------- platform adapters' state
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRow:
+    """One DM sender's pairing request (`store/platform_state.py`), times in microseconds."""
+
+    platform: str
+    user_id: str
+    code: str
+    chat_id: str
+    user_name: str | None
+    created_at: int
+    expires_at: int
+    approved_at: int | None

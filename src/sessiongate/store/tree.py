@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.keys import KeyParts
+    from sessiongate.core.source import SessionSource
     from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.records import SessionRow
 
@@ -65,6 +67,9 @@ class TreeOps:
         def _db_for_key(self, session_key: str) -> Backend: ...
         def _db_for_id(self, session_id: str) -> Backend: ...
         def _register_created(self, db: Backend, session_key: str, session_id: str) -> None: ...
+        def _route_for(
+            self, conn: Tx, source: SessionSource
+        ) -> tuple[KeyParts, str, SessionEntry | None]: ...
 
     # ------------------------------------------------------------------ branches
 
@@ -148,6 +153,7 @@ class TreeOps:
         busy: bool = False,
         automatic: bool = False,
         max_tokens: int | None = None,
+        into: SessionSource | None = None,
     ) -> tuple[SessionEntry, str]:
         """Fork a lane into a new key; the source is untouched.
 
@@ -160,6 +166,9 @@ class TreeOps:
         - The prefix is admitted against `max_tokens` (default: the configured context window):
           an operator fork over it is refused; an `automatic` (thread) fork starts isolated
           but is still marked `forked_from_parent`, so it is not retried.
+        - `into`: the child is the lane of that source (a new thread under the parent chat)
+          instead of a fresh fork key; if that lane exists by the time the fork commits, it is
+          returned untouched (two first messages of one thread fork once).
         """
         mode = fork_from or "active"
         if mode not in ("active", "last-completed"):
@@ -179,6 +188,11 @@ class TreeOps:
                 raise SessionNotFoundError(
                     f"no session with key {session_key!r}", session_key=session_key
                 )
+            child_parts: KeyParts | None = None
+            if into is not None:
+                child_parts, child_key, existing = self._route_for(conn, into)
+                if existing is not None:
+                    return existing, ""
             src = conn.get_session_row(parent.session_id)
             if src is None:
                 raise SessionNotFoundError(f"no transcript for {session_key!r}")
@@ -212,7 +226,8 @@ class TreeOps:
                     )
                 isolated = True
             now = self.clock.now()
-            child_key = fork_key(session_key, secrets.token_hex(4))
+            if into is None:
+                child_key = fork_key(session_key, secrets.token_hex(4))
             child_id = conn.unused_session_id(lambda: new_session_id(self.clock))
             child_row = conn.create_session_row(
                 session_id=child_id,
@@ -253,7 +268,16 @@ class TreeOps:
                 parent_session_key=session_key,
                 extra={"fork_isolated": True} if isolated else {},
             )
-            conn.upsert_route(child, conn.get_route_parts(session_key))
+            if into is not None:
+                child = child.evolve(
+                    origin=into,
+                    chat_type=into.chat_type,
+                    display_name=into.chat_name or parent.display_name,
+                )
+            conn.upsert_route(
+                child,
+                child_parts if child_parts is not None else conn.get_route_parts(session_key),
+            )
             conn.note(Change(ChangeKind.SESSION_CREATED, child_key, child_id))
         # An incognito parent keeps its storage class: the child lives in memory too.
         self._register_created(db, child_key, child_id)

@@ -186,7 +186,48 @@ _V2 = [
     ) WITH (fillfactor = 80)""",
 ]
 
+# What platform adapters keep, as on SQLite (see the comment on its migration 7).
+_V3 = [
+    """CREATE TABLE platform_events (
+        platform text NOT NULL,
+        event_id text NOT NULL,
+        state text NOT NULL CHECK (state IN ('claimed', 'done')),
+        owner text NOT NULL,
+        claimed_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, event_id)
+    )""",
+    "CREATE INDEX platform_events_at ON platform_events(claimed_at)",
+    """CREATE TABLE pairing (
+        platform text NOT NULL,
+        user_id text NOT NULL,
+        code text NOT NULL,
+        chat_id text NOT NULL,
+        user_name text,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        approved_at timestamptz,
+        PRIMARY KEY (platform, user_id)
+    )""",
+    "CREATE UNIQUE INDEX pairing_code ON pairing(code)",
+    """CREATE TABLE platform_threads (
+        platform text NOT NULL,
+        chat_id text NOT NULL,
+        thread_id text NOT NULL,
+        joined_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, chat_id, thread_id)
+    )""",
+    """CREATE TABLE platform_sends (
+        platform text NOT NULL,
+        turn_id bigint NOT NULL,
+        state text NOT NULL CHECK (state IN ('sending', 'sent', 'unconfirmed', 'refused')),
+        detail text,
+        at timestamptz NOT NULL,
+        PRIMARY KEY (platform, turn_id)
+    )""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
+    (3, "platform event claims, pairing, thread participation, sends", _V3),
 ]

@@ -25,6 +25,7 @@ from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import StaleWriteError
 from sessiongate.store.postgres import leases
+from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
     WHY_NOT,
@@ -321,8 +322,9 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
     }
 
 
-class PostgresTx:
-    """The protocol's `Tx` over one psycopg connection (the caller holds its lock)."""
+class PostgresTx(PostgresPlatformState):
+    """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
+    platform adapters keep is in `platform_state.py`."""
 
     __slots__ = ("conn", "notes")
 

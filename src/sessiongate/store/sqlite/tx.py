@@ -22,6 +22,7 @@ from sessiongate.store.sqlite import (
     transcripts,
 )
 from sessiongate.store.sqlite._errors import translate_errors
+from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
 if TYPE_CHECKING:
     import sqlite3
@@ -44,8 +45,9 @@ if TYPE_CHECKING:
 __all__ = ["SqliteTx"]
 
 
-class SqliteTx:
-    """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock)."""
+class SqliteTx(SqlitePlatformState):
+    """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
+    platform adapters keep is in `platform_state.py`."""
 
     __slots__ = ("conn", "notes")
 
