@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 import platformdirs
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from sessiongate.core.config import GatewayConfig
+from sessiongate.core.config import PLATFORM_CONFIGS, GatewayConfig, PlatformConfig
 from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
@@ -229,13 +229,18 @@ def _is_text_field(key: tuple[str, ...]) -> bool:
                 return False
             annotation = field.annotation
         elif get_origin(annotation) is dict:
-            annotation = get_args(annotation)[1]
+            annotation = _strip_optional(get_args(annotation)[1])
+            # `platforms.<name>` sections with keys of their own have a model of their own.
+            if annotation is PlatformConfig:
+                annotation = PLATFORM_CONFIGS.get(part, PlatformConfig)
         else:
             return False
     return _strip_optional(annotation) in (str, SecretStr)
 
 
 def _strip_optional(annotation: Any) -> Any:
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) == 1:

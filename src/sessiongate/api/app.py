@@ -16,6 +16,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/sessions/{key}/branches          branch tips
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
+    POST   /hooks/telegram                      platform webhook (signed by the platform)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
     GET    /openapi.json, /docs, /redoc         the API's description, browsable offline
@@ -29,7 +30,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 import sessiongate
-from sessiongate.api import routes_messages, routes_sessions, routes_tree
+from sessiongate.api import routes_hooks, routes_messages, routes_sessions, routes_tree
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
@@ -116,12 +117,15 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.metrics = ApiMetrics(runner.statistics)
     # Bodies being read; the server closes it when it starts to stop (api/server.py).
     app.state.uploads = uploads = UploadGate(config.api.body_timeout_seconds)
+    # Platform webhook receivers by platform name; `sessiongate run` fills it.
+    app.state.hooks = {}
     install_error_handlers(app)
     install_docs(app)
     app.include_router(_health_router())
     app.include_router(routes_messages.router)
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
+    app.include_router(routes_hooks.router)
 
     # Added last = outermost: the token is checked before anything reads the body, the body
     # limit runs before anything parses it, and the catch-all sits outside the routes so

@@ -6,6 +6,7 @@
     doctor     check (and --repair) a home           cli/doctor.py
     config     the effective configuration           cli/config_cmd.py
     bench      the benchmark suite                   cli/bench.py
+    pairing    list|approve DM pairing requests      cli/pairing.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -17,7 +18,7 @@ from typing import Annotated
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, doctor, run, sessions
+from sessiongate.cli import bench, chat, config_cmd, doctor, pairing, run, sessions
 
 __all__ = ["app", "main"]
 
@@ -65,6 +66,7 @@ app.command("chat")(chat.chat)
 app.add_typer(sessions.app, name="sessions")
 app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
+app.add_typer(pairing.app, name="pairing")
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -1,10 +1,12 @@
 """`sessiongate run`: the gateway (runner + HTTP API) until SIGTERM or Ctrl+C.
 
-Start order: configuration → bind check → store → runner (which takes the home's lock: a second
-`run` or a `chat` on a live home exits 1 with one line) → server. Stop order (one signal): the
-server stops accepting, `runner.stop()` drains or journals the running turns and so answers the
-requests waiting for them, the server sends those responses, then the store closes; one drain,
-under `agent.restart_drain_timeout`. A second signal cuts the drain short.
+Start order: configuration → bind check → platform adapters built (a missing SDK extra exits 1
+naming it) → store → runner (which takes the home's lock: a second `run` or a `chat` on a live
+home exits 1 with one line) → the platforms connect (a refused token exits 1 with its message)
+→ server. Stop order (one signal): the server stops accepting, `runner.stop()` drains or
+journals the running turns and so answers the requests waiting for them, the server sends
+those responses, then the store closes; one drain, under `agent.restart_drain_timeout`. A
+second signal cuts the drain short.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
 from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
@@ -37,6 +40,7 @@ from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["run", "usage_banner"]
@@ -72,12 +76,25 @@ def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> s
 
 
 async def _serve(
-    paths: Paths, config: GatewayConfig, store: SessionStore, host: str, port: int
+    paths: Paths,
+    config: GatewayConfig,
+    store: SessionStore,
+    host: str,
+    port: int,
+    adapters: list[PlatformAdapter],
 ) -> int:
-    runner = GatewayRunner(store, config, home=paths.home, agent_factory=agent_factory_for(config))
-    await runner.start()
+    runner = GatewayRunner(
+        store,
+        config,
+        home=paths.home,
+        agent_factory=agent_factory_for(config),
+        adapters=adapters,
+    )
     try:
         app = create_app(runner, store, config)
+        app.state.hooks = {str(a.platform): a for a in adapters if hasattr(a, "receive_webhook")}
+        # The platforms connect here: a refused token stops the start with its message.
+        await runner.start()
 
         def announce(bound_host: str, bound_port: int) -> None:
             # Plain text, never wrapped: the curl line must stay copyable.
@@ -143,9 +160,14 @@ def run(
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         fail(f"unknown log level {log_level!r}", EXIT_USAGE)
     configure_logging(level)
+    try:
+        # Platform SDKs load here: a missing extra stops the start before anything is opened.
+        adapters = build_adapters(config)
+    except SessiongateError as exc:
+        fail(exc.message)
     store = open_store(paths, config)
     try:
-        code = asyncio.run(_serve(paths, config, store, bind_host, bind_port))
+        code = asyncio.run(_serve(paths, config, store, bind_host, bind_port, adapters))
     except SessiongateError as exc:  # another runner holds the home, the store refused
         fail(exc.message)
     finally:

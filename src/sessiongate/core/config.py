@@ -9,9 +9,18 @@ from __future__ import annotations
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+)
 
 __all__ = [
+    "PLATFORM_CONFIGS",
     "AgentCacheConfig",
     "AgentConfig",
     "ApiConfig",
@@ -21,6 +30,7 @@ __all__ = [
     "PlatformConfig",
     "ResetPolicyConfig",
     "ResetRule",
+    "TelegramConfig",
 ]
 
 
@@ -99,10 +109,49 @@ class ResetPolicyConfig(ResetRule):
 
 class PlatformConfig(_Model):
     enabled: bool = True
-    # None lets everyone in; a list lets only those user ids (or "*") in.
+    # None lets everyone in; a list lets only those user ids (or "*") in. A platform adapter
+    # built on the kit reads it as user ids *and chat ids*, and fails closed: None admits nobody
+    # but DM senders admitted by `dm_policy` (docs/ADAPTERS.md).
     allow_from: list[str] | None = None
     home_channel: str | None = None
     token: SecretStr | None = None
+    # The adapter kit's keys (docs/ADAPTERS.md); platforms without an adapter ignore them.
+    require_mention: bool = True
+    dm_policy: Literal["allowlist", "pairing", "open"] = "pairing"
+    mention_patterns: list[str] = Field(default_factory=list)
+    answer_edits: bool = False
+    allow_bots: bool = False
+    max_media_mb: float = Field(20.0, gt=0)
+    pairing_ttl_seconds: int = Field(3600, ge=60)
+
+
+class TelegramConfig(PlatformConfig):
+    """`platforms.telegram`: the Bot API over python-telegram-bot."""
+
+    base_url: str = "https://api.telegram.org"
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_secret: SecretStr | None = None
+    # When set, the adapter registers it with setWebhook at start (else it is set by hand).
+    webhook_url: str | None = None
+    poll_timeout_seconds: int = Field(30, ge=0, le=50)
+    # No getUpdates completed for this long (beyond its own timeout): rebuild the transport.
+    poll_stall_seconds: float = Field(90.0, gt=0)
+    # Updates that waited while the gateway was down: kept (the default) or dropped at start.
+    drop_pending_updates: bool = False
+
+    @field_validator("base_url")
+    @classmethod
+    def _root_url(cls, value: str) -> str:
+        value = value.rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http(s) URL such as https://api.telegram.org")
+        if value.rsplit("/", 1)[-1].startswith("bot"):
+            raise ValueError("base_url is the Bot API root, without /bot<token>")
+        return value
+
+
+# Platforms whose adapter has keys of its own: their section is validated by this model.
+PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {"telegram": TelegramConfig}
 
 
 class ApiConfig(_Model):
@@ -141,9 +190,31 @@ class GatewayConfig(_Model):
     mirror_sessions_json: bool = True
     # Keys that refuse archive and delete (e.g. an operator's main lane).
     protected_session_keys: list[str] = Field(default_factory=list)
-    platforms: dict[str, PlatformConfig] = Field(default_factory=dict)
+    platforms: dict[str, SerializeAsAny[PlatformConfig]] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+
+    @field_validator("platforms", mode="before")
+    @classmethod
+    def _typed_platforms(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        typed: dict[object, object] = {}
+        for name, section in value.items():
+            model = PLATFORM_CONFIGS.get(str(name))
+            if model is None or not isinstance(section, dict):
+                typed[name] = section
+                continue
+            try:
+                typed[name] = model.model_validate(section)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: "
+                    + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"])
+                    for e in exc.errors()
+                )
+                raise ValueError(f"platforms.{name}: {problems}") from None
+        return typed
 
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)

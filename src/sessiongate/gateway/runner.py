@@ -504,6 +504,11 @@ class GatewayRunner:
         return replace(event, source=replace(event.source, chat_id=chat_id))
 
     def _is_authorized(self, source: SessionSource) -> bool:
+        adapter = self._delivery.adapter_for(source.platform)
+        if adapter is not None and getattr(adapter, "authorizes_senders", False):
+            # A kit adapter admitted the message by its own, stricter policy (users and chats,
+            # pairing; fail closed) before handing it over.
+            return True
         platform = self.config.platforms.get(str(source.platform))
         if platform is None or platform.allow_from is None:
             return True

@@ -27,11 +27,14 @@ from sessiongate.store.sqlite import routes, transcripts as tx
 from sessiongate.store.sqlite._codec import iso_from_us, to_us
 
 if TYPE_CHECKING:
+    import sqlite3
     from datetime import datetime
     from pathlib import Path
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.keys import KeyParts
+    from sessiongate.core.source import SessionSource
     from sessiongate.store.sqlite.database import Database
 
 __all__ = ["ContextView", "TreeOps"]
@@ -74,6 +77,9 @@ class TreeOps:
         def _db_for_key(self, session_key: str) -> Database: ...
         def _db_for_id(self, session_id: str) -> Database: ...
         def _register_created(self, db: Database, session_key: str, session_id: str) -> None: ...
+        def _route_for(
+            self, conn: sqlite3.Connection, source: SessionSource
+        ) -> tuple[KeyParts, str, SessionEntry | None]: ...
 
     # ------------------------------------------------------------------ branches
 
@@ -155,6 +161,7 @@ class TreeOps:
         busy: bool = False,
         automatic: bool = False,
         max_tokens: int | None = None,
+        into: SessionSource | None = None,
     ) -> tuple[SessionEntry, str]:
         """Fork a lane into a new key; the source is untouched.
 
@@ -166,6 +173,9 @@ class TreeOps:
         - The prefix is admitted against `max_tokens` (default: the configured context window):
           an operator fork over it is refused; an `automatic` (thread) fork starts isolated
           but is still marked `forked_from_parent`, so it is not retried.
+        - `into`: the child is the lane of that source (a new thread under the parent chat)
+          instead of a fresh fork key; if that lane exists by the time the fork commits, it is
+          returned untouched (two first messages of one thread fork once).
         """
         mode = fork_from or "active"
         if mode not in ("active", "last-completed"):
@@ -183,6 +193,11 @@ class TreeOps:
                 raise SessionNotFoundError(
                     f"no session with key {session_key!r}", session_key=session_key
                 )
+            child_parts: KeyParts | None = None
+            if into is not None:
+                child_parts, child_key, existing = self._route_for(conn, into)
+                if existing is not None:
+                    return existing, ""
             src = tx.get_session_row(conn, parent.session_id)
             if src is None:
                 raise SessionNotFoundError(f"no transcript for {session_key!r}")
@@ -219,7 +234,8 @@ class TreeOps:
                     )
                 isolated = True
             now = self.clock.now()
-            child_key = fork_key(session_key, secrets.token_hex(4))
+            if into is None:
+                child_key = fork_key(session_key, secrets.token_hex(4))
             child_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
             child_row = tx.create_session_row(
                 conn,
@@ -261,7 +277,19 @@ class TreeOps:
                 parent_session_key=session_key,
                 extra={"fork_isolated": True} if isolated else {},
             )
-            routes.upsert_route(conn, child, routes.get_route_parts(conn, session_key))
+            if into is not None:
+                child = child.evolve(
+                    origin=into,
+                    chat_type=into.chat_type,
+                    display_name=into.chat_name or parent.display_name,
+                )
+            routes.upsert_route(
+                conn,
+                child,
+                child_parts
+                if child_parts is not None
+                else routes.get_route_parts(conn, session_key),
+            )
         # An incognito parent keeps its storage class: the child lives in memory too.
         self._register_created(db, child_key, child_id)
         self._mirror_dirty()

@@ -167,8 +167,57 @@ _V3 = [
     ) WITHOUT ROWID""",
 ]
 
+# What platform adapters keep (DESIGN decision 13). `platform_events` holds one claim per
+# platform event id, committed before the adapter awaits anything for the event: `owner` is the
+# claiming process's boot id, so a claim left `claimed` by a process that died is taken over at
+# the redelivery instead of being read as a duplicate. `pairing` holds one row per DM sender
+# asking for access (at most one live code each) and the approvals. `platform_threads` remembers
+# the threads the bot has spoken in (no mention needed there). `platform_sends` records what was
+# sent per turn (`sending` is written before the request leaves), so a reply sent again after a
+# crash is dropped, a send a crash interrupted is settled as unconfirmed, and an unconfirmed or
+# refused send is never resent blindly.
+_V4 = [
+    """CREATE TABLE platform_events (
+        platform TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('claimed', 'done')),
+        owner TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, event_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX platform_events_at ON platform_events(claimed_at)",
+    """CREATE TABLE pairing (
+        platform TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        code TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_name TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        approved_at INTEGER,
+        PRIMARY KEY (platform, user_id)
+    ) WITHOUT ROWID""",
+    "CREATE UNIQUE INDEX pairing_code ON pairing(code)",
+    """CREATE TABLE platform_threads (
+        platform TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        joined_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, chat_id, thread_id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE platform_sends (
+        platform TEXT NOT NULL,
+        turn_id INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('sending', 'sent', 'unconfirmed', 'refused')),
+        detail TEXT,
+        at INTEGER NOT NULL,
+        PRIMARY KEY (platform, turn_id)
+    ) WITHOUT ROWID""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
     (3, "gateway inbox, inbound dedup, turn journal, restart counts", _V3),
+    (4, "platform event claims, pairing, thread participation, sends", _V4),
 ]

@@ -1,0 +1,544 @@
+"""`KitAdapter`: what every platform adapter does, written once (DESIGN decision 14).
+
+A platform package subclasses it and supplies the platform's part: `connect` (verify the
+credentials, learn the bot's identity), `run_receiver` (its polling or socket loop, calling
+`admit` for each event), `target_for` (where a reply to a source goes), `register_commands`,
+a `PlatformSender` and a `Rendering`. Everything else lives here:
+
+Inbound, `admit(event)`, in this order, each step logged at debug with the chat id when it
+drops the event (so "the bot is silent" can be diagnosed):
+1. the claim of the platform event id, one transaction, before any await (a duplicate,
+   also a concurrent one, stops here);
+2. gating (own and bot messages, edits, mentions in groups) and access (allow list, DM
+   policy; an unknown DM sender under `pairing` gets one code);
+3. oversized media is answered with a notice; a thread's first message forks its session
+   from the parent chat's (the spec's automatic parent fork policy);
+4. the hand-off: `runner.handle_message(wait=False)` returns once the message is durably
+   accepted; only then is the claim finished, and only then may the caller advance its
+   offset or cursor. A hand-off that fails releases the claim, so the redelivery is processed.
+
+Outbound, `send`: a turn is recorded `sending` before its first request leaves; a turn already
+sent (the gateway's resend after a crash) is dropped, and one a crash caught mid-send is
+recorded `unconfirmed` instead of being posted twice; a turn with an open
+`EditStream` is finished in place; otherwise `Outbox.deliver`. A permanent refusal (the bot was
+blocked or removed) is recorded `refused` and not raised, so the journal does not retry it into
+a storm; a send that may have arrived is recorded `unconfirmed` and not resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sessiongate.adapters.kit.access import Access, AccessPolicy, decide_access
+from sessiongate.adapters.kit.errors import PermanentSendError, UnconfirmedSendError
+from sessiongate.adapters.kit.gating import (
+    GatePolicy,
+    MessageFacts,
+    compile_patterns,
+    decide_gate,
+    passes,
+)
+from sessiongate.adapters.kit.media import Attachment, too_large_notice
+from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
+from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
+from sessiongate.adapters.kit.streaming import EditStream
+from sessiongate.adapters.kit.typing_indicator import TypingIndicators
+from sessiongate.core.clock import SystemClock
+from sessiongate.core.source import ChatType, SessionSource
+from sessiongate.gateway.events import MessageEvent, MessageType
+from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.store.platform_state import PlatformState
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Sequence
+
+    from sessiongate.adapters.kit.timing import Sleep
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import PlatformConfig
+    from sessiongate.core.platform import Platform
+    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.runner import GatewayRunner
+
+__all__ = [
+    "AdapterStatistics",
+    "Admission",
+    "HandoffError",
+    "KitAdapter",
+    "KitSettings",
+    "PlatformCommand",
+    "PlatformEvent",
+]
+
+log = logging.getLogger(__name__)
+
+PAIRING_NOTICE = (
+    "Hi! I don't know you yet. Ask the operator of this bot to approve you with:\n"
+    "sessiongate pairing approve {code}\n(the code expires in {minutes} minutes)"
+)
+# More pending pairing requests than this per platform get no code (a flood of strangers
+# cannot fill the operator's list).
+MAX_PENDING_PAIRING = 3
+
+
+class HandoffError(Exception):
+    """The gateway did not accept the event (it is stopping); do not advance past it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformEvent:
+    """One inbound platform event, as a platform's `payloads.py` maps it.
+
+    `source` is None for events the kit ignores (kinds it does not handle). `parent` is the
+    parent chat's source when the message is in a thread or topic: the thread's first message
+    forks its session from the parent's.
+    """
+
+    event_id: str
+    source: SessionSource | None
+    facts: MessageFacts | None = None
+    text: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    message_type: MessageType = MessageType.TEXT
+    message_id: str | None = None
+    reply_to: str | None = None
+    parent: SessionSource | None = None
+    kind: str = "message"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What `admit` did: `status` is one of duplicate, dropped, pairing, too_large, accepted."""
+
+    status: str
+    reason: str | None = None
+    receipt: Receipt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformCommand:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class KitSettings:
+    gate: GatePolicy = field(default_factory=GatePolicy)
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    home_channel: str | None = None
+    max_media_bytes: int = 20 * 1_048_576
+    pairing_ttl_seconds: int = 3600
+
+    @classmethod
+    def from_config(cls, config: PlatformConfig) -> KitSettings:
+        return cls(
+            gate=GatePolicy(
+                require_mention=config.require_mention,
+                answer_edits=config.answer_edits,
+                allow_bots=config.allow_bots,
+                patterns=compile_patterns(config.mention_patterns),
+            ),
+            access=AccessPolicy.build(config.allow_from, config.dm_policy),
+            home_channel=config.home_channel,
+            max_media_bytes=int(config.max_media_mb * 1_048_576),
+            pairing_ttl_seconds=config.pairing_ttl_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterStatistics:
+    connected: bool
+    receiving: bool
+    events: int
+    accepted: int
+    duplicates: int
+    dropped: int
+    pairing_codes: int
+    sent: int
+    refused: int
+    unconfirmed: int
+    plain_resends: int
+    rate_limited: int
+    reconnects: int
+    stalls: int
+
+
+@dataclass(slots=True)
+class _Counters:
+    events: int = 0  # every event `admit` settled, whatever became of it
+    accepted: int = 0
+    duplicates: int = 0
+    dropped: int = 0
+    pairing_codes: int = 0
+    sent: int = 0
+    refused: int = 0
+    unconfirmed: int = 0
+    reconnects: int = 0
+    stalls: int = 0
+
+
+class KitAdapter:
+    """Base class of platform adapters; see the module docstring for the split of work."""
+
+    platform: Platform
+    pii_safe = True
+    # The kit applies the access policy itself (users and chats, pairing), so the runner's
+    # user-only allow list is skipped for this adapter's messages.
+    authorizes_senders: ClassVar[bool] = True
+    # Telegram edits at most once a second per chat; platforms override.
+    edit_interval: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        settings: KitSettings,
+        *,
+        sender: PlatformSender,
+        rendering: Rendering,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        tick: Sleep | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.sleep: Sleep = sleep or asyncio.sleep
+        self.tick: Sleep = tick or asyncio.sleep
+        self.limiter = ChatRateLimiter(
+            clock=self.clock, sleep=self.sleep, min_interval={"edit": self.edit_interval}
+        )
+        self.outbox = Outbox(sender, rendering, self.limiter, sleep=self.sleep)
+        self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.tick)
+        self.runner: GatewayRunner | None = None
+        self.state: PlatformState | None = None
+        # This process's claims: a claim under another owner was left by a dead process.
+        self.owner = secrets.token_hex(8)
+        self.connected = False
+        self.receiving = False
+        self.counters = _Counters()
+        self._streams: dict[int, EditStream] = {}
+        self._group: asyncio.TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._stopped = False
+
+    # ------------------------------------------------------------------ the platform's part
+
+    async def connect(self) -> None:
+        """Verify credentials (raise `CredentialsError` on a refusal) and learn who we are."""
+        raise NotImplementedError
+
+    async def run_receiver(self) -> None:
+        """Receive events until cancelled, calling `admit` for each (webhook mode: return)."""
+        raise NotImplementedError
+
+    async def disconnect(self) -> None:
+        """Close the platform client; idempotent."""
+
+    def target_for(self, source: SessionSource) -> Target:
+        return Target(chat_id=source.chat_id, thread_id=source.thread_id)
+
+    async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        """Register the gateway's commands with the platform (failure: raise, it is logged)."""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, runner: GatewayRunner) -> None:
+        """Verify credentials (a refusal raises and nothing is left running), register the
+        commands (a failure is logged), then start receiving in the adapter's task group."""
+        if self._stopped:
+            raise RuntimeError("a stopped adapter cannot be started again")
+        self.runner = runner
+        self.state = PlatformState(runner.store, clock=self.clock)
+        await self.connect()
+        self.connected = True
+        try:
+            await self.register_commands(gateway_commands())
+        except Exception:
+            log.exception("command registration failed", extra={"platform": str(self.platform)})
+        ready = asyncio.Event()
+        self._supervisor = asyncio.create_task(self._supervise(ready), name=f"{self.platform}")
+        await ready.wait()
+        self.spawn(self.run_receiver())
+
+    async def _supervise(self, ready: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            ready.set()
+            await self._stop.wait()
+            for task in list(self._tasks):
+                task.cancel()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task owned by the adapter's group, cancelled by `stop()`."""
+        if self._group is None or self._stop.is_set():
+            coro.close()
+            raise RuntimeError("the adapter is not running")
+        task = self._group.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self) -> None:
+        """Idempotent: cancels receiving, typing and streams; nothing is handled after."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.receiving = False
+        self.typing.stop_all()
+        self._stop.set()
+        if self._supervisor is not None:
+            await asyncio.gather(self._supervisor, return_exceptions=True)
+        await self.disconnect()
+        self.connected = False
+
+    def chat_id_key(self, chat_id: str) -> str:
+        return chat_id
+
+    # ------------------------------------------------------------------ inbound
+
+    async def admit(self, event: PlatformEvent) -> Admission:
+        """Claim, gate, authorise and hand off one event (see the module docstring).
+
+        Returns once the event is settled; raises `HandoffError` when the gateway did not take
+        it (the caller must not advance its offset past it).
+        """
+        if self._stopped:
+            raise HandoffError("the adapter is stopped")
+        try:
+            return await self._admit(event)
+        finally:
+            self.counters.events += 1
+            self._settled.set()
+
+    async def wait_events(self, count: int) -> None:
+        """Until `admit` has settled `count` events in all (tests, benchmarks)."""
+        while self.counters.events < count:
+            self._settled.clear()
+            await self._settled.wait()
+
+    async def _admit(self, event: PlatformEvent) -> Admission:
+        state = self._state()
+        platform = str(self.platform)
+        # Step 1 runs before the first await: two deliveries of one id cannot both pass.
+        if not state.claim_event(platform, event.event_id, owner=self.owner):
+            self.counters.duplicates += 1
+            log.debug("duplicate event", extra={"platform": platform, "event_id": event.event_id})
+            return Admission("duplicate")
+        try:
+            admission = await self._admit_claimed(event)
+        except BaseException:
+            state.release_event(platform, event.event_id, owner=self.owner)
+            raise
+        state.finish_event(platform, event.event_id)
+        return admission
+
+    async def _admit_claimed(self, event: PlatformEvent) -> Admission:
+        source, facts = event.source, event.facts
+        if source is None or facts is None:
+            return self._drop(event, event.kind)
+        if source.thread_id and facts.chat_type is not ChatType.DM and not facts.in_joined_thread:
+            joined = self._state().has_thread(str(self.platform), source.chat_id, source.thread_id)
+            facts = replace(facts, in_joined_thread=joined)
+        reason = decide_gate(facts, self.settings.gate)
+        if not passes(reason):
+            return self._drop(event, str(reason))
+        paired = (
+            source.chat_type is ChatType.DM
+            and bool(source.user_id)
+            and (self._state().is_paired(str(self.platform), source.user_id or ""))
+        )
+        access = decide_access(source, self.settings.access, paired=paired)
+        if access is Access.DENY:
+            return self._drop(event, "not_allowed")
+        if access is Access.PAIR:
+            return await self._pair(source)
+        cap = self.settings.max_media_bytes
+        for attachment in event.attachments:
+            if attachment.is_too_large(cap):
+                await self.outbox.deliver(
+                    self.target_for(source), too_large_notice(attachment, cap)
+                )
+                return Admission("too_large", attachment.name or attachment.kind)
+        if event.parent is not None and source.thread_id:
+            self._fork_thread(source, event.parent)
+        runner = self._runner()
+        # Typing from admission on; the reply (or any other outcome) ends it.
+        typing_key = _chat_key(source)
+        self.typing.start(typing_key, self.target_for(source))
+        receipt = await runner.handle_message(
+            MessageEvent(
+                source=source,
+                text=event.text,
+                media=tuple(a.reference() for a in event.attachments),
+                message_type=event.message_type,
+                message_id=event.message_id,
+                reply_to=event.reply_to,
+            ),
+            wait=False,
+        )
+        if receipt.status != ReceiptStatus.QUEUED:
+            self.typing.stop(typing_key)
+        if receipt.status == ReceiptStatus.UNAVAILABLE:
+            raise HandoffError("the gateway is stopping")
+        if receipt.status == ReceiptStatus.DUPLICATE:
+            self.counters.duplicates += 1
+        else:
+            self.counters.accepted += 1
+        return Admission("accepted", str(receipt.status), receipt)
+
+    def _drop(self, event: PlatformEvent, reason: str) -> Admission:
+        self.counters.dropped += 1
+        chat = event.source.chat_id if event.source else None
+        log.debug(
+            "event dropped",
+            extra={"platform": str(self.platform), "chat_id": chat, "reason": reason},
+        )
+        return Admission("dropped", reason)
+
+    async def _pair(self, source: SessionSource) -> Admission:
+        result = self._state().request_pairing(
+            str(self.platform),
+            user_id=source.user_id or "",
+            chat_id=source.chat_id,
+            user_name=source.user_name,
+            ttl_seconds=self.settings.pairing_ttl_seconds,
+            max_pending=MAX_PENDING_PAIRING,
+        )
+        if result.new and result.code is not None:
+            self.counters.pairing_codes += 1
+            minutes = self.settings.pairing_ttl_seconds // 60
+            await self.outbox.deliver(
+                self.target_for(source), PAIRING_NOTICE.format(code=result.code, minutes=minutes)
+            )
+            log.info("pairing code issued", extra={"platform": str(self.platform)})
+        return Admission("pairing", "capped" if result.capped else None)
+
+    def _fork_thread(self, source: SessionSource, parent: SessionSource) -> None:
+        store = self._runner().store
+        parent_key, parent_entry = store.resolve_route(parent)
+        if parent_entry is None:
+            return
+        _thread_key, thread_entry = store.resolve_route(source)
+        if thread_entry is not None:
+            return
+        child, _ = store.fork_session(parent_key, automatic=True, into=source)
+        log.info(
+            "thread session forked from its parent chat",
+            extra={"session_key": child.session_key, "parent_key": parent_key},
+        )
+
+    # ------------------------------------------------------------------ outbound
+
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+        platform = str(self.platform)
+        state = self._state()
+        if source.chat_id == "home" and self.settings.home_channel:
+            source = replace(source, chat_id=self.settings.home_channel, thread_id=None)
+        if turn_id is not None:
+            previous = state.get_send(platform, turn_id)
+            if previous is not None:
+                if previous.state == "sending":
+                    # A process died with this send in flight: it may have arrived.
+                    self.counters.unconfirmed += 1
+                    state.record_send(platform, turn_id, "unconfirmed", "interrupted by a crash")
+                    log.warning(
+                        "send interrupted by a crash; recorded unconfirmed, not resent",
+                        extra={"platform": platform, "turn_id": turn_id},
+                    )
+                else:
+                    log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
+                return
+            state.record_send(platform, turn_id, "sending")
+        target = self.target_for(source)
+        try:
+            stream = self._streams.pop(turn_id, None) if turn_id is not None else None
+            if stream is not None:
+                ids = await stream.finish(text)
+            else:
+                ids = await self.outbox.deliver(target, text)
+        except PermanentSendError as exc:
+            self.counters.refused += 1
+            log.warning(
+                "the platform refuses this chat; not retried",
+                extra={"platform": platform, "chat_id": source.chat_id, "error": str(exc)},
+            )
+            if turn_id is not None:
+                state.record_send(platform, turn_id, "refused", str(exc))
+            return
+        except UnconfirmedSendError as exc:
+            self.counters.unconfirmed += 1
+            log.warning(
+                "send unconfirmed; recorded, not resent",
+                extra={"platform": platform, "chat_id": source.chat_id, "turn_id": turn_id},
+            )
+            if turn_id is not None:
+                state.record_send(platform, turn_id, "unconfirmed", str(exc))
+            return
+        finally:
+            self.typing.stop(_chat_key(source))
+        self.counters.sent += 1
+        if turn_id is not None:
+            state.record_send(platform, turn_id, "sent", ",".join(ids))
+        if source.thread_id and source.chat_type is not ChatType.DM:
+            state.mark_thread(platform, source.chat_id, source.thread_id)
+
+    def open_stream(self, source: SessionSource, *, turn_id: int) -> EditStream:
+        """An in-place streamed reply for `turn_id`; `send` for that turn finishes it."""
+        stream = self._streams.get(turn_id)
+        if stream is None:
+            stream = self._streams[turn_id] = EditStream(self.outbox, self.target_for(source))
+        return stream
+
+    async def notify_home(self, text: str) -> bool:
+        """A system notice to the platform's home channel; False when none is configured."""
+        home = self.settings.home_channel
+        if not home:
+            return False
+        await self.outbox.deliver(Target(chat_id=home), text)
+        return True
+
+    # ------------------------------------------------------------------ introspection
+
+    def statistics(self) -> AdapterStatistics:
+        c = self.counters
+        return AdapterStatistics(
+            connected=self.connected,
+            receiving=self.receiving,
+            events=c.events,
+            accepted=c.accepted,
+            duplicates=c.duplicates,
+            dropped=c.dropped,
+            pairing_codes=c.pairing_codes,
+            sent=c.sent,
+            refused=c.refused,
+            unconfirmed=c.unconfirmed,
+            plain_resends=self.outbox.plain_resends,
+            rate_limited=self.outbox.rate_limited,
+            reconnects=c.reconnects,
+            stalls=c.stalls,
+        )
+
+    def _state(self) -> PlatformState:
+        if self.state is None:
+            raise RuntimeError("the adapter has not been started by a runner")
+        return self.state
+
+    def _runner(self) -> GatewayRunner:
+        if self.runner is None:
+            raise RuntimeError("the adapter has not been started by a runner")
+        return self.runner
+
+
+def _chat_key(source: SessionSource) -> str:
+    return f"{source.chat_id}\x00{source.thread_id or ''}"
+
+
+def gateway_commands() -> list[PlatformCommand]:
+    """The gateway's slash commands, as platforms register them."""
+    from sessiongate.gateway.commands import COMMANDS
+
+    return [PlatformCommand(spec.name, spec.summary) for spec in COMMANDS.values()]

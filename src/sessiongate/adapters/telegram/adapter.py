@@ -1,0 +1,226 @@
+"""`TelegramAdapter`: Telegram on the kit, by long polling or by webhook.
+
+Polling: `getUpdates` with `offset` = the last update accepted + 1. The offset is what tells
+Telegram an update is done, and it is only sent after the kit's `admit` returned for every
+update before it (the event claimed, the message durably accepted by the gateway): a crash at
+any point makes Telegram deliver the unfinished updates again, and the claims and the gateway's
+inbound dedup turn each redelivery into no second turn. A hand-off the gateway refuses (it is
+stopping) leaves the offset where it was. A poll that hangs past the watchdog's deadline has its
+client closed and rebuilt; errors back off with jitter (a 409 from a second poller waits at
+least 15 s, never a hot loop); a refused token stops the receiver with an error.
+
+Webhook: `POST /hooks/telegram` on the gateway's own HTTP server hands each update to
+`receive_webhook`, which checks `X-Telegram-Bot-Api-Secret-Token` against `webhook_secret` in
+constant time before it looks at the body; anything else is 401 and its body is never parsed.
+The update is claimed and accepted before the 200, so Telegram's retry of an update that got
+no answer finds it done.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter, KitSettings
+from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
+from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
+from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
+from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
+from sessiongate.adapters.telegram.client import PollConflictError, TelegramClient
+from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
+from sessiongate.core.platform import Platform
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.timing import Sleep
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import TelegramConfig
+    from sessiongate.core.source import SessionSource
+
+__all__ = ["SECRET_HEADER", "TELEGRAM_RENDERING", "TelegramAdapter"]
+
+log = logging.getLogger(__name__)
+
+SECRET_HEADER = "x-telegram-bot-api-secret-token"
+TELEGRAM_RENDERING = Rendering(
+    limit=TELEGRAM_LIMIT, measure=utf16_len, render=to_telegram_html, plain=to_plain_text
+)
+# Telegram answers a second poller with 409 until the first stops; its own guidance is to wait.
+_CONFLICT_WAIT_SECONDS = 15.0
+# Finished claims are kept this long: Telegram keeps undelivered updates for 24 hours.
+_CLAIM_HORIZON_SECONDS = 48 * 3600.0
+
+
+class TelegramAdapter(KitAdapter):
+    platform = Platform.TELEGRAM
+    edit_interval: ClassVar[float] = 1.0
+    # One poller per token in this process (Telegram allows one; a second gets 409s).
+    _polling_tokens: ClassVar[set[str]] = set()
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        *,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        tick: Sleep | None = None,
+        client: TelegramClient | None = None,
+    ) -> None:
+        if config.token is None:
+            raise CredentialsError("platforms.telegram.token is not set")
+        self.config = config
+        self._token = config.token.get_secret_value()
+        self.client = client or TelegramClient(
+            self._token, base_url=config.base_url, poll_timeout=config.poll_timeout_seconds
+        )
+        super().__init__(
+            KitSettings.from_config(config),
+            sender=self.client,
+            rendering=TELEGRAM_RENDERING,
+            clock=clock,
+            sleep=sleep,
+            tick=tick,
+        )
+        self.me: BotIdentity | None = None
+        self.offset: int | None = None
+        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.poll_stall_seconds)
+        self._polling = False
+
+    # ------------------------------------------------------------------ the platform's part
+
+    async def connect(self) -> None:
+        if self.config.mode == "webhook" and self.config.webhook_secret is None:
+            raise CredentialsError(
+                "platforms.telegram.mode is webhook but webhook_secret is not set; "
+                "an unsigned webhook would accept anyone's updates"
+            )
+        self.me = await self.client.open()
+        log.info("telegram connected", extra={"bot": self.me.username, "mode": self.config.mode})
+        self._state().prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
+        if self.config.mode == "webhook":
+            if self.config.webhook_url and self.config.webhook_secret is not None:
+                await self.client.set_webhook(
+                    self.config.webhook_url, secret=self.config.webhook_secret.get_secret_value()
+                )
+            return
+        if self._token in self._polling_tokens:
+            raise PlatformError("this bot token is already polling in this process")
+        # A webhook left registered makes getUpdates fail with 409.
+        await self.client.delete_webhook(drop_pending_updates=self.config.drop_pending_updates)
+        self._polling_tokens.add(self._token)
+        self._polling = True
+
+    async def disconnect(self) -> None:
+        if self._polling:
+            self._polling_tokens.discard(self._token)
+            self._polling = False
+        await self.client.close()
+
+    def target_for(self, source: SessionSource) -> Target:
+        return Target(chat_id=source.chat_id, thread_id=source.thread_id)
+
+    async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        await self.client.set_commands(commands)
+
+    async def resolve_media(self, file_id: str) -> str:
+        """The download URL of an attachment reference's file (getFile)."""
+        return await self.client.file_url(file_id)
+
+    # ------------------------------------------------------------------ polling
+
+    async def run_receiver(self) -> None:
+        if self.config.mode == "webhook":
+            self.receiving = True
+            return
+        assert self.me is not None
+        while True:
+            try:
+                updates = await self.watchdog.guard(
+                    self.client.get_updates(self.offset),
+                    expected_seconds=float(self.config.poll_timeout_seconds),
+                )
+            except StalledError:
+                self.counters.stalls += 1
+                self.receiving = False
+                log.warning("telegram poll stalled; rebuilding the client")
+                await self._rebuild()
+                continue
+            except CredentialsError:
+                self.receiving = False
+                log.exception("telegram refused the token while polling; receiver stopped")
+                return
+            except PlatformError as exc:
+                self.receiving = False
+                delay = self.watchdog.failed()
+                if isinstance(exc, PollConflictError):
+                    delay = max(delay, _CONFLICT_WAIT_SECONDS)
+                log.warning(
+                    "telegram poll failed; backing off",
+                    extra={
+                        "error": str(exc),
+                        "delay": round(delay, 2),
+                        "failures": self.watchdog.failures,
+                        "degraded": self.watchdog.degraded,
+                    },
+                )
+                await self.sleep(delay)
+                continue
+            self.receiving = True
+            await self._admit_batch(updates)
+
+    async def _admit_batch(self, updates: list[dict[str, Any]]) -> None:
+        assert self.me is not None
+        for update in updates:
+            try:
+                await self.admit(parse_update(update, self.me))
+            except HandoffError:
+                return  # not advanced: the update comes again
+            except (KeyError, TypeError, ValueError):
+                # A shape this mapping does not know: logged and skipped, so one odd update
+                # cannot stall the chat behind it for ever.
+                log.exception("telegram update not understood; skipped")
+            self.offset = int(update["update_id"]) + 1
+
+    async def _rebuild(self) -> None:
+        self.counters.reconnects += 1
+        try:
+            await self.client.rebuild_poller()
+        except PlatformError as exc:
+            log.warning("telegram client rebuild failed", extra={"error": str(exc)})
+            await self.sleep(self.watchdog.failed())
+
+    # ------------------------------------------------------------------ webhook
+
+    def verify_webhook(self, headers: Mapping[str, str]) -> bool:
+        secret = self.config.webhook_secret
+        given = headers.get(SECRET_HEADER)
+        if self.config.mode != "webhook" or secret is None or given is None:
+            return False
+        return hmac.compare_digest(given.encode(), secret.get_secret_value().encode())
+
+    async def receive_webhook(
+        self, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        """(status, JSON body) for one webhook POST; the body is parsed only once verified."""
+        if not self.verify_webhook(headers):
+            return 401, _error("unauthorized", "missing or wrong X-Telegram-Bot-Api-Secret-Token")
+        assert self.me is not None
+        try:
+            update = json.loads(body)
+            event = parse_update(update, self.me)
+        except (ValueError, KeyError, TypeError):
+            return 400, _error("invalid_update", "the body is not a Telegram update")
+        try:
+            await self.admit(event)
+        except HandoffError:
+            return 503, _error("unavailable", "the gateway is stopping; retry later")
+        return 200, {"ok": True}
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}

@@ -1,0 +1,265 @@
+"""`TelegramClient`: the Bot API through python-telegram-bot, in the kit's terms.
+
+Every SDK exception is translated here, once, into the kit's kinds (`kit/errors.py`), by one
+table of Bot API descriptions plus the transport rule: a request that provably never left (a
+connect error, a pool or connect timeout) is transient and may be retried; a timeout or a
+broken connection after the request was written may have delivered the message, so a send that
+ends that way is *unconfirmed* and never resent.
+
+The client talks to `base_url` (default https://api.telegram.org, or a self-hosted Bot API
+server, or the loopback stub in tests): the SDK's own `base_url` override, not a patched
+transport. Long polls use their own connection (the SDK's `get_updates_request`), so a wedged
+poll never blocks sends; `rebuild_poller` closes the old client before building the new one,
+so one token never has two live pollers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+
+# The SDK is migrating time periods from int to timedelta and warns on every int it builds
+# (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+from telegram import Bot, BotCommand
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+from sessiongate.adapters.kit.errors import (
+    CredentialsError,
+    FormatRejectedError,
+    PermanentSendError,
+    PlatformError,
+    RateLimitedError,
+    ReplyTargetError,
+    TransientSendError,
+    UnconfirmedSendError,
+)
+from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.outbound import Target
+
+__all__ = ["MAX_COMMANDS", "PollConflictError", "TelegramClient"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+# The Bot API accepts at most 100 commands per scope (BOT_COMMANDS_TOO_MUCH beyond).
+MAX_COMMANDS = 100
+# Concurrent sends in flight: one per active chat is plenty; beyond it, requests queue in the
+# pool (a pool timeout is "never sent", so it is retried).
+_POOL_SIZE = 64
+
+# Bot API descriptions (lower-cased substrings) -> what they mean for a send.
+_BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
+    ("can't parse entities", FormatRejectedError),
+    ("can't find end of the entity", FormatRejectedError),
+    ("unsupported start tag", FormatRejectedError),
+    ("message to be replied not found", ReplyTargetError),
+    ("replied message not found", ReplyTargetError),
+    ("chat not found", PermanentSendError),
+    ("have no rights to send", PermanentSendError),
+    ("not enough rights", PermanentSendError),
+    ("topic_closed", PermanentSendError),
+    ("message thread not found", PermanentSendError),
+)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class PollConflictError(PlatformError):
+    """409: another poller (or a webhook) holds this token; wait, do not hot-loop."""
+
+    code = "telegram_conflict"
+
+
+def _retry_after(exc: RetryAfter) -> float:
+    with warnings.catch_warnings():
+        # The SDK's int-to-timedelta migration warns on read; either type means seconds.
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value: Any = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
+    """The kit's kind for an SDK error (see the module docstring)."""
+    message = str(exc)
+    if isinstance(exc, RetryAfter):
+        return RateLimitedError(message, retry_after=_retry_after(exc))
+    if isinstance(exc, InvalidToken):
+        return CredentialsError(f"Telegram refused the bot token: {message}")
+    if isinstance(exc, Forbidden | ChatMigrated):
+        return PermanentSendError(message)
+    if isinstance(exc, Conflict):
+        return PollConflictError(message)
+    if isinstance(exc, BadRequest):
+        lowered = message.lower()
+        for needle, kind in _BAD_REQUESTS:
+            if needle in lowered:
+                return kind(message)
+        return PlatformError(message)
+    cause = exc.__cause__
+    if isinstance(exc, NetworkError) and (
+        isinstance(cause, _NOT_SENT) or "pool timeout" in message.lower()
+    ):
+        return TransientSendError(message)
+    if isinstance(exc, TimedOut) or (isinstance(exc, NetworkError) and cause is not None):
+        # Written, maybe delivered: for a send that is "unconfirmed", for a read "try again".
+        return UnconfirmedSendError(message) if sending else TransientSendError(message)
+    # An HTTP error status from the Bot API (5xx): it answered, and posted nothing.
+    return TransientSendError(message)
+
+
+class TelegramClient:
+    def __init__(
+        self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
+    ) -> None:
+        self._token = token
+        self._base_url = base_url.rstrip("/")
+        self._poll_timeout = poll_timeout
+        # How long a send waits for Telegram's answer before it counts as unconfirmed.
+        self._read_timeout = read_timeout
+        self.bot = self._build()
+        self._open = False
+
+    def _build(self) -> Bot:
+        return Bot(
+            self._token,
+            base_url=f"{self._base_url}/bot",
+            base_file_url=f"{self._base_url}/file/bot",
+            request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout),
+            get_updates_request=HTTPXRequest(
+                connection_pool_size=1, read_timeout=float(self._poll_timeout + 10)
+            ),
+        )
+
+    async def _call(self, call: Callable[[], Awaitable[_T]], *, sending: bool = True) -> _T:
+        try:
+            return await call()
+        except TelegramError as exc:
+            raise translate(exc, sending=sending) from exc
+
+    async def open(self) -> BotIdentity:
+        """Initialise the SDK client (its getMe): who the bot is; `CredentialsError` when the
+        token is refused."""
+        await self._call(self.bot.initialize, sending=False)
+        self._open = True
+        me = self.bot.bot
+        return BotIdentity(id=str(me.id), username=me.username or "")
+
+    async def close(self) -> None:
+        await self.bot.shutdown()
+        self._open = False
+
+    async def rebuild_poller(self) -> None:
+        """Close the client (its long poll with it) and build a fresh one."""
+        old = self.bot
+        await old.shutdown()
+        self.bot = self._build()
+        await self._call(self.bot.initialize, sending=False)
+
+    # ------------------------------------------------------------------ receiving
+
+    async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
+        updates = await self._call(
+            lambda: self.bot.get_updates(
+                offset=offset, timeout=timedelta(seconds=self._poll_timeout)
+            ),
+            sending=False,
+        )
+        return [update.to_dict() for update in updates]
+
+    async def delete_webhook(self, *, drop_pending_updates: bool) -> None:
+        await self._call(
+            lambda: self.bot.delete_webhook(drop_pending_updates=drop_pending_updates),
+            sending=False,
+        )
+
+    async def set_webhook(self, url: str, *, secret: str) -> None:
+        await self._call(lambda: self.bot.set_webhook(url, secret_token=secret), sending=False)
+
+    async def set_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        # Telegram command names: 1-32 of a-z, 0-9 and _.
+        valid = [
+            BotCommand(c.name, c.description[:256] or c.name)
+            for c in commands
+            if c.name.replace("_", "").isalnum() and c.name.islower() and len(c.name) <= 32
+        ][:MAX_COMMANDS]
+        await self._call(lambda: self.bot.set_my_commands(valid), sending=False)
+
+    async def file_url(self, file_id: str) -> str:
+        """getFile: where the file of an attachment reference can be downloaded."""
+        found = await self._call(lambda: self.bot.get_file(file_id), sending=False)
+        return str(found.file_path)
+
+    # ------------------------------------------------------------------ PlatformSender
+
+    @staticmethod
+    def _thread(target: Target) -> int | None:
+        if target.thread_id is None or target.thread_id == GENERAL_TOPIC:
+            return None
+        return int(target.thread_id)
+
+    async def send_text(self, target: Target, text: str, *, markup: bool) -> str:
+        message = await self._call(
+            lambda: self.bot.send_message(
+                chat_id=target.chat_id,
+                text=text,
+                parse_mode=ParseMode.HTML if markup else None,
+                message_thread_id=self._thread(target),
+                reply_to_message_id=int(target.reply_to) if target.reply_to else None,
+            )
+        )
+        return str(message.message_id)
+
+    async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:
+        try:
+            await self._call(
+                lambda: self.bot.edit_message_text(
+                    text,
+                    chat_id=target.chat_id,
+                    message_id=int(message_id),
+                    parse_mode=ParseMode.HTML if markup else None,
+                )
+            )
+        except PlatformError as exc:
+            # The same text again is a success for an edit that only has to end up right.
+            if "message is not modified" not in str(exc).lower():
+                raise
+
+    async def delete_message(self, target: Target, message_id: str) -> None:
+        await self._call(
+            lambda: self.bot.delete_message(chat_id=target.chat_id, message_id=int(message_id))
+        )
+
+    async def send_typing(self, target: Target) -> None:
+        # Typing keeps the General topic's id: without it the indicator is invisible there.
+        thread = int(target.thread_id) if target.thread_id is not None else None
+        await self._call(
+            lambda: self.bot.send_chat_action(
+                chat_id=target.chat_id, action=ChatAction.TYPING, message_thread_id=thread
+            ),
+            sending=False,
+        )

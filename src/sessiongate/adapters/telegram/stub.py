@@ -1,0 +1,372 @@
+"""`BotApiStub`: a small Telegram Bot API on loopback, for offline tests and the benchmark.
+
+It speaks the wire format the real SDK sends (form-encoded parameters, JSON answers with
+`ok`/`result` or `ok: false`, `error_code`, `description`, `parameters.retry_after`), so
+python-telegram-bot is driven unchanged through its `base_url`. Implemented: getMe,
+getUpdates (long poll, `offset` confirms, as on Telegram), sendMessage, editMessageText,
+deleteMessage, sendChatAction, setMyCommands, getFile, deleteWebhook, setWebhook; and the
+failures that matter: 401 for a wrong token, 429 with `retry_after`, 400 "can't parse entities"
+(also for really unbalanced HTML), 403 "bot was blocked by the user", a hanging getUpdates.
+
+`push_message` queues an update as Telegram would deliver it; `sent`, `edits`, `actions`,
+`commands` record what the bot did; `fail(method, ...)` queues a failure for the next calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import itertools
+import json
+import queue
+import re
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    from starlette.requests import Request
+
+__all__ = ["BotApiStub", "Fault", "serve_stub", "serve_stub_in_thread"]
+
+_TAG = re.compile(r"<(/?)([a-z]+)(?:\s[^>]*)?>")
+_ALLOWED_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
+     "blockquote", "tg-spoiler", "span", "tg-emoji"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    status: int
+    description: str
+    retry_after: int | None = None
+    # Carry out the call, then answer only after this many seconds (a send that times out on
+    # the client's side after it was delivered: "unconfirmed").
+    delay_seconds: float = 0.0
+
+
+RATE_LIMITED = Fault(429, "Too Many Requests: retry after 2", retry_after=2)
+PARSE_ERROR = Fault(400, "Bad Request: can't parse entities: unsupported start tag at byte 0")
+BLOCKED = Fault(403, "Forbidden: bot was blocked by the user")
+SERVER_ERROR = Fault(502, "Bad Gateway")
+EDIT_GONE = Fault(400, "Bad Request: message to edit not found")
+
+
+def _html_ok(text: str) -> bool:
+    stack: list[str] = []
+    for closing, tag in _TAG.findall(text):
+        if tag not in _ALLOWED_TAGS:
+            return False
+        if not closing:
+            stack.append(tag)
+        elif not stack or stack.pop() != tag:
+            return False
+    return not stack and "<" not in _TAG.sub("", text)
+
+
+class BotApiStub:
+    def __init__(
+        self, token: str = "1000:TESTTOKEN", *, bot_id: int = 1000, username: str = "sg_bot"
+    ) -> None:
+        self.token = token
+        self.bot_id = bot_id
+        self.username = username
+        self.pending: deque[dict[str, Any]] = deque()
+        # Every update ever pushed (a redelivery copies one from here).
+        self.log_updates: list[dict[str, Any]] = []
+        self.forced: deque[dict[str, Any]] = deque()
+        self.sent: list[dict[str, Any]] = []
+        self.edits: list[dict[str, Any]] = []
+        self.deleted: list[dict[str, Any]] = []
+        self.actions: list[dict[str, Any]] = []
+        self.commands: list[dict[str, Any]] = []
+        self.webhook: dict[str, Any] | None = None
+        self.calls: Counter[str] = Counter()
+        self.unauthorized = 0  # requests with a wrong token
+        self.faults: dict[str, deque[Fault]] = {}
+        self.hang_get_updates = False
+        self.confirmed_offset = 0
+        # (method, params) for every call, for tests that read the order of calls.
+        self.log: list[tuple[str, dict[str, Any]]] = []
+        self.on_call: Callable[[str, dict[str, Any]], None] | None = None
+        self.files: dict[str, dict[str, Any]] = {}
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._arrived = asyncio.Event()
+        self._unhang = asyncio.Event()
+        self.app = Starlette(
+            routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])]
+        )
+
+    # ------------------------------------------------------------------ the test's side
+
+    def push_update(self, update: dict[str, Any]) -> int:
+        """Queue an update as given (its `update_id` kept if set); returns its id."""
+        if "update_id" not in update:
+            update = {"update_id": next(self._update_ids), **update}
+        self.pending.append(update)
+        self.log_updates.append(update)
+        self._arrived.set()
+        return int(update["update_id"])
+
+    def push_message(
+        self,
+        text: str,
+        *,
+        chat_id: int = 42,
+        chat_type: str = "private",
+        user_id: int = 42,
+        username: str = "alice",
+        kind: str = "message",
+        **fields: Any,
+    ) -> int:
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type == "private":
+            chat.update(first_name=username.title(), username=username)
+        else:
+            chat["title"] = f"chat {chat_id}"
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "from": {"id": user_id, "is_bot": False, "first_name": username.title(),
+                     "username": username},
+            "chat": chat,
+            "date": 1767225600,
+            "text": text,
+        }  # fmt: skip
+        message.update(fields)
+        return self.push_update({kind: message})
+
+    def redeliver(self, update_id: int) -> None:
+        """Deliver an update once more whatever the offset says, as Telegram does when the
+        confirming offset never reached it (the poller died before its next getUpdates)."""
+        update = next(u for u in self.log_updates if int(u["update_id"]) == update_id)
+        self.forced.append(dict(update))
+        self._arrived.set()
+
+    def fail(self, method: str, fault: Fault, times: int = 1) -> None:
+        self.faults.setdefault(method, deque()).extend([fault] * times)
+
+    def texts(self, chat_id: int | str | None = None) -> list[str]:
+        return [
+            m["text"] for m in self.sent if chat_id is None or str(m["chat_id"]) == str(chat_id)
+        ]
+
+    # ------------------------------------------------------------------ the API
+
+    async def _endpoint(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            self.unauthorized += 1
+            return _error(401, "Unauthorized")
+        method = request.path_params["method"]
+        params = _params(await request.body(), request.headers.get("content-type", ""))
+        params.update(request.query_params)
+        self.calls[method] += 1
+        self.log.append((method, params))
+        if self.on_call is not None:
+            self.on_call(method, params)
+        queued = self.faults.get(method)
+        if queued:
+            fault = queued.popleft()
+            if fault.delay_seconds:
+                handler = getattr(self, f"_api_{method}")
+                await handler(params)
+                await asyncio.sleep(fault.delay_seconds)
+            return _error(fault.status, fault.description, retry_after=fault.retry_after)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            return _error(404, "Not Found")
+        result = await handler(params)
+        if isinstance(result, Response):
+            return result
+        return JSONResponse({"ok": True, "result": result})
+
+    async def _api_getMe(self, params: dict[str, Any]) -> Any:
+        return {"id": self.bot_id, "is_bot": True, "first_name": "Sessiongate",
+                "username": self.username, "can_join_groups": True,
+                "can_read_all_group_messages": False, "supports_inline_queries": False}  # fmt: skip
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        offset = int(params.get("offset") or 0)
+        if offset:
+            # Telegram's rule: asking from `offset` confirms every update before it.
+            self.confirmed_offset = max(self.confirmed_offset, offset)
+            while self.pending and int(self.pending[0]["update_id"]) < offset:
+                self.pending.popleft()
+        if self.hang_get_updates:
+            # Wedged: no answer until the stub closes (or a test lifts the hang).
+            await self._unhang.wait()
+            return []
+        if self.forced:
+            batch = list(self.forced)
+            self.forced.clear()
+            return batch
+        timeout = float(params.get("timeout") or 0)
+        if not self.pending and timeout > 0:
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._arrived.wait()
+        limit = int(params.get("limit") or 100)
+        return [u for u in self.pending if int(u["update_id"]) >= offset][:limit]
+
+    def _message(self, params: dict[str, Any], text: str) -> dict[str, Any]:
+        chat_id = params["chat_id"]
+        return {
+            "message_id": next(self._message_ids),
+            "from": {"id": self.bot_id, "is_bot": True, "first_name": "Sessiongate",
+                     "username": self.username},
+            "chat": {"id": int(chat_id) if str(chat_id).lstrip("-").isdigit() else chat_id,
+                     "type": "private"},
+            "date": 1767225600,
+            "text": text,
+        }  # fmt: skip
+
+    def _check_text(self, params: dict[str, Any]) -> Response | None:
+        text = str(params.get("text", ""))
+        if params.get("parse_mode") == "HTML":
+            # Telegram measures the text after its entities are parsed out.
+            text = html.unescape(_TAG.sub("", text))
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return _error(400, "Bad Request: message is too long")
+        if params.get("parse_mode") == "HTML" and not _html_ok(str(params.get("text", ""))):
+            return _error(400, "Bad Request: can't parse entities: unmatched end tag")
+        if params.get("message_thread_id") in ("1", 1):
+            return _error(400, "Bad Request: message thread not found")
+        return None
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        refused = self._check_text(params)
+        if refused is not None:
+            return refused
+        message = self._message(params, str(params["text"]))
+        self.sent.append({**params, "message_id": message["message_id"]})
+        return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        refused = self._check_text(params)
+        if refused is not None:
+            return refused
+        target = int(params["message_id"])
+        for record in self.sent:
+            if record["message_id"] == target and str(record["chat_id"]) == str(params["chat_id"]):
+                if record["text"] == params["text"]:
+                    return _error(400, "Bad Request: message is not modified")
+                record["text"] = params["text"]
+                record["parse_mode"] = params.get("parse_mode")
+                self.edits.append(dict(params))
+                return self._message(params, str(params["text"]))
+        return _error(400, "Bad Request: message to edit not found")
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> Any:
+        target = int(params["message_id"])
+        self.deleted.append(dict(params))
+        self.sent = [m for m in self.sent if m["message_id"] != target]
+        return True
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
+        self.actions.append(dict(params))
+        return True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
+        self.commands = json.loads(params.get("commands", "[]"))
+        return True
+
+    async def _api_getFile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params["file_id"])
+        known = self.files.get(file_id, {})
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}",
+                "file_size": known.get("file_size", 1024),
+                "file_path": known.get("file_path", f"documents/{file_id}.bin")}  # fmt: skip
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = None
+        return True
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = dict(params)
+        return True
+
+
+def _params(body: bytes, content_type: str) -> dict[str, Any]:
+    if not body:
+        return {}
+    if "json" in content_type:
+        loaded = json.loads(body)
+        return dict(loaded.items()) if isinstance(loaded, dict) else {}
+    return dict(parse_qsl(body.decode(), keep_blank_values=True))
+
+
+def _error(status: int, description: str, *, retry_after: int | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return JSONResponse(body, status_code=status)
+
+
+@contextlib.asynccontextmanager
+async def serve_stub(stub: BotApiStub) -> AsyncIterator[str]:
+    """Serve `stub` on 127.0.0.1 (a free port) in this event loop; yields its base URL."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        stub.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # uvicorn offers no event for it
+            if task.done():
+                task.result()
+                raise RuntimeError("the Bot API stub did not start")
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        # Long polls in flight end with the server.
+        stub._arrived.set()
+        stub._unhang.set()
+        await task
+
+
+@contextlib.contextmanager
+def serve_stub_in_thread(stub: BotApiStub) -> Iterator[str]:
+    """`serve_stub` on an event loop of its own thread, for callers without a loop (a CLI
+    test, the benchmark's parent process); yields the base URL."""
+    started: queue.Queue[str | BaseException] = queue.Queue()
+    stop: asyncio.Event | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    async def main() -> None:
+        nonlocal stop, loop
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            async with serve_stub(stub) as url:
+                started.put(url)
+                await stop.wait()
+        except BaseException as exc:
+            started.put(exc)
+            raise
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    found = started.get(timeout=30)
+    if isinstance(found, BaseException):
+        raise RuntimeError("the Bot API stub did not start") from found
+    try:
+        yield found
+    finally:
+        if loop is not None and stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)

@@ -1,0 +1,188 @@
+"""`PlatformState`: what platform adapters keep in the store, one transaction per call.
+
+- Event claims (DESIGN decision 13): an adapter claims a platform event id before it awaits
+  anything for the event, and advances its offset or cursor only after the claim (and the
+  hand-off it guards) committed. A second delivery of the id is a duplicate, also when it
+  arrives concurrently; a claim left behind by a process that died is taken over.
+- Pairing: one live code per unknown DM sender, capped per platform, expiring; an approval
+  (from `sessiongate pairing approve`, another process) admits the sender from then on.
+- Threads the bot has spoken in, and what was sent per turn (sent, unconfirmed, refused).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from sessiongate.store.sqlite import platform_state as sql
+from sessiongate.store.sqlite._codec import from_us, to_us
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sessiongate.core.clock import Clock
+    from sessiongate.store.session_store import SessionStore
+
+__all__ = ["PairingRequest", "PairingResult", "PlatformState", "SendRecord"]
+
+# Unambiguous when read aloud or typed from a phone: no 0/O, 1/I/L.
+_CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+_CODE_LENGTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRequest:
+    platform: str
+    user_id: str
+    code: str
+    chat_id: str
+    user_name: str | None
+    created_at: datetime
+    expires_at: datetime
+    approved_at: datetime | None
+
+    @property
+    def approved(self) -> bool:
+        return self.approved_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PairingResult:
+    """What a pairing request led to: `code` to tell the sender when `new`, else nothing.
+
+    `approved`: the sender is already admitted. `capped`: too many requests are pending, so no
+    code was made (the sender is told nothing and may try again later).
+    """
+
+    code: str | None
+    new: bool
+    approved: bool = False
+    capped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SendRecord:
+    state: str  # sending | sent | unconfirmed | refused
+    detail: str | None
+
+
+def _request(row: sql.PairingRow) -> PairingRequest:
+    return PairingRequest(
+        platform=row.platform,
+        user_id=row.user_id,
+        code=row.code,
+        chat_id=row.chat_id,
+        user_name=row.user_name,
+        created_at=from_us(row.created_at),
+        expires_at=from_us(row.expires_at),
+        approved_at=None if row.approved_at is None else from_us(row.approved_at),
+    )
+
+
+class PlatformState:
+    def __init__(self, store: SessionStore, *, clock: Clock | None = None) -> None:
+        self._db = store.database
+        self._clock: Clock = clock or store.clock
+
+    # ------------------------------------------------------------------ event claims
+
+    def claim_event(self, platform: str, event_id: str, *, owner: str) -> bool:
+        """Claim one platform event (one transaction); False when it is a duplicate."""
+        with self._db.transaction() as conn:
+            return sql.claim_event(conn, platform, event_id, owner, to_us(self._clock.now()))
+
+    def finish_event(self, platform: str, event_id: str) -> None:
+        """The event was handed off (or deliberately dropped): never process it again."""
+        with self._db.transaction() as conn:
+            sql.finish_event(conn, platform, event_id)
+
+    def release_event(self, platform: str, event_id: str, *, owner: str) -> None:
+        """Hand-off failed before the gateway accepted it: a redelivery may claim it again."""
+        with self._db.transaction() as conn:
+            sql.release_event(conn, platform, event_id, owner)
+
+    def prune_events(self, *, older_than_seconds: float) -> int:
+        """Forget finished claims older than the platform's redelivery horizon."""
+        cutoff = self._clock.now() - timedelta(seconds=older_than_seconds)
+        with self._db.transaction() as conn:
+            return sql.prune_events(conn, to_us(cutoff))
+
+    # ------------------------------------------------------------------ pairing
+
+    def request_pairing(
+        self,
+        platform: str,
+        *,
+        user_id: str,
+        chat_id: str,
+        user_name: str | None,
+        ttl_seconds: float,
+        max_pending: int,
+    ) -> PairingResult:
+        """One code per sender: a live request is not renewed (so a sender who writes ten
+        times gets one code, once); an expired one is replaced by a new code."""
+        now = self._clock.now()
+        now_us = to_us(now)
+        with self._db.transaction() as conn:
+            found = sql.get_pairing(conn, platform, user_id)
+            if found is not None and found.approved_at is not None:
+                return PairingResult(code=None, new=False, approved=True)
+            if found is not None and found.expires_at > now_us:
+                return PairingResult(code=found.code, new=False)
+            if sql.count_pending(conn, platform, now_us) >= max_pending:
+                return PairingResult(code=None, new=False, capped=True)
+            code = "".join(secrets.choice(_CODE_ALPHABET) for _ in range(_CODE_LENGTH))
+            sql.upsert_pairing(
+                conn,
+                sql.PairingRow(
+                    platform=platform,
+                    user_id=user_id,
+                    code=code,
+                    chat_id=chat_id,
+                    user_name=user_name,
+                    created_at=now_us,
+                    expires_at=to_us(now + timedelta(seconds=ttl_seconds)),
+                    approved_at=None,
+                ),
+            )
+            return PairingResult(code=code, new=True)
+
+    def is_paired(self, platform: str, user_id: str) -> bool:
+        with self._db.read() as conn:
+            found = sql.get_pairing(conn, platform, user_id)
+        return found is not None and found.approved_at is not None
+
+    def approve_pairing(self, code: str) -> PairingRequest | None:
+        """Approve the live request with `code` (case-insensitive); None if none is live."""
+        with self._db.transaction() as conn:
+            found = sql.approve_pairing(conn, code.strip().upper(), to_us(self._clock.now()))
+        if found is None:
+            return None
+        return _request(found)
+
+    def list_pairing(self) -> list[PairingRequest]:
+        with self._db.read() as conn:
+            return [_request(row) for row in sql.list_pairing(conn)]
+
+    # ------------------------------------------------------------------ threads and sends
+
+    def mark_thread(self, platform: str, chat_id: str, thread_id: str) -> None:
+        with self._db.transaction() as conn:
+            sql.mark_thread(conn, platform, chat_id, thread_id, to_us(self._clock.now()))
+
+    def has_thread(self, platform: str, chat_id: str, thread_id: str) -> bool:
+        with self._db.read() as conn:
+            return sql.has_thread(conn, platform, chat_id, thread_id)
+
+    def record_send(
+        self, platform: str, turn_id: int, state: str, detail: str | None = None
+    ) -> None:
+        with self._db.transaction() as conn:
+            sql.record_send(conn, platform, turn_id, state, detail, to_us(self._clock.now()))
+
+    def get_send(self, platform: str, turn_id: int) -> SendRecord | None:
+        with self._db.read() as conn:
+            found = sql.get_send(conn, platform, turn_id)
+        return None if found is None else SendRecord(*found)

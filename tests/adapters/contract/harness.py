@@ -1,0 +1,153 @@
+"""The adapter contract suite's view of a platform: what every adapter's harness provides.
+
+The suite (`test_contract.py`) is written once against `Harness`; each platform supplies one
+implementation that drives its real SDK against its loopback stub (`telegram_harness.py`).
+To put a new adapter under the suite: implement `Harness` for it (map `Msg` to the
+platform's wire payload, read back what the stub recorded as `Posted`), and add its factory
+to `HARNESSES` in `conftest.py`. docs/ADAPTERS.md has the walk-through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from sessiongate.agents.base import TurnRequest, TurnResult, Usage
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sessiongate import SessionStore
+    from sessiongate.adapters.kit import ClockSleep, KitAdapter, PlatformEvent
+    from sessiongate.core.clock import FakeClock
+    from sessiongate.core.source import SessionSource
+    from sessiongate.gateway import GatewayRunner
+
+# A hang guard so a broken adapter fails the test instead of hanging it; never a timing check.
+HANG_GUARD_SECONDS = 15.0
+
+ChatKind = Literal["dm", "group", "thread", "channel"]
+Fault = Literal["rate_limited", "format", "blocked", "transient", "unconfirmed", "gone"]
+
+
+@dataclass(frozen=True, slots=True)
+class Msg:
+    """A platform-neutral inbound message; each harness renders it in its platform's shape."""
+
+    text: str
+    chat: ChatKind = "dm"
+    chat_id: str | None = None  # default: the harness's chat for that kind
+    user: str = "alice"
+    thread: str | None = None  # for chat="thread": the thread id (default one per harness)
+    mention: bool = False
+    reply_to_bot: bool = False
+    command_to_bot: bool = False  # the text is "/cmd"; sent addressed to this bot
+    command_to_other: bool = False
+    from_bot: bool = False
+    own: bool = False
+    edit_of: str | None = None  # the event id of the message this edits
+    attachment_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    chat_id: str
+    thread_id: str | None
+    text: str
+    markup: bool
+    message_id: str
+
+
+class Harness(Protocol):
+    name: str
+    clock: FakeClock
+    sleeper: ClockSleep
+    adapter: KitAdapter
+    runner: GatewayRunner
+    store: SessionStore
+    agent: BlockingEcho
+    limit: int
+    measure: Callable[[str], int]
+    edit_interval: float
+
+    async def start(self, **platform_config: Any) -> None:
+        """Start the stub, a runner on a fresh home and the adapter (config overrides)."""
+        ...
+
+    async def restart(self) -> None:
+        """Stop runner and adapter (the stub keeps its state), start new ones on the home."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def push(self, msg: Msg) -> str:
+        """Queue `msg` on the platform as a new event; its event id."""
+        ...
+
+    def push_again(self, event_id: str) -> None:
+        """The platform delivers event `event_id` once more (a redelivery)."""
+        ...
+
+    def event(self, msg: Msg) -> tuple[str, PlatformEvent]:
+        """`msg` mapped to the kit's event without delivering it (for direct `admit`)."""
+        ...
+
+    async def settle(self) -> None:
+        """Until every pushed event is taken and every turn it started has replied."""
+        ...
+
+    def source(self, msg: Msg) -> SessionSource:
+        """The source a message like `msg` maps to (to address sends and streams)."""
+        ...
+
+    def posted(self, chat_id: str | None = None) -> list[Posted]: ...
+
+    def edit_times(self) -> list[float]:
+        """The fake clock's monotonic reading at each edit the platform received."""
+        ...
+
+    def typing_count(self) -> int: ...
+
+    def registered_commands(self) -> list[str]: ...
+
+    def fail(
+        self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1
+    ) -> None: ...
+
+    def calls(self, call: Literal["send", "edit", "typing"]) -> int: ...
+
+    def chat_of(self, kind: ChatKind) -> str:
+        """The raw chat id the harness uses for chats of `kind`."""
+        ...
+
+
+class BlockingEcho:
+    """An echo agent a test can hold: with `blocking`, a turn waits for `release()`."""
+
+    def __init__(self) -> None:
+        self.blocking = False
+        self.started: asyncio.Queue[TurnRequest] = asyncio.Queue()
+        self._gate = asyncio.Event()
+        self.requests: list[TurnRequest] = []
+
+    def factory(self, key: str) -> BlockingEcho:
+        return self
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        self.requests.append(request)
+        self.started.put_nowait(request)
+        if self.blocking:
+            await self._gate.wait()
+        text = str(request.messages[-1]["content"])
+        return TurnResult(text=f"echo: {text}", usage=Usage(input_tokens=1, output_tokens=1))
+
+    async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        return "summary"
+
+    def release(self) -> None:
+        self.blocking = False
+        self._gate.set()
+
+    async def aclose(self) -> None:
+        return None

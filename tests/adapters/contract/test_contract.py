@@ -1,0 +1,484 @@
+"""The adapter contract: what every platform adapter does, checked against its stub.
+
+Each test runs once per adapter (`conftest.HARNESSES`), through the platform's real SDK over
+loopback HTTP. The checklist item of research/adapters.md section 9 a test covers is named in
+its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import timedelta
+
+import pytest
+from harness import Msg
+
+from sessiongate.core.source import ChatType
+from sessiongate.store.lanes import TurnState
+from sessiongate.store.platform_state import PlatformState
+
+# ---------------------------------------------------------------------------- sources
+
+
+async def test_dm_group_thread_and_channel_map_to_their_chat_types(harness):
+    """#6, #7: the section 8 mapping; ids are text."""
+    dm = harness.source(Msg("hi"))
+    group = harness.source(Msg("hi", chat="group", mention=True))
+    thread = harness.source(Msg("hi", chat="thread", mention=True))
+    channel = harness.source(Msg("hi", chat="channel", mention=True))
+    assert (dm.chat_type, group.chat_type, channel.chat_type) == (
+        ChatType.DM,
+        ChatType.GROUP,
+        ChatType.CHANNEL,
+    )
+    assert thread.chat_type in (ChatType.GROUP, ChatType.THREAD)
+    assert thread.thread_id is not None
+    assert group.thread_id is None
+    for source in (dm, group, thread, channel):
+        assert isinstance(source.chat_id, str)
+        assert source.platform == harness.name
+
+
+async def test_a_reply_lands_in_the_chat_and_thread_it_answers(harness):
+    """#20: answers go to the source's chat and thread."""
+    harness.push(Msg("in the thread", chat="thread", mention=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.chat_id == harness.chat_of("thread")
+    assert posted.thread_id is not None
+    assert "in the thread" in posted.text
+
+
+# ---------------------------------------------------------------------------- one answer
+
+
+async def test_one_message_gets_exactly_one_answer(harness):
+    harness.push(Msg("hello"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: hello"]
+
+
+async def test_a_redelivered_event_starts_no_second_turn(harness):
+    """#10: the same platform event delivered twice answers once."""
+    event_id = harness.push(Msg("once"))
+    await harness.settle()
+    harness.push_again(event_id)
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: once"]
+    assert len(harness.agent.requests) == 1
+
+
+async def test_a_concurrent_redelivery_is_claimed_once(harness):
+    """#10: two deliveries at the same moment: one claim, one turn, one answer."""
+    _, event = harness.event(Msg("twice at once"))
+    first, second = await asyncio.gather(harness.adapter.admit(event), harness.adapter.admit(event))
+    assert sorted([first.status, second.status]) == ["accepted", "duplicate"]
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: twice at once"]
+
+
+async def test_a_redelivery_after_a_restart_is_still_one_answer(harness):
+    """#10, decision 13: the claim and the gateway's dedup are durable."""
+    event_id = harness.push(Msg("before restart"))
+    await harness.settle()
+    await harness.restart()
+    harness.push_again(event_id)
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: before restart"]
+    assert len(harness.agent.requests) == 1
+
+
+async def test_a_claim_left_by_a_dead_process_is_taken_over(harness):
+    """#10: a claim whose process died before the hand-off does not swallow the event."""
+    _, event = harness.event(Msg("claimed then crashed"))
+    state = PlatformState(harness.store)
+    assert state.claim_event(harness.name, event.event_id, owner="dead-process")
+    admission = await harness.adapter.admit(event)
+    assert admission.status == "accepted"
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: claimed then crashed"]
+
+
+# ---------------------------------------------------------------------------- gating
+
+
+@pytest.mark.parametrize(
+    ("msg", "answered"),
+    [
+        (Msg("hi", chat="group"), False),
+        (Msg("hi", chat="group", mention=True), True),
+        (Msg("hi", chat="group", reply_to_bot=True), True),
+        (Msg("/status", chat="group", command_to_bot=True), True),
+        (Msg("/status", chat="group", command_to_other=True), False),
+        (Msg("hi", chat="group", mention=True, from_bot=True), False),
+        (Msg("hi", own=True), False),
+        (Msg("hi", chat="dm"), True),
+    ],
+    ids=[
+        "chatter",
+        "mention",
+        "reply-to-bot",
+        "command-to-bot",
+        "command-to-other-bot",
+        "other-bot",
+        "own-message",
+        "dm",
+    ],
+)
+async def test_groups_answer_only_when_addressed(harness, msg, answered):
+    """#8, #16: mention gating; never own or other bots' messages."""
+    harness.push(msg)
+    await harness.settle()
+    assert bool(harness.posted()) is answered
+
+
+async def test_require_mention_off_answers_group_chatter(make_harness):
+    """#16: gating is configurable."""
+    harness = await make_harness(require_mention=False)
+    harness.push(Msg("plain chatter", chat="group"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: plain chatter"]
+
+
+async def test_a_thread_the_bot_answered_in_needs_no_mention(harness):
+    """#16: a thread the bot already joined passes without a mention."""
+    harness.push(Msg("plain", chat="thread"))
+    await harness.settle()
+    assert harness.posted() == []
+    harness.push(Msg("first", chat="thread", mention=True))
+    await harness.settle()
+    harness.push(Msg("follow-up", chat="thread"))
+    await harness.settle()
+    texts = [p.text for p in harness.posted()]
+    assert len(texts) == 2
+    assert texts[0].endswith(" first")
+    assert texts[1].endswith(" follow-up")
+
+
+async def test_edits_start_no_turn_unless_configured(make_harness):
+    """#9: an edit is not a new turn by default; `answer_edits` opts in."""
+    harness = await make_harness()
+    event_id = harness.push(Msg("original"))
+    await harness.settle()
+    harness.push(Msg("edited", edit_of=event_id))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: original"]
+
+
+# ---------------------------------------------------------------------------- access
+
+
+async def test_nobody_is_admitted_when_nothing_is_configured(make_harness):
+    """#14: fail closed: no allow list and DMs on allowlist admit no one."""
+    harness = await make_harness(allow_from=None, dm_policy="allowlist")
+    harness.push(Msg("let me in"))
+    harness.push(Msg("us too", chat="group", mention=True))
+    await harness.settle()
+    assert harness.posted() == []
+    assert harness.agent.requests == []
+
+
+async def test_allow_from_admits_listed_users_and_chats(make_harness):
+    """#14: user and chat allow lists work independently."""
+    harness = await make_harness(
+        allow_from=lambda h: [h.chat_of("group"), h.source(Msg("x", user="bob")).user_id],
+        dm_policy="allowlist",
+    )
+    harness.push(Msg("anyone here", chat="group", mention=True, user="carol"))
+    harness.push(Msg("but not my dm", user="carol"))
+    harness.push(Msg("bob is listed", user="bob"))
+    await harness.settle()
+    assert sorted(p.text for p in harness.posted()) == ["echo: anyone here", "echo: bob is listed"]
+
+
+async def test_open_dm_policy_admits_any_dm_but_no_group(make_harness):
+    harness = await make_harness(allow_from=None, dm_policy="open")
+    harness.push(Msg("hello"))
+    harness.push(Msg("group", chat="group", mention=True))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: hello"]
+
+
+async def test_pairing_answers_one_code_and_an_approval_admits(make_harness):
+    """#15: one code, not one per message; approval admits the next message; a group does
+    not inherit DM pairing."""
+    harness = await make_harness(allow_from=None, dm_policy="pairing")
+    harness.push(Msg("hello?"))
+    harness.push(Msg("anyone?"))
+    await harness.settle()
+    (notice,) = harness.posted()
+    assert "sessiongate pairing approve" in notice.text
+    state = PlatformState(harness.store)
+    (request,) = state.list_pairing()
+    assert request.code in notice.text
+    assert harness.agent.requests == []
+    assert state.approve_pairing(request.code.lower()) is not None
+    harness.push(Msg("now?"))
+    harness.push(Msg("and here?", chat="group", mention=True))
+    await harness.settle()
+    assert [p.text for p in harness.posted()][1:] == ["echo: now?"]
+
+
+async def test_an_expired_pairing_code_is_replaced_and_cannot_be_approved(make_harness, clock):
+    """#15: codes expire."""
+    harness = await make_harness(allow_from=None, dm_policy="pairing")
+    harness.push(Msg("hello?"))
+    await harness.settle()
+    state = PlatformState(harness.store)
+    (old,) = state.list_pairing()
+    clock.advance(timedelta(hours=2).total_seconds())
+    assert state.approve_pairing(old.code) is None
+    harness.push(Msg("still here"))
+    await harness.settle()
+    (new,) = state.list_pairing()
+    assert new.code != old.code
+    assert len(harness.posted()) == 2
+
+
+# ---------------------------------------------------------------------------- outbound
+
+
+async def test_a_long_reply_is_split_at_the_platform_limit_by_its_measure(harness):
+    """#18: split at the limit measured the platform's way, at paragraph boundaries."""
+    paragraph = "Sentence with an emoji 😀 in it. " * 20
+    text = "\n\n".join([paragraph.strip()] * 12)
+    harness.push(Msg(text))
+    await harness.settle()
+    posted = harness.posted()
+    assert len(posted) > 1
+    assert all(harness.measure(p.text) <= harness.limit for p in posted)
+    joined = " ".join(p.text for p in posted)
+    assert joined.count("😀") == text.count("😀")
+
+
+async def test_a_long_code_block_is_split_with_fences_balanced(harness):
+    """#18: code fences stay balanced in every chunk."""
+    code = "\n".join(f"line_{i} = {i}" for i in range(800))
+    harness.push(Msg(f"```python\n{code}\n```"))
+    await harness.settle()
+    posted = harness.posted()
+    assert len(posted) > 1
+    assert all(p.markup for p in posted)  # each chunk parsed as markup on its own
+
+
+async def test_refused_markup_is_resent_as_plain_text(harness):
+    """#19: a parse error resends the same reply without markup."""
+    harness.fail("send", "format")
+    harness.push(Msg("**bold** claim"))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert not posted.markup
+    assert posted.text == "echo: bold claim"
+
+
+async def test_markdown_is_rendered_to_the_platform_format(harness):
+    """#19."""
+    harness.push(Msg("**bold** and `code`"))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.markup
+    assert "**" not in posted.text
+    assert "`" not in posted.text
+
+
+async def test_mass_mentions_are_defused(harness):
+    """#22: no mass pings."""
+    harness.push(Msg("@everyone look"))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert "@everyone" not in posted.text
+
+
+async def test_a_rate_limit_is_waited_out_and_the_reply_still_arrives(harness):
+    """#23: 429 with retry_after=2, twice: bounded waits, then the answer."""
+    harness.fail("send", "rate_limited", times=2)
+    harness.push(Msg("patience"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: patience"]
+    assert harness.sleeper.waits.count(2.0) == 2
+
+
+async def test_a_rate_limit_on_an_edit_holds_sends_to_that_chat(harness):
+    """#23: retry_after is per chat, across sends and edits."""
+    source = harness.source(Msg("x"))
+    stream = harness.adapter.open_stream(source, turn_id=7001)
+    await stream.update("first words")
+    harness.clock.advance(harness.edit_interval)
+    harness.fail("edit", "rate_limited")
+    await stream.update("first words and more")
+    assert harness.adapter.limiter.ready_in(source.chat_id, "send") > 0
+    await harness.adapter.send(source, "unrelated notice", turn_id=None)
+    assert 2.0 in [round(w, 1) for w in harness.sleeper.waits] or any(
+        w > 1.0 for w in harness.sleeper.waits
+    )
+
+
+async def test_a_streamed_reply_is_one_message_edited_in_place(harness):
+    """#25: one preview, edits throttled by the platform's interval, the final in place."""
+    source = harness.source(Msg("x"))
+    stream = harness.adapter.open_stream(source, turn_id=7002)
+    await stream.update("Once")
+    for i in range(6):
+        harness.clock.advance(0.5)
+        await stream.update("Once upon" + " a time" * (i + 1))
+    await harness.adapter.send(source, "**Once upon a time**, the end.", turn_id=7002)
+    (posted,) = harness.posted()
+    assert posted.markup
+    assert "the end" in posted.text
+    times = harness.edit_times()
+    assert len(times) >= 2
+    assert all(b - a >= harness.edit_interval for a, b in itertools.pairwise(times))
+
+
+async def test_a_streamed_reply_whose_final_edit_fails_is_posted_fresh(harness):
+    """#25: never a preview and a final both: the preview is deleted."""
+    source = harness.source(Msg("x"))
+    stream = harness.adapter.open_stream(source, turn_id=7003)
+    await stream.update("draft")
+    harness.clock.advance(5)
+    harness.fail("edit", "gone")
+    await harness.adapter.send(source, "final answer", turn_id=7003)
+    assert [p.text for p in harness.posted()] == ["final answer"]
+
+
+async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
+    """#27: typing starts at admission, refreshes, and stops at the reply."""
+    harness.agent.blocking = True
+    harness.push(Msg("think hard"))
+    await asyncio.wait_for(harness.agent.started.get(), 10)
+    async with asyncio.timeout(10):
+        while harness.typing_count() < 1:  # noqa: ASYNC110  # the stub records over HTTP
+            await asyncio.sleep(0.01)
+    first = harness.typing_count()
+    await harness.sleeper.advance(10)
+    await asyncio.sleep(0.05)
+    assert harness.typing_count() > first
+    harness.agent.release()
+    await harness.settle()
+    after = harness.typing_count()
+    await harness.sleeper.advance(30)
+    await asyncio.sleep(0.05)
+    assert harness.typing_count() == after
+
+
+async def test_oversized_media_gets_a_clear_answer_and_no_turn(harness):
+    """#28: size caps with a "too large" reply."""
+    harness.push(Msg("look", attachment_bytes=50 * 1_048_576))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert "too large" in posted.text
+    assert harness.agent.requests == []
+
+
+async def test_media_arrives_as_an_attachment_reference(harness):
+    """#28: media in as references, not bytes."""
+    harness.push(Msg("look", attachment_bytes=2048))
+    await harness.settle()
+    (request,) = harness.agent.requests
+    assert harness.posted()
+    entry = harness.store.list_sessions()[0]
+    transcript = harness.store.load_transcript(entry.session_id)
+    assert any(f"{harness.name}://file/" in str(m) for m in transcript)
+    assert request.messages
+
+
+# ---------------------------------------------------------------------------- failures
+
+
+async def test_a_transient_send_failure_is_retried(harness):
+    """#24: a send the platform answered with a server error is tried again."""
+    harness.fail("send", "transient")
+    harness.push(Msg("again"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: again"]
+    assert harness.calls("send") == 2
+
+
+async def test_a_chat_that_refuses_the_bot_is_not_retried(harness):
+    """#24: a permanent refusal is marked, never retried into a storm."""
+    harness.fail("send", "blocked", times=10)
+    harness.push(Msg("are you there"))
+    await harness.settle()
+    assert harness.calls("send") == 1
+    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.DELIVERED))
+    record = PlatformState(harness.store).get_send(harness.name, turn_id)
+    assert record is not None
+    assert record.state == "refused"
+
+
+async def test_an_unconfirmed_send_is_recorded_and_not_resent(harness):
+    """#24: a timeout after the request left is unconfirmed, never resent blindly."""
+    harness.fail("send", "unconfirmed")
+    harness.push(Msg("maybe"))
+    await harness.settle()
+    assert harness.calls("send") == 1
+    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.DELIVERED))
+    record = PlatformState(harness.store).get_send(harness.name, turn_id)
+    assert record is not None
+    assert record.state == "unconfirmed"
+
+
+async def test_a_reply_sent_again_after_a_crash_is_dropped(harness):
+    """#24: the gateway's at-least-once resend of one turn posts once."""
+    source = harness.source(Msg("x"))
+    await harness.adapter.send(source, "the reply", turn_id=8001)
+    await harness.adapter.send(source, "the reply", turn_id=8001)
+    assert [p.text for p in harness.posted()] == ["the reply"]
+
+
+async def test_a_send_a_crash_interrupted_is_settled_unconfirmed_not_reposted(harness):
+    """#24: a turn recorded `sending` by a process that died is not posted again."""
+    source = harness.source(Msg("x"))
+    PlatformState(harness.store).record_send(harness.name, 8002, "sending")
+    await harness.adapter.send(source, "maybe delivered before the crash", turn_id=8002)
+    assert harness.posted() == []
+    record = PlatformState(harness.store).get_send(harness.name, 8002)
+    assert record is not None
+    assert record.state == "unconfirmed"
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+async def test_the_gateway_commands_are_registered(harness):
+    """#29: commands registered at startup."""
+    names = harness.registered_commands()
+    assert {"new", "status", "stop"} <= set(names)
+
+
+async def test_a_failed_command_registration_is_not_fatal(make_harness):
+    """#29: registration failure is logged, never fatal."""
+    harness = await make_harness(prepare=lambda h: h.fail("commands", "format"))
+    harness.push(Msg("still works"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["echo: still works"]
+    assert harness.registered_commands() == []
+
+
+async def test_a_command_addressed_to_the_bot_runs_as_a_gateway_command(harness):
+    """#30: `/cmd@bot` normalises to the gateway's command path."""
+    harness.push(Msg("/status", chat="group", command_to_bot=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert "echo:" not in posted.text
+
+
+# ---------------------------------------------------------------------------- lifecycle
+
+
+async def test_stop_is_idempotent_and_nothing_is_handled_after(harness):
+    """#5."""
+    await harness.adapter.stop()
+    await harness.adapter.stop()
+    from sessiongate.adapters.kit import HandoffError
+
+    _, event = harness.event(Msg("late"))
+    with pytest.raises(HandoffError):
+        await harness.adapter.admit(event)
+
+
+async def test_home_channel_notices_go_to_the_home_chat(make_harness):
+    harness = await make_harness(home_channel="-100777")
+    assert await harness.adapter.notify_home("gateway restarted")
+    assert [p.chat_id for p in harness.posted()] == ["-100777"]
