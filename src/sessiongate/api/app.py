@@ -17,6 +17,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /v1/sessions/{key}/branches/switch
     GET    /v1/search                           ?q=&limit=
     POST   /hooks/telegram                      platform webhook (signed by the platform)
+    POST   /hooks/slack/events                  Slack Events API (signed by Slack)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
     GET    /openapi.json, /docs, /redoc         the API's description, browsable offline

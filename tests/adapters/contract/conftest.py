@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
 
 if TYPE_CHECKING:
@@ -16,7 +17,10 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import FakeClock
 
 # name -> factory(tmp_path, clock). Slack and Discord add theirs here.
-HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {"telegram": TelegramHarness}
+HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
+    "slack": SlackHarness,
+    "telegram": TelegramHarness,
+}
 
 
 @pytest.fixture(params=sorted(HARNESSES))

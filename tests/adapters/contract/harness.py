@@ -70,6 +70,10 @@ class Harness(Protocol):
     limit: int
     measure: Callable[[str], int]
     edit_interval: float
+    # The kind of chat where the platform shows a typing indicator (Slack: threads only).
+    typing_chat: ChatKind
+    # "**bold** and `code`" as the platform's markup renders it.
+    rendered_sample: str
 
     async def start(self, **platform_config: Any) -> None:
         """Start the stub, a runner on a fresh home and the adapter (config overrides)."""

@@ -278,8 +278,7 @@ async def test_markdown_is_rendered_to_the_platform_format(harness):
     await harness.settle()
     (posted,) = harness.posted()
     assert posted.markup
-    assert "**" not in posted.text
-    assert "`" not in posted.text
+    assert harness.rendered_sample in posted.text
 
 
 async def test_mass_mentions_are_defused(harness):
@@ -345,7 +344,7 @@ async def test_a_streamed_reply_whose_final_edit_fails_is_posted_fresh(harness):
 async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     """#27: typing starts at admission, refreshes, and stops at the reply."""
     harness.agent.blocking = True
-    harness.push(Msg("think hard"))
+    harness.push(Msg("think hard", chat=harness.typing_chat, mention=True))
     await asyncio.wait_for(harness.agent.started.get(), 10)
     async with asyncio.timeout(10):
         while harness.typing_count() < 1:  # noqa: ASYNC110  # the stub records over HTTP
