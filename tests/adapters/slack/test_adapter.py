@@ -176,7 +176,10 @@ async def test_a_signed_body_that_is_not_an_event_is_400(events, clock):
 
 async def test_a_signed_slash_command_form_runs_the_gateway_command(events, clock):
     stub, base, gateway = events
-    raw = b"command=%2Fsg-status&text=&channel_id=C0GENERAL&user_id=U0ANN&team_id=T0TEAM&trigger_id=t1"
+    raw = (
+        b"command=%2Fsg-status&text=&channel_id=C0GENERAL&user_id=U0ANN&team_id=T0TEAM"
+        b"&trigger_id=t1"
+    )
     headers = {**sl.sign(raw, timestamp=int(clock.now().timestamp()))}
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     async with httpx.AsyncClient(base_url=base) as client:

@@ -62,17 +62,21 @@ def test_message_and_app_mention_for_one_post_share_one_claim():
     assert load("message_channel_mention")["event_id"] != load("app_mention")["event_id"]
     assert message.event_id == mention.event_id == "C2147483705:1767225600.000200"
     assert message.text == mention.text == "what is up?"
-    assert message.facts is not None and message.facts.mentions_bot
-    assert mention.facts is not None and mention.facts.mentions_bot
+    assert message.facts is not None
+    assert message.facts.mentions_bot
+    assert mention.facts is not None
+    assert mention.facts.mentions_bot
 
 
 def test_a_thread_reply_carries_thread_ts_and_its_parent_channel():
     mapped = event("message_thread_reply")
-    assert mapped.source is not None and mapped.parent is not None
+    assert mapped.source is not None
+    assert mapped.parent is not None
     assert mapped.source.thread_id == "1767225600.000200"
     assert mapped.parent.thread_id is None
     assert mapped.parent.chat_id == mapped.source.chat_id
-    assert mapped.facts is not None and mapped.facts.reply_to_bot  # under the bot's post
+    assert mapped.facts is not None
+    assert mapped.facts.reply_to_bot  # under the bot's post
 
 
 @pytest.mark.parametrize(
@@ -108,7 +112,8 @@ def test_a_file_arrives_as_an_attachment_reference():
 def test_bang_commands_are_the_gateway_commands_where_slash_is_unavailable():
     mapped = event("bang_command_in_thread")
     assert mapped.text == "/new"
-    assert mapped.facts is not None and mapped.facts.command_to_bot
+    assert mapped.facts is not None
+    assert mapped.facts.command_to_bot
     assert passes(decide_gate(mapped.facts, GatePolicy()))
     unknown = parse_envelope(load("bang_command_in_thread"), ME, commands=frozenset())
     assert unknown.text == "!new"
@@ -118,7 +123,8 @@ def test_a_slash_command_maps_to_the_gateway_command():
     mapped = parse_slash_command(load("slash_command"), ME, commands=COMMANDS)
     assert mapped.text == "/status"
     assert mapped.event_id.startswith("slash:")
-    assert mapped.source is not None and mapped.source.chat_id == "C2147483705"
+    assert mapped.source is not None
+    assert mapped.source.chat_id == "C2147483705"
 
 
 def test_markdown_becomes_mrkdwn_and_nothing_pings():
