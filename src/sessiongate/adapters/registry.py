@@ -19,6 +19,7 @@ __all__ = ["ADAPTER_EXTRAS", "MissingExtraError", "build_adapters"]
 ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "telegram": ("telegram", "telegram"),
     "slack": ("slack_sdk", "slack"),
+    "discord": ("discord", "discord"),
 }
 
 
@@ -54,4 +55,10 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, SlackConfig)
             adapters.append(SlackAdapter(section))
+        elif name == "discord":
+            from sessiongate.adapters.discord import DiscordAdapter
+            from sessiongate.core.config import DiscordConfig
+
+            assert isinstance(section, DiscordConfig)
+            adapters.append(DiscordAdapter(section))
     return adapters

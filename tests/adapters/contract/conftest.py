@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from discord_harness import DiscordHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 # name -> factory(tmp_path, clock). Slack and Discord add theirs here.
 HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
+    "discord": DiscordHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
 }

@@ -51,6 +51,8 @@ class SlackHarness:
     edit_interval = 1.0
     # Slack shows a bot "typing" only as a thread's status line.
     typing_chat: ChatKind = "thread"
+    rejects_markup = True
+    rate_limit_seconds = 2.0
     rendered_sample = "*bold* and `code`"
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:

@@ -1,0 +1,207 @@
+"""`DiscordAdapter`: Discord on the kit, over discord.py's gateway connection.
+
+Each MESSAGE_CREATE / MESSAGE_UPDATE / MESSAGE_DELETE / INTERACTION_CREATE dispatch is mapped
+(`payloads.py`; the channel's type and parent come from the SDK's cache or one GET
+/channels/{id}) and handed to the kit's `admit` in the adapter's task group. A RESUME replays
+what the socket missed; the claim on the message snowflake makes a replay, a zombie second
+socket or a redelivery after a restart no second turn.
+
+discord.py reconnects (RESUME, else a fresh IDENTIFY) with its own backoff, and its heartbeat
+is the liveness probe: no HEARTBEAT_ACK within `heartbeat_timeout` closes and reopens the
+socket. On top of that the watchdog closes a socket that has delivered nothing at all for
+`gateway_stall_seconds` (connected but deaf), so discord.py opens a new one.
+
+Application commands are synced by diff at start (create, edit and delete only what changed,
+ids kept); a slash command is answered at once (ephemeral "Running /cmd...", within Discord's
+3 seconds) and runs as the gateway command, whose reply is posted in the channel. Replies
+never ping @everyone, @here or roles (`allowed_mentions`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sessiongate.adapters.discord.client import DiscordClient
+from sessiongate.adapters.discord.payloads import (
+    DiscordIdentity,
+    parse_interaction,
+    parse_message,
+)
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter, KitSettings, gateway_commands
+from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
+from sessiongate.adapters.kit.formatting import to_plain_text
+from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.splitting import DISCORD_LIMIT
+from sessiongate.adapters.kit.watchdog import Watchdog
+from sessiongate.core.platform import Platform
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.timing import Sleep
+    from sessiongate.core.clock import Clock
+    from sessiongate.core.config import DiscordConfig
+    from sessiongate.core.source import SessionSource
+
+__all__ = ["DISCORD_RENDERING", "DiscordAdapter", "to_discord_markdown"]
+
+log = logging.getLogger(__name__)
+
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_HANDLED = frozenset({"MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "INTERACTION_CREATE"})
+# Finished claims are kept this long (a RESUME replays at most a few minutes).
+_CLAIM_HORIZON_SECONDS = 24 * 3600.0
+
+
+def to_discord_markdown(markdown: str) -> str:
+    """Discord renders Markdown itself; tables (which it does not) become code blocks."""
+    out: list[str] = []
+    table: list[str] = []
+    for line in [*markdown.split("\n"), None]:
+        if line is not None and _TABLE_ROW.match(line):
+            table.append(line)
+            continue
+        if table:
+            out.append("```\n" + "\n".join(table) + "\n```")
+            table = []
+        if line is not None:
+            out.append(line)
+    return "\n".join(out)
+
+
+DISCORD_RENDERING = Rendering(
+    limit=DISCORD_LIMIT, measure=len, render=to_discord_markdown, plain=to_plain_text
+)
+
+
+class DiscordAdapter(KitAdapter):
+    platform = Platform.DISCORD
+    # Discord allows 5 message edits per 5 seconds per channel.
+    edit_interval: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        config: DiscordConfig,
+        *,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+        tick: Sleep | None = None,
+        client: DiscordClient | None = None,
+    ) -> None:
+        if config.token is None:
+            raise CredentialsError("platforms.discord.token is not set")
+        self.config = config
+        self.client = client or DiscordClient(
+            config.token.get_secret_value(), api_base_url=config.api_base_url
+        )
+        super().__init__(
+            KitSettings.from_config(config),
+            sender=self.client,
+            rendering=DISCORD_RENDERING,
+            clock=clock,
+            sleep=sleep,
+            tick=tick,
+        )
+        self.client.on_dispatch = self._on_dispatch
+        self.client.on_activity = self._on_activity
+        self.me: DiscordIdentity | None = None
+        self.commands = frozenset(c.name for c in gateway_commands())
+        self.allow_roles = frozenset(config.allow_roles)
+        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.gateway_stall_seconds)
+        self.synced: tuple[int, int, int] | None = None
+
+    # ------------------------------------------------------------------ the platform's part
+
+    async def connect(self) -> None:
+        self.me = await self.client.open()
+        log.info("discord connected", extra={"user_id": self.me.user_id})
+        self._state().prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
+
+    async def disconnect(self) -> None:
+        await self.client.close()
+
+    def target_for(self, source: SessionSource) -> Target:
+        # In a thread the thread is the channel to post in (its own id is the chat id).
+        return Target(chat_id=source.chat_id)
+
+    async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        if self.config.command_sync == "off":
+            return
+        self.synced = await self.client.sync_commands(commands)
+        log.info("discord application commands synced", extra={"changes": self.synced})
+
+    async def run_receiver(self) -> None:
+        self.spawn(self._watch())
+        try:
+            await self.client.run_gateway()
+        except Exception as exc:
+            self.receiving = False
+            error = exc if isinstance(exc, PlatformError) else None
+            log.exception("discord gateway stopped", extra={"error": str(error or exc)})
+
+    async def _watch(self) -> None:
+        """Close a socket that delivered nothing for `gateway_stall_seconds`."""
+        while True:
+            await self.tick(self.watchdog.stall_seconds)
+            silent = self.clock.monotonic() - self.watchdog.last_beat
+            if silent < self.watchdog.stall_seconds:
+                continue
+            self.receiving = False
+            self.counters.stalls += 1
+            self.counters.reconnects += 1
+            log.warning("discord gateway silent; reconnecting", extra={"silent_seconds": silent})
+            self.watchdog.beat()
+            await self.client.force_reconnect()
+
+    def _on_activity(self) -> None:
+        self.watchdog.beat()
+        self.receiving = True
+
+    # ------------------------------------------------------------------ inbound
+
+    def _on_dispatch(self, kind: str, data: dict[str, Any]) -> None:
+        if kind not in _HANDLED or self._stopped:
+            return
+        try:
+            self.spawn(self._handle(kind, data))
+        except RuntimeError:
+            log.debug("discord dispatch after stop ignored", extra={"kind": kind})
+
+    async def _handle(self, kind: str, data: dict[str, Any]) -> None:
+        assert self.me is not None
+        try:
+            guild = data.get("guild_id")
+            channel_id = str(data.get("channel_id") or "")
+            channel = await self.client.channel(channel_id) if guild and channel_id else None
+            if kind == "INTERACTION_CREATE":
+                event = parse_interaction(data, self.me, channel, allow_roles=self.allow_roles)
+            else:
+                event = parse_message(
+                    kind,
+                    data,
+                    self.me,
+                    channel,
+                    allow_roles=self.allow_roles,
+                    commands=self.commands,
+                )
+        except (KeyError, TypeError, ValueError):
+            log.exception("discord dispatch not understood; skipped", extra={"kind": kind})
+            return
+        try:
+            admission = await self.admit(event)
+        except HandoffError:
+            log.warning("discord event not accepted (stopping); a RESUME replays it")
+            return
+        if kind == "INTERACTION_CREATE" and admission.status in ("accepted", "dropped"):
+            await self._answer_interaction(data, admission.status == "accepted")
+
+    async def _answer_interaction(self, data: dict[str, Any], accepted: bool) -> None:
+        name = (data.get("data") or {}).get("name", "")
+        text = f"Running /{name}..." if accepted else "You are not allowed to use this bot here."
+        try:
+            await self.client.acknowledge_interaction(str(data["id"]), str(data["token"]), text)
+        except PlatformError as exc:
+            log.warning("discord interaction not acknowledged", extra={"error": str(exc)})
