@@ -166,8 +166,11 @@ class DiscordHarness:
             interaction = {"id": self.stub.snowflake(), "application_id": self.stub.app_id,
                            "type": 2, "token": "itoken", "version": 1, "locale": "en-US",
                            "data": {"id": "900", "name": name, "type": 1},
-                           "channel_id": channel, "channel": {"id": channel, "type": 0},
+                           "channel_id": channel, "channel": {**_CHANNELS["group"], "id": channel,
+                           "guild_id": GUILD, "position": 0, "nsfw": False,
+                           "permissions": "0", "flags": 0},
                            "entitlements": [], "authorizing_integration_owners": {},
+                           "attachment_size_limit": 10485760,
                            "app_permissions": "0", **guild}  # fmt: skip
             if guild:
                 interaction["member"] = {"user": author, "roles": [], "joined_at":

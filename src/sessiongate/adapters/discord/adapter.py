@@ -135,12 +135,26 @@ class DiscordAdapter(KitAdapter):
 
     async def run_receiver(self) -> None:
         self.spawn(self._watch())
-        try:
-            await self.client.run_gateway()
-        except Exception as exc:
-            self.receiving = False
-            error = exc if isinstance(exc, PlatformError) else None
-            log.exception("discord gateway stopped", extra={"error": str(error or exc)})
+        while True:
+            try:
+                await self.client.run_gateway()
+                return  # closed by stop()
+            except CredentialsError:
+                self.receiving = False
+                log.exception("discord refused the connection for good; receiver stopped")
+                return
+            except Exception:
+                # Anything discord.py's own loop does not handle (a payload its parser cannot
+                # read): the socket is closed first, so one token never has two.
+                self.receiving = False
+                self.counters.reconnects += 1
+                delay = self.watchdog.failed()
+                log.exception(
+                    "discord gateway failed; reconnecting",
+                    extra={"delay": round(delay, 2), "degraded": self.watchdog.degraded},
+                )
+                await self.client.reset_gateway()
+                await self.sleep(delay)
 
     async def _watch(self) -> None:
         """Close a socket that delivered nothing for `gateway_stall_seconds`."""

@@ -63,6 +63,9 @@ _CODES: dict[int, type[PlatformError]] = {
     50013: PermanentSendError,  # missing permissions
     160002: PermanentSendError,  # cannot reply without permission to read history
 }
+# Gateway close codes that no reconnect cures: authentication failed, invalid shard,
+# sharding required, invalid API version, invalid or disallowed intents.
+_FATAL_CLOSES = frozenset({4004, 4010, 4011, 4012, 4013, 4014})
 _NOT_SENT = (aiohttp.ClientConnectorError,)
 _MAYBE_SENT = (TimeoutError, asyncio.TimeoutError, aiohttp.ClientError, OSError)
 
@@ -185,8 +188,25 @@ class DiscordClient:
         return self.me
 
     async def run_gateway(self) -> None:
-        """The gateway connection until closed (discord.py reconnects and resumes)."""
-        await self.bot.connect(reconnect=True)
+        """The gateway connection until closed (discord.py reconnects and resumes); raises
+        `CredentialsError` for a close Discord means for good (bad token, missing intent)."""
+        try:
+            await self.bot.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired as exc:
+            raise CredentialsError(
+                "Discord refused the Message Content intent: enable it for the bot in the "
+                "Developer Portal (Bot > Privileged Gateway Intents)"
+            ) from exc
+        except discord.ConnectionClosed as exc:
+            if exc.code in _FATAL_CLOSES:
+                raise CredentialsError(f"Discord closed the gateway: {exc}") from exc
+            raise
+
+    async def reset_gateway(self) -> None:
+        """Close a socket discord.py's loop left behind after an error, before the next one."""
+        ws = self.bot.ws
+        if ws is not None and ws.open:
+            await ws.close(code=1000)
 
     async def close(self) -> None:
         await self.bot.close()
