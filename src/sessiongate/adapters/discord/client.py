@@ -204,7 +204,8 @@ class DiscordClient:
 
     async def reset_gateway(self) -> None:
         """Close a socket discord.py's loop left behind after an error, before the next one."""
-        ws = self.bot.ws
+        # discord.py types `ws` as always set; it is None until the first connect.
+        ws: DiscordWebSocket | None = self.bot.ws
         if ws is not None and ws.open:
             await ws.close(code=1000)
 
@@ -213,7 +214,7 @@ class DiscordClient:
 
     async def force_reconnect(self) -> None:
         """Close the socket with a resumable code: discord.py opens a new one and RESUMEs."""
-        ws = self.bot.ws
+        ws: DiscordWebSocket | None = self.bot.ws
         if ws is not None:
             await ws.close(code=4000)
 
