@@ -33,6 +33,7 @@ from sessiongate.bench.contenders import (
 )
 from sessiongate.bench.gateway import run_gateway_section
 from sessiongate.bench.machine import describe_machine
+from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
 from sessiongate.bench.tree import run_tree_section
@@ -118,6 +119,7 @@ def run_bench(
         "skipped": skipped,
         "gateway": run_gateway_section(quick=quick),
         "tree": run_tree_section(quick=quick),
+        "platforms": run_platforms_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)
