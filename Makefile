@@ -1,23 +1,31 @@
-# Every target bootstraps .venv with only Python 3.11+ on the machine.
+# Every target bootstraps .venv with only Python 3.11+ on the machine. `run`, `chat` and
+# `bench` install the runtime only; `test` and `check` add the dev tools (the `dev` extra).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check bench chat clean
+.PHONY: run test check bench chat config-docs clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		(echo "sessiongate needs Python 3.11 or newer" >&2; exit 1)
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
+
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUNTIME)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	@touch $(RUNTIME) $(STAMP)
 
-run: $(STAMP)
+run: $(RUNTIME)
 	$(BIN)/sessiongate run $(ARGS)
 
-chat: $(STAMP)
+chat: $(RUNTIME)
 	$(BIN)/sessiongate chat $(ARGS)
 
 test: $(STAMP)
@@ -28,8 +36,12 @@ check: $(STAMP)
 	$(BIN)/ruff check --no-cache src tests benchmarks
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(RUNTIME)
 	$(BIN)/sessiongate bench $(ARGS)
+
+# Regenerates docs/CONFIG.md from the settings model (tests/cli/test_config_docs.py checks it).
+config-docs: $(RUNTIME)
+	$(BIN)/python -m sessiongate.cli._config_docs > docs/CONFIG.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

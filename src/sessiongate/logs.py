@@ -1,28 +1,54 @@
-"""Structured logs: stdlib `logging` rendered by structlog as one JSON object per line.
+"""Structured logs: stdlib `logging` rendered by structlog, as JSON lines or for a person.
 
 Library modules log through `logging.getLogger(__name__)` and pass context as `extra=`
-(`session_key`, `turn_id`, ...); `configure_logging` makes every record one JSON line carrying
-those fields, so the gateway's output can be filtered by session or turn with `jq`. Nothing here
-runs on import: only the command line (and tests) call `configure_logging`.
+(`session_key`, `turn_id`, ...); `configure_logging` renders every record with those fields:
+one JSON object per line (`json`, for `jq` and log shippers) or one readable line (`console`,
+for a terminal; `auto` picks it when the stream is a terminal). Nothing here runs on import:
+only the command line (and tests) call `configure_logging`.
+
+With `redact_ids` (the config's `redact_pii`), no raw id reaches a line: session keys are
+shown as `core.redaction.redact_session_key` shows them in the prompt, user and chat id fields
+are hashed the same way, and key-shaped text inside messages and errors is replaced too. It
+is applied to every record in one place, so a log call written later cannot forget it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 import structlog
+
+from sessiongate.core.redaction import hash_chat_id, hash_user_id, redact_session_key
 
 if TYPE_CHECKING:
     from structlog.typing import EventDict, Processor
 
-__all__ = ["configure_logging", "render_json"]
+__all__ = ["LogFormat", "configure_logging", "redact_record", "render_json", "resolve_format"]
+
+LogFormat = Literal["auto", "console", "json"]
 
 # Extras that only make sense on a colour terminal (uvicorn's) or that repeat other fields.
 _DROPPED_EXTRAS = frozenset({"color_message", "taskName"})
 _HANDLER_NAME = "sessiongate"
+
+# Fields that hold a whole id, hashed as the prompt hashes that kind of id.
+_KEY_FIELDS = frozenset({"session_key", "tagged_key", "key"})
+_USER_FIELDS = frozenset({"user_id", "participant_id", "alias", "canonical", "sender"})
+_CHAT_FIELDS = frozenset({"chat_id", "thread_id", "home_channel"})
+# A session key inside free text (an error message, a request path), raw or URL-encoded. A
+# key's components are percent-escaped for `:` only, so its end is guessed at a space, a
+# quote or a bracket (and in a URL at `/`, `?`, `&`, `#`); the record's own key fields are
+# also replaced exactly (see `redact_record`).
+_KEY_IN_TEXT = re.compile(
+    r"\bagent:[\w.-]+:[^\s\"'<>,;()\[\]{}]+"
+    r"|\bagent%3[Aa][\w.-]+%3[Aa][^\s\"'<>,;()\[\]{}/?&#]+"
+)
+_HELD = re.compile("\x00([0-9]+)\x00")
 
 
 def render_json(_logger: Any, _name: str, event_dict: EventDict) -> str:
@@ -36,12 +62,69 @@ def _drop_noise(_logger: Any, _name: str, event_dict: EventDict) -> EventDict:
     return event_dict
 
 
-def configure_logging(level: int | str = logging.INFO, *, stream: IO[str] | None = None) -> None:
-    """Route the root logger to `stream` (stderr) as JSON lines; safe to call again.
+def _hashed_key_in_text(text: str) -> str:
+    # Percent-encoded (from a URL path): decode to the key first, so the hash is the key's.
+    return redact_session_key(text if text.startswith("agent:") else unquote(text))
 
-    Each line has `timestamp` (ISO-8601 UTC), `level`, `logger`, `event` (the message) and every
-    `extra=` field of the record; an exception adds `exception` with the formatted traceback.
+
+def redact_record(_logger: Any, _name: str, event_dict: EventDict) -> EventDict:
+    """Replace every raw id in the record by its hashed form (a structlog processor)."""
+    keys: dict[str, str] = {}
+    ids: dict[str, str] = {}
+    for name, value in event_dict.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if name in _KEY_FIELDS:
+            keys[value] = redact_session_key(value)
+        elif name in _USER_FIELDS:
+            ids[value] = hash_user_id(value)
+        elif name in _CHAT_FIELDS:
+            ids[value] = hash_chat_id(value)
+    # Each replacement is held as a placeholder until the end, so no later step rewrites a
+    # hash (a short numeric id could occur inside one). Keys go first and whole, then other
+    # key-shaped text, then bare ids, each longest first.
+    held: list[str] = []
+
+    def hold(hashed: str) -> str:
+        held.append(hashed)
+        return f"\x00{len(held) - 1}\x00"
+
+    for name, value in list(event_dict.items()):
+        if not isinstance(value, str):
+            continue
+        for raw in sorted(keys, key=len, reverse=True):
+            if raw in value:
+                value = value.replace(raw, hold(keys[raw]))
+        value = _KEY_IN_TEXT.sub(lambda m: hold(_hashed_key_in_text(m.group(0))), value)
+        for raw in sorted(ids, key=len, reverse=True):
+            if raw in value:
+                value = value.replace(raw, hold(ids[raw]))
+        event_dict[name] = _HELD.sub(lambda m: held[int(m.group(1))], value)
+    return event_dict
+
+
+def resolve_format(wanted: LogFormat, stream: IO[str]) -> Literal["console", "json"]:
+    """`auto` is `console` on a terminal (a person reads it) and `json` anywhere else."""
+    if wanted != "auto":
+        return wanted
+    isatty = getattr(stream, "isatty", None)
+    return "console" if isatty is not None and isatty() else "json"
+
+
+def configure_logging(
+    level: int | str = logging.INFO,
+    *,
+    stream: IO[str] | None = None,
+    log_format: LogFormat = "json",
+    redact_ids: bool = False,
+) -> None:
+    """Route the root logger to `stream` (stderr); safe to call again.
+
+    A JSON line has `timestamp` (ISO-8601 UTC), `level`, `logger`, `event` (the message) and
+    every `extra=` field of the record; an exception adds `exception` with the formatted
+    traceback. A console line shows the same fields as `name=value` after the message.
     """
+    out = stream if stream is not None else sys.stderr
     pre_chain: list[Processor] = [
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
@@ -49,15 +132,25 @@ def configure_logging(level: int | str = logging.INFO, *, stream: IO[str] | None
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _drop_noise,
     ]
-    formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=pre_chain,
-        processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            render_json,
-        ],
-    )
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    # The traceback becomes text first, so redaction sees it too.
+    final: list[Processor] = [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        structlog.processors.format_exc_info,
+    ]
+    if redact_ids:
+        final.append(redact_record)
+    if resolve_format(log_format, out) == "console":
+        final.append(
+            structlog.dev.ConsoleRenderer(
+                colors=bool(getattr(out, "isatty", lambda: False)()),
+                exception_formatter=structlog.dev.plain_traceback,
+                pad_event_to=0,
+            )
+        )
+    else:
+        final.append(render_json)
+    formatter = structlog.stdlib.ProcessorFormatter(foreign_pre_chain=pre_chain, processors=final)
+    handler = logging.StreamHandler(out)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter)
     root = logging.getLogger()

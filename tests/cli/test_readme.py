@@ -43,3 +43,35 @@ def test_every_sessiongate_command_in_the_readme_exists():
                     assert f"sessions {sub}" in known, line
             else:
                 assert name in known, line
+
+
+DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
+SRC = Path(__file__).resolve().parents[2] / "src" / "sessiongate"
+
+
+def test_the_library_example_runs_and_finds_what_it_searches_for(tmp_path, monkeypatch, capsys):
+    [example] = _blocks("python")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "hello" in printed  # the search hit's snippet
+    assert printed.strip() != "[]"
+
+
+def test_the_introduction_claims_no_platform_adapter_that_does_not_ship():
+    intro = README.split("\n## ", 1)[0]
+    for platform in ("telegram", "discord", "slack", "whatsapp", "signal", "matrix"):
+        if (SRC / "adapters" / platform).is_dir():
+            continue
+        for line in intro.splitlines():
+            if platform in line.lower():
+                assert "Platform adapters" in line or line.startswith("  "), line
+
+
+def test_the_docs_link_what_they_name_and_never_cite_tracker_issues():
+    for name in ("ARCHITECTURE.md", "CONFIG.md", "API.md", "CLI.md"):
+        assert f"(docs/{name})" in README, name
+    for path in [*DOCS_DIR.glob("*.md"), DOCS_DIR.parent / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\bissues? #?\d+", text, flags=re.IGNORECASE), path.name
+        assert "design notes" not in text, path.name

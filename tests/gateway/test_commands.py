@@ -8,7 +8,13 @@ import pytest
 from gateway_support import settle
 
 from sessiongate.core.transcript import build_model_context
-from sessiongate.gateway.commands import BUSY_REPLY, COMMANDS, BusyPolicy, parse_command
+from sessiongate.gateway.commands import (
+    BUSY_REPLY,
+    COMMANDS,
+    UNKNOWN_REPLY,
+    BusyPolicy,
+    parse_command,
+)
 
 TRIGGERS = ["/new", "/reset"]
 
@@ -34,10 +40,10 @@ TRIGGERS = ["/new", "/reset"]
         ("<@U123> /new", ("new", "")),
         ("<@!42>  /reset soft", ("reset", "soft")),
         ("<@U123|ann> /status", ("status", "")),
-        ("/newer", None),
+        ("/newer", ("newer", "")),
         ("/new@", None),
         ("<@U123> hello", None),
-        ("/unknown thing", None),
+        ("/unknown thing", ("unknown", "thing")),
         ("/usr/bin/env", None),
         ("hello /new", None),
         ("@bot hello", None),
@@ -47,6 +53,44 @@ TRIGGERS = ["/new", "/reset"]
 def test_parse_command(text, expected):
     parsed = parse_command(text, reset_triggers=TRIGGERS)
     assert (None if parsed is None else (parsed.name, parsed.args)) == expected
+
+
+def test_a_slash_word_that_is_no_command_is_parsed_as_unknown_unless_the_agent_has_it():
+    typo = parse_command("/stauts", reset_triggers=TRIGGERS)
+    assert typo is not None
+    assert (typo.name, typo.known) == ("stauts", False)
+    assert parse_command("/status", reset_triggers=TRIGGERS).known
+    for listed in (["/shrug"], ["shrug"], ["/SHRUG "]):
+        assert parse_command("/shrug ok", reset_triggers=TRIGGERS, agent_commands=listed) is None
+
+
+async def test_an_unknown_command_is_answered_and_never_reaches_the_agent(gw):
+    receipt = await gw.adapter.receive("/stauts")
+    assert receipt.status == "command"
+    assert receipt.reply == UNKNOWN_REPLY.format(name="stauts")
+    assert "/help" in receipt.reply
+    assert gw.hub.requests == []
+    # Answered once: a redelivery of the same message is a duplicate, not a second answer.
+    first = await gw.adapter.receive("/hepl", message_id="m-1")
+    again = await gw.adapter.receive("/hepl", message_id="m-1")
+    assert (first.status, again.status) == ("command", "duplicate")
+    assert again.reply == first.reply
+
+
+async def test_an_agent_command_goes_to_the_agent_as_text(make_gateway):
+    gw = await make_gateway(agent_commands=["/shrug"])
+    receipt = await gw.adapter.receive("/shrug fine")
+    assert receipt.status == "replied"
+    assert gw.hub.user_texts() == ["/shrug fine"]
+
+
+async def test_sessions_lists_titles(gw):
+    await gw.adapter.receive("plan the trip")
+    await gw.adapter.receive("/new")
+    await gw.adapter.receive("/title Budget")
+    lines = (await gw.adapter.receive("/sessions")).reply.splitlines()
+    assert lines[0].startswith("1. Budget · ")
+    assert lines[1].startswith("2. plan the trip · ")
 
 
 def test_reset_words_come_from_the_configured_triggers():
@@ -221,7 +265,7 @@ async def test_resume_by_number_from_the_session_list(gw):
     first = await gw.adapter.receive("hello")
     await gw.adapter.receive("/new")
     listing = await gw.adapter.receive("/sessions")
-    assert listing.reply.splitlines()[1].startswith(f"2. {first.session_id} · 2 messages")
+    assert listing.reply.splitlines()[1].startswith(f"2. hello · {first.session_id} · 2 messages")
     assert "(current)" in listing.reply.splitlines()[0]
     assert (await gw.adapter.receive("/resume 2")).session_id == first.session_id
     assert "No session with that number" in (await gw.adapter.receive("/resume 7")).reply

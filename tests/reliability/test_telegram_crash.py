@@ -72,6 +72,9 @@ async def test_a_kill_between_accepting_an_update_and_replying_still_replies_onc
     finally:
         await gateway.aclose()
     assert stub.texts() == ["echo: survive this"]
+    log = gateway.log_text()
+    assert "getUpdates" in log  # the HTTP client's request lines are there...
+    assert stub.token not in log  # ...without the bot token in their URLs
 
 
 async def test_a_kill_while_the_reply_is_in_flight_is_not_posted_twice(tmp_path, bot_api):

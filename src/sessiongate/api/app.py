@@ -116,10 +116,10 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.store = store
     app.state.config = config
     app.state.metrics = ApiMetrics(runner.statistics)
-    # Bodies being read; the server closes it when it starts to stop (api/server.py).
-    app.state.uploads = uploads = UploadGate(config.api.body_timeout_seconds)
     # Platform webhook receivers by platform name; `sessiongate run` fills it.
     app.state.hooks = {}
+    # Bodies being read; the server closes it when it starts to stop (api/server.py).
+    app.state.uploads = uploads = UploadGate(config.api.body_timeout_seconds)
     install_error_handlers(app)
     install_docs(app)
     app.include_router(_health_router())

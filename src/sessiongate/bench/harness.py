@@ -36,6 +36,7 @@ from sessiongate.bench.machine import describe_machine
 from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
+from sessiongate.bench.telegram import run_telegram_section
 from sessiongate.bench.tree import run_tree_section
 from sessiongate.bench.workload import Sizes
 
@@ -119,6 +120,7 @@ def run_bench(
         "skipped": skipped,
         "gateway": run_gateway_section(quick=quick),
         "tree": run_tree_section(quick=quick),
+        "telegram": run_telegram_section(quick=quick),
         "platforms": run_platforms_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)

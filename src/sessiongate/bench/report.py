@@ -176,7 +176,17 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         goals.append(_goal("Gateway ≥ 1,000 turns/s in process", why, None))
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", why, None))
     goals.extend(_tree_goals(results))
+    goals.append(_telegram_goal(results))
     return goals
+
+
+def _telegram_goal(results: dict[str, Any]) -> dict[str, Any]:
+    label = "Telegram stub → echo agent → sendMessage ≥ 500 updates/s"
+    telegram = results.get("telegram", {})
+    if telegram.get("status") != "ok":
+        return _goal(label, f"not measured: {telegram.get('reason', 'no telegram section')}", None)
+    rate = telegram["throughput"]["updates_per_s"]
+    return _goal(label, f"{_n(rate)} updates/s", rate >= telegram["aim_updates_per_s"])
 
 
 _TREE_GOALS = {
@@ -354,6 +364,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")
+    lines += _telegram_lines(results.get("telegram", {}))
     tree = results.get("tree", {})
     if tree.get("status") == "ok":
         sizes = tree["sizes"]
@@ -367,6 +378,24 @@ def render_markdown(results: dict[str, Any]) -> str:
         ]
     lines += _platform_lines(results.get("platforms", {}))
     return "\n".join(lines)
+
+
+def _telegram_lines(telegram: dict[str, Any]) -> list[str]:
+    lines = ["## Telegram adapter", ""]
+    if telegram.get("status") != "ok":
+        return [*lines, f"Not measured: {telegram.get('reason', 'no telegram section')}.", ""]
+    burst, one = telegram["throughput"], telegram["latency"]
+    return [
+        *lines,
+        f"- {telegram['updates']} updates through the Bot API stub, python-telegram-bot and the "
+        f"echo agent: {_n(burst['updates_per_s'])} updates/s "
+        f"(gateway CPU {burst['gateway_cpu_ms_per_update']:.2f} ms per update, start-up "
+        f"included; load average {burst['load_average']})",
+        f"- one at a time: {_pair(one['latency_ms'])} per message (p50 / p99), of which the "
+        f"bare SDK round trip is {_pair(one['sdk_roundtrip_ms'])}: the adapter and gateway add "
+        f"{_pair(one['overhead_ms'])}",
+        "",
+    ]
 
 
 def _platform_lines(section: dict[str, Any]) -> list[str]:

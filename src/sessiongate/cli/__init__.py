@@ -13,12 +13,15 @@ Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is sta
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
+import click
 import typer
 
 import sessiongate
 from sessiongate.cli import bench, chat, config_cmd, doctor, pairing, run, sessions
+from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
 
@@ -74,5 +77,29 @@ app.command(
 
 
 def main() -> None:
-    """The console script (also `python -m sessiongate`)."""
-    app(prog_name="sessiongate")
+    """The console script (also `python -m sessiongate`).
+
+    Click's own usage errors (a missing argument, a bad value) are printed here rather than by
+    click, so that under `--json` they are JSON like every other error.
+    """
+    try:
+        code = app(prog_name="sessiongate", standalone_mode=False)
+    except _ABORTS:
+        sys.stderr.write("Aborted!\n")
+        sys.exit(1)
+    except _USAGE_ERRORS as exc:
+        error: Any = exc  # a click exception of either copy: `show`, `exit_code`
+        if "--json" in sys.argv[1:] or json_errors():
+            print_error(error.format_message(), "invalid_usage", as_json=True)
+        else:
+            error.show()
+        sys.exit(int(error.exit_code))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+# Typer 0.2x carries its own copy of click, whose exceptions are not click's.
+_USAGE_ERRORS: tuple[type[Exception], ...] = (
+    click.ClickException,
+    *((typer.TyperException,) if hasattr(typer, "TyperException") else ()),
+)
+_ABORTS: tuple[type[BaseException], ...] = (click.Abort, typer.Abort)

@@ -1,7 +1,10 @@
 """What every command shares: the options, finding home and config, opening the store, output.
 
 Exit codes: 0 success; 1 the operation failed or found problems; 2 bad usage or a bad
-configuration (click uses 2 for usage errors too).
+configuration (click uses 2 for usage errors too). With `--json` an error is JSON as well, the
+HTTP API's shape `{"error": {"code", "message"}}` on stderr, with the same exit code (the
+option's callback switches `fail` over before the command's body runs; `cli.main` does the
+same for click's own usage errors).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -34,15 +38,20 @@ __all__ = [
     "HomeOption",
     "JsonOption",
     "Paths",
+    "agent_description",
     "agent_factory_for",
     "console",
     "emit_json",
     "err_console",
     "fail",
+    "json_errors",
     "load_paths_and_config",
     "open_store",
     "opened_store",
+    "plural",
+    "print_error",
     "sessions_dir",
+    "when",
 ]
 
 EXIT_FAILURE = 1
@@ -69,7 +78,18 @@ ConfigOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON (for scripts).")]
+_json_errors = False
+
+
+def _errors_as_json(value: bool) -> bool:
+    global _json_errors
+    _json_errors = _json_errors or value
+    return value
+
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (for scripts).", callback=_errors_as_json)
+]
 
 
 class Paths:
@@ -86,10 +106,26 @@ def sessions_dir(home: Path) -> Path:
     return home / "sessions"
 
 
-def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+def fail(message: str, code: int = EXIT_FAILURE, *, error_code: str | None = None) -> NoReturn:
+    """Say what went wrong on stderr (JSON under `--json`) and exit with `code`."""
+    print_error(message, error_code or ("invalid_usage" if code == EXIT_USAGE else "failed"))
+    raise typer.Exit(code)
+
+
+def print_error(message: str, error_code: str, *, as_json: bool | None = None) -> None:
+    """One error on stderr: JSON under `--json` (or `as_json`), else a line of text."""
+    if _json_errors if as_json is None else as_json:
+        error = {"error": {"code": error_code, "message": message}}
+        sys.stderr.write(json.dumps(error, ensure_ascii=False) + "\n")
+        sys.stderr.flush()
+        return
     # The message may quote user text (keys, labels) holding `[...]`: never read as markup.
     err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
-    raise typer.Exit(code)
+
+
+def json_errors() -> bool:
+    """Whether this invocation asked for `--json`."""
+    return _json_errors
 
 
 def load_paths_and_config(
@@ -125,7 +161,8 @@ def opened_store(home: Path | None, config_file: Path | None) -> Iterator[Sessio
     try:
         yield store
     except SessiongateError as exc:
-        fail(exc.message, EXIT_USAGE if isinstance(exc, InvalidSessionKeyError) else 1)
+        code = EXIT_USAGE if isinstance(exc, InvalidSessionKeyError) else EXIT_FAILURE
+        fail(exc.message, code, error_code=exc.code)
     except OSError as exc:
         # The disk refused a file the store writes beside the database (a delete's archive).
         fail(f"{exc.strerror or exc}: {exc.filename or paths.home}")
@@ -140,6 +177,32 @@ def agent_factory_for(config: GatewayConfig) -> AgentFactory:
         return build_agent_factory(config)
     except ImportError as exc:
         fail(str(exc))
+
+
+def agent_description(config: GatewayConfig) -> str:
+    """Which agent answers, for banners: the one `build_agent_factory` picks."""
+    openai = config.agent.openai
+    if openai.base_url or openai.api_key is not None:
+        return f"openai-compatible, model {openai.model} at {openai.base_url or 'api.openai.com'}"
+    delay = config.agent.echo.delay_seconds
+    return "echo (repeats each message" + (f" after {delay:g} s)" if delay else ")")
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """`1 branch`, `2 branches`, `10,000 entries`: a count and its noun, agreeing."""
+    noun = one if count == 1 else (many or f"{one}s")
+    return f"{count:,} {noun}"
+
+
+def when(value: datetime | str | None) -> str:
+    """A time as every command prints it for a person: UTC to the second,
+    `2026-01-31 09:05:07Z`; `--json` keeps the full ISO-8601 value."""
+    if value is None or value == "":
+        return ""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def emit_json(data: Any) -> None:

@@ -1,12 +1,18 @@
-"""`sessiongate chat`: a conversation with the agent in this terminal (the `local` platform).
+"""`sessiongate chat`: a conversation with the agent in this terminal.
 
-A thin shell over `sessiongate.adapters.local.LocalAdapter` and the same runner the gateway
-uses, so slash commands (`/new`, `/undo`, `/queue`, `/stop`, ...) and busy-lane behaviour work
-here too, and the conversation is stored under the same home. `/quit`, `/exit` or end of
-input (Ctrl+D) leave once the replies in flight have arrived; SIGTERM leaves through the same
-`runner.stop()`, with the turn in flight drained under `agent.restart_drain_timeout` (a second
-SIGTERM kills at once). Like `run`, it holds the home's lock: beside a live gateway on the
-same home it exits 1 with one line.
+By default a thin shell over `sessiongate.adapters.local.LocalAdapter` and the same runner the
+gateway uses (the `local` platform), so slash commands (`/new`, `/undo`, `/queue`, `/stop`,
+...) and busy-lane behaviour work here too, and the conversation is stored under the same home.
+`/quit`, `/exit` or end of input (Ctrl+D) leave once the replies in flight have arrived;
+SIGTERM leaves through the same `runner.stop()`, with the turn in flight drained under
+`agent.restart_drain_timeout` (a second SIGTERM kills at once). Like `run`, it holds the
+home's lock: beside a live gateway on the same home it exits 1 with one line, which names
+`--url`: with it, chat is a client of a running gateway's HTTP API (`POST /v1/messages`, the
+`api` platform) and opens no store of its own.
+
+In a terminal the line editor is `cli/terminal.Terminal` (history in `<home>/chat_history`);
+piped input is a script, each line waiting for its reply. Every reply is printed by
+`show_reply`.
 """
 
 from __future__ import annotations
@@ -16,15 +22,17 @@ import contextlib
 import getpass
 import signal
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+import httpx
 import typer
 
-from sessiongate.adapters.local import LocalAdapter
+from sessiongate.adapters.local import LocalAdapter, StdinLines
 from sessiongate.cli._common import (
     ConfigOption,
     HomeOption,
     Paths,
+    agent_description,
     agent_factory_for,
     console,
     err_console,
@@ -32,16 +40,63 @@ from sessiongate.cli._common import (
     load_paths_and_config,
     open_store,
 )
-from sessiongate.errors import SessiongateError
+from sessiongate.cli.terminal import Terminal
+from sessiongate.errors import HomeInUseError, SessiongateError
 from sessiongate.gateway import GatewayRunner
+from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Awaitable, Callable, Iterator
 
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.source import SessionSource
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["chat"]
+__all__ = ["REPLY_PREFIX", "chat", "show_reply"]
+
+PROMPT = "you> "
+REPLY_PREFIX = "agent> "
+LEAVE = frozenset({"/quit", "/exit"})
+# What only this terminal understands, shown before the gateway's own `/help` list.
+CHAT_HELP = "In this chat: /quit (or /exit, Ctrl+D) leaves."
+HISTORY_FILE = "chat_history"
+# A hang guard for a gateway that never answers; the turn itself has agent.gateway_timeout.
+CLIENT_TIMEOUT_SECONDS = 3600.0
+
+
+def _stdout_write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def show_reply(write: Callable[[str], object], text: str) -> None:
+    """Print one reply of the agent (the one place a reply reaches the screen)."""
+    write(f"{REPLY_PREFIX}{text}\n")
+
+
+class _ChatAdapter(LocalAdapter):
+    """The local adapter whose replies go through `show_reply`."""
+
+    def __init__(self, *, show: Callable[[str], object], **kwargs: Any) -> None:
+        super().__init__(write=show, **kwargs)
+        self._show = show
+
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+        show_reply(self._show, text)
+
+
+def _with_chat_help(
+    read_line: Callable[[], Awaitable[str | None]], write: Callable[[str], object]
+) -> Callable[[], Awaitable[str | None]]:
+    """`read_line` that prints `CHAT_HELP` when `/help` is typed (the gateway lists the rest)."""
+
+    async def read() -> str | None:
+        line = await read_line()
+        if line is not None and line.strip().lower() == "/help":
+            write(CHAT_HELP + "\n")
+        return line
+
+    return read
 
 
 async def _converse(
@@ -83,6 +138,54 @@ def _stopped_by_sigterm(conversation: asyncio.Future[int]) -> Iterator[None]:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+async def _converse_remote(
+    url: str,
+    token: str | None,
+    user: str,
+    chat_id: str,
+    read_line: Callable[[], Awaitable[str | None]],
+    write: Callable[[str], object],
+) -> None:
+    """Each line to the gateway's `POST /v1/messages`, its reply printed before the next."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    base = {"chat_id": chat_id, "user_id": user, "user_name": user}
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), headers=headers, timeout=CLIENT_TIMEOUT_SECONDS
+    ) as client:
+        while (line := await read_line()) is not None:
+            text = line.strip()
+            if not text:
+                continue
+            if text.lower() in LEAVE:
+                return
+            try:
+                response = await client.post("/v1/messages", json={**base, "text": text})
+            except httpx.HTTPError as exc:
+                fail(f"cannot reach the gateway at {url}: {exc}")
+            try:
+                data = response.json()
+            except ValueError:  # not the gateway's JSON (a proxy's error page)
+                data = {}
+            if response.is_success:
+                reply = data.get("reply") or ""
+                if data.get("status") in ("replied", "command"):
+                    show_reply(write, reply)
+                else:
+                    write(f"({data.get('status')}) {reply}".rstrip() + "\n")
+            elif response.status_code == 401:
+                fail("the gateway refused the token (give --token or $SESSIONGATE_API__TOKEN)")
+            else:
+                error = data.get("error") or {}
+                write(f"({error.get('code', response.status_code)}) {error.get('message', '')}\n")
+
+
+def _welcome(where: str, agent: str, conversation: str) -> str:
+    return (
+        f"sessiongate chat · {where} · agent: {agent} · conversation: {conversation}\n"
+        "Type a message; /help lists the commands, /quit leaves.\n"
+    )
+
+
 def chat(
     home: HomeOption = None,
     config_file: ConfigOption = None,
@@ -94,26 +197,79 @@ def chat(
         bool,
         typer.Option(help="Keep this conversation in memory only; it ends when you leave."),
     ] = False,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="Talk to the gateway running at this URL (its HTTP API) instead of starting "
+            "one here.",
+            show_default=False,
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="With --url: the gateway's api.token. Default: api.token of the config.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Talk to the agent in this terminal; /quit or Ctrl+D to leave."""
     paths, config = load_paths_and_config(home, config_file)
+    # Only what needs attention (an agent failing) reaches the terminal, ids hashed as in `run`.
+    configure_logging("WARNING", log_format=config.log.format, redact_ids=config.redact_pii)
     user = getpass.getuser()
-    adapter = LocalAdapter(
+    conversation = chat_id or user
+    interactive = sys.stdin.isatty()
+    terminal = Terminal(PROMPT, history=paths.home / HISTORY_FILE) if interactive else None
+    write: Callable[[str], object] = terminal.write if terminal is not None else _stdout_write
+    read_line = _with_chat_help(terminal.read_line if terminal else StdinLines(), write)
+    try:
+        if url is not None:
+            if incognito:
+                fail("--incognito needs a chat of its own; it cannot be used with --url")
+            if terminal is not None:
+                write(_welcome(f"gateway {url}", "the gateway's own", conversation))
+            secret = token or (config.api.token.get_secret_value() if config.api.token else None)
+            asyncio.run(_converse_remote(url, secret, user, conversation, read_line, write))
+            return
+        _chat_here(paths, config, user, conversation, incognito, read_line, write, terminal)
+    except KeyboardInterrupt:
+        console.print()
+    finally:
+        if terminal is not None:
+            terminal.close()
+
+
+def _chat_here(
+    paths: Paths,
+    config: GatewayConfig,
+    user: str,
+    conversation: str,
+    incognito: bool,
+    read_line: Callable[[], Awaitable[str | None]],
+    write: Callable[[str], object],
+    terminal: Terminal | None,
+) -> None:
+    """The conversation with a runner of this process, on the home's store."""
+    adapter = _ChatAdapter(
         user_id=user,
-        chat_id=chat_id or user,
-        prompt="you> " if sys.stdin.isatty() else None,
+        chat_id=conversation,
+        read_line=read_line,
+        show=write,
         # Piped input is a script: each line waits for its reply, as a person would.
-        wait_for_replies=not sys.stdin.isatty(),
+        wait_for_replies=terminal is None,
     )
     store = open_store(paths, config)
     if incognito:
         adapter.session_key = store.create_incognito_session(adapter.source).session_key
         err_console.print("[dim]incognito: nothing of this conversation is written to disk[/dim]")
     try:
+        if terminal is not None:
+            write(_welcome(f"home {paths.home}", agent_description(config), conversation))
         asyncio.run(_converse(store, config, paths, adapter))
-    except KeyboardInterrupt:
-        console.print()
-    except SessiongateError as exc:  # another runner holds the home, the store refused
+    except HomeInUseError as exc:
+        fail(f"{exc.message}; or chat through it with --url (the URL its banner shows)")
+    except SessiongateError as exc:  # the store refused
         fail(exc.message)
     finally:
         store.close()

@@ -26,6 +26,7 @@ from sessiongate.cli._common import (
     JsonOption,
     console,
     emit_json,
+    plural,
     sessions_dir,
 )
 from sessiongate.config import ConfigError, default_home, load_config
@@ -68,6 +69,8 @@ def _check_sqlite(db_path: Path, *, full: bool) -> Check:
 def _check_mirror(json_path: Path) -> Check:
     if not json_path.exists():
         return Check("sessions.json", True, "absent (written by the gateway)")
+    if json_path.is_dir():
+        return Check("sessions.json", False, "is a directory, not a file")
     try:
         data = json.loads(json_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -100,7 +103,16 @@ def _check_search(store: SessionStore, *, repair: bool) -> Check:
     if status.get("integrity_error"):
         problems.append(f"integrity check failed: {status['integrity_error']}")
     if not problems:
-        return Check("search index", True, f"current ({status.get('pending', 0)} rows to index)")
+        pending = int(status.get("pending", 0))
+        if not pending:
+            return Check("search index", True, "up to date")
+        # Not a fault: appends leave indexing to the next search, which catches up first.
+        return Check(
+            "search index",
+            True,
+            f"healthy; {plural(pending, 'new entry', 'new entries')} "
+            "will be indexed by the next search",
+        )
     if not repair:
         return Check("search index", False, "; ".join(problems) + "; run with --repair")
     indexed = store.rebuild_search_index()
@@ -108,6 +120,16 @@ def _check_search(store: SessionStore, *, repair: bool) -> Check:
     if after.get("stale") or after.get("integrity_error"):
         return Check("search index", False, "still damaged after a rebuild", repaired=False)
     return Check("search index", True, f"rebuilt ({indexed} rows)", repaired=True)
+
+
+def _repair_mirror(store: SessionStore, json_path: Path) -> Check:
+    """Rewrite `sessions.json` from the database; a write that fails says why, and is no
+    repair."""
+    error = store.flush_mirror()
+    after = _check_mirror(json_path)
+    if error is not None or not after.ok:
+        return Check(after.name, False, f"could not be rewritten: {error or after.detail}")
+    return Check(after.name, True, f"rewritten: {after.detail}", repaired=True)
 
 
 def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool) -> list[Check]:
@@ -134,9 +156,7 @@ def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool
         checks.append(_check_import(store))
         checks.append(_check_search(store, repair=repair))
         if not mirror.ok and repair and config.mirror_sessions_json:
-            store.flush_mirror()
-            mirror = _check_mirror(directory / "sessions.json")
-            mirror = Check(mirror.name, mirror.ok, f"rewritten: {mirror.detail}", repaired=True)
+            mirror = _repair_mirror(store, directory / "sessions.json")
         checks.append(mirror)
     finally:
         store.close()
@@ -159,6 +179,8 @@ def doctor(
     resolved = (home or default_home()).expanduser()
     checks = run_checks(resolved, config_file, repair=repair, full=full)
     healthy = all(c.ok for c in checks)
+    if repair and healthy and not any(c.repaired for c in checks):
+        checks.append(Check("repair", True, "nothing to repair"))
     if as_json:
         emit_json(
             {"home": str(resolved), "healthy": healthy, "checks": [asdict(c) for c in checks]}

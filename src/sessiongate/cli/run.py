@@ -28,6 +28,7 @@ from sessiongate.cli._common import (
     ConfigOption,
     HomeOption,
     Paths,
+    agent_description,
     agent_factory_for,
     err_console,
     fail,
@@ -54,7 +55,7 @@ def _url(host: str, port: int) -> str:
 
 
 def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> str:
-    """What `run` prints once it listens: where, and how to talk to it."""
+    """What `run` prints once it listens: where, with which agent, and how to talk to it."""
     url = _url(host, port)
     auth = ""
     if config.api.token is not None:
@@ -62,14 +63,16 @@ def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> s
     return "\n".join(
         [
             f"sessiongate is listening on {url} (home: {paths.home})",
+            f"Agent: {agent_description(config)}",
             "",
             "Send a message and get the agent's reply:",
             f"  curl -s {url}/v1/messages -H 'Content-Type: application/json'{auth} \\",
             '    -d \'{"chat_id": "me", "text": "hello"}\'',
             "",
+            f"Chat in a terminal:  sessiongate chat --url {url}",
+            f"  (in a checkout:    make chat ARGS='--url {url}')",
             f"List sessions:  curl -s {url}/v1/sessions{' -H ...' if auth else ''}",
             f"API reference:  {url}/docs  (OpenAPI at {url}/openapi.json)",
-            "Chat in a terminal:  sessiongate chat, once this gateway is stopped (one per home)",
             "Stop: Ctrl+C or SIGTERM (drains running turns first).",
         ]
     )
@@ -142,7 +145,8 @@ def run(
     ] = None,
     config_file: ConfigOption = None,
     log_level: Annotated[
-        str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")
+        str,
+        typer.Option(help="debug, info, warning or error (on stderr, in the log.format)."),
     ] = "info",
 ) -> None:
     """Run the gateway: the HTTP API and the agent runner, until SIGTERM or Ctrl+C.
@@ -159,7 +163,7 @@ def run(
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         fail(f"unknown log level {log_level!r}", EXIT_USAGE)
-    configure_logging(level)
+    configure_logging(level, log_format=config.log.format, redact_ids=config.redact_pii)
     try:
         # Platform SDKs load here: a missing extra stops the start before anything is opened.
         adapters = build_adapters(config)

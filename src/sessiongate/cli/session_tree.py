@@ -36,6 +36,8 @@ from sessiongate.cli._common import (
     emit_json,
     fail,
     opened_store,
+    plural,
+    when,
 )
 from sessiongate.cli.session_ops import (
     KeyArgument,
@@ -87,7 +89,10 @@ def context(
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
-    facts = [f"{len(out.messages)} messages", f"about {estimate_tokens(out.messages)} tokens"]
+    facts = [
+        plural(len(out.messages), "message"),
+        f"about {plural(estimate_tokens(out.messages), 'token')}",
+    ]
     if out.boundary_entry_id is not None:
         facts.append(f"starts after entry #{out.boundary_entry_id}")
     facts += [f"{name} {value}" for name, value in _settings(out) if value]
@@ -123,7 +128,7 @@ def branches(
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
-    table = Table(title=f"{len(out.branches)} branches", title_justify="left")
+    table = Table(title=plural(len(out.branches), "branch", "branches"), title_justify="left")
     for column in ("", "leaf", "messages", "updated", "headline"):
         table.add_column(column, overflow="fold")
     for branch in out.branches:
@@ -131,9 +136,12 @@ def branches(
             "*" if branch.active else "",
             str(branch.leaf_entry_id),
             str(branch.message_count),
-            branch.updated_at or "",
+            when(branch.updated_at),
             Text(branch.headline),  # user text, not markup
         )
+    if not any(branch.active for branch in out.branches):
+        # Everything was rewound: the active position is the empty start of the session.
+        table.add_row("*", "-", "0", "", "(empty: the next message starts here)")
     console.print(table)
 
 
@@ -177,7 +185,7 @@ def rewind(
     if out.status == "nothing_to_rewind":
         show_model(out, "nothing to rewind: the active path has no user message", as_json=as_json)
         return
-    text = f"rewound {out.rewound_count} messages; the message to edit: {out.editor_text}"
+    text = f"rewound {plural(out.rewound_count, 'message')}; the message to edit: {out.editor_text}"
     show_model(out, text, as_json=as_json)
 
 

@@ -32,6 +32,8 @@ from sessiongate.cli._common import (
     emit_json,
     fail,
     opened_store,
+    plural,
+    when,
 )
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
@@ -86,7 +88,7 @@ def list_sessions(
     if as_json:
         emit_json({"sessions": rows, "total": total})
         return
-    table = Table(title=f"{len(rows)} of {total} sessions", title_justify="left")
+    table = Table(title=f"{len(rows)} of {plural(total, 'session')}", title_justify="left")
     for column in ("session key", "name", "updated", "tokens", "flags"):
         table.add_column(column, overflow="fold")
     for row in rows:
@@ -94,7 +96,7 @@ def list_sessions(
             *_plain(
                 row["session_key"],
                 row["label"] or row["display_name"] or "",
-                row["updated_at"],
+                when(row["updated_at"]),
                 str(row["total_tokens"]),
                 _flags(row),
             )
@@ -136,7 +138,10 @@ def show(
     table.add_column(overflow="fold")
     for name, value in row.items():
         if value not in (None, False, 0, 0.0, ""):
-            table.add_row(name, Text(str(value)))
+            # The unread marker is shown whole: `sessions read --expected-marked-unread-at`
+            # compares it to the millisecond.
+            shown = when(value) if name.endswith("_at") and name != "marked_unread_at" else value
+            table.add_row(name, Text(str(shown)))
     console.print(table)
     for event in events or []:
         if event.get("type") == "message":
@@ -160,6 +165,9 @@ def search(
     as_json: JsonOption = False,
 ) -> None:
     """Full-text search over the active branch of every transcript."""
+    if not query.strip():
+        # As `GET /v1/search?q=` is refused: an empty query would match nothing, or all.
+        fail("give words to search for (the query is empty)", EXIT_USAGE)
     with opened_store(home, config_file) as store:
         hits, degraded = store.search_detailed(query, limit)
     if as_json:
@@ -167,7 +175,7 @@ def search(
         return
     if degraded:
         console.print("[yellow]the search index is stale; results come from a slower scan[/]")
-    table = Table(title=f"{len(hits)} hits", title_justify="left")
+    table = Table(title=plural(len(hits), "hit"), title_justify="left")
     for column in ("session key", "role", "when", "snippet"):
         table.add_column(column, overflow="fold")
     for hit in hits:
@@ -175,7 +183,7 @@ def search(
             *_plain(
                 str(hit.get("session_key")),
                 str(hit.get("role")),
-                str(hit.get("timestamp")),
+                when(hit.get("timestamp")),
                 str(hit.get("snippet")),
             )
         )
@@ -223,7 +231,7 @@ def export(
         _write_private(output, text)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
-    console.print(f"exported {len(sessions)} sessions to {output}")
+    console.print(f"exported {plural(len(sessions), 'session')} to {output}")
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -297,7 +305,8 @@ def import_(
         )
     else:
         console.print(
-            f"imported {imported} sessions ({messages} messages); {skipped} already present"
+            f"imported {plural(imported, 'session')} ({plural(messages, 'message')}); "
+            f"{skipped:,} already present"
         )
         for problem in problems:
             console.print(f"[yellow]skipped:[/] {problem}")
@@ -371,6 +380,10 @@ def prune(
             "Default: session_store_max_age_days.",
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Only list the entries that would be dropped."),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Drop old routing entries (transcripts stay and remain searchable)."""
@@ -382,11 +395,37 @@ def prune(
                 "pruning is off (session_store_max_age_days is 0); pass --max-age-days",
                 EXIT_USAGE,
             )
-        pruned = store.prune_old_entries(days)
+        keys = _prune(store, days, dry_run=dry_run)
     if as_json:
-        emit_json({"pruned": pruned, "max_age_days": days})
+        emit_json({"pruned": len(keys), "max_age_days": days, "dry_run": dry_run, "keys": keys})
+        return
+    entries = plural(len(keys), "entry", "entries")
+    if dry_run:
+        console.print(f"would prune {entries} older than {plural(days, 'day')}:")
+        for key in keys:
+            console.print(Text(f"  {key}"))
     else:
-        console.print(f"pruned {pruned} entries older than {days} days")
+        console.print(f"pruned {entries} older than {plural(days, 'day')}")
+
+
+class _DryRun(Exception):
+    """Raised to roll back a prune that was only counted."""
+
+
+def _prune(store: SessionStore, days: int, *, dry_run: bool) -> list[str]:
+    """The keys `prune_old_entries` drops. A dry run prunes inside a transaction that is
+    then rolled back, so it lists exactly what the real one would drop, by the same rule."""
+    dropped: list[str] = []
+    try:
+        with store.database.transaction():
+            before = {entry.session_key for entry in store.list_sessions()}
+            store.prune_old_entries(days)
+            dropped = sorted(before - {entry.session_key for entry in store.list_sessions()})
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    return dropped
 
 
 # The tree and row operations of one session (their modules say how they mirror the HTTP API).

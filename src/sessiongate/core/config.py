@@ -27,6 +27,7 @@ __all__ = [
     "DiscordConfig",
     "EchoAgentConfig",
     "GatewayConfig",
+    "LogConfig",
     "OpenAIAgentConfig",
     "PlatformConfig",
     "ResetPolicyConfig",
@@ -224,6 +225,11 @@ class ApiConfig(_Model):
         return value
 
 
+class LogConfig(_Model):
+    # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
+    format: Literal["auto", "console", "json"] = "auto"
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -231,6 +237,9 @@ class GatewayConfig(_Model):
     redact_pii: bool = False
     reset_mode: Literal["new_session", "boundary"] = "new_session"
     reset_triggers: list[str] = Field(default_factory=lambda: ["/new", "/reset"])
+    # Slash commands the agent itself understands: passed to it as text instead of being
+    # answered "unknown command" (e.g. ["/shrug"]; the slash is optional).
+    agent_commands: list[str] = Field(default_factory=list)
     reset_policy: ResetPolicyConfig = Field(default_factory=ResetPolicyConfig)
     busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
     queue_cap: int = Field(32, ge=1)
@@ -244,6 +253,7 @@ class GatewayConfig(_Model):
     platforms: dict[str, SerializeAsAny[PlatformConfig]] = Field(default_factory=dict)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     @field_validator("platforms", mode="before")
     @classmethod

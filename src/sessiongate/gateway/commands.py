@@ -2,7 +2,9 @@
 
 A command is recognised after stripping a leading mention (`@bot /new`, `<@U123> /new`) and a
 `/cmd@bot` suffix, case-insensitively; `/new` and `/reset` are the configured
-`reset_triggers`. Unknown `/words` are ordinary text for the agent. Every command is
+`reset_triggers`. An unknown `/word` (a typo such as `/stauts`) is answered with a pointer
+to `/help` instead of reaching the model, unless it is one of the configured
+`agent_commands`, which the agent understands itself. Every command is
 deduplicated by its message id like any message, and its effect commits in the same
 transaction as that record, so a redelivered `/new` neither resets twice nor is lost.
 
@@ -39,6 +41,7 @@ __all__ = [
     "BUSY_REPLY",
     "COMMANDS",
     "RUN_WHEN_ARCHIVED",
+    "UNKNOWN_REPLY",
     "BusyPolicy",
     "CommandHost",
     "CommandRunner",
@@ -102,6 +105,10 @@ COMMANDS: dict[str, CommandSpec] = {
     )
 }
 
+# Not in `COMMANDS` (so neither in `/help` nor typeable as `/unknown`): the answer to a `/word`
+# that is no command. It changes nothing, so it runs beside a busy turn.
+_UNKNOWN = CommandSpec("unknown", BusyPolicy.RUN, "", "")
+
 # What an archived session still answers: commands that start no work and change nothing
 # (every other command gets the archived notice, like a message).
 RUN_WHEN_ARCHIVED = frozenset({"stop", "status", "help"})
@@ -118,6 +125,8 @@ _COMMAND = re.compile(r"^/([^\s@/]+)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
 # ASCII digits only: `str.isdigit` also takes `²`, which `int` refuses.
 _COUNT = re.compile(r"[0-9]+")
 _TITLE_MAX = 100
+# A `/sessions` line stays one line on a phone.
+_HEADLINE_MAX = 40
 _UNDO_MAX = 100
 _LIST_MAX = 10
 
@@ -126,10 +135,18 @@ _LIST_MAX = 10
 class ParsedCommand:
     name: str
     args: str
+    # False for a `/word` that is no command here: it is answered with `UNKNOWN_REPLY`.
+    known: bool = True
 
 
-def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | None:
-    """The command in `text`, or None when it is ordinary text."""
+UNKNOWN_REPLY = "Unknown command /{name}; see /help for the commands."
+
+
+def parse_command(
+    text: str, *, reset_triggers: list[str], agent_commands: Sequence[str] = ()
+) -> ParsedCommand | None:
+    """The command in `text`, or None when it is text for the agent (ordinary text, or one of
+    `agent_commands`, given with or without the slash)."""
     stripped = _MENTION.sub("", text.strip(), count=1)
     for trigger in reset_triggers:
         word = trigger.strip().lower()
@@ -141,9 +158,9 @@ def parse_command(text: str, *, reset_triggers: list[str]) -> ParsedCommand | No
     if match is None:
         return None
     name = match.group(1).lower()
-    if name not in COMMANDS or name in _RESET_NAMES:
+    if name in _RESET_NAMES or name in {c.strip().lstrip("/").lower() for c in agent_commands}:
         return None  # /new and /reset exist only as configured reset triggers
-    return ParsedCommand(name, (match.group(2) or "").strip())
+    return ParsedCommand(name, (match.group(2) or "").strip(), known=name in COMMANDS)
 
 
 def _trigger_args(text: str, word: str) -> str | None:
@@ -234,7 +251,7 @@ class CommandRunner:
         self._host = host
 
     async def run(self, command: ParsedCommand, event: MessageEvent, *, wait: bool) -> Receipt:
-        spec = COMMANDS[command.name]
+        spec = COMMANDS[command.name] if command.known else _UNKNOWN
         inbound = event.to_inbound()
         seen = self._lane_store.lookup_seen(inbound)
         if seen is not None:
@@ -341,6 +358,10 @@ class CommandRunner:
             entry, call.event.source, acceptance, wait=call.wait, interrupt=False
         )
 
+    async def _cmd_unknown(self, call: _Call) -> Receipt:
+        name = sanitize_untrusted(call.command.name, _HEADLINE_MAX)
+        return await self._answer(call, UNKNOWN_REPLY.format(name=name))
+
     async def _cmd_stop(self, call: _Call) -> Receipt:
         lane = self._lanes.get(call.key)
         running = lane.running if lane is not None else None
@@ -391,11 +412,22 @@ class CommandRunner:
     async def _cmd_sessions(self, call: _Call) -> Receipt:
         sessions = self._store.sessions_for_key(call.key)[:_LIST_MAX]
         lines = [
-            f"{i}. {s['session_id']} · {s['message_count']} messages"
+            f"{i}. {self._title_of(s['session_id'], call.entry)} · {s['session_id']} · "
+            f"{s['message_count']} messages"
             + (" (current)" if s["session_id"] == call.entry.session_id else "")
             for i, s in enumerate(sessions, 1)
         ]
         return await self._answer(call, "\n".join(lines) or "No sessions yet.")
+
+    def _title_of(self, session_id: str, current: SessionEntry) -> str:
+        """The current session's `/title`, else what the session was last about (the
+        headline of its active branch: its latest user message)."""
+        if session_id == current.session_id and current.display_name:
+            return current.display_name
+        for tip in self._store.list_branches(session_id):
+            if tip.get("active") and tip.get("headline"):
+                return sanitize_untrusted(str(tip["headline"]), _HEADLINE_MAX)
+        return "(untitled)"
 
     async def _cmd_title(self, call: _Call) -> Receipt:
         name = sanitize_untrusted(call.command.args, _TITLE_MAX)

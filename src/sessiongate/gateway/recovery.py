@@ -126,6 +126,8 @@ class HomeLock:
 @dataclass(slots=True)
 class RecoveryPlan:
     clean: bool
+    # No session yet and no marker: a new home, whose first start is not a recovery.
+    first_start: bool = False
     requeued: int = 0  # running turns found after a crash
     marked_recent: int = 0  # sessions marked by suspend_recently_active
     resume: list[Turn] = field(default_factory=list)
@@ -182,7 +184,8 @@ def plan_recovery(
     now: datetime,
 ) -> RecoveryPlan:
     """Steps 1-5 of the module docstring, as far as they are synchronous journal decisions."""
-    plan = RecoveryPlan(clean=consume_clean_shutdown(home, lane_store))
+    clean = consume_clean_shutdown(home, lane_store)
+    plan = RecoveryPlan(clean=clean, first_start=not clean and not store.has_any_sessions())
     known = lane_store.restart_counts()
     from_file = read_restart_counts(home / RESTART_COUNTS_FILE)
     lane_store.merge_restart_counts({k: v for k, v in from_file.items() if k not in known})
@@ -210,6 +213,9 @@ def plan_recovery(
             plan.resume.append(turn)
     plan.deliver = lane_store.turns_in_state(TurnState.REPLIED)
     plan.pending_lanes = lane_store.lanes_with_pending()
+    if plan.first_start:
+        log.info("first start of this home: nothing to recover")
+        return plan
     log.info(
         "recovery planned",
         extra={

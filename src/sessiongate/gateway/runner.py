@@ -452,7 +452,11 @@ class GatewayRunner:
         command = (
             None
             if event.event_kind
-            else parse_command(event.text, reset_triggers=self.config.reset_triggers)
+            else parse_command(
+                event.text,
+                reset_triggers=self.config.reset_triggers,
+                agent_commands=self.config.agent_commands,
+            )
         )
         if command is not None:
             return await self._commands.run(command, event, wait=wait)

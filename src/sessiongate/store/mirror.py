@@ -3,6 +3,11 @@
 The database is the source of truth. The mirror is written off the hot path by one thread,
 coalesced (many changes, one write), atomically (temp file, fsync, rename, mode 0600), from its
 own read connection so it never holds the writer's lock.
+
+A write that fails (a full disk, `sessions.json` replaced by a directory) is logged once, as a
+warning with its reason, and retried with a doubling wait up to `MAX_RETRY_SECONDS`; further
+failures of the same kind go to the debug level, and the first write that works again is
+logged. `last_error` holds the reason meanwhile (`sessiongate doctor` reports it).
 """
 
 from __future__ import annotations
@@ -23,9 +28,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
-__all__ = ["MIRROR_README", "SessionsMirror"]
+__all__ = ["MAX_RETRY_SECONDS", "MIRROR_README", "SessionsMirror"]
 
 log = logging.getLogger(__name__)
+
+# A broken mirror is retried at most every five minutes: often enough that fixing the cause
+# shows within minutes, rare enough that the log and the disk are not busy with it.
+MAX_RETRY_SECONDS = 300.0
 
 MIRROR_README = (
     "Mirror of sessiongate's routing entries, written from state.db. Edits here are ignored "
@@ -54,17 +63,31 @@ class SessionsMirror:
         self._write_lock = threading.Lock()
         self.writes = 0
         self.last_error: str | None = None
+        # Failed writes in a row; the retry wait doubles with each.
+        self.failures = 0
         self._thread = threading.Thread(target=self._run, name="sessions-mirror", daemon=True)
         self._thread.start()
 
     def mark_dirty(self) -> None:
         self._dirty.set()
 
-    def flush(self) -> None:
-        """Write now if anything changed (tests and shutdown)."""
+    @property
+    def retry_in(self) -> float:
+        """The wait before the next write: the coalescing interval, doubled per failure."""
+        if not self.failures:
+            return self._interval
+        return min(MAX_RETRY_SECONDS, self._base_interval * (1 << min(self.failures, 16)))
+
+    def flush(self) -> str | None:
+        """Write now if anything changed (tests, doctor and shutdown); the reason the mirror
+        could not be written, or None."""
         if self._dirty.is_set():
             self._dirty.clear()
             self._write()
+        else:
+            with self._write_lock:
+                pass  # a write of the thread in progress ends first
+        return self.last_error
 
     def close(self) -> None:
         self._stop.set()
@@ -77,16 +100,18 @@ class SessionsMirror:
             self._dirty.wait()
             if self._stop.is_set():
                 return
-            # Coalesce a burst of changes into one write.
-            self._stop.wait(self._interval)
+            # Coalesce a burst of changes into one write (or wait out a failure's backoff).
+            self._stop.wait(self.retry_in)
             self._dirty.clear()
             started = time.monotonic()
-            self._write()
+            if not self._write():
+                self._dirty.set()  # still stale: try again after the backoff
+                continue
             # A big mirror (100,000 lanes) takes a while to write: spend at most ~5% of a core
             # on it by waiting twenty times as long as the last write took.
             self._interval = max(self._base_interval, (time.monotonic() - started) * 20)
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
         with self._write_lock:
             try:
                 conn = sqlite3.connect(f"file:{self._db_path}?mode=ro", uri=True)
@@ -101,13 +126,32 @@ class SessionsMirror:
                 finally:
                     conn.close()
                 self.writes += 1
+                if self.failures:
+                    log.info("sessions.json mirror written again", extra={"after": self.failures})
                 self.last_error = None
+                self.failures = 0
                 if self._on_written is not None:
                     self._on_written(self._json_path.stat())
             except (OSError, sqlite3.Error, SessiongateError) as exc:
                 # The mirror is derived: a failed write is reported, never fatal.
-                self.last_error = str(exc)
-                log.warning("sessions.json mirror write failed", extra={"error": str(exc)})
+                reason = _reason(exc, self._json_path)
+                again = reason == self.last_error
+                self.last_error = reason
+                self.failures += 1
+                log.log(
+                    logging.DEBUG if again else logging.WARNING,
+                    "sessions.json mirror write failed; retrying with backoff",
+                    extra={"error": reason, "retry_in_seconds": self.retry_in},
+                )
+                return False
+            return True
+
+
+def _reason(exc: BaseException, path: Path) -> str:
+    """Why the mirror cannot be written, in words a person can act on."""
+    if isinstance(exc, IsADirectoryError) or path.is_dir():
+        return f"{path} is a directory, not a file: move it away so the mirror can be written"
+    return str(exc)
 
 
 def _stream_mirror(out: TextIO, rows: Iterable[tuple[str, str]]) -> None:

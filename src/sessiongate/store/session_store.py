@@ -590,9 +590,9 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     # ------------------------------------------------------------------ lifecycle
 
-    def flush_mirror(self) -> None:
-        if self._mirror is not None:
-            self._mirror.flush()
+    def flush_mirror(self) -> str | None:
+        """Write `sessions.json` now if it is stale; why it could not be written, or None."""
+        return self._mirror.flush() if self._mirror is not None else None
 
     def close(self) -> None:
         """Flush the mirror and close the database; safe to call twice."""

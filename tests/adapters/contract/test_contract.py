@@ -348,19 +348,25 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     harness.agent.blocking = True
     harness.push(Msg("think hard", chat=harness.typing_chat, mention=True))
     await asyncio.wait_for(harness.agent.started.get(), 10)
-    async with asyncio.timeout(10):
-        while harness.typing_count() < 1:  # noqa: ASYNC110  # the stub records over HTTP
-            await asyncio.sleep(0.01)
-    first = harness.typing_count()
+    typing = harness.adapter.typing
+    await harness.sleeper.advance(1)  # past the grace that spares instant replies
+    await _until(lambda: harness.typing_count() >= 1)
+    first = typing.sent
     await harness.sleeper.advance(10)
-    await asyncio.sleep(0.05)
-    assert harness.typing_count() > first
+    await _until(lambda: typing.sent > first)
     harness.agent.release()
     await harness.settle()
-    after = harness.typing_count()
+    assert typing.active() == 0
+    after = typing.sent
     await harness.sleeper.advance(30)
-    await asyncio.sleep(0.05)
-    assert harness.typing_count() == after
+    assert typing.sent == after
+
+
+async def _until(condition) -> None:
+    """Until `condition()` holds; what it reads is set by a request that crossed HTTP."""
+    async with asyncio.timeout(10):
+        while not condition():  # noqa: ASYNC110  # no event to wait on
+            await asyncio.sleep(0.01)
 
 
 async def test_oversized_media_gets_a_clear_answer_and_no_turn(harness):

@@ -29,8 +29,9 @@ from sessiongate.adapters.discord.payloads import (
     parse_interaction,
     parse_message,
 )
-from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter, KitSettings, gateway_commands
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
+from sessiongate.adapters.kit.events import KitSettings, gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import DISCORD_LIMIT
@@ -40,7 +41,7 @@ from sessiongate.core.platform import Platform
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import DiscordConfig

@@ -44,7 +44,7 @@ from sessiongate.adapters.kit.errors import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "SAFE_MENTIONS", "DiscordClient", "command_diff", "translate"]

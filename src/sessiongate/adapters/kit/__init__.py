@@ -9,16 +9,7 @@ typing, streamed edits and failure handling come from here.
 from __future__ import annotations
 
 from sessiongate.adapters.kit.access import Access, AccessPolicy, decide_access
-from sessiongate.adapters.kit.adapter import (
-    AdapterStatistics,
-    Admission,
-    HandoffError,
-    KitAdapter,
-    KitSettings,
-    PlatformCommand,
-    PlatformEvent,
-    gateway_commands,
-)
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.backoff import Backoff
 from sessiongate.adapters.kit.errors import (
     CredentialsError,
@@ -29,6 +20,14 @@ from sessiongate.adapters.kit.errors import (
     ReplyTargetError,
     TransientSendError,
     UnconfirmedSendError,
+)
+from sessiongate.adapters.kit.events import (
+    AdapterStatistics,
+    Admission,
+    KitSettings,
+    PlatformCommand,
+    PlatformEvent,
+    gateway_commands,
 )
 from sessiongate.adapters.kit.formatting import (
     defuse_mass_mentions,

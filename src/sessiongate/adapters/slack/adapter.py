@@ -28,15 +28,9 @@ from urllib.parse import parse_qsl
 
 from slack_sdk.signature import SignatureVerifier
 
-from sessiongate.adapters.kit.adapter import (
-    Admission,
-    HandoffError,
-    KitAdapter,
-    KitSettings,
-    PlatformEvent,
-    gateway_commands,
-)
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
+from sessiongate.adapters.kit.events import Admission, KitSettings, PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import SLACK_LIMIT
 from sessiongate.adapters.kit.watchdog import Watchdog
@@ -56,7 +50,7 @@ if TYPE_CHECKING:
     from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
     from slack_sdk.socket_mode.request import SocketModeRequest
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import SlackConfig

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["TYPING_STATUS", "SlackClient", "slash_commands", "translate"]

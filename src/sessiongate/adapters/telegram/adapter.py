@@ -23,8 +23,9 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter, KitSettings
+from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
+from sessiongate.adapters.kit.events import KitSettings
 from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
@@ -36,7 +37,7 @@ from sessiongate.core.platform import Platform
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import TelegramConfig

@@ -15,6 +15,7 @@ so one token never has two live pollers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import warnings
@@ -58,7 +59,7 @@ from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from sessiongate.adapters.kit.adapter import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "PollConflictError", "TelegramClient"]
@@ -87,6 +88,30 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
     ("message thread not found", PermanentSendError),
 )
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class _TokenFilter(logging.Filter):
+    """Bot tokens out of log lines: the token is part of every Bot API URL, which the HTTP
+    client logs at INFO ("HTTP Request: POST .../bot<token>/sendMessage")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.tokens:
+            text = record.getMessage()
+            redacted = text
+            for token in self.tokens:
+                redacted = redacted.replace(token, "<token>")
+            if redacted != text:
+                record.msg, record.args = redacted, ()
+        return True
+
+
+_TOKENS = _TokenFilter()
+for _name in ("httpx", "httpcore", "telegram"):
+    logging.getLogger(_name).addFilter(_TOKENS)
 
 
 class PollConflictError(PlatformError):
@@ -137,12 +162,14 @@ class TelegramClient:
         self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
     ) -> None:
         self._token = token
+        _TOKENS.tokens.add(token)
         self._base_url = base_url.rstrip("/")
         self._poll_timeout = poll_timeout
         # How long a send waits for Telegram's answer before it counts as unconfirmed.
         self._read_timeout = read_timeout
         self.bot = self._build()
         self._open = False
+        self._slots = asyncio.Semaphore(_POOL_SIZE)
 
     def _build(self) -> Bot:
         return Bot(
@@ -157,7 +184,11 @@ class TelegramClient:
 
     async def _call(self, call: Callable[[], Awaitable[_T]], *, sending: bool = True) -> _T:
         try:
-            return await call()
+            # Requests wait here rather than in the HTTP pool's queue, which httpcore scans
+            # on every completion: with hundreds of chats replying at once that scan was
+            # most of the time spent (measured in `sessiongate bench`).
+            async with self._slots:
+                return await call()
         except TelegramError as exc:
             raise translate(exc, sending=sending) from exc
 
@@ -183,12 +214,14 @@ class TelegramClient:
     # ------------------------------------------------------------------ receiving
 
     async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
-        updates = await self._call(
-            lambda: self.bot.get_updates(
+        # Not through `_call`'s slots: the long poll has its own connection and must never
+        # wait behind sends.
+        try:
+            updates = await self.bot.get_updates(
                 offset=offset, timeout=timedelta(seconds=self._poll_timeout)
-            ),
-            sending=False,
-        )
+            )
+        except TelegramError as exc:
+            raise translate(exc, sending=False) from exc
         return [update.to_dict() for update in updates]
 
     async def delete_webhook(self, *, drop_pending_updates: bool) -> None:

@@ -22,12 +22,14 @@ import json
 import queue
 import re
 import threading
+import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -85,6 +87,8 @@ class BotApiStub:
         # Every update ever pushed (a redelivery copies one from here).
         self.log_updates: list[dict[str, Any]] = []
         self.forced: deque[dict[str, Any]] = deque()
+        # update id -> when a getUpdates answer first carried it (perf_counter seconds).
+        self.delivered_at: dict[int, float] = {}
         self.sent: list[dict[str, Any]] = []
         self.edits: list[dict[str, Any]] = []
         self.deleted: list[dict[str, Any]] = []
@@ -168,7 +172,11 @@ class BotApiStub:
             self.unauthorized += 1
             return _error(401, "Unauthorized")
         method = request.path_params["method"]
-        params = _params(await request.body(), request.headers.get("content-type", ""))
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            return Response(status_code=499)  # the client went away (a gateway stopping)
+        params = _params(body, request.headers.get("content-type", ""))
         params.update(request.query_params)
         self.calls[method] += 1
         self.log.append((method, params))
@@ -217,7 +225,11 @@ class BotApiStub:
                 async with asyncio.timeout(timeout):
                     await self._arrived.wait()
         limit = int(params.get("limit") or 100)
-        return [u for u in self.pending if int(u["update_id"]) >= offset][:limit]
+        batch = [u for u in self.pending if int(u["update_id"]) >= offset][:limit]
+        now = time.perf_counter()
+        for update in batch:
+            self.delivered_at.setdefault(int(update["update_id"]), now)
+        return batch
 
     def _message(self, params: dict[str, Any], text: str) -> dict[str, Any]:
         chat_id = params["chat_id"]

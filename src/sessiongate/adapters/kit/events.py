@@ -1,0 +1,111 @@
+"""The kit's plain data: what a platform maps its events to, what `admit` answers, the
+settings drawn from `platforms.<name>`, and the adapter's statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sessiongate.adapters.kit.access import AccessPolicy
+from sessiongate.adapters.kit.gating import GatePolicy, MessageFacts, compile_patterns
+from sessiongate.gateway.events import MessageType
+
+if TYPE_CHECKING:
+    from sessiongate.adapters.kit.media import Attachment
+    from sessiongate.core.config import PlatformConfig
+    from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.receipts import Receipt
+
+__all__ = [
+    "AdapterStatistics",
+    "Admission",
+    "KitSettings",
+    "PlatformCommand",
+    "PlatformEvent",
+    "gateway_commands",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformEvent:
+    """One inbound platform event, as a platform's `payloads.py` maps it.
+
+    `source` is None for events the kit ignores (kinds it does not handle). `parent` is the
+    parent chat's source when the message is in a thread or topic: the thread's first message
+    forks its session from the parent's.
+    """
+
+    event_id: str
+    source: SessionSource | None
+    facts: MessageFacts | None = None
+    text: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    message_type: MessageType = MessageType.TEXT
+    message_id: str | None = None
+    reply_to: str | None = None
+    parent: SessionSource | None = None
+    kind: str = "message"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What `admit` did: `status` is one of duplicate, dropped, pairing, too_large, accepted."""
+
+    status: str
+    reason: str | None = None
+    receipt: Receipt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformCommand:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class KitSettings:
+    gate: GatePolicy = field(default_factory=GatePolicy)
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    home_channel: str | None = None
+    max_media_bytes: int = 20 * 1_048_576
+    pairing_ttl_seconds: int = 3600
+
+    @classmethod
+    def from_config(cls, config: PlatformConfig) -> KitSettings:
+        return cls(
+            gate=GatePolicy(
+                require_mention=config.require_mention,
+                answer_edits=config.answer_edits,
+                allow_bots=config.allow_bots,
+                patterns=compile_patterns(config.mention_patterns),
+            ),
+            access=AccessPolicy.build(config.allow_from, config.dm_policy),
+            home_channel=config.home_channel,
+            max_media_bytes=int(config.max_media_mb * 1_048_576),
+            pairing_ttl_seconds=config.pairing_ttl_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterStatistics:
+    connected: bool
+    receiving: bool
+    events: int
+    accepted: int
+    duplicates: int
+    dropped: int
+    pairing_codes: int
+    sent: int
+    refused: int
+    unconfirmed: int
+    plain_resends: int
+    rate_limited: int
+    reconnects: int
+    stalls: int
+
+
+def gateway_commands() -> list[PlatformCommand]:
+    """The gateway's slash commands, as platforms register them."""
+    from sessiongate.gateway.commands import COMMANDS
+
+    return [PlatformCommand(spec.name, spec.summary) for spec in COMMANDS.values()]
