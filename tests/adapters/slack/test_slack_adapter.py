@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -291,3 +292,17 @@ async def test_commands_are_written_to_the_manifest_only_when_they_differ(tmp_pa
         await gateway.close()
     assert "/sg-new" in stub.commands()
     assert stub.manifest_updates == 1
+
+
+async def test_tokens_never_reach_the_log_even_at_debug(tmp_path, clock, stub, caplog):
+    caplog.set_level(logging.DEBUG)
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        stub.push_event(callback("Ev1", "<@UBOT> hello"))
+        await gateway.settle(1)
+    finally:
+        await gateway.close()
+    assert "auth.test" in caplog.text  # the SDK did log its requests
+    assert stub.bot_token not in caplog.text
+    assert stub.app_token not in caplog.text
