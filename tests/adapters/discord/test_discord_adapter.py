@@ -6,6 +6,7 @@ refused token."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.discord import DiscordAdapter, stub as dc
 from sessiongate.adapters.discord.client import DiscordClient
-from sessiongate.adapters.kit import ClockSleep, CredentialsError
+from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import DiscordConfig
 from sessiongate.gateway import GatewayRunner
@@ -298,3 +299,31 @@ async def test_a_refused_token_fails_the_start_without_retrying(tmp_path, clock,
 def test_the_adapter_needs_a_token():
     with pytest.raises(CredentialsError, match="token"):
         DiscordAdapter(DiscordConfig())
+
+
+async def test_the_token_never_reaches_the_log_even_at_debug(tmp_path, clock, stub, caplog):
+    api, url = stub
+    caplog.set_level(logging.DEBUG)
+    gateway = Gateway(tmp_path, clock, api, url)
+    await gateway.start(api)
+    try:
+        api.dispatch("MESSAGE_CREATE", message(api, "hello"))
+        await gateway.settle(1)
+    finally:
+        await gateway.close()
+    assert "IDENTIFY" in caplog.text  # discord.py did log its gateway traffic
+    assert api.token not in caplog.text
+
+
+async def test_a_second_gateway_for_one_token_is_refused(tmp_path, clock, stub):
+    api, url = stub
+    first = Gateway(tmp_path / "a", clock, api, url)
+    await first.start(api)
+    second = Gateway(tmp_path / "b", clock, api, url)
+    try:
+        with pytest.raises(PlatformError, match="already has a gateway"):
+            await second.runner.start()
+    finally:
+        await second.close()
+        await first.close()
+    assert api.identifies == 1

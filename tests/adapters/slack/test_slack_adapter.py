@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.kit import ClockSleep, CredentialsError
+from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
 from sessiongate.adapters.slack import SlackAdapter, stub as sl
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
@@ -306,3 +306,16 @@ async def test_tokens_never_reach_the_log_even_at_debug(tmp_path, clock, stub, c
     assert "auth.test" in caplog.text  # the SDK did log its requests
     assert stub.bot_token not in caplog.text
     assert stub.app_token not in caplog.text
+
+
+async def test_a_second_socket_for_one_app_token_is_refused(tmp_path, clock, stub):
+    first = Gateway(tmp_path / "a", clock, stub)
+    await first.runner.start()
+    second = Gateway(tmp_path / "b", clock, stub)
+    try:
+        with pytest.raises(PlatformError, match="already has a socket"):
+            await second.runner.start()
+    finally:
+        await second.close()
+        await first.close()
+    assert len(stub.open_sockets) == 0

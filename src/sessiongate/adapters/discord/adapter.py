@@ -82,6 +82,9 @@ class DiscordAdapter(KitAdapter):
     platform = Platform.DISCORD
     # Discord allows 5 message edits per 5 seconds per channel.
     edit_interval: ClassVar[float] = 1.0
+    # One gateway connection per bot token in this process (a second socket delivers every
+    # message again: the zombie-socket double answers of H #18187).
+    _gateway_tokens: ClassVar[set[str]] = set()
 
     def __init__(
         self,
@@ -95,9 +98,9 @@ class DiscordAdapter(KitAdapter):
         if config.token is None:
             raise CredentialsError("platforms.discord.token is not set")
         self.config = config
-        self.client = client or DiscordClient(
-            config.token.get_secret_value(), api_base_url=config.api_base_url
-        )
+        self._token = config.token.get_secret_value()
+        self._holds_token = False
+        self.client = client or DiscordClient(self._token, api_base_url=config.api_base_url)
         super().__init__(
             KitSettings.from_config(config),
             sender=self.client,
@@ -117,11 +120,19 @@ class DiscordAdapter(KitAdapter):
     # ------------------------------------------------------------------ the platform's part
 
     async def connect(self) -> None:
+        token = self._token
+        if token in self._gateway_tokens:
+            raise PlatformError("this Discord bot token already has a gateway in this process")
         self.me = await self.client.open()
+        self._gateway_tokens.add(token)
+        self._holds_token = True
         log.info("discord connected", extra={"user_id": self.me.user_id})
         self._state().prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
 
     async def disconnect(self) -> None:
+        if self._holds_token:
+            self._gateway_tokens.discard(self._token)
+            self._holds_token = False
         await self.client.close()
 
     def target_for(self, source: SessionSource) -> Target:

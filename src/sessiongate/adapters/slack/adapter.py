@@ -80,6 +80,9 @@ class _EpochClock:
 class SlackAdapter(KitAdapter):
     platform = Platform.SLACK
     edit_interval: ClassVar[float] = 1.0
+    # One Socket Mode connection per app token in this process (a second would receive every
+    # envelope too: two turns per message).
+    _socket_tokens: ClassVar[set[str]] = set()
 
     def __init__(
         self,
@@ -122,6 +125,7 @@ class SlackAdapter(KitAdapter):
             else None
         )
         self.retries_seen = 0
+        self._holds_token = False
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -136,14 +140,23 @@ class SlackAdapter(KitAdapter):
         self.me = await self.client.open()
         if self.config.mode == "socket":
             assert self.config.app_token is not None
+            if self.config.app_token.get_secret_value() in self._socket_tokens:
+                raise PlatformError("this Slack app token already has a socket in this process")
             # Verifies the app token now: a refused one fails the start, not a retry loop.
             self._socket_url = await self.client.open_socket_url(
                 self.config.app_token.get_secret_value()
             )
+        if self.config.mode == "socket":
+            assert self.config.app_token is not None
+            self._socket_tokens.add(self.config.app_token.get_secret_value())
+            self._holds_token = True
         log.info("slack connected", extra={"team": self.me.team_id, "mode": self.config.mode})
         self._state().prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
 
     async def disconnect(self) -> None:
+        if self._holds_token and self.config.app_token is not None:
+            self._socket_tokens.discard(self.config.app_token.get_secret_value())
+            self._holds_token = False
         await self._close_socket()
         await self.client.close()
 
