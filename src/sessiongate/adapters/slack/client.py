@@ -84,6 +84,8 @@ def translate(exc: Exception, *, sending: bool) -> PlatformError:
             retry_after = float(response.headers.get("Retry-After", "1") or 1)
             return RateLimitedError(f"slack: {code or 'ratelimited'}", retry_after=retry_after)
         kind = _ERRORS.get(code)
+        if kind is CredentialsError:
+            return CredentialsError(f"Slack refused the token: {code}")
         if kind is not None:
             return kind(f"slack: {code}")
         if code in _MAYBE_DONE:
