@@ -90,13 +90,28 @@ class PlatformState:
 
     def claim_event(self, platform: str, event_id: str, *, owner: str) -> bool:
         """Claim one platform event (one transaction); False when it is a duplicate."""
+        return bool(self.claim_events(platform, [event_id], owner=owner))
+
+    def claim_events(self, platform: str, event_ids: list[str], *, owner: str) -> set[str]:
+        """Claim a batch in one transaction; the ids this owner now holds (an id twice in the
+        batch is claimed once)."""
+        now_us = to_us(self._clock.now())
         with self._db.transaction() as conn:
-            return sql.claim_event(conn, platform, event_id, owner, to_us(self._clock.now()))
+            return {
+                event_id
+                for event_id in dict.fromkeys(event_ids)
+                if sql.claim_event(conn, platform, event_id, owner, now_us)
+            }
 
     def finish_event(self, platform: str, event_id: str) -> None:
         """The event was handed off (or deliberately dropped): never process it again."""
+        self.finish_events(platform, [event_id])
+
+    def finish_events(self, platform: str, event_ids: list[str]) -> None:
+        if not event_ids:
+            return
         with self._db.transaction() as conn:
-            sql.finish_event(conn, platform, event_id)
+            sql.finish_events(conn, platform, event_ids)
 
     def release_event(self, platform: str, event_id: str, *, owner: str) -> None:
         """Hand-off failed before the gateway accepted it: a redelivery may claim it again."""
@@ -181,6 +196,13 @@ class PlatformState:
     ) -> None:
         with self._db.transaction() as conn:
             sql.record_send(conn, platform, turn_id, state, detail, to_us(self._clock.now()))
+
+    def begin_send(self, platform: str, turn_id: int) -> SendRecord | None:
+        """Record a turn's send as `sending` (one transaction) and return None, or return what
+        an earlier attempt recorded (and record nothing)."""
+        with self._db.transaction() as conn:
+            found = sql.begin_send(conn, platform, turn_id, to_us(self._clock.now()))
+        return None if found is None else SendRecord(*found)
 
     def get_send(self, platform: str, turn_id: int) -> SendRecord | None:
         with self._db.read() as conn:

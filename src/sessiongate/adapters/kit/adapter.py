@@ -223,35 +223,53 @@ class KitAdapter:
         Returns once the event is settled; raises `HandoffError` when the gateway did not take
         it (the caller must not advance its offset past it).
         """
+        admitted = await self.admit_batch([event])
+        if not admitted:
+            raise HandoffError("the gateway did not take the event")
+        return admitted[0]
+
+    async def admit_batch(self, events: list[PlatformEvent]) -> list[Admission]:
+        """`admit` for a batch in its order, with one claim transaction (before any await)
+        and one finishing transaction for the batch. Returns the admissions of the leading
+        events the gateway took; the first it did not take, and all after it, are released
+        for their redelivery (the caller advances its offset past the returned ones only)."""
         if self._stopped:
             raise HandoffError("the adapter is stopped")
+        state = self._state()
+        platform = str(self.platform)
+        # Step 1, before the first await: two deliveries of one id cannot both pass.
+        claimed = state.claim_events(platform, [e.event_id for e in events], owner=self.owner)
+        done: list[str] = []
+        admitted: list[Admission] = []
         try:
-            return await self._admit(event)
+            for event in events:
+                if event.event_id not in claimed:
+                    self.counters.duplicates += 1
+                    log.debug(
+                        "duplicate event", extra={"platform": platform, "event_id": event.event_id}
+                    )
+                    admitted.append(Admission("duplicate"))
+                else:
+                    try:
+                        admitted.append(await self._admit_claimed(event))
+                    except HandoffError:
+                        break
+                    done.append(event.event_id)
+                    # A second copy later in the same batch is a duplicate.
+                    claimed.discard(event.event_id)
+                self.counters.events += 1
+                self._settled.set()
         finally:
-            self.counters.events += 1
-            self._settled.set()
+            state.finish_events(platform, done)
+            for event_id in claimed:
+                state.release_event(platform, event_id, owner=self.owner)
+        return admitted
 
     async def wait_events(self, count: int) -> None:
         """Until `admit` has settled `count` events in all (tests, benchmarks)."""
         while self.counters.events < count:
             self._settled.clear()
             await self._settled.wait()
-
-    async def _admit(self, event: PlatformEvent) -> Admission:
-        state = self._state()
-        platform = str(self.platform)
-        # Step 1 runs before the first await: two deliveries of one id cannot both pass.
-        if not state.claim_event(platform, event.event_id, owner=self.owner):
-            self.counters.duplicates += 1
-            log.debug("duplicate event", extra={"platform": platform, "event_id": event.event_id})
-            return Admission("duplicate")
-        try:
-            admission = await self._admit_claimed(event)
-        except BaseException:
-            state.release_event(platform, event.event_id, owner=self.owner)
-            raise
-        state.finish_event(platform, event.event_id)
-        return admission
 
     async def _admit_claimed(self, event: PlatformEvent) -> Admission:
         source, facts = event.source, event.facts
@@ -356,7 +374,7 @@ class KitAdapter:
         if source.chat_id == "home" and self.settings.home_channel:
             source = replace(source, chat_id=self.settings.home_channel, thread_id=None)
         if turn_id is not None:
-            previous = state.get_send(platform, turn_id)
+            previous = state.begin_send(platform, turn_id)
             if previous is not None:
                 if previous.state == "sending":
                     # A process died with this send in flight: it may have arrived.
@@ -369,7 +387,6 @@ class KitAdapter:
                 else:
                     log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
                 return
-            state.record_send(platform, turn_id, "sending")
         target = self.target_for(source)
         try:
             stream = self._streams.pop(turn_id, None) if turn_id is not None else None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings
+from sessiongate.adapters.kit.events import KitSettings, PlatformEvent
 from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
@@ -176,16 +176,20 @@ class TelegramAdapter(KitAdapter):
 
     async def _admit_batch(self, updates: list[dict[str, Any]]) -> None:
         assert self.me is not None
+        events = []
         for update in updates:
             try:
-                await self.admit(parse_update(update, self.me))
-            except HandoffError:
-                return  # not advanced: the update comes again
+                events.append(parse_update(update, self.me))
             except (KeyError, TypeError, ValueError):
                 # A shape this mapping does not know: logged and skipped, so one odd update
                 # cannot stall the chat behind it for ever.
                 log.exception("telegram update not understood; skipped")
-            self.offset = int(update["update_id"]) + 1
+                events.append(PlatformEvent(event_id=str(update.get("update_id")), source=None))
+        admitted = await self.admit_batch(events)
+        # The offset moves past what the gateway took, and Telegram learns it at the next
+        # getUpdates; an update it did not take comes again.
+        if admitted:
+            self.offset = int(updates[len(admitted) - 1]["update_id"]) + 1
 
     async def _rebuild(self) -> None:
         self.counters.reconnects += 1

@@ -70,9 +70,10 @@ _T = TypeVar("_T")
 
 # The Bot API accepts at most 100 commands per scope (BOT_COMMANDS_TOO_MUCH beyond).
 MAX_COMMANDS = 100
-# Concurrent sends in flight: one per active chat is plenty; beyond it, requests queue in the
-# pool (a pool timeout is "never sent", so it is retried).
-_POOL_SIZE = 64
+# Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, so
+# 16 parallel requests are more than it takes; more connections only make the HTTP pool's
+# per-request bookkeeping (a scan over every connection) dearer.
+_POOL_SIZE = 16
 
 # Bot API descriptions (lower-cased substrings) -> what they mean for a send.
 _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 __all__ = [
     "PairingRow",
     "approve_pairing",
+    "begin_send",
     "claim_event",
     "count_pending",
-    "finish_event",
+    "finish_events",
     "get_pairing",
     "get_send",
     "has_thread",
@@ -51,10 +52,10 @@ def claim_event(
     return bool(conn.execute(_TAKE_OVER, (owner, now_us, platform, event_id, owner)).rowcount)
 
 
-def finish_event(conn: sqlite3.Connection, platform: str, event_id: str) -> None:
-    conn.execute(
+def finish_events(conn: sqlite3.Connection, platform: str, event_ids: list[str]) -> None:
+    conn.executemany(
         "UPDATE platform_events SET state = 'done' WHERE platform = ? AND event_id = ?",
-        (platform, event_id),
+        [(platform, event_id) for event_id in event_ids],
     )
 
 
@@ -193,6 +194,18 @@ def record_send(
         "detail = excluded.detail, at = excluded.at",
         (platform, turn_id, state, detail, now_us),
     )
+
+
+def begin_send(
+    conn: sqlite3.Connection, platform: str, turn_id: int, now_us: int
+) -> tuple[str, str | None] | None:
+    """Record `sending` for a turn not seen before (None); else what was recorded for it."""
+    inserted = conn.execute(
+        "INSERT INTO platform_sends (platform, turn_id, state, detail, at) "
+        "VALUES (?, ?, 'sending', NULL, ?) ON CONFLICT DO NOTHING",
+        (platform, turn_id, now_us),
+    ).rowcount
+    return None if inserted else get_send(conn, platform, turn_id)
 
 
 def get_send(
