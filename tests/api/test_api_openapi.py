@@ -28,6 +28,7 @@ ADDED_ROUTES = {
     ("post", "/v1/sessions/{key}/messages"),
     # Platform webhooks (DESIGN round 2), signed by the platform instead of the bearer token.
     ("post", "/hooks/telegram"),
+    ("post", "/hooks/slack/events"),
 }
 
 

@@ -49,8 +49,8 @@ async def telegram_hook(request: Request) -> JSONResponse:
 
 @router.post(
     "/hooks/slack/events",
-    summary="Slack Events API and slash commands (verified by X-Slack-Signature)",
-    responses={401: {"description": "missing, wrong or expired signature; the body is not parsed"}},
+    summary="Slack Events API and slash commands (verified by X-Slack-Signature, 5-minute window)",
+    responses=_RESPONSES,
 )
 async def slack_hook(request: Request) -> JSONResponse:
     return await _dispatch(request, "slack")
