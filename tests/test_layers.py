@@ -9,7 +9,7 @@ import sessiongate
 
 ROOT = Path(sessiongate.__file__).parent
 # Order of DESIGN.md: each layer may import the ones before it, never one after it.
-LAYERS = ["errors", "core", "store", "gateway", "agents", "adapters", "api", "top"]
+LAYERS = ["errors", "core", "store", "gateway", "agents", "adapters", "ui", "api", "top"]
 TOP_LEVEL = {"cli", "bench", "config", "logs", "__main__", "__init__"}
 
 

@@ -11,6 +11,7 @@ SessiongateError
 ├── InvalidEntryError           a transcript entry or message that cannot be stored
 ├── QueueFullError              the lane's overflow queue is at its cap
 ├── ConflictError               a unique value (label, key) is taken
+│   └── MessageIdConflictError  a message id reused for a different message in one lane
 ├── ForkTooLargeError           a fork over the child model's context window
 ├── UnauthorizedError           a sender or caller without permission
 ├── StoreCorruptError           canonical data on disk is damaged; the store will not open
@@ -30,6 +31,7 @@ __all__ = [
     "InvalidEntryError",
     "InvalidSessionIdError",
     "InvalidSessionKeyError",
+    "MessageIdConflictError",
     "QueueFullError",
     "SessionArchivedError",
     "SessionBusyError",
@@ -97,6 +99,16 @@ class QueueFullError(SessiongateError):
 
 class ConflictError(SessiongateError):
     code = "conflict"
+
+
+class MessageIdConflictError(ConflictError):
+    """The sender already used this message id in this lane for a different message.
+
+    Raised before anything is written. It names only the id: nothing of the stored message
+    (its text, reply, session or turn) is disclosed, since the caller is not known to be the
+    one who sent it."""
+
+    code = "message_id_conflict"
 
 
 class ForkTooLargeError(SessiongateError):

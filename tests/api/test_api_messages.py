@@ -34,6 +34,38 @@ def test_a_retry_with_the_same_message_id_runs_no_second_turn(client, send, key_
     assert [e["content"] for e in events] == ["once", "echo: once"]
 
 
+def test_a_reused_message_id_never_answers_with_another_persons_lane(client, send, key_path):
+    # Per-user group lanes (the default): Alice and Bob both pick message_id "1".
+    group = {"chat_id": "room", "chat_type": "group", "message_id": "1"}
+    alice = send("alice's question", user_id="alice", **group)
+    bob = send("bob's question", user_id="bob", **group)
+    assert bob["status"] == "replied"
+    assert bob["session_key"] != alice["session_key"]
+    assert bob["reply"] == "echo: bob's question"
+    events = client.get(key_path(bob["session_key"], "/transcript")).json()["events"]
+    assert [e["content"] for e in events] == ["bob's question", "echo: bob's question"]
+    # Two threads of one chat, same sender and id: two messages.
+    first = send("in seven", thread_id="7", user_id="alice", **group)
+    second = send("in eight", thread_id="8", user_id="alice", **group)
+    assert (first["status"], second["status"]) == ("replied", "replied")
+    assert second["session_key"] != first["session_key"]
+    assert second["reply"].endswith("in eight")  # a shared thread's lane names its senders
+
+
+def test_a_reused_message_id_with_new_text_is_409_and_discloses_nothing(client, send):
+    first = send("the original", message_id="m-9")
+    response = client.post(
+        "/v1/messages", json={"chat_id": "alice", "text": "a different one", "message_id": "m-9"}
+    )
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "message_id_conflict"
+    for leaked in (first["session_key"], first["session_id"], "original", "echo"):
+        assert leaked not in response.text
+    # The retry of the original is still the ordinary duplicate.
+    assert send("the original", message_id="m-9")["status"] == "duplicate"
+
+
 def test_wait_false_answers_202_queued(client, runner):
     response = client.post("/v1/messages", json={"chat_id": "q", "text": "later", "wait": False})
     assert response.status_code == 202

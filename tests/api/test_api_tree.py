@@ -8,6 +8,7 @@ import pytest
 from sessiongate import GatewayConfig
 from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.api.app import create_app
+from sessiongate.core.transcript import SUMMARY_PREFIX
 from sessiongate.gateway import GatewayRunner
 
 
@@ -116,16 +117,31 @@ def test_compact_answers_the_token_counts(client, send, key_path):
     for i in range(6):
         send(f"message {i} " * 50)
     body = client.post(key_path(key, "/compact")).json()
-    assert set(body) == {"compacted", "tokens_before", "tokens_after"}
-    assert body["compacted"] is True
+    assert set(body) == {"compacted", "tokens_before", "tokens_after", "reason"}
+    assert (body["compacted"], body["reason"]) == (True, None)
     assert body["tokens_after"] < body["tokens_before"]
     events = client.get(key_path(key, "/transcript")).json()["events"]
     assert events[-1]["type"] == "compaction"
     assert client.get(key_path(key)).json()["compaction_count"] == 1
     again = client.post(key_path(key, "/compact")).json()
-    assert again["compacted"] is False
+    assert (again["compacted"], again["reason"]) == (False, "nothing_to_compact")
     assert again["tokens_after"] == again["tokens_before"]
     assert client.post(key_path("agent:main:api:dm:nobody", "/compact")).status_code == 404
+
+
+def test_an_explicit_compact_summarises_a_short_conversation(client, send, key_path):
+    # Far under the size threshold (the default window keeps ~32,000 tokens): asked for, the
+    # older exchanges are summarised all the same, and the newest turn is kept.
+    key = send("first question")["session_key"]
+    send("second question")
+    body = client.post(key_path(key, "/compact")).json()
+    assert (body["compacted"], body["reason"]) == (True, None)
+    context = client.get(key_path(key, "/context")).json()
+    assert context["messages"][0]["content"].startswith(SUMMARY_PREFIX)
+    assert [m["content"] for m in context["messages"][1:]] == [
+        "second question",
+        "echo: second question",
+    ]
 
 
 class BlockingAgent:

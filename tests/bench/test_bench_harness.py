@@ -27,6 +27,8 @@ TINY = Sizes(
     cold_reads=4,
     writer_turns=8,
     writer_sessions=2,
+    new_sessions=6,
+    new_messages=40,
 )
 STORES = {"sessiongate-normal", "sessiongate-full", "sqlite-normal", "sqlite-full"}
 # (returned results, results read back from --json, root folder)
@@ -65,6 +67,13 @@ def test_workload_results_have_every_measure(bench: Bench) -> None:
         assert w["append"]["messages"] == TINY.messages
         assert w["append"]["msg_per_s"] > 0
         assert w["append"]["turn_latency"]["n"] == w["append"]["turns"]
+        # Appends that create their conversations, each on its first turn.
+        fresh = w["append_new"]
+        assert fresh["messages"] == TINY.new_messages
+        assert fresh["msg_per_s"] > 0
+        assert 0 < fresh["conversations"] <= TINY.new_sessions
+        assert fresh["first_turn_latency"]["n"] == fresh["conversations"]
+        assert fresh["turn_latency"]["n"] == fresh["turns"]
         assert w["hot"]["messages"] == TINY.hot_messages
         assert w["tail_50"]["n"] == TINY.tail_reads
         assert w["full_load"]["n"] == TINY.full_reads
@@ -72,7 +81,7 @@ def test_workload_results_have_every_measure(bench: Bench) -> None:
         assert w["open_and_tail_50"]["n"] == TINY.cold_reads
         for timing in (w["tail_50"], w["full_load"], w["open_and_tail_50"]):
             assert 0 < timing["p50_ms"] <= timing["p99_ms"] <= timing["max_ms"]
-        assert w["disk"]["messages"] == TINY.messages + TINY.hot_messages
+        assert w["disk"]["messages"] == TINY.messages + TINY.new_messages + TINY.hot_messages
         assert w["disk"]["bytes_per_message"] > 0
         assert w["disk"]["probes"][0]["messages"] == 0
         assert w["disk"]["probes"][-1]["messages"] == TINY.messages
@@ -110,9 +119,13 @@ def test_json_file_holds_the_returned_results(bench: Bench) -> None:
 def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
     results, _saved, _root = bench
     goals = {g["goal"]: g for g in results["goals"]}
-    # 10 store and gateway goals, the gateway's memory, 3 conversation-tree budgets, Telegram
-    assert len(goals) in (14, 15)
+    # 12 store and gateway goals (2 of them appends with conversation creation), the
+    # gateway's memory, 3 conversation-tree budgets, Telegram
+    assert len(goals) in (16, 17)
     assert any("Telegram" in g for g in goals)
+    fresh = [g for g in goals.values() if "conversation creation" in g["goal"]]
+    assert len(fresh) == 2
+    assert all(g["passed"] is not None and "without creation" in g["measured"] for g in fresh)
     assert sum("Fork of" in g or "Branch listing" in g or "Model context" in g for g in goals) == 3
     for goal in goals.values():
         assert goal["passed"] in (True, False, None)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sessiongate.bench import workload
 from sessiongate.bench.contenders import ensure_contenders_venv, select_stores
 from sessiongate.bench.runner import run_writers, summarize_writers
 from sessiongate.bench.workload import Sizes, percentiles, turn_plan
@@ -21,6 +22,38 @@ def test_turn_plan_adds_up_to_exactly_the_messages_asked_for() -> None:
     assert all(2 <= k <= 4 for _, k in plan[:-1])
     assert 1 <= plan[-1][1] <= 4
     assert {index for index, _ in plan} <= set(range(7))
+
+
+class _Counting:
+    """A store without `append_new`: the phase must create each conversation itself."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.appended: Counter[str] = Counter()
+
+    def create_session(self, name: str) -> str:
+        self.created.append(name)
+        return name
+
+    def append(self, handle: str, messages: list[dict[str, str]]) -> None:
+        assert handle in self.created
+        self.appended[handle] += len(messages)
+
+
+def test_appends_with_creation_create_each_conversation_once_on_its_first_turn() -> None:
+    store = _Counting()
+    sizes = Sizes(new_sessions=9, new_messages=200)
+    rng = random.Random(2)
+    result = workload._append_to_new_conversations(
+        store,  # type: ignore[arg-type]  # duck-typed: only what the phase calls
+        workload.filler_pool(rng, 8),
+        rng,
+        sizes,
+        lambda _event: None,
+    )
+    assert len(store.created) == len(set(store.created)) == result["conversations"]
+    assert sum(store.appended.values()) == result["messages"] == 200
+    assert result["first_turn_latency"]["n"] == result["conversations"]
 
 
 def test_turn_plan_is_the_same_for_every_store() -> None:

@@ -88,6 +88,19 @@ def test_rewind_branches_switch_and_fork_walk_the_tree(sg, home):
         store.close()
 
 
+def test_compact_summarises_a_short_conversation_when_asked(sg, home):
+    # Two small turns, far under the default window's threshold: asked for, it compacts.
+    key = _seed(home, "amy", 2)
+    h = ("--home", str(home))
+    done = _ok(sg("sessions", "compact", key, *h, "--json"))
+    assert (done["compacted"], done["reason"]) == (True, None)
+    context = _ok(sg("sessions", "context", key, *h, "--json"))
+    assert [m["content"] for m in context["messages"][1:]] == ["question 1\n", "answer 1"]
+    again = sg("sessions", "compact", key, *h)
+    assert again.returncode == 0, again.stderr
+    assert "not compacted (nothing to compact)" in again.stdout
+
+
 def test_compact_summarises_without_a_model_and_reset_starts_afresh(sg, home):
     # The smallest window the config allows keeps a quarter of it (250 tokens) verbatim.
     home.mkdir(parents=True)

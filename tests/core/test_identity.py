@@ -90,6 +90,11 @@ def test_to_whatsapp_jid_builds_the_outbound_address(identifier, jid):
     assert to_whatsapp_jid(identifier) == jid
 
 
+@pytest.mark.parametrize("identifier", ["", "   ", "+", "@lid", "@s.whatsapp.net", ":3@lid"])
+def test_to_whatsapp_jid_of_an_id_with_no_user_part_is_empty(identifier):
+    assert to_whatsapp_jid(identifier) == ""
+
+
 def test_jid_round_trips_through_normalisation():
     assert normalize_whatsapp_identifier(to_whatsapp_jid("15551234567")) == "15551234567"
 
@@ -262,4 +267,5 @@ def test_to_whatsapp_jid_addresses_the_person_not_one_device(raw):
     jid = to_whatsapp_jid(raw)
     local, _, domain = jid.partition("@")
     assert local == normalize_whatsapp_identifier(raw)
-    assert domain in ("s.whatsapp.net", "lid")
+    # No user part, no address: never `@s.whatsapp.net`.
+    assert domain in ("s.whatsapp.net", "lid") if local else jid == ""

@@ -63,8 +63,40 @@ def test_dm_without_chat_id_prefers_user_id_alt_over_user_id():
 
 def test_dm_without_any_identifier_is_the_shared_platform_sink():
     assert build_session_key(_source("telegram", "")) == "agent:main:telegram:dm"
-    # A thread alone does not identify a DM: it still lands in the sink.
-    assert build_session_key(_source("telegram", "", thread_id="t1")) == "agent:main:telegram:dm"
+
+
+def test_dm_without_chat_id_keeps_its_thread_after_the_participant():
+    # As the reference builds it: two people's threads 7 and 8 are four lanes, not one sink.
+    keys = {
+        build_session_key(_source("slack", "", user_id=user, thread_id=thread))
+        for user in ("u1", "u2")
+        for thread in ("7", "8")
+    }
+    assert "agent:main:slack:dm:u1:7" in keys
+    assert len(keys) == 4
+
+
+def test_dm_with_only_a_thread_is_keyed_by_the_thread():
+    assert build_session_key(_source("telegram", "", thread_id="t1")) == "agent:main:telegram:dm:t1"
+    assert build_session_key(_source("telegram", "", thread_id="t2")) != build_session_key(
+        _source("telegram", "", thread_id="t1")
+    )
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        KeyParts("slack", "dm", None, "7", "u1"),
+        KeyParts("slack", "dm", None, "7"),
+        KeyParts("slack", "dm", None, None, "u1"),
+    ],
+)
+def test_dm_named_without_a_chat_id_parses_back_once_tagged(parts):
+    # Untagged they read as a chat id (and thread), the documented look-alike; the store's
+    # tag on a collision makes them parse back to exactly their own parts.
+    tagged = disambiguate(parts)
+    assert _parts_of(parse_session_key(format_session_key(tagged))) == tagged
+    assert format_session_key(tagged) != format_session_key(parts)
 
 
 def test_whatsapp_dm_chat_id_is_canonicalised():
@@ -251,7 +283,8 @@ def test_parse_unescapes_components():
         "agent:main:telegram:bogus:1",
         "agent:main:telegram:group:%tc",  # thread tag where the chat id sits
         "agent:main:telegram:group:c:%tt:%pu",  # two tags
-        "agent:main:telegram:dm:%tc",
+        "agent:main:telegram:dm:%pu:%tt",  # two tags
+        "agent:main:telegram:dm:c:%pu",  # a participant tag after a DM's chat id
     ],
 )
 def test_invalid_keys_raise_value_error(key):

@@ -8,6 +8,7 @@ import pytest
 from gateway_support import settle
 
 from sessiongate.core.transcript import build_model_context
+from sessiongate.errors import MessageIdConflictError
 from sessiongate.gateway.commands import (
     BUSY_REPLY,
     COMMANDS,
@@ -151,6 +152,19 @@ async def test_new_while_busy_interrupts_and_drops_what_was_waiting(make_gateway
     assert [m["content"] for m in old] == ["long"]
 
 
+async def test_a_command_id_is_scoped_to_its_sender_and_lane(make_gateway):
+    gw = await make_gateway(group_sessions_per_user=False)  # one shared lane for the group
+    group = {"chat_id": "g", "chat_type": "group"}
+    await gw.adapter.receive("/status", message_id="1", user_id="alice", **group)
+    bob = await gw.adapter.receive("/status", message_id="1", user_id="bob", **group)
+    assert bob.status == "command"
+    # The same sender reusing the id for another command is refused, and nothing runs.
+    with pytest.raises(MessageIdConflictError):
+        await gw.adapter.receive("/new", message_id="1", user_id="bob", **group)
+    again = await gw.adapter.receive("/status", message_id="1", user_id="bob", **group)
+    assert (again.status, again.reply) == ("duplicate", bob.reply)
+
+
 async def test_reset_soft_keeps_the_id_and_starts_the_context_over(gw):
     first = await gw.adapter.receive("hello")
     receipt = await gw.adapter.receive("/reset soft")
@@ -254,11 +268,36 @@ async def test_resume_goes_back_to_the_previous_session(gw):
     await gw.adapter.receive("/new")
     receipt = await gw.adapter.receive("/resume")
     assert receipt.session_id == first.session_id
-    assert receipt.reply == f"Resumed session {first.session_id}."
+    assert receipt.reply.startswith(f"Resumed session {first.session_id}. Tokens: ")
     after = await gw.adapter.receive("where were we")
     assert after.session_id == first.session_id
     contents = [m["content"] for m in gw.store.load_transcript(first.session_id)]
     assert contents == ["hello", "re: hello", "where were we", "re: where were we"]
+
+
+async def test_token_counters_follow_the_session_through_new_and_resume(gw):
+    first = await gw.adapter.receive("hello there, a longer first message")
+    counted = gw.store.get_session(first.session_key)
+    assert counted.input_tokens > 0
+    await gw.adapter.receive("/new")
+    status = await gw.adapter.receive("/status")
+    assert "Tokens: 0 in, 0 out" in status.reply  # the new session has used nothing yet
+    await gw.adapter.receive("hi")
+    second = gw.store.get_session(first.session_key)
+    resumed = await gw.adapter.receive("/resume")
+    own = f"Tokens: {counted.input_tokens} in, {counted.output_tokens} out"
+    assert resumed.reply.endswith(own)
+    assert own in (await gw.adapter.receive("/status")).reply
+    row = gw.store.get_session(first.session_key)
+    assert (row.input_tokens, row.output_tokens, row.total_tokens) == (
+        counted.input_tokens,
+        counted.output_tokens,
+        counted.total_tokens,
+    )
+    # And forward again: the second session's counters, not the first's nor zero.
+    back = await gw.adapter.receive(f"/resume {second.session_id}")
+    assert back.reply.endswith(f"Tokens: {second.input_tokens} in, {second.output_tokens} out")
+    assert gw.store.get_session(first.session_key).input_tokens == second.input_tokens
 
 
 async def test_resume_by_number_from_the_session_list(gw):

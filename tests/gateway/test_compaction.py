@@ -61,6 +61,28 @@ def test_the_cut_never_separates_a_tool_call_from_its_results():
     assert [m["role"] for m in plan.summarize] == ["user", "assistant", "tool"]
 
 
+def test_an_explicit_plan_summarises_all_before_the_newest_turn_however_small():
+    events = _path(("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"))
+    assert not plan_compaction(events, keep=1000).fresh  # automatic: it fits, nothing to do
+    plan = plan_compaction(events, keep=1000, explicit=True)
+    assert plan.fresh
+    assert [m["content"] for m in plan.summarize] == ["a", "b"]
+    assert plan.first_kept_entry_id == 3
+    # Only the newest turn: nothing before it, whoever asks.
+    assert not plan_compaction(events[2:], keep=1000, explicit=True).fresh
+
+
+async def test_compress_summarises_a_short_conversation(gw):
+    await gw.adapter.receive("first")
+    receipt = await gw.adapter.receive("second")
+    reply = (await gw.adapter.receive("/compress")).reply
+    assert reply.startswith("Summarised the earlier conversation")
+    assert gw.store.get_session(receipt.session_key).compaction_count == 1
+    # Right after, only the kept turn and the summary remain: nothing to do, and it says so.
+    again = (await gw.adapter.receive("/compress")).reply
+    assert again == "Nothing to summarise yet: there is nothing before the latest exchange."
+
+
 def test_only_a_previous_summary_before_the_cut_is_nothing_to_compact():
     events = _path(
         ("user", "old"),
@@ -117,7 +139,7 @@ async def test_compacting_again_right_away_has_nothing_to_do(make_gateway):
     assert gw.store.get_session(key).compaction_count == 1
 
 
-async def test_a_short_conversation_is_left_alone(gw):
+async def test_a_single_exchange_is_left_alone_and_says_why(gw):
     receipt = await gw.adapter.receive("hello")
     result = await gw.runner.compact(receipt.session_key)
     assert (result["compacted"], result["reason"]) == (False, "nothing_to_compact")

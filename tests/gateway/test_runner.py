@@ -421,7 +421,9 @@ async def test_the_message_is_committed_before_its_turn_starts(gw):
     turn = gw.lanes.get_turn(request.turn_id)
     assert turn.state is TurnState.RUNNING
     assert gw.lanes.get_item(turn.inbox_id).text == "hello"
-    seen = gw.lanes.lookup_seen(Inbound(gw.adapter.source(), "hello", message_id="m1"))
+    seen = gw.lanes.lookup_seen(
+        Inbound(gw.adapter.source(), "hello", message_id="m1"), turn.session_key
+    )
     assert (seen.pending, seen.turn_id) == (True, request.turn_id)
 
 

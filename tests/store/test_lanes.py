@@ -9,7 +9,7 @@ import pytest
 
 from sessiongate import SessionSource
 from sessiongate.core.transcript import build_model_context
-from sessiongate.errors import StaleWriteError
+from sessiongate.errors import MessageIdConflictError, StaleWriteError
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind, LaneStore, TurnState
 from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 
@@ -115,6 +115,82 @@ def test_a_duplicate_after_the_turn_carries_its_reply(store, lanes):
         TurnState.REPLIED,
         False,
     )
+
+
+def test_a_message_id_is_scoped_to_its_sender_and_lane(store, lanes):
+    # A shared lane (one key for the whole group): Bob's "m1" is not Alice's "m1".
+    alice = SessionSource(platform="api", chat_id="g", chat_type="group", user_id="alice")
+    bob = SessionSource(platform="api", chat_id="g", chat_type="group", user_id="bob")
+    entry = _entry(store, alice)
+    first = _accept(lanes, entry, "from alice", message_id="m1", source=alice)
+    second = _accept(lanes, entry, "from bob", message_id="m1", source=bob)
+    assert (first.status, second.status) == (AcceptStatus.ACCEPTED, AcceptStatus.MERGED)
+    assert lanes.get_item(first.inbox_id).text == "from alice\nfrom bob"
+    # Two threads of one chat are two lanes: the same id and sender in each is two messages.
+    one = SessionSource(platform="api", chat_id="g", chat_type="group", thread_id="7")
+    two = SessionSource(platform="api", chat_id="g", chat_type="group", thread_id="8")
+    in_one, in_two = _entry(store, one), _entry(store, two)
+    assert _accept(lanes, in_one, "hi", message_id="t", source=one).status is AcceptStatus.ACCEPTED
+    assert _accept(lanes, in_two, "hi", message_id="t", source=two).status is AcceptStatus.ACCEPTED
+    assert lanes.lookup_seen(Inbound(one, "hi", message_id="t"), in_one.session_key).inbox_id != (
+        lanes.lookup_seen(Inbound(two, "hi", message_id="t"), in_two.session_key).inbox_id
+    )
+
+
+def test_a_reused_message_id_with_other_content_is_a_conflict_that_writes_nothing(store, lanes):
+    entry = _entry(store)
+    _accept(lanes, entry, "hi", message_id="m1")
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    lanes.commit_reply(claim, [{"role": "user", "content": "hi"}], reply="secret reply")
+    before = _rows(store, "SELECT count(*) FROM inbox UNION ALL SELECT count(*) FROM turns")
+    with pytest.raises(MessageIdConflictError) as caught:
+        _accept(lanes, entry, "something else", message_id="m1")
+    # Nothing of the stored message is disclosed, and nothing was written.
+    assert caught.value.code == "message_id_conflict"
+    assert caught.value.data == {"message_id": "m1"}
+    assert "secret" not in caught.value.message
+    assert _rows(store, "SELECT count(*) FROM inbox UNION ALL SELECT count(*) FROM turns") == before
+    with pytest.raises(MessageIdConflictError):
+        lanes.lookup_seen(Inbound(SOURCE, "something else", message_id="m1"), entry.session_key)
+    # The same content again is still the ordinary redelivery.
+    assert _accept(lanes, entry, "hi", message_id="m1").status is AcceptStatus.DUPLICATE
+
+
+def test_migration_four_scopes_old_dedup_records_by_their_senders(tmp_path, clock):
+    """A state.db written before migration 4 keeps its records, each with the sender of the
+    turn it points at, and with no fingerprint (a redelivery is still a duplicate)."""
+    from sessiongate import GatewayConfig, SessionStore
+    from sessiongate.store.sqlite import _schema
+
+    home = tmp_path / "old"
+    home.mkdir()
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at TEXT NOT NULL)"
+    )
+    for version, name, statements in _schema.MIGRATIONS[:3]:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (version, name))
+    source = '{"platform": "telegram", "chat_id": "c1", "user_id": "u1"}'
+    conn.execute(
+        "INSERT INTO turns (id, session_key, session_id, state, source, accepted_at) "
+        "VALUES (5, 'k', 's', 'delivered', ?, 1)",
+        (source,),
+    )
+    conn.execute(
+        "INSERT INTO inbound_seen (platform, chat_id, message_id, session_key, session_id, "
+        "inbox_id, turn_id, status, reply, seen_at) "
+        "VALUES ('telegram', 'c1', 'm1', 'k', 's', NULL, 5, 'accepted', NULL, 1)"
+    )
+    conn.commit()
+    conn.close()
+    with SessionStore(home, GatewayConfig(), clock=clock) as upgraded:
+        rows = _rows(
+            upgraded, "SELECT message_id, session_key, sender_id, content_hash FROM inbound_seen"
+        )
+    assert rows == [("m1", "k", "u1", None)]
 
 
 def test_claiming_marks_the_row_and_journals_the_turn_running(store, lanes):
@@ -260,7 +336,7 @@ def test_atomic_groups_calls_into_one_transaction(store, lanes):
     with pytest.raises(RuntimeError):
         accept_then_fail()
     assert lanes.queue_depth(entry.session_key) == 0
-    assert lanes.lookup_seen(Inbound(SOURCE, "hi", message_id="m1")) is None
+    assert lanes.lookup_seen(Inbound(SOURCE, "hi", message_id="m1"), entry.session_key) is None
 
 
 def test_the_clean_shutdown_record_is_consumed_once(lanes, clock: FakeClock):
@@ -343,7 +419,7 @@ def test_accept_and_claim_is_one_transaction_that_claims_the_new_row(store, lane
     assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
     assert lanes.queue_depth(entry.session_key) == 0
     # The dedup record already names the turn.
-    seen = lanes.lookup_seen(Inbound(SOURCE, "hi", message_id="m1"))
+    seen = lanes.lookup_seen(Inbound(SOURCE, "hi", message_id="m1"), entry.session_key)
     assert (seen.turn_id, seen.pending) == (claim.turn.id, True)
     # What the claim carries is what a reload of the row gives.
     stored = lanes.get_item(claim.item.id)
@@ -364,8 +440,11 @@ def test_accept_and_claim_takes_the_oldest_waiting_row_first(store, lanes):
     assert claim.item.id == waiting.inbox_id
     assert acceptance.depth == 2
     assert lanes.queue_depth(entry.session_key) == 1
-    assert lanes.lookup_seen(Inbound(SOURCE, "x", message_id="m0")).turn_id == claim.turn.id
-    assert lanes.lookup_seen(Inbound(SOURCE, "x", message_id="m1")).turn_id is None
+    key = entry.session_key
+    assert lanes.lookup_seen(Inbound(SOURCE, "waited", message_id="m0"), key).turn_id == (
+        claim.turn.id
+    )
+    assert lanes.lookup_seen(Inbound(SOURCE, "new", message_id="m1"), key).turn_id is None
 
 
 def test_accept_and_claim_claims_nothing_for_a_duplicate_or_a_full_lane(store, lanes):
@@ -464,7 +543,7 @@ def test_an_incognito_lane_keeps_its_inbox_and_journal_in_memory(store, lanes):
     lanes.mark_delivered(claim.turn.id)
     assert lanes.get_turn(claim.turn.id).state is TurnState.DELIVERED
     assert [m["content"] for m in store.load_transcript(hidden.session_id)] == ["in memory", "ok"]
-    seen = lanes.lookup_seen(Inbound(SOURCE, "in memory", message_id="m1"))
+    seen = lanes.lookup_seen(Inbound(SOURCE, "in memory", message_id="m1"), hidden.session_key)
     assert (seen.session_key, seen.reply) == (hidden.session_key, "ok")
     assert _rows(store, "SELECT count(*) FROM turns") == [(0,)]
     assert _rows(store, "SELECT count(*) FROM inbound_seen") == [(0,)]
@@ -507,11 +586,10 @@ def test_dropping_a_pending_row_forgets_its_message_ids_so_a_retry_runs(store, l
     assert lanes.get_item(slot.inbox_id) is None
     for message_id in ("m1", "m2"):
         inbound = Inbound(source=SOURCE, text="again", message_id=message_id)
-        assert lanes.lookup_seen(inbound) is None
+        assert lanes.lookup_seen(inbound, entry.session_key) is None
     # The other row's record is untouched.
-    assert lanes.lookup_seen(Inbound(source=SOURCE, text="x", message_id="m3")).inbox_id == (
-        queued.inbox_id
-    )
+    inbound = Inbound(source=SOURCE, text="three", message_id="m3")
+    assert lanes.lookup_seen(inbound, entry.session_key).inbox_id == queued.inbox_id
     retry = _accept(lanes, entry, "one", message_id="m1")
     assert retry.status is AcceptStatus.ACCEPTED
     assert retry.inbox_id != slot.inbox_id
@@ -522,6 +600,8 @@ def test_dropping_a_claimed_row_keeps_it_and_its_dedup_record(store, lanes):
     _accept(lanes, entry, "running", message_id="m1")
     claim = lanes.claim_next(entry.session_key, entry.session_id)
     assert lanes.drop_pending(claim.item.id) is False
-    seen = lanes.lookup_seen(Inbound(source=SOURCE, text="running", message_id="m1"))
+    seen = lanes.lookup_seen(
+        Inbound(source=SOURCE, text="running", message_id="m1"), entry.session_key
+    )
     assert seen is not None
     assert seen.turn_id == claim.turn.id

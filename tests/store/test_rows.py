@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from typing import TYPE_CHECKING
+from datetime import timedelta
 
 import pytest
 
-from sessiongate import SessionSource, SessionStore
+from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate.core.clock import FakeClock
 from sessiongate.errors import (
     ConflictError,
     InvalidEntryError,
@@ -17,9 +18,6 @@ from sessiongate.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
-
-if TYPE_CHECKING:
-    from sessiongate.core.clock import FakeClock
 
 
 def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
@@ -92,6 +90,24 @@ def test_unread_contract(store: SessionStore, clock: FakeClock):
     clock.advance(1)
     store.record_turn(key)
     assert store.get_session(key).unread
+
+
+def test_marking_unread_moves_the_marker_strictly_forward(store_dir, store, clock: FakeClock):
+    key, _ = lane(store)
+    first = store.patch_session(key, unread=True).marked_unread_at
+    # Marked again in the same instant: the marker still moves, by a millisecond.
+    second = store.patch_session(key, unread=True).marked_unread_at
+    assert second == first + timedelta(milliseconds=1)
+    stale = store.patch_session(key, unread=False, expected_marked_unread_at=first)
+    assert stale.unread
+    assert stale.marked_unread_at == second
+    # A clock stepped back (another process's clock, behind ours) still moves it forward.
+    behind = FakeClock(clock.now() - timedelta(minutes=5))
+    with SessionStore(store_dir, GatewayConfig(), clock=behind) as other:
+        third = other.patch_session(key, unread=True).marked_unread_at
+    assert third == second + timedelta(milliseconds=1)
+    assert store.patch_session(key, unread=False, expected_marked_unread_at=second).unread
+    assert not store.patch_session(key, unread=False, expected_marked_unread_at=third).unread
 
 
 def test_a_read_ack_echoing_milliseconds_is_current(store: SessionStore, clock: FakeClock):

@@ -33,6 +33,25 @@ def test_new_key_creates_entry_and_session_row(store: SessionStore):
     assert entry.session_started_at == entry.created_at
 
 
+def test_threaded_dms_without_a_chat_id_get_their_own_transcripts(store: SessionStore):
+    entries = [
+        store.get_or_create_session(dm("", user_id=user, thread_id=thread))
+        for user, thread in (("ann", "7"), ("bob", "8"), (None, "7"), (None, "8"))
+    ]
+    assert [e.session_key for e in entries] == [
+        "agent:main:telegram:dm:ann:7",
+        "agent:main:telegram:dm:bob:8",
+        "agent:main:telegram:dm:7",
+        "agent:main:telegram:dm:8",
+    ]
+    assert len({e.session_id for e in entries}) == 4
+    # A DM thread keyed `dm:7` and a DM whose chat id is "7" are two conversations: the
+    # newcomer gets a tagged key, never the other's transcript.
+    by_chat = store.get_or_create_session(dm("7"))
+    assert by_chat.session_key != "agent:main:telegram:dm:7"
+    assert by_chat.session_id not in {e.session_id for e in entries}
+
+
 def test_existing_key_reuses_id_and_bumps_updated_at(store: SessionStore, clock: FakeClock):
     first = store.get_or_create_session(dm())
     clock.advance(5)
@@ -86,9 +105,30 @@ def test_resume_pending_keeps_id_until_cleared(store: SessionStore):
     assert again.session_id == old.session_id
     assert again.resume_pending
     assert again.resume_reason == "restart_timeout"
+    assert again.last_resume_marked_at is not None
     assert store.clear_resume_pending(old.session_key)
-    assert not store.get_or_create_session(dm()).resume_pending
+    cleared = store.get_or_create_session(dm())
+    # All three fields go, as the reference clears them.
+    assert (cleared.resume_pending, cleared.resume_reason, cleared.last_resume_marked_at) == (
+        False,
+        None,
+        None,
+    )
     assert not store.clear_resume_pending(old.session_key)
+
+
+def test_token_counters_belong_to_the_incarnation(store: SessionStore):
+    old = store.get_or_create_session(dm())
+    store.record_turn(old.session_key, input_tokens=100, output_tokens=10, cost_usd=0.5)
+    new = store.reset_session(old.session_key)
+    assert (new.input_tokens, new.total_tokens) == (0, 0)
+    store.record_turn(old.session_key, input_tokens=7, output_tokens=3)
+    back = store.switch_session(old.session_key, old.session_id)
+    assert (back.input_tokens, back.output_tokens, back.total_tokens) == (100, 10, 110)
+    assert back.estimated_cost_usd == 0.5
+    forth = store.switch_session(old.session_key, new.session_id)
+    assert (forth.input_tokens, forth.output_tokens, forth.total_tokens) == (7, 3, 10)
+    assert store.get_session(old.session_key).input_tokens == 7
 
 
 def test_unknown_keys_answer_false_or_none(store: SessionStore):
@@ -314,6 +354,47 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert sum(s == "COMMIT" for s in statements) == 1
     assert sum(s.startswith("INSERT INTO entries") for s in statements) == 3
     assert len(statements) == 6  # begin, session and leaf lookup, 3 inserts, commit
+
+
+def _traced(store: SessionStore, call) -> list[str]:
+    statements: list[str] = []
+    conn = store.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        call()
+    finally:
+        conn.set_trace_callback(None)
+    return [" ".join(s.split()) for s in statements]
+
+
+def test_creating_a_conversation_is_four_statements(store: SessionStore):
+    # A route lookup, the session row under a fresh id (no lookup first), the route row.
+    statements = _traced(store, lambda: store.get_or_create_session(dm("new")))
+    assert [s.split(" (")[0].split(" WHERE")[0] for s in statements] == [
+        "BEGIN IMMEDIATE",
+        "SELECT data, platform, chat_type, chat_id, thread_id, participant_id FROM routes",
+        "INSERT INTO sessions",
+        "INSERT INTO routes",
+        "COMMIT",
+    ]
+
+
+def test_a_message_to_a_known_lane_touches_its_route_without_the_session_id(store):
+    key = store.get_or_create_session(dm("known")).session_key
+    statements = _traced(store, lambda: store.get_or_create_session(dm("known")))
+    writes = [s for s in statements if s.startswith(("INSERT", "UPDATE"))]
+    # One UPDATE that sets neither the session id nor the key's parts: SQLite leaves the
+    # session-id index alone, and nothing is read for the parts.
+    assert len(writes) == 1
+    assert writes[0].startswith("UPDATE routes SET updated_at")
+    assert "session_id =" not in writes[0].split("WHERE")[0]
+    # A usage update is a read and the same one UPDATE.
+    statements = _traced(store, lambda: store.record_turn(key, input_tokens=3))
+    assert [s.split()[0] for s in statements] == ["BEGIN", "SELECT", "UPDATE", "COMMIT"]
+    # A new session id on the key (a reset) is still written, index and all.
+    entry = store.reset_session(key)
+    assert store.get_session(key).session_id == entry.session_id
+    assert store.lookup_by_session_id(entry.session_id).session_key == key
 
 
 def test_rewrite_keeps_old_rows_as_inactive_branch(store: SessionStore):

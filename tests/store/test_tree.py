@@ -130,6 +130,29 @@ def test_fork_whole_branch_and_last_completed(store: SessionStore):
         store.fork_session(key, fork_from="sideways")
 
 
+def test_last_completed_fork_stops_before_a_turn_that_is_still_calling_tools(store):
+    key, sid = lane(store)
+    talk(store, sid, "one")
+    call = {"id": "c1", "type": "function", "function": {"name": "look", "arguments": "{}"}}
+    store.append_messages(
+        sid,
+        [
+            {"role": "user", "content": "look it up"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        ],
+    )
+    done, _ = store.fork_session(key, fork_from="last-completed", busy=True)
+    copied = store.load_transcript(done.session_id)
+    assert [m["content"] for m in copied] == ["one", "re: one"]
+    assert not any(m.get("tool_calls") or m["role"] == "tool" for m in copied)
+    # Once the turn's final answer is stored, the whole tool exchange comes along.
+    store.append_messages(sid, [{"role": "assistant", "content": "it is found"}])
+    done, _ = store.fork_session(key, fork_from="last-completed")
+    roles = [m["role"] for m in store.load_transcript(done.session_id)]
+    assert roles == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+
+
 def test_fork_inherits_model_and_starts_fresh_counters(store: SessionStore):
     key, _sid = lane(store)
     store.set_session_fields(key, model_override="big-model")

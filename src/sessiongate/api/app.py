@@ -18,6 +18,9 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/search                           ?q=&limit=
     POST   /hooks/telegram                      platform webhook (signed by the platform)
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
+    GET    /v1/ops                              running turns, queues, undelivered replies, health
+    POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
+    GET    /ui/...                              the operator dashboard (ui package)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
     GET    /openapi.json, /docs, /redoc         the API's description, browsable offline
@@ -29,9 +32,11 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 
 import sessiongate
-from sessiongate.api import routes_hooks, routes_messages, routes_sessions, routes_tree
+from sessiongate import ui
+from sessiongate.api import routes_hooks, routes_messages, routes_ops, routes_sessions, routes_tree
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
@@ -41,6 +46,7 @@ from sessiongate.api.middleware import (
     BodyLimitMiddleware,
     RequestCounterMiddleware,
     SessionKeyPathMiddleware,
+    UiHeadersMiddleware,
 )
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import HealthOut
@@ -127,14 +133,24 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
     app.include_router(routes_hooks.router)
+    app.include_router(routes_ops.router)
+    app.state.ui_sessions = ui.UiSessions(store.clock)
+    app.include_router(ui.router)
+    app.mount("/ui/static", StaticFiles(directory=ui.routes.static_dir()), name="ui-static")
 
     # Added last = outermost: the token is checked before anything reads the body, the body
     # limit runs before anything parses it, and the catch-all sits outside the routes so
     # nothing unexpected escapes as a bare 500.
     limit = config.api.max_body_bytes
+    app.add_middleware(UiHeadersMiddleware, headers=ui.routes.SECURITY_HEADERS)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(SessionKeyPathMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=limit, uploads=uploads)
-    app.add_middleware(BearerAuthMiddleware, token=config.api.token, max_body_bytes=limit)
+    app.add_middleware(
+        BearerAuthMiddleware,
+        token=config.api.token,
+        max_body_bytes=limit,
+        ui_sessions=app.state.ui_sessions,
+    )
     app.add_middleware(RequestCounterMiddleware, counter=app.state.metrics.http_requests)
     return app

@@ -2,13 +2,16 @@
 
 With `api.token` set, every route except `/healthz` needs `Authorization: Bearer <token>`
 (compared in constant time): the API's own routes, its description (`/openapi.json`) and the
-docs pages alike. `BearerAuthMiddleware` (api/middleware.py) applies `authorization_refusal`
-to every request before anything reads its body; `require_operator` applies it again as a
-route dependency, which is also what puts the bearer scheme into the OpenAPI description.
+docs pages alike. The dashboard's session cookie stands in for the token, and a request that
+carries it must also carry its CSRF token to change anything. `BearerAuthMiddleware`
+(api/middleware.py) applies `authorization_refusal` to every request before anything reads its
+body; `require_operator` applies it again as a route dependency, which is also what puts the
+bearer scheme into the OpenAPI description.
 Platform webhooks (`/hooks/...`) are the other exception: the platform signs them, and the
-route checks that signature instead (DESIGN.md). Without a token the API is open, which is
-only acceptable on a loopback address: `check_bind_address` refuses anything else before the
-server binds.
+route checks that signature instead (DESIGN.md), and so are the dashboard's own pages under
+`/ui/`, which send a visitor without a session to their sign-in form. Without a token the API is
+open, which is only acceptable on a loopback address: `check_bind_address` refuses anything
+else before the server binds.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sessiongate.api.errors import ApiError
 from sessiongate.errors import SessiongateError
+from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.ui.sessions import UiSessions
 
 __all__ = [
     "OPEN_PATHS",
@@ -35,15 +40,18 @@ __all__ = [
     "UnsafeBindError",
     "authorization_refusal",
     "check_bind_address",
+    "dashboard_refusal",
     "is_loopback_host",
     "is_open_path",
     "require_operator",
 ]
 
 # Answered without the token: liveness for probes, and webhooks verified by their signature.
-OPEN_PATHS = frozenset({"/healthz"})
-OPEN_PREFIXES = ("/hooks/",)
+# The dashboard's pages check its own session (and redirect to sign-in) themselves.
+OPEN_PATHS = frozenset({"/healthz", "/ui"})
+OPEN_PREFIXES = ("/hooks/", "/ui/")
 UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -106,5 +114,31 @@ async def require_operator(
     """The dependency every operator route carries; a no-op when no token is configured."""
     config: GatewayConfig = request.app.state.config
     refusal = authorization_refusal(request.headers.get("authorization"), config.api.token)
+    if refusal is not None and _credentials is None:
+        sessions: UiSessions | None = getattr(request.app.state, "ui_sessions", None)
+        signed_in, csrf_refusal = dashboard_refusal(
+            request.method,
+            request.cookies.get(SESSION_COOKIE),
+            request.headers.get(CSRF_HEADER),
+            sessions,
+        )
+        if csrf_refusal is not None:
+            raise ApiError(403, "csrf_failed", csrf_refusal)
+        if signed_in:
+            return
     if refusal is not None:
         raise ApiError(401, "unauthorized", refusal, headers=UNAUTHORIZED_CHALLENGE)
+
+
+def dashboard_refusal(
+    method: str, cookie: str | None, csrf_token: str | None, sessions: UiSessions | None
+) -> tuple[bool, str | None]:
+    """Whether a request comes from a signed-in dashboard page (a live session cookie), and
+    why it is refused anyway: a change (anything but a read) without that session's CSRF token.
+    """
+    session = sessions.get(cookie) if sessions is not None else None
+    if session is None:
+        return False, None
+    if method not in _SAFE_METHODS and not csrf_matches(session, csrf_token):
+        return True, f"a dashboard request that changes state needs {CSRF_HEADER}"
+    return True, None

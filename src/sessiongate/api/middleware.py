@@ -23,20 +23,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from sessiongate.api.auth import UNAUTHORIZED_CHALLENGE, authorization_refusal, is_open_path
+from starlette.requests import cookie_parser
+
+from sessiongate.api.auth import (
+    UNAUTHORIZED_CHALLENGE,
+    authorization_refusal,
+    dashboard_refusal,
+    is_open_path,
+)
 from sessiongate.api.errors import error_response
+from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from sessiongate.api.uploads import UploadGate
+    from sessiongate.ui.sessions import UiSessions
 
 __all__ = [
     "BearerAuthMiddleware",
     "BodyLimitMiddleware",
     "RequestCounterMiddleware",
     "SessionKeyPathMiddleware",
+    "UiHeadersMiddleware",
 ]
 
 _SESSIONS_PREFIX = "/v1/sessions/"
@@ -55,18 +65,37 @@ class BearerAuthMiddleware:
     closed instead.
     """
 
-    def __init__(self, app: ASGIApp, *, token: SecretStr | None, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: SecretStr | None,
+        max_body_bytes: int,
+        ui_sessions: UiSessions | None = None,
+    ) -> None:
         self.app = app
         self.token = token
         self.drain_budget = max_body_bytes * _DRAIN_FACTOR
+        self.ui_sessions = ui_sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.token is None or scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         refusal = None
+        status, code = 401, "unauthorized"
         if not is_open_path(scope["path"]):
             refusal = authorization_refusal(_header(scope, b"authorization"), self.token)
+        if refusal is not None and _header(scope, b"authorization") is None:
+            cookie = cookie_parser(_header(scope, b"cookie") or "").get(SESSION_COOKIE)
+            signed_in, csrf_refusal = dashboard_refusal(
+                scope.get("method", "GET"),
+                cookie,
+                _header(scope, CSRF_HEADER.lower().encode("latin-1")),
+                self.ui_sessions,
+            )
+            if signed_in:
+                refusal, status, code = csrf_refusal, 403, "csrf_failed"
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -82,11 +111,11 @@ class BearerAuthMiddleware:
             scope,
             receive,
             send,
-            401,
-            "unauthorized",
+            status,
+            code,
             refusal,
             close=not keep,
-            headers=UNAUTHORIZED_CHALLENGE,
+            headers=UNAUTHORIZED_CHALLENGE if status == 401 else None,
         )
 
 
@@ -302,3 +331,25 @@ class RequestCounterMiddleware:
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
             self.counter.labels(method=scope["method"], route=route, status=str(status)).inc()
+
+
+class UiHeadersMiddleware:
+    """Adds the dashboard's security headers (CSP and friends) to every `/ui` response."""
+
+    def __init__(self, app: ASGIApp, *, headers: dict[str, str]) -> None:
+        self.app = app
+        self.headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/ui"):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.headers]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

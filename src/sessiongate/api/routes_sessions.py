@@ -35,7 +35,7 @@ from sessiongate.api.schemas import (
 )
 from sessiongate.api.sources import source_of
 from sessiongate.core.sentinel import UNSET
-from sessiongate.errors import SessionBusyError, SessionNotFoundError
+from sessiongate.errors import EntryNotFoundError, SessionBusyError, SessionNotFoundError
 
 if TYPE_CHECKING:
     from sessiongate.gateway import GatewayRunner
@@ -92,6 +92,11 @@ async def list_sessions(
     incognito: Annotated[
         bool, Query(description="list the in-memory incognito sessions instead of the others")
     ] = False,
+    platform: Annotated[
+        str | None, Query(min_length=1, max_length=64, description="only this platform")
+    ] = None,
+    pinned: Annotated[bool | None, Query(description="only pinned (or unpinned) ones")] = None,
+    unread: Annotated[bool | None, Query(description="only unread (or read) ones")] = None,
 ) -> SessionList:
     if incognito:
         every = store.list_incognito()
@@ -103,6 +108,9 @@ async def list_sessions(
             offset=offset,
             archived=archived,
             active_minutes=active_minutes,
+            platform=platform,
+            pinned=pinned,
+            unread=unread,
         )
     end = offset + len(entries)
     has_more = end < total
@@ -134,14 +142,34 @@ async def get_transcript(
     key: KeyDep,
     store: StoreDep,
     branch: Annotated[Literal["active", "all"], Query()] = "active",
+    limit: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_PAGE, description="only the last N events (before `before`)"),
+    ] = None,
+    before: Annotated[
+        int | None,
+        Query(ge=1, le=2**62, description="only events before this entry id (with `limit`)"),
+    ] = None,
 ) -> TranscriptOut:
     entry = require_entry(store, key)
     events = await run_in_threadpool(store.load_events, entry.session_id, branch=branch)
     info = store.session_info(entry.session_id)
+    has_more = False
+    if before is not None:
+        cut = next((i for i, e in enumerate(events) if e["id"] == before), None)
+        if cut is None:
+            raise EntryNotFoundError(
+                f"entry {before} is not in this transcript", session_id=entry.session_id
+            )
+        events = events[:cut]
+    if limit is not None and len(events) > limit:
+        has_more = True
+        events = events[-limit:]
     return TranscriptOut(
         session_id=entry.session_id,
         header=info["header"] if info is not None else {},
         events=[TranscriptEvent.model_validate(e) for e in events],
+        has_more=has_more,
     )
 
 

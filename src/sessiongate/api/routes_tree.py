@@ -142,4 +142,5 @@ async def compact(key: KeyDep, store: StoreDep, runner: RunnerDep) -> CompactOut
         compacted=bool(result["compacted"]),
         tokens_before=int(result.get("tokens_before") or 0),
         tokens_after=int(result.get("tokens_after") or 0),
+        reason=result.get("reason"),
     )

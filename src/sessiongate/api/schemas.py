@@ -303,6 +303,9 @@ class TranscriptOut(BaseModel):
         description="the session's header: type, version, id, timestamp, parent session"
     )
     events: list[TranscriptEvent]
+    has_more: bool = Field(
+        False, description="with `limit`: earlier events exist (page with `before`)"
+    )
 
 
 class ContextOut(BaseModel):
@@ -408,6 +411,9 @@ class CompactOut(BaseModel):
     compacted: bool
     tokens_before: int
     tokens_after: int
+    # Why nothing was compacted (`nothing_to_compact`, `summary_failed`, `no_gain`); None when
+    # it was.
+    reason: str | None = None
 
 
 class HealthOut(BaseModel):

@@ -1,8 +1,9 @@
 """The plain `sqlite3` baseline: the physical limit a session store on SQLite can approach.
 
 One `messages` table (session id, role, content, created_at) with an index on (session id, id),
-WAL, one transaction per turn, the statements cached by the connection. No routing, no tree,
-no idempotency: what is left is the cost of SQLite itself at the chosen durability.
+WAL, one transaction per turn, the statements cached by the connection; a conversation's first
+turn also writes its one `sessions` row, in the same transaction. No routing, no tree, no
+idempotency: what is left is the cost of SQLite itself at the chosen durability.
 
 Standard library only, and loaded by file path, so the baseline's process carries no import
 that sessiongate's store needs (its peak RSS is the interpreter plus SQLite).
@@ -22,8 +23,11 @@ _SCHEMA = (
     "id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, "
     "content TEXT NOT NULL, created_at REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, id)",
+    # The least a store must write to know a conversation exists: one row by name.
+    "CREATE TABLE IF NOT EXISTS sessions (name TEXT PRIMARY KEY, created_at REAL NOT NULL)",
 )
 _INSERT = "INSERT INTO messages (session_id, role, content, created_at) VALUES (?, ?, ?, ?)"
+_CREATE = "INSERT INTO sessions (name, created_at) VALUES (?, ?)"
 _TAIL = "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT ?"
 _ALL = "SELECT role, content FROM messages WHERE session_id = ? ORDER BY id"
 
@@ -51,11 +55,21 @@ class SqliteBaseline:
         return name
 
     def append(self, handle: str, messages: list[dict[str, str]]) -> None:
+        self._write(handle, messages, create=False)
+
+    def append_new(self, name: str, messages: list[dict[str, str]]) -> str:
+        """A conversation's first turn: its row and its messages in one transaction."""
+        self._write(name, messages, create=True)
+        return name
+
+    def _write(self, handle: str, messages: list[dict[str, str]], *, create: bool) -> None:
         now = time.time()
         rows = [(handle, m["role"], m["content"], now) for m in messages]
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if create:
+                conn.execute(_CREATE, (handle, now))
             conn.executemany(_INSERT, rows)
         except BaseException:
             conn.execute("ROLLBACK")

@@ -44,6 +44,16 @@ class SessiongateAdapter:
     def append(self, handle: str, messages: list[dict[str, str]]) -> None:
         self.store.append_messages(handle, messages)
 
+    def append_new(self, name: str, messages: list[dict[str, str]]) -> str:
+        """A conversation's first turn: created and stored in one transaction, as the gateway
+        routes a new chat's first message in the transaction that accepts it."""
+        with self.store.atomic():
+            entry = self.store.get_or_create_session(
+                SessionSource(platform=Platform.API, chat_id=name)
+            )
+            self.store.append_messages(entry.session_id, messages)
+        return entry.session_id
+
     def tail(self, handle: str, n: int) -> Sequence[dict[str, Any]]:
         return self.store.load_transcript(handle, limit=n)
 

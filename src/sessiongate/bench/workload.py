@@ -14,7 +14,9 @@ SPEC is `package.module:Class` or `/path/to/file.py:Class`. An adapter is constr
 (one call per turn), `tail(handle, n)`, `load_all(handle)`, `text(item)` (the content of one
 returned item), `files()` (its database files), `describe()` and `close()`. An optional
 `max_thread_messages` caps the hot session and the shared writer session (LangGraph stores
-whole checkpoints, so a long thread grows quadratically).
+whole checkpoints, so a long thread grows quadratically). An optional
+`append_new(name, messages)` creates a conversation with its first turn in one call and returns
+its handle; without it the workload calls `create_session` and then `append`.
 
 Every message's content starts with a unique id (`m000042`, `w1-000007`) so the reads and the
 two-writer check can tell exactly which messages came back, and how often. Past the ~400-line
@@ -69,6 +71,10 @@ class Sizes:
     cold_reads: int = 500
     writer_turns: int = 300
     writer_sessions: int = 10
+    # Conversations created by their first turn, and the messages sent to them in turns of
+    # 2-4 (the cost of a new conversation: it is the first message of every chat).
+    new_sessions: int = 1_000
+    new_messages: int = 12_000
     seed: int = 5
 
     @classmethod
@@ -83,6 +89,8 @@ class Sizes:
             cold_reads=100,
             writer_turns=40,
             writer_sessions=5,
+            new_sessions=250,
+            new_messages=3_000,
         )
 
     @classmethod
@@ -295,6 +303,11 @@ def run_workload(
     append_s = time.perf_counter() - started - probe_s
     progress.update(seq)
 
+    # 2b. The same kind of turns to conversations that do not exist yet: each is created by
+    # its first turn, inside the timed call (one store call per turn where the adapter has
+    # `append_new`). Compared with phase 2, this is what a new conversation costs.
+    fresh = _append_to_new_conversations(adapter, pool, rng, sizes, emit)
+
     # 3. One hot session of 5,000 messages (or the adapter's cap), built the same way.
     cap = getattr(adapter, "max_thread_messages", None)
     hot_n = min(sizes.hot_messages, cap) if cap else sizes.hot_messages
@@ -358,7 +371,7 @@ def run_workload(
 
     description = adapter.describe()
     adapter.close()
-    total_messages = sizes.messages + hot_n
+    total_messages = sizes.messages + sizes.new_messages + hot_n
     final = disk_bytes(store_dir, files)
     return {
         "status": "ok",
@@ -379,6 +392,7 @@ def run_workload(
             "turns_per_s": _rate(len(plan), append_s),
             "turn_latency": percentiles(latencies),
         },
+        "append_new": fresh,
         "hot": {
             "messages": hot_n,
             "seconds": hot_s,
@@ -397,6 +411,50 @@ def run_workload(
         },
         "rss_mb": {"after_open": rss_open, "peak": max_rss_mb()},
         "problems": problems,
+    }
+
+
+def _append_to_new_conversations(
+    adapter: StoreAdapter, pool: list[tuple[str, str]], rng: random.Random, sizes: Sizes, emit: Emit
+) -> dict[str, Any]:
+    plan = turn_plan(rng, sizes.new_sessions, sizes.new_messages)
+    append_new = getattr(adapter, "append_new", None)
+    handles: dict[int, Any] = {}
+    progress = _Progress(emit, "append with creation", sizes.new_messages)
+    latencies: list[float] = []
+    first_turns: list[float] = []
+    seq = 0
+    started = time.perf_counter()
+    for turn, (index, k) in enumerate(plan):
+        uids = [f"n{seq + i:07d}" for i in range(k)]
+        messages = turn_messages(uids, pool, turn)
+        handle = handles.get(index)
+        t0 = time.perf_counter()
+        if handle is not None:
+            adapter.append(handle, messages)
+        elif append_new is not None:
+            handles[index] = append_new(f"n{index}", messages)
+        else:
+            handles[index] = adapter.create_session(f"n{index}")
+            adapter.append(handles[index], messages)
+        elapsed = time.perf_counter() - t0
+        latencies.append(elapsed)
+        if handle is None:
+            first_turns.append(elapsed)
+        seq += k
+        if turn % 32 == 0:
+            progress.update(seq)
+    seconds = time.perf_counter() - started
+    progress.update(seq)
+    return {
+        "messages": sizes.new_messages,
+        "turns": len(plan),
+        "conversations": len(handles),
+        "seconds": seconds,
+        "msg_per_s": _rate(sizes.new_messages, seconds),
+        "turns_per_s": _rate(len(plan), seconds),
+        "turn_latency": percentiles(latencies),
+        "first_turn_latency": percentiles(first_turns),
     }
 
 

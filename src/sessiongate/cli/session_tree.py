@@ -279,8 +279,9 @@ def compact(
 
     Without a model: the summary is the deterministic one the echo agent writes (a bullet per
     earlier user message); a running gateway's `POST /v1/sessions/{key}/compact` uses the
-    session's agent instead. The newest quarter of the context window is kept as it is.
-    Refused while a turn is running, and for an archived session.
+    session's agent instead. The newest turn is kept as it is (less of it, if it alone is
+    over a quarter of the context window) and everything before it is summarised, however
+    short. Refused while a turn is running, and for an archived session.
     """
     with opened_store(home, config_file) as store, idle_lane(store, key, "compact") as (entry, _):
         result = _compact(store, entry)
@@ -309,14 +310,15 @@ def _compact(store: SessionStore, entry: SessionEntry) -> dict[str, Any]:
             "the session is archived; unarchive it to compact it", session_key=entry.session_key
         )
     events = store.load_events(entry.session_id)
-    plan = plan_compaction(events, keep=keep_tokens(store.config.agent.context_window))
+    plan = plan_compaction(
+        events, keep=keep_tokens(store.config.agent.context_window), explicit=True
+    )
     before = plan.tokens_before
     if not plan.fresh:
         return _unchanged(before, "nothing_to_compact")
     summary = deterministic_summary(plan.summarize)
+    # Asked for, so written even when the summary is no shorter (see gateway.compaction).
     after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
-    if after >= before:
-        return _unchanged(before, "no_gain")
     store.append_entry(
         entry.session_id,
         {

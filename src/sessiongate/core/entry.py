@@ -19,13 +19,42 @@ from sessiongate.core.ids import validate_session_id
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 
-__all__ = ["EntryAction", "ResumeReason", "SessionEntry", "next_action"]
+__all__ = [
+    "INCARNATION_COUNTERS",
+    "EntryAction",
+    "ResumeReason",
+    "SessionEntry",
+    "counters_of",
+    "next_action",
+]
+
+# The usage counters of one session incarnation (session id). The routing entry carries the
+# current incarnation's; when a key leaves an incarnation (a reset, `/resume` of another one)
+# the store saves them with it, and going back restores them: `/status` and the rows always
+# show the counts of the session they name, never those of the one just left.
+INCARNATION_COUNTERS: dict[str, Any] = {
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+    "total_tokens": 0,
+    "context_tokens": 0,
+    "estimated_cost_usd": 0.0,
+    "cost_status": "unknown",
+    "last_prompt_tokens": 0,
+    "compaction_count": 0,
+}
 
 
 class ResumeReason(enum.StrEnum):
     RESTART_TIMEOUT = "restart_timeout"
     SHUTDOWN_TIMEOUT = "shutdown_timeout"
     RESTART_INTERRUPTED = "restart_interrupted"
+
+
+def counters_of(entry: SessionEntry) -> dict[str, Any]:
+    """The entry's incarnation counters (the keys of `INCARNATION_COUNTERS`)."""
+    return {name: getattr(entry, name) for name in INCARNATION_COUNTERS}
 
 
 class EntryAction(enum.StrEnum):
@@ -123,17 +152,25 @@ class SessionEntry:
 
     def to_dict(self, *, compact: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; `compact` leaves out fields at their default (the store's rows,
-        where most of ~60 fields are defaults, stay small enough to live in their page)."""
+        where most of ~60 fields are defaults, stay small enough to live in their page).
+
+        Written for speed: every write of a routing row runs it (a new conversation's first
+        turn among them). Defaults come from a precomputed table, and the one instant a new
+        entry stamps on several fields is formatted once."""
         out: dict[str, Any] = {}
-        for name in _FIELD_NAMES:
+        stamp: datetime | None = None
+        text = ""
+        for name, default in _FIELD_DEFAULTS:
             value = getattr(self, name)
-            if compact and name not in _REQUIRED and value == _DEFAULTS.get(name, _NO_DEFAULT):
+            if compact and (value is default or value == default):
                 continue
             if value is None or value.__class__ in _PLAIN:
                 out[name] = value
                 continue
             if isinstance(value, datetime):
-                value = value.isoformat()
+                if value is not stamp:
+                    stamp, text = value, value.isoformat()
+                value = text
             elif isinstance(value, SessionSource):
                 value = _compact_source_dict(value) if compact else _source_dict(value)
             elif isinstance(value, (Platform, ChatType)):
@@ -192,6 +229,12 @@ for _f in fields(SessionEntry):
     elif _f.default_factory is not MISSING:
         _DEFAULTS[_f.name] = _f.default_factory()
 _PLAIN = (str, int, float, bool)
+# (name, default) in field order; a required field gets a default nothing equals, so `compact`
+# always keeps it.
+_FIELD_DEFAULTS: tuple[tuple[str, Any], ...] = tuple(
+    (name, _NO_DEFAULT if name in _REQUIRED else _DEFAULTS.get(name, _NO_DEFAULT))
+    for name in _FIELD_NAMES
+)
 _FIELD_KINDS: dict[str, str] = {}
 for _f in fields(SessionEntry):
     _t = str(_f.type)

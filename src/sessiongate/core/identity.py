@@ -80,9 +80,14 @@ def to_whatsapp_jid(identifier: str) -> str:
     """The outbound JID for a canonical id (groups keep their own domain, LIDs stay LIDs).
 
     The JID addresses the person, never one of their devices: the device suffix and `+` go.
+    An id with no user part (`""`, `"+"`, `"@lid"`) gives `""`, as the reference does, so
+    nothing is ever sent to a malformed address such as `@s.whatsapp.net`.
     """
     text = identifier.strip()
     if is_whatsapp_group(text):
         return text
+    user = normalize_whatsapp_identifier(text)
+    if not user:
+        return ""
     domain = _LID_DOMAIN if text.lower().endswith(_LID_DOMAIN) else _USER_DOMAIN
-    return normalize_whatsapp_identifier(text) + domain
+    return user + domain

@@ -152,7 +152,10 @@ def build_key_parts(
     if source.chat_type is ChatType.DM:
         if chat_id:
             return KeyParts(platform, "dm", chat_id, source.thread_id)
-        return KeyParts(platform, "dm", None, None, participant)
+        # No chat id: the participant names the DM and the thread still tells its threads
+        # apart (`dm:<participant>:<thread>`, or `dm:<thread>` with no participant); only a DM
+        # with no identifier at all falls into the platform's shared sink.
+        return KeyParts(platform, "dm", None, source.thread_id or None, participant)
     per_user = is_per_user(
         source,
         group_sessions_per_user=group_sessions_per_user,
@@ -171,16 +174,24 @@ def build_key_parts(
 
 def format_session_key(parts: KeyParts) -> str:
     out = [parts.namespace, parts.platform, parts.chat_type]
-    if parts.chat_id is not None:
-        tag = CHAT_TAG if parts.tagged == "chat" else ""
-        out.append(tag + escape_component(parts.chat_id))
-    if parts.thread_id is not None:
-        tag = THREAD_TAG if parts.tagged == "thread" else ""
-        out.append(tag + escape_component(parts.thread_id))
-    if parts.participant_id is not None:
-        tag = PARTICIPANT_TAG if parts.tagged == "participant" else ""
-        out.append(tag + escape_component(parts.participant_id))
+    chat = _component(parts.chat_id, CHAT_TAG, parts.tagged == "chat")
+    thread = _component(parts.thread_id, THREAD_TAG, parts.tagged == "thread")
+    participant = _component(parts.participant_id, PARTICIPANT_TAG, parts.tagged == "participant")
+    # A DM named by its participant reads like the reference's: the participant, then the
+    # thread (`dm:<participant>:<thread>`); everywhere else the thread comes first.
+    order: tuple[str | None, ...]
+    if parts.chat_type == ChatType.DM and parts.chat_id is None:
+        order = (participant, thread)
+    else:
+        order = (chat, thread, participant)
+    out.extend(piece for piece in order if piece is not None)
     return ":".join(out)
+
+
+def _component(value: str | None, tag: str, tagged: bool) -> str | None:
+    if value is None:
+        return None
+    return (tag if tagged else "") + escape_component(value)
 
 
 def build_session_key(
@@ -205,7 +216,11 @@ def disambiguate(parts: KeyParts) -> KeyParts:
 
     The tag goes on the thread if there is one, else the participant, else the chat id; a key
     with no component at all (the shared DM sink) cannot collide with different components.
+    A DM named by its participant tags the participant: it leads the key, and a tag there is
+    what tells `dm:%p<participant>:<thread>` from a DM's chat id and thread.
     """
+    if parts.chat_type == ChatType.DM and parts.chat_id is None and parts.participant_id:
+        return replace(parts, tagged="participant")
     for name, value in (
         ("thread", parts.thread_id),
         ("participant", parts.participant_id),
@@ -305,8 +320,12 @@ def _positions(chat_type: str, tags: list[str | None]) -> tuple[str, ...]:
     """What each component after the chat type is, read the way the builder writes them."""
     count = len(tags)
     if chat_type == ChatType.DM:
-        if count == 1 and tags[0] == "participant":
-            return ("participant",)
+        # Untagged, a DM's components read as chat id and thread; a tagged participant leads
+        # (`dm:%pP[:T]`), and a tagged lone thread is a DM named by its thread alone.
+        if count and tags[0] == "participant":
+            return ("participant", "thread")[:count]
+        if count == 1 and tags[0] == "thread":
+            return ("thread",)
         return ("chat", "thread")[:count]
     if count == 2 and tags[1] == "thread":
         return ("chat", "thread")

@@ -36,6 +36,7 @@ __all__ = [
     "deterministic_summary",
     "estimate_tokens",
     "is_excluded_from_context",
+    "last_turn_start",
     "repair_tool_pairing",
     "select_reset_tail",
     "validate_entry",
@@ -457,6 +458,17 @@ def choose_compaction_cut(path: Sequence[Mapping[str, Any]], keep_last_tokens: i
         if chat["role"] != Role.TOOL:
             cut = _id(entry)
     return cut
+
+
+def last_turn_start(path: Sequence[Mapping[str, Any]]) -> int | None:
+    """The id of the current context's last user message: where its newest turn starts (a
+    cut there never separates a tool call from its results). None if it has none."""
+    _, entries = _context_entries(path)
+    for entry in reversed(entries):
+        chat = _to_chat(entry)
+        if chat is not None and chat["role"] == Role.USER and _id(entry) is not None:
+            return _id(entry)
+    return None
 
 
 # Four characters per token is the usual rule of thumb for English text under BPE tokenisers;

@@ -253,7 +253,10 @@ class CommandRunner:
     async def run(self, command: ParsedCommand, event: MessageEvent, *, wait: bool) -> Receipt:
         spec = COMMANDS[command.name] if command.known else _UNKNOWN
         inbound = event.to_inbound()
-        seen = self._lane_store.lookup_seen(inbound)
+        # Dedup is per lane and sender: look the id up in the lane this command routes to
+        # (read only, so a redelivered command never creates or rotates anything).
+        lane_key = event.session_key or self._lane_store.resolve(event.source)[0]
+        seen = self._lane_store.lookup_seen(inbound, lane_key)
         if seen is not None:
             return Receipt(
                 seen.session_key, seen.session_id, ReceiptStatus.DUPLICATE, seen.reply, seen.turn_id
@@ -289,7 +292,7 @@ class CommandRunner:
 
     def _check_new(self, call: _Call) -> None:
         """Inside the command's transaction: raise `_Duplicate` if the id was seen meanwhile."""
-        if self._lane_store.lookup_seen(call.inbound) is not None:
+        if self._lane_store.lookup_seen(call.inbound, call.key) is not None:
             raise _Duplicate
 
     def _record(self, call: _Call, reply: str) -> None:
@@ -403,7 +406,7 @@ class CommandRunner:
             f"Session: {entry.session_id}",
             f"Title: {entry.display_name or '(none)'}",
             f"State: {state}, {self._lane_store.queue_depth(call.key)} waiting",
-            f"Tokens: {entry.input_tokens} in, {entry.output_tokens} out",
+            _tokens_line(entry),
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
@@ -491,7 +494,8 @@ class CommandRunner:
                 # `_resolve_target` checked the owner (this lane's, or the same person's).
                 entry = self._store.switch_session(call.key, session_id, owner_checked=True)
                 reply = (
-                    f"Resumed session {session_id}."
+                    # The resumed session's own counters (the store restores them).
+                    f"Resumed session {session_id}. {_tokens_line(entry)}"
                     if entry is not None
                     else "That session cannot be resumed."
                 )
@@ -556,6 +560,10 @@ class CommandRunner:
         )
 
 
+def _tokens_line(entry: SessionEntry) -> str:
+    return f"Tokens: {entry.input_tokens} in, {entry.output_tokens} out"
+
+
 def _undo_count(arg: str) -> int | None:
     """How many turns `/undo <arg>` takes back (1 without an argument, at most `_UNDO_MAX`);
     None unless `arg` is a positive whole number."""
@@ -578,4 +586,4 @@ def _compress_reply(result: dict[str, Any]) -> str:
         )
     if result.get("reason") == "summary_failed":
         return "Could not summarise the conversation right now; nothing was changed."
-    return "Nothing to summarise yet: the conversation still fits as it is."
+    return "Nothing to summarise yet: there is nothing before the latest exchange."

@@ -13,9 +13,15 @@ have not moved meanwhile (`StaleWriteError` otherwise), together with the entry'
 `compaction_count`. The runner runs it on the lane as it runs a turn, so no turn runs alongside
 and messages that arrive meanwhile queue behind it.
 
-Nothing is written when there is nothing to summarise (the context already fits the kept part,
-or only a previous summary lies before the cut), when the summary would not make the context
-smaller, or when the agent fails to summarise (logged; the answer says `compacted: false`).
+An explicit compaction (`POST .../compact`, `sessions compact`, `/compress`) compacts: it keeps
+only the newest turn (less if that alone is over the quarter) and summarises everything before
+it, however small the context. The size threshold (nothing while the context fits the kept
+quarter, nothing when the summary would not make it smaller) is for automatic compaction only.
+
+Nothing is written when there is nothing to summarise (only the newest turn, or only a previous
+summary, lies before the cut), when the agent fails to summarise (logged), or, for automatic
+compaction, when the context fits or the summary would not shrink it; the answer then says
+`compacted: false` and why (`reason`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from sessiongate.core.transcript import (
     build_model_context,
     choose_compaction_cut,
     estimate_tokens,
+    last_turn_start,
 )
 from sessiongate.errors import SessionArchivedError, SessionNotFoundError, StaleWriteError
 
@@ -86,8 +93,13 @@ def context_after(
     return build_model_context([*events, probe])
 
 
-def plan_compaction(events: Sequence[Mapping[str, Any]], *, keep: int) -> CompactionPlan:
+def plan_compaction(
+    events: Sequence[Mapping[str, Any]], *, keep: int, explicit: bool = False
+) -> CompactionPlan:
     """Where to cut the active path `events` to keep about `keep` tokens, and what to summarise.
+
+    `explicit` (someone asked for it) also cuts at the newest turn, so whatever lies before that
+    turn is summarised even when the whole context would fit in `keep`.
 
     The messages to summarise are found with the builder itself: the context with the cut
     applied is `[summary, *kept]`, and `kept` is a suffix of today's context (the cut never
@@ -97,6 +109,8 @@ def plan_compaction(events: Sequence[Mapping[str, Any]], *, keep: int) -> Compac
     messages = context.messages
     tokens_before = estimate_tokens(messages)
     cut = choose_compaction_cut(events, keep)
+    if explicit:
+        cut = _later_cut(events, cut, last_turn_start(events))
     kept = context_after(events, "", cut).messages[1:]
     if len(kept) > len(messages) or (kept and messages[len(messages) - len(kept) :] != kept):
         # Cannot happen with the builder's pairing rules; refuse rather than lose messages.
@@ -108,6 +122,16 @@ def plan_compaction(events: Sequence[Mapping[str, Any]], *, keep: int) -> Compac
         e.get("id") == boundary and e.get("type") == EntryType.COMPACTION for e in events
     )
     return CompactionPlan(tokens_before, cut, head, fresh=len(head) > int(summarised_before))
+
+
+def _later_cut(
+    events: Sequence[Mapping[str, Any]], cut: int | None, turn: int | None
+) -> int | None:
+    """The cut that keeps less: the later of two entry ids on the path (None keeps nothing)."""
+    if cut is None or turn is None:
+        return cut
+    position = {e.get("id"): i for i, e in enumerate(events)}
+    return turn if position.get(turn, -1) > position.get(cut, -1) else cut
 
 
 class Compactor:
@@ -127,10 +151,15 @@ class Compactor:
         self._executor = executor
 
     async def run(
-        self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
+        self,
+        session_key: str,
+        *,
+        record: Callable[[dict[str, Any]], None] | None = None,
+        explicit: bool = True,
     ) -> dict[str, Any]:
         """`{compacted, tokens_before, tokens_after, reason}`; `record(result)` runs inside
-        the commit (a command remembers its message id with the effect)."""
+        the commit (a command remembers its message id with the effect). `explicit=False`
+        is automatic compaction: the size threshold applies (see the module docstring)."""
         entry = self._store.get_session(session_key)
         if entry is None:
             raise SessionNotFoundError(
@@ -143,7 +172,9 @@ class Compactor:
         session_id = entry.session_id
         generation = self._store.transcript_generation(session_id)
         events = self._store.load_events(session_id)
-        plan = plan_compaction(events, keep=keep_tokens(self._config.agent.context_window))
+        plan = plan_compaction(
+            events, keep=keep_tokens(self._config.agent.context_window), explicit=explicit
+        )
         before = plan.tokens_before
         if not plan.fresh:
             return _unchanged(before, "nothing_to_compact")
@@ -158,7 +189,7 @@ class Compactor:
             log.exception("compaction summary failed; nothing compacted", extra=extra)
             return _unchanged(before, "summary_failed")
         after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
-        if after >= before:
+        if not explicit and after >= before:
             return _unchanged(before, "no_gain")
         result: dict[str, Any] = {
             "compacted": True,

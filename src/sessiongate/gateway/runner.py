@@ -363,6 +363,16 @@ class GatewayRunner:
         replied = self.lane_store.turns_in_state(TurnState.REPLIED)
         return await self._delivery.redeliver(replied, now=self.clock.now())
 
+    async def retry_delivery(self, turn_id: int) -> bool:
+        """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
+        not waiting for delivery or the send failed again (housekeeping keeps trying)."""
+        turn = self.lane_store.get_turn(turn_id)
+        if turn is None or turn.state is not TurnState.REPLIED or self._stopping:
+            return False
+        return await self._delivery.deliver_reply(
+            turn.session_key, turn.id, turn.source, turn.reply or ""
+        )
+
     # ------------------------------------------------------------------ lanes
 
     async def _lane_worker(self, lane: Lane) -> None:

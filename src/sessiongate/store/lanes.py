@@ -15,14 +15,15 @@ removes work before its outcome commits. The SQL itself lives in `sqlite/inbox.p
 
 from __future__ import annotations
 
-import contextlib
 import enum
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
-from sessiongate.errors import SessionNotFoundError
+from sessiongate.errors import MessageIdConflictError, SessionNotFoundError
 from sessiongate.store.sqlite import inbox, journal
 from sessiongate.store.sqlite._codec import from_us, to_us
 from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
@@ -30,8 +31,9 @@ from sessiongate.store.sqlite.inbox import InboxKind, InboxRow, SeenRow
 from sessiongate.store.sqlite.journal import TRANSITIONS, TurnRow, TurnState
 
 if TYPE_CHECKING:
+    import contextlib
     import sqlite3
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Sequence
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
@@ -60,7 +62,8 @@ _CLEAN_SHUTDOWN = "clean_shutdown"
 class AcceptStatus(enum.StrEnum):
     ACCEPTED = "accepted"  # a new row
     MERGED = "merged"  # merged into the lane's pending slot
-    DUPLICATE = "duplicate"  # this (platform, chat, message id) was seen before; nothing written
+    # This message (same id, sender, lane and content) was seen before; nothing written.
+    DUPLICATE = "duplicate"
     FULL = "full"  # the lane's queue is at its cap; nothing written
 
 
@@ -175,14 +178,10 @@ class LaneStore:
         memory = self._store.memory_database
         return [self._db] if memory is None else [self._db, memory]
 
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
+    def atomic(self) -> contextlib.AbstractContextManager[None]:
         """Group several calls (and `SessionStore` calls) into one transaction (one on each
-        database once incognito lanes exist)."""
-        with contextlib.ExitStack() as stack:
-            for db in self._databases():
-                stack.enter_context(db.transaction())
-            yield
+        database once incognito lanes exist): `SessionStore.atomic`."""
+        return self._store.atomic()
 
     # ------------------------------------------------------------------ accepting
 
@@ -263,7 +262,7 @@ class LaneStore:
         if inbound.verbatim:
             part["verbatim"] = True
         if inbound.message_id:
-            seen = inbox.select_seen(conn, str(source.platform), source.chat_id, inbound.message_id)
+            seen = _select_seen(conn, inbound, session_key)
             if seen is not None:
                 depth = inbox.count_pending(conn, seen.session_key)
                 return Acceptance(
@@ -331,18 +330,14 @@ class LaneStore:
             _seen_row(inbound, session_key, session_id, inbox_id, turn_id, "accepted", None, now),
         )
 
-    def lookup_seen(self, inbound: Inbound) -> SeenRecord | None:
+    def lookup_seen(self, inbound: Inbound, session_key: str) -> SeenRecord | None:
+        """The record of this message from this sender in lane `session_key`, or None;
+        `MessageIdConflictError` when the id was used there for a different message."""
         if not inbound.message_id:
             return None
-        source = inbound.source
-        for db in self._databases():
-            with db.read() as conn:
-                seen = inbox.select_seen(
-                    conn, str(source.platform), source.chat_id, inbound.message_id
-                )
-                if seen is not None:
-                    return _seen(conn, seen)
-        return None
+        with self._db_for_key(session_key).read() as conn:
+            seen = _select_seen(conn, inbound, session_key)
+            return None if seen is None else _seen(conn, seen)
 
     def record_command(
         self, inbound: Inbound, *, session_key: str, session_id: str | None, reply: str
@@ -687,6 +682,42 @@ def _idem(turn_id: int) -> str:
     return f"turn:{turn_id}"
 
 
+def _select_seen(conn: sqlite3.Connection, inbound: Inbound, session_key: str) -> SeenRow | None:
+    """The dedup record of `inbound` in its scope (platform, chat, id, lane, sender).
+
+    A record whose fingerprint differs is the sender reusing an id for another message: that
+    is refused (`MessageIdConflictError`) rather than answered with the first message's
+    receipt, which would drop the new message and show its sender an answer to another one.
+    """
+    assert inbound.message_id is not None
+    source = inbound.source
+    seen = inbox.select_seen(
+        conn,
+        str(source.platform),
+        source.chat_id,
+        inbound.message_id,
+        session_key=session_key,
+        sender_id=_sender_id(source),
+    )
+    if seen is not None and seen.content_hash not in (None, _fingerprint(inbound)):
+        raise MessageIdConflictError(
+            f"message_id {inbound.message_id!r} was already used for a different message in "
+            "this conversation; send the new message with a new message_id",
+            message_id=inbound.message_id,
+        )
+    return seen
+
+
+def _sender_id(source: SessionSource) -> str:
+    return source.participant_id or ""
+
+
+def _fingerprint(inbound: Inbound) -> str:
+    """What makes two messages with one id the same message: their text and media."""
+    payload = json.dumps([inbound.text, list(inbound.media)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def _seen(conn: sqlite3.Connection, seen: SeenRow) -> SeenRecord:
     turn = journal.get_turn(conn, seen.turn_id) if seen.turn_id is not None else None
     pending = False
@@ -762,6 +793,8 @@ def _seen_row(
         source.chat_id,
         inbound.message_id,
         session_key,
+        _sender_id(source),
+        _fingerprint(inbound),
         session_id,
         inbox_id,
         turn_id,

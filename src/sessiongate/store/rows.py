@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import os
 import sqlite3
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.clock import ensure_utc
@@ -118,7 +119,7 @@ class RowOps:
                     bump = True
             if not isinstance(unread, Unset):
                 if unread:
-                    changes["marked_unread_at"] = now
+                    changes["marked_unread_at"] = _next_marker(entry.marked_unread_at, now)
                 elif isinstance(expected_marked_unread_at, Unset) or _same_ms(
                     expected_marked_unread_at, entry.marked_unread_at
                 ):
@@ -141,7 +142,7 @@ class RowOps:
             if bump:
                 changes["updated_at"] = now
             entry = entry.evolve(**changes)
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._mirror_dirty()
         return entry
 
@@ -195,7 +196,7 @@ class RowOps:
             if not changes:
                 return entry
             entry = entry.evolve(updated_at=self.clock.now(), **changes)
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._mirror_dirty()
         return entry
 
@@ -268,6 +269,17 @@ class RowOps:
         with os.fdopen(fd, "w") as handle:
             handle.write(digest + "\n")
         return path
+
+
+def _next_marker(previous: datetime | None, now: datetime) -> datetime:
+    """A new unread marker: the later of now and the previous marker plus 1 ms.
+
+    Markers compare to the millisecond, so a mark in the same millisecond as the previous one
+    (or after the clock stepped back) would equal it, and an acknowledgement that carries the
+    older marker would clear the newer mark. Strictly forward, it never can."""
+    if previous is None:
+        return now
+    return max(now, ensure_utc(previous) + timedelta(milliseconds=1))
 
 
 def _same_ms(a: datetime | None, b: datetime | None) -> bool:

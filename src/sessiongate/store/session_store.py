@@ -18,13 +18,20 @@ it would put that precedence in two places. The SQL lives in `store/sqlite/`, th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.clock import Clock, SystemClock
-from sessiongate.core.entry import EntryAction, SessionEntry, next_action
+from sessiongate.core.entry import (
+    INCARNATION_COUNTERS,
+    EntryAction,
+    SessionEntry,
+    counters_of,
+    next_action,
+)
 from sessiongate.core.freshness import evaluate_freshness, is_system_event, resolve_rule
 from sessiongate.core.ids import is_safe_id, new_session_id
 from sessiongate.core.keys import (
@@ -49,7 +56,7 @@ from sessiongate.store.tree import TreeOps
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
@@ -63,16 +70,7 @@ _KEPT = "reconnect_kept"
 
 # Counters and state that a new incarnation starts afresh (toggles and model choice carry over).
 _FRESH_INCARNATION: dict[str, Any] = {
-    "input_tokens": 0,
-    "output_tokens": 0,
-    "cache_read_tokens": 0,
-    "cache_write_tokens": 0,
-    "total_tokens": 0,
-    "context_tokens": 0,
-    "estimated_cost_usd": 0.0,
-    "cost_status": "unknown",
-    "last_prompt_tokens": 0,
-    "compaction_count": 0,
+    **INCARNATION_COUNTERS,
     "was_auto_reset": False,
     "auto_reset_reason": None,
     "reset_had_activity": False,
@@ -160,17 +158,25 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     system=system,
                     keep=visible_session_id == existing.session_id,
                 )
-            if not system and (
-                entry.origin != source
-                or entry.last_interaction_at != now
-                or (source.chat_name and source.chat_name != entry.display_name)
+            # A lane created just now already carries this source, instant and chat name.
+            if (
+                existing is not None
+                and not system
+                and (
+                    entry.origin != source
+                    or entry.last_interaction_at != now
+                    or (source.chat_name and source.chat_name != entry.display_name)
+                )
             ):
                 entry = entry.evolve(
                     origin=source,
                     display_name=source.chat_name or entry.display_name,
                     last_interaction_at=now,
                 )
-            routes.upsert_route(conn, entry, parts)
+            if existing is None:
+                routes.upsert_route(conn, entry, parts)
+            else:
+                routes.put_route(conn, entry, parts)
         self._mirror_dirty()
         return entry
 
@@ -266,7 +272,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 system=system,
                 keep=visible_session_id == existing.session_id,
             )
-            routes.upsert_route(conn, entry, routes.get_route_parts(conn, session_key))
+            routes.put_route(conn, entry)
         self._register_created(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
@@ -434,10 +440,16 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 if not owner_checked or (holder is not None and holder.session_key != session_key):
                     return None
             now = self.clock.now()
+            counters = counters_of(entry)
             if target_session_id != entry.session_id:
                 current = tx.get_session_row(conn, entry.session_id)
-                if current is not None and current.ended_at is None:
-                    tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
+                if current is not None:
+                    # The counters stay with the incarnation being left, and the target's own
+                    # come back (fresh ones if it never had any saved).
+                    tx.save_counters(conn, current.sid, counters)
+                    if current.ended_at is None:
+                        tx.end_session_row(conn, current.sid, at=to_us(now), reason="switched")
+                counters = {**INCARNATION_COUNTERS, **(tx.load_counters(conn, target.sid) or {})}
                 tx.end_session_row(conn, target.sid, at=None, reason=None)
                 leaf = tx.entry_row(conn, target.leaf_id) if target.leaf_id is not None else None
                 if leaf is not None and leaf[2] == "reset":
@@ -449,8 +461,10 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                 updated_at=now,
                 resume_pending=False,
                 resume_reason=None,
+                last_resume_marked_at=None,
                 suspended=False,
                 is_fresh_reset=False,
+                **counters,
             )
             self._put(conn, entry)
             return entry
@@ -481,7 +495,12 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
             entry = routes.get_route(conn, session_key)
             if entry is None or not entry.resume_pending:
                 return False
-            self._put(conn, entry.evolve(resume_pending=False, resume_reason=None))
+            # All three fields, as the reference clears them: a stale mark time would make a
+            # later mark look older than it is.
+            self._put(
+                conn,
+                entry.evolve(resume_pending=False, resume_reason=None, last_resume_marked_at=None),
+            )
             return True
 
     def suspend_recently_active(self, max_age_seconds: int = 120) -> int:
@@ -540,14 +559,27 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         offset: int = 0,
         archived: bool | None = False,
         active_minutes: int | None = None,
+        platform: str | None = None,
+        pinned: bool | None = None,
+        unread: bool | None = None,
+        key_prefix: str | None = None,
     ) -> tuple[list[SessionEntry], int]:
-        """One page of entries (pinned first) and the total that match."""
+        """One page of entries (pinned first) and the total that match; `key_prefix` selects
+        one agent's lanes (`agent:<id>:`)."""
         since = None
         if active_minutes is not None:
             since = self.clock.now() - timedelta(minutes=active_minutes)
         with self._db.read() as conn:
             return routes.list_route_page(
-                conn, limit=limit, offset=offset, archived=archived, since=since
+                conn,
+                limit=limit,
+                offset=offset,
+                archived=archived,
+                since=since,
+                platform=platform,
+                pinned=pinned,
+                unread=unread,
+                key_prefix=key_prefix,
             )
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
@@ -589,6 +621,17 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         return [i for i in infos if i is not None]
 
     # ------------------------------------------------------------------ lifecycle
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Group several calls into one transaction: each call inside becomes a savepoint,
+        and all of it commits at the end or none of it (one on each database once incognito
+        lanes exist). A new conversation and its first turn, for one, commit together."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self._db.transaction())
+            if self._memory is not None:
+                stack.enter_context(self._memory.transaction())
+            yield
 
     def flush_mirror(self) -> str | None:
         """Write `sessions.json` now if it is stale; why it could not be written, or None."""
@@ -681,6 +724,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
                     [EntryRecord("reset", None, None, {"reason": end_reason}, to_us(now))],
                 )
             tx.end_session_row(conn, old_row.sid, at=to_us(now), reason=end_reason)
+            tx.save_counters(conn, old_row.sid, counters_of(old))  # for a later `/resume`
         session_id = self._new_incarnation(conn, old.session_key, parent=old.session_id, now=now)
         changes = {**_FRESH_INCARNATION, "reset_had_activity": had_activity, **flags}
         return old.evolve(
@@ -695,22 +739,21 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
     def _new_incarnation(
         self, conn: sqlite3.Connection, key: str, *, parent: str | None, now: datetime
     ) -> str:
-        session_id = tx.unused_session_id(conn, lambda: new_session_id(self.clock))
-        header = {
-            "type": "session",
-            "version": 1,
-            "id": session_id,
-            "timestamp": now.isoformat(),
-            "cwd": None,
-            "parent_session": parent,
-        }
-        tx.create_session_row(
+        stamp = now.isoformat()
+        session_id = tx.create_fresh_session_row(
             conn,
-            session_id=session_id,
+            lambda: new_session_id(self.clock, at=now),
             session_key=key,
             parent_session_id=parent,
             started_at=to_us(now),
-            header=header,
+            header=lambda session_id: {
+                "type": "session",
+                "version": 1,
+                "id": session_id,
+                "timestamp": stamp,
+                "cwd": None,
+                "parent_session": parent,
+            },
         )
         if self._memory is not None and conn is self._memory.conn:
             self._register_created(self._memory, key, session_id)
@@ -725,7 +768,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         return entry
 
     def _put(self, conn: sqlite3.Connection, entry: SessionEntry) -> None:
-        routes.upsert_route(conn, entry, routes.get_route_parts(conn, entry.session_key))
+        routes.put_route(conn, entry)
         self._mirror_dirty()
 
     def _mirror_dirty(self) -> None:

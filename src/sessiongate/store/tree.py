@@ -43,13 +43,17 @@ __all__ = ["ContextView", "TreeOps"]
 _HEADLINE_LOOKUP = 32
 _MAX_LABEL = 512
 # The depth a `last-completed` fork copies to: up to the message after the last assistant
-# message, so a compaction or reset written after the last completed turn comes along.
+# message that completed, so a compaction or reset written after the last completed turn comes
+# along. An assistant message that asks for tools has not completed its turn: cutting after it
+# would give the child a dangling tool call (and, before it, the unanswered user message), so
+# only one without `tool_calls` counts (the store keeps `tool_calls` only when non-empty).
 _LAST_COMPLETED_DEPTH = """
 SELECT coalesce((
     SELECT min(depth) - 1 FROM entries
     WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
         SELECT max(depth) FROM entries
-        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'), 0)
+        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'
+            AND json_extract(payload, '$.tool_calls') IS NULL), 0)
 ), :leaf)
 """
 
@@ -168,8 +172,9 @@ class TreeOps:
         - `entry_id`: a message fork, holding the active-path prefix strictly before that user
           message (whose text comes back for editing).
         - `fork_from="active"` (default) copies the whole active branch; `"last-completed"`
-          cuts before the first message after the last assistant message (entries between, such
-          as a compaction, are kept), and is the only fork allowed while `busy`.
+          cuts before the first message after the last completed assistant message (one that
+          asks for no tool; entries between, such as a compaction, are kept), and is the only
+          fork allowed while `busy`.
         - The prefix is admitted against `max_tokens` (default: the configured context window):
           an operator fork over it is refused; an `automatic` (thread) fork starts isolated
           but is still marked `forked_from_parent`, so it is not retried.

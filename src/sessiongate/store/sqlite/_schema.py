@@ -167,6 +167,60 @@ _V3 = [
     ) WITHOUT ROWID""",
 ]
 
+# Inbound dedup is scoped to the lane and the sender: platform message ids are only unique per
+# chat (and API clients pick their own), so a record keyed by (platform, chat, id) alone let
+# Bob's message "1" in a per-user group pass for Alice's "1" and answered him with her lane's
+# receipt. The record now also names the lane (`session_key`, which holds the thread) and the
+# sender (`sender_id`, the source's participant id, '' for none), and keeps a fingerprint of the
+# content (`content_hash`) so a reused id with different text is refused, not taken for a
+# redelivery. Old records get their sender from the turn or inbox row they point at (the
+# source stored there); a record with neither keeps '' and no fingerprint, so at worst one
+# retry across the upgrade runs as a new message, and never in another lane.
+_V4 = [
+    """CREATE TABLE inbound_seen_v4 (
+        platform TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        sender_id TEXT NOT NULL,
+        content_hash TEXT,
+        session_id TEXT,
+        inbox_id INTEGER,
+        turn_id INTEGER,
+        status TEXT NOT NULL,
+        reply TEXT,
+        seen_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, chat_id, message_id, session_key, sender_id)
+    ) WITHOUT ROWID""",
+    """INSERT OR IGNORE INTO inbound_seen_v4 (platform, chat_id, message_id, session_key,
+        sender_id, content_hash, session_id, inbox_id, turn_id, status, reply, seen_at)
+    SELECT s.platform, s.chat_id, s.message_id, s.session_key,
+        coalesce(
+            json_extract(coalesce(t.source, i.source), '$.user_id_alt'),
+            json_extract(coalesce(t.source, i.source), '$.user_id'),
+            ''),
+        NULL, s.session_id, s.inbox_id, s.turn_id, s.status, s.reply, s.seen_at
+    FROM inbound_seen AS s
+    LEFT JOIN turns AS t ON t.id = s.turn_id
+    LEFT JOIN inbox AS i ON i.id = s.inbox_id""",
+    "DROP TABLE inbound_seen",
+    "ALTER TABLE inbound_seen_v4 RENAME TO inbound_seen",
+    "CREATE INDEX inbound_seen_inbox ON inbound_seen(inbox_id) WHERE inbox_id IS NOT NULL",
+    "CREATE INDEX inbound_seen_at ON inbound_seen(seen_at)",
+]
+
+# Usage counters belong to an incarnation: the routing entry holds the current one's, and this
+# column keeps a left incarnation's (JSON, `core.entry.INCARNATION_COUNTERS`) until the key
+# resumes it. NULL: never left (or left before this column), which reads as fresh counters.
+_V5 = ["ALTER TABLE sessions ADD COLUMN counters TEXT"]
+
+# Every routing write moves `updated_at` (each message, each turn's outcome), and its index
+# cost two of the ~five pages such a commit writes, a fifth of creating a conversation. Only
+# rare whole-table reads used it (a full listing, the startup scan for recently active
+# lanes), and the paged listing sorts by an expression it cannot serve anyway: they scan.
+_V6 = ["DROP INDEX routes_updated"]
+
+
 # What platform adapters keep (DESIGN decision 13). `platform_events` holds one claim per
 # platform event id, committed before the adapter awaits anything for the event: `owner` is the
 # claiming process's boot id, so a claim left `claimed` by a process that died is taken over at
@@ -176,7 +230,7 @@ _V3 = [
 # sent per turn (`sending` is written before the request leaves), so a reply sent again after a
 # crash is dropped, a send a crash interrupted is settled as unconfirmed, and an unconfirmed or
 # refused send is never resent blindly.
-_V4 = [
+_V7 = [
     """CREATE TABLE platform_events (
         platform TEXT NOT NULL,
         event_id TEXT NOT NULL,
@@ -219,5 +273,8 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
     (3, "gateway inbox, inbound dedup, turn journal, restart counts", _V3),
-    (4, "platform event claims, pairing, thread participation, sends", _V4),
+    (4, "inbound dedup scoped to lane and sender, with a content fingerprint", _V4),
+    (5, "usage counters saved per session incarnation", _V5),
+    (6, "routing writes keep no index on updated_at", _V6),
+    (7, "platform event claims, pairing, thread participation, sends", _V7),
 ]

@@ -84,7 +84,13 @@ class SeenRow:
     platform: str
     chat_id: str
     message_id: str
+    # The scope beyond (platform, chat, id): the lane and the sender ('' when the source has
+    # none). Two messages are the same message only when all five agree.
     session_key: str
+    sender_id: str
+    # A fingerprint of the text and media (None for records older than the fingerprint): a
+    # reused id whose content differs is a conflict, not a redelivery.
+    content_hash: str | None
     session_id: str | None
     inbox_id: int | None
     turn_id: int | None
@@ -136,16 +142,17 @@ _LANES_PENDING = (
     "SELECT session_key FROM inbox WHERE state = 'pending' GROUP BY session_key ORDER BY min(id)"
 )
 _SEEN_COLUMNS = (
-    "platform, chat_id, message_id, session_key, session_id, inbox_id, turn_id, status, reply, "
-    "seen_at"
+    "platform, chat_id, message_id, session_key, sender_id, content_hash, session_id, inbox_id, "
+    "turn_id, status, reply, seen_at"
 )
+# One primary-key lookup: the whole scope is the key.
 _SELECT_SEEN = (
     f"SELECT {_SEEN_COLUMNS} FROM inbound_seen "  # noqa: S608
-    "WHERE platform = ? AND chat_id = ? AND message_id = ?"
+    "WHERE platform = ? AND chat_id = ? AND message_id = ? AND session_key = ? AND sender_id = ?"
 )
 _INSERT_SEEN = (
     f"INSERT INTO inbound_seen ({_SEEN_COLUMNS}) "  # noqa: S608
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 _LINK_SEEN = "UPDATE inbound_seen SET turn_id = ? WHERE inbox_id = ? AND turn_id IS NULL"
 _DELETE_SEEN_OF_ROW = "DELETE FROM inbound_seen WHERE inbox_id = ?"
@@ -313,9 +320,18 @@ def lanes_with_pending(conn: sqlite3.Connection) -> list[str]:
 
 
 def select_seen(
-    conn: sqlite3.Connection, platform: str, chat_id: str, message_id: str
+    conn: sqlite3.Connection,
+    platform: str,
+    chat_id: str,
+    message_id: str,
+    *,
+    session_key: str,
+    sender_id: str,
 ) -> SeenRow | None:
-    raw = conn.execute(_SELECT_SEEN, (platform, chat_id, message_id)).fetchone()
+    """The record of this message id from this sender in this lane, or None."""
+    raw = conn.execute(
+        _SELECT_SEEN, (platform, chat_id, message_id, session_key, sender_id)
+    ).fetchone()
     return None if raw is None else SeenRow(*raw)
 
 
@@ -328,6 +344,8 @@ def insert_seen(conn: sqlite3.Connection, row: SeenRow) -> bool:
             row.chat_id,
             row.message_id,
             row.session_key,
+            row.sender_id,
+            row.content_hash,
             row.session_id,
             row.inbox_id,
             row.turn_id,

@@ -27,6 +27,7 @@ __all__ = [
     "get_route_with_parts",
     "iter_routes",
     "list_route_page",
+    "put_route",
     "route_by_session_id",
     "upsert_route",
 ]
@@ -47,6 +48,15 @@ ON CONFLICT (session_key) DO UPDATE SET
     pinned_at = excluded.pinned_at, archived_at = excluded.archived_at,
     suspended = excluded.suspended, resume_pending = excluded.resume_pending,
     label = excluded.label, data = excluded.data
+"""
+# The common write: the key already routes to this session id (a message or a turn touching
+# its own lane). It sets neither the session id nor the key's parts, so SQLite leaves the
+# session-id index alone (an upsert's SET list rewrites every index on a column it names,
+# even with the same value), and no read of the parts is needed first.
+_TOUCH = """
+UPDATE routes SET updated_at = :updated_at, pinned_at = :pinned_at, archived_at = :archived_at,
+    suspended = :suspended, resume_pending = :resume_pending, label = :label, data = :data
+WHERE session_key = :session_key AND session_id = :session_id
 """
 _DELETE = "DELETE FROM routes WHERE session_key = ?"
 _BY_SESSION_ID = "SELECT data FROM routes WHERE session_id = ?"
@@ -108,8 +118,21 @@ def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | No
 
 
 def upsert_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None) -> None:
-    row = _route_row(entry, parts)
+    row = _route_row(entry)
+    row.update(_parts_columns(entry, parts))
     conn.execute(_UPSERT, row)
+    _remember(str(row["data"]), entry)
+
+
+def put_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None = None) -> None:
+    """Write `entry`: one UPDATE when its key already routes to its session id, else the
+    upsert (a new key, or a new session id), with the key's stored parts unless `parts`."""
+    row = _route_row(entry)
+    if conn.execute(_TOUCH, row).rowcount == 0:
+        if parts is None:
+            parts = get_route_parts(conn, entry.session_key)
+        row.update(_parts_columns(entry, parts))
+        conn.execute(_UPSERT, row)
     _remember(str(row["data"]), entry)
 
 
@@ -134,18 +157,33 @@ def count_routes(conn: sqlite3.Connection) -> int:
     return int(conn.execute(_COUNT).fetchone()[0])
 
 
-_PAGE = """
+# `SessionEntry.unread` in SQL: a marker, or activity after the last read (times are ISO-8601
+# UTC text, which sorts as time does).
+_UNREAD = """coalesce(
+    json_extract(data, '$.marked_unread_at') IS NOT NULL
+    OR (json_extract(data, '$.last_read_at') IS NOT NULL
+        AND json_extract(data, '$.last_activity_at') > json_extract(data, '$.last_read_at')),
+    0)"""
+_PAGE = f"""
 SELECT data FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
+  AND (:platform IS NULL OR platform = :platform)
+  AND (:pinned IS NULL OR (pinned_at IS NOT NULL) = :pinned)
+  AND (:key_prefix IS NULL OR substr(session_key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:unread IS NULL OR ({_UNREAD}) = :unread)
 ORDER BY (pinned_at IS NOT NULL AND archived_at IS NULL) DESC, updated_at DESC, session_key
 LIMIT :limit OFFSET :offset
-"""
-_PAGE_COUNT = """
+"""  # noqa: S608 (built from constants; every value is bound)
+_PAGE_COUNT = f"""
 SELECT count(*) FROM routes
 WHERE (:archived IS NULL OR (archived_at IS NOT NULL) = :archived)
   AND (:since IS NULL OR updated_at >= :since)
-"""
+  AND (:platform IS NULL OR platform = :platform)
+  AND (:pinned IS NULL OR (pinned_at IS NOT NULL) = :pinned)
+  AND (:key_prefix IS NULL OR substr(session_key, 1, length(:key_prefix)) = :key_prefix)
+  AND (:unread IS NULL OR ({_UNREAD}) = :unread)
+"""  # noqa: S608
 
 
 def list_route_page(
@@ -155,11 +193,20 @@ def list_route_page(
     offset: int,
     archived: bool | None,
     since: datetime | None,
+    platform: str | None = None,
+    pinned: bool | None = None,
+    unread: bool | None = None,
+    key_prefix: str | None = None,
 ) -> tuple[list[SessionEntry], int]:
-    """One page, pinned (and not archived) first, then most recently updated."""
+    """One page, pinned (and not archived) first, then most recently updated; each filter
+    left at None matches everything."""
     params = {
         "archived": None if archived is None else int(archived),
         "since": None if since is None else to_us(since),
+        "platform": platform,
+        "pinned": None if pinned is None else int(pinned),
+        "unread": None if unread is None else int(unread),
+        "key_prefix": key_prefix,
         "limit": limit,
         "offset": offset,
     }
@@ -168,15 +215,20 @@ def list_route_page(
     return [_entry_from(r[0]) for r in rows], total
 
 
-def _route_row(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
+def _parts_columns(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
     return {
-        "session_key": entry.session_key,
-        "session_id": entry.session_id,
         "platform": parts.platform if parts else (str(entry.platform) if entry.platform else None),
         "chat_type": parts.chat_type if parts else str(entry.chat_type),
         "chat_id": parts.chat_id if parts else None,
         "thread_id": parts.thread_id if parts else None,
         "participant_id": parts.participant_id if parts else None,
+    }
+
+
+def _route_row(entry: SessionEntry) -> dict[str, object]:
+    return {
+        "session_key": entry.session_key,
+        "session_id": entry.session_id,
         "updated_at": to_us(entry.updated_at),
         "pinned_at": _us_or_none(entry.pinned_at),
         "archived_at": _us_or_none(entry.archived_at),

@@ -26,6 +26,7 @@ __all__ = [
     "EntryRecord",
     "SessionRow",
     "copy_path",
+    "create_fresh_session_row",
     "create_session_row",
     "end_session_row",
     "entry_row",
@@ -85,6 +86,8 @@ _CREATE_SESSION = (
     "VALUES (?, ?, ?, ?, ?)"
 )
 _END_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE sid = ?"
+_SAVE_COUNTERS = "UPDATE sessions SET counters = ? WHERE sid = ?"
+_LOAD_COUNTERS = "SELECT counters FROM sessions WHERE sid = ?"
 _INSERT_ENTRY = (
     "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
@@ -132,6 +135,34 @@ SELECT :base + depth, :sid, CASE WHEN depth = 1 THEN NULL ELSE :base + depth - 1
     depth, mdepth, 1, type, role, content, payload, ts, idem
 FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
 """
+
+
+# Creating a conversation is the first message of every chat: one statement draws the id and
+# writes the row (no lookup first); an id already taken inserts nothing and is drawn again.
+_CREATE_FRESH_SESSION = _CREATE_SESSION + " ON CONFLICT (session_id) DO NOTHING"
+
+
+def create_fresh_session_row(
+    conn: sqlite3.Connection,
+    make_id: Callable[[], str],
+    *,
+    session_key: str | None,
+    parent_session_id: str | None,
+    started_at: int,
+    header: Callable[[str], dict[str, Any]],
+) -> str:
+    """Write a session row under a fresh id from `make_id` (its header is `header(id)`) and
+    return the id. The random part of an id is 32 bits, so a burst of sessions in one second
+    can draw one twice: that draw inserts nothing and another is made."""
+    for _ in range(16):
+        session_id = make_id()
+        cursor = conn.execute(
+            _CREATE_FRESH_SESSION,
+            (session_id, session_key, parent_session_id, started_at, dumps(header(session_id))),
+        )
+        if cursor.rowcount == 1:
+            return session_id
+    raise RuntimeError("could not draw an unused session id")
 
 
 def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
@@ -185,6 +216,17 @@ def end_session_row(
     conn: sqlite3.Connection, sid: int, *, at: int | None, reason: str | None
 ) -> None:
     conn.execute(_END_SESSION, (at, reason, sid))
+
+
+def save_counters(conn: sqlite3.Connection, sid: int, counters: dict[str, Any]) -> None:
+    """Keep a left incarnation's usage counters with it (see migration 5)."""
+    conn.execute(_SAVE_COUNTERS, (dumps(counters), sid))
+
+
+def load_counters(conn: sqlite3.Connection, sid: int) -> dict[str, Any] | None:
+    """An incarnation's saved usage counters, or None if it was never left."""
+    raw = conn.execute(_LOAD_COUNTERS, (sid,)).fetchone()
+    return None if raw is None or raw[0] is None else dict(loads(raw[0]))
 
 
 def insert_entries(

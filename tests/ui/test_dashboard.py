@@ -1,0 +1,246 @@
+"""The dashboard in a real Chromium against a real gateway process.
+
+Each test uses chats of its own (the gateway is shared by the module), arranges state through
+the JSON API, acts through the page as an operator would, and checks both the page and the API.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+from playwright.sync_api import expect
+
+from conftest import TOKEN, Api, Pages
+
+
+def chat(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def key_of(chat_id: str) -> str:
+    return f"agent:main:api:dm:{chat_id}"
+
+
+def open_session(page: Any, url: str, key: str) -> None:
+    page.goto(f"{url}/ui/#/s/{quote(key, safe='')}")
+    page.wait_for_selector(".message.user")
+
+
+# ----------------------------------------------------------------------------- sign-in
+
+
+def test_sign_in_sets_a_strict_http_only_cookie_and_never_puts_the_token_in_a_url(
+    pages: Pages,
+) -> None:
+    page = pages.new(sign_in=False)
+    page.goto(f"{pages.url}/ui/")
+    assert page.url.endswith("/ui/login")
+    page.fill("#token", "not-the-token")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#login-error:not([hidden])")
+    assert "not-the-token" not in page.url
+    pages.sign_in(page)
+    assert TOKEN not in page.url
+    cookie = next(c for c in page.context.cookies() if c["name"] == "sessiongate_ui")
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"]
+
+
+def test_the_api_refuses_the_dashboard_cookie_without_its_csrf_token(
+    pages: Pages, api: Api
+) -> None:
+    chat_id = chat("csrf")
+    api.send(chat_id, "hello")
+    page = pages.new()
+    path = f"/v1/sessions/{quote(key_of(chat_id), safe='')}"
+    status = page.evaluate(
+        """async (path) => (await fetch(path, {method: "PATCH",
+            headers: {"Content-Type": "application/json"},
+            body: JSON.stringify({pinned: true})})).status""",
+        path,
+    )
+    assert status == 403
+    assert api.row(key_of(chat_id))["pinned"] is False
+    # The same request with the page's token goes through: the refusal was the CSRF check.
+    reads = page.evaluate("async (path) => (await fetch(path)).status", path)
+    assert reads == 200
+    logout = page.evaluate("async () => (await fetch('/ui/logout', {method: 'POST'})).status")
+    assert logout == 403
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+def test_list_search_and_filters(pages: Pages, api: Api) -> None:
+    word = f"pineapple{uuid.uuid4().hex[:6]}"
+    found, pinned = chat("find"), chat("pin")
+    api.send(found, f"do you like {word}?")
+    api.send(pinned, "pin me")
+    api.patch(key_of(pinned), pinned=True)
+    page = pages.new()
+    page.wait_for_selector("#session-list li")
+    # Pinned first.
+    assert page.locator("#session-list li").first.get_attribute("data-key") == key_of(pinned)
+    page.fill("#search", word)
+    page.press("#search", "Enter")
+    page.wait_for_selector(".hit")
+    hits = page.locator(".hit .title").all_inner_texts()
+    assert set(hits) == {key_of(found)}  # the question and its echo
+    page.goto(f"{pages.url}/ui/#/?pinned=true")
+    page.wait_for_selector(f'#session-list li[data-key="{key_of(pinned)}"]')
+    keys = [li.get_attribute("data-key") for li in page.locator("#session-list li").all()]
+    assert key_of(found) not in keys
+
+
+def test_a_message_over_the_api_appears_in_the_open_list(pages: Pages, api: Api) -> None:
+    page = pages.new()
+    page.wait_for_selector("#session-list")
+    newcomer = chat("live")
+    api.send(newcomer, "I just arrived")
+    page.wait_for_selector(f'#session-list li[data-key="{key_of(newcomer)}"]', timeout=20_000)
+
+
+def test_open_a_session_shows_its_row_and_transcript(pages: Pages, api: Api) -> None:
+    chat_id = chat("open")
+    api.send(chat_id, "first question")
+    api.send(chat_id, "second question")
+    page = pages.new()
+    open_session(page, pages.url, key_of(chat_id))
+    texts = page.locator(".message .text").all_inner_texts()
+    assert texts == [
+        "first question",
+        "echo: first question",
+        "second question",
+        "echo: second question",
+    ]
+    details = page.locator(".details").inner_text()
+    assert api.row(key_of(chat_id))["session_id"] in details
+
+
+# ------------------------------------------------------------------------- tree actions
+
+
+def test_rewind_fork_and_switch_branches(pages: Pages, api: Api) -> None:
+    chat_id = chat("tree")
+    key = key_of(chat_id)
+    api.send(chat_id, "one")
+    api.send(chat_id, "two")
+    page = pages.new()
+    open_session(page, pages.url, key)
+    # Rewind to "two": it leaves the transcript and lands in the composer.
+    page.locator(".message.user").nth(1).get_by_role("button", name="Rewind to here").click()
+    expect(page.locator(".message")).to_have_count(2)
+    assert page.input_value("#composer") == "two"
+    page.fill("#composer", "two, again")
+    page.click(".composer button[type=submit]")
+    page.wait_for_selector(".message.assistant >> text=echo: two, again")
+    branches = page.locator(".branch")
+    assert branches.count() == 2
+    # Switch back to the first branch.
+    page.locator(".branch:not(.active)").get_by_role("button", name="Switch").click()
+    expect(page.locator(".transcript")).not_to_contain_text("two, again")
+    expect(page.locator(".message.assistant").last).to_have_text(re.compile("echo: two$"))
+    # Fork from "one": the child opens with the message in its composer.
+    page.locator(".message.user").first.get_by_role("button", name="Fork from here").click()
+    expect(page.locator(".session-head h1")).not_to_have_text(key)
+    expect(page.locator("#composer")).to_have_value("one")
+    assert "%25f" in page.url  # the child's key is a fork key (`%f<hex>`)
+
+
+def test_compact(pages: Pages, api: Api) -> None:
+    chat_id = chat("compact")
+    for n in range(6):
+        api.send(chat_id, f"message number {n} " + "words " * 20)
+    page = pages.new()
+    open_session(page, pages.url, key_of(chat_id))
+    page.get_by_role("button", name="Compact").click()
+    page.wait_for_selector("#toast >> text=Compacted")
+    page.wait_for_selector(".boundary.compaction")
+    assert api.row(key_of(chat_id))["compaction_count"] == 1
+
+
+def test_archive_and_unarchive(pages: Pages, api: Api) -> None:
+    chat_id = chat("archive")
+    key = key_of(chat_id)
+    api.send(chat_id, "keep me somewhere")
+    page = pages.new()
+    open_session(page, pages.url, key)
+    page.get_by_role("button", name="Archive", exact=True).click()
+    page.wait_for_selector(".flags >> text=archived")
+    assert api.row(key)["archived"] is True
+    page.get_by_role("button", name="Unarchive").click()
+    page.wait_for_selector(".actions >> text=Archive")
+    assert api.row(key)["archived"] is False
+
+
+def test_two_tabs_never_erase_each_others_unread_mark(pages: Pages, api: Api) -> None:
+    chat_id = chat("unread")
+    key = key_of(chat_id)
+    api.send(chat_id, "read me later")
+    first = pages.new()
+    open_session(first, pages.url, key)
+    first.get_by_role("button", name="Mark unread").click()
+    first.wait_for_selector(".actions >> text=Mark read")
+    second = pages.tab(first)
+    open_session(second, pages.url, key)
+    # The second tab marks it unread again, after the first tab saw the first mark...
+    second.get_by_role("button", name="Mark read").click()
+    second.wait_for_selector(".actions >> text=Mark unread")
+    second.get_by_role("button", name="Mark unread").click()
+    second.wait_for_selector(".actions >> text=Mark read")
+    # ...so the first tab's acknowledgement of the mark it saw must not clear the new one.
+    first.get_by_role("button", name="Mark read").click()
+    expect(first.locator("#toast")).to_contain_text("marked unread again elsewhere")
+    assert api.row(key)["unread"] is True
+
+
+# ------------------------------------------------------------------------------ composer
+
+
+def test_the_composer_shows_the_reply(pages: Pages, api: Api) -> None:
+    chat_id = chat("compose")
+    api.send(chat_id, "hello")
+    page = pages.new()
+    open_session(page, pages.url, key_of(chat_id))
+    page.fill("#composer", "operator here")
+    page.click(".composer button[type=submit]")
+    page.wait_for_selector(".message.assistant >> text=echo: operator here")
+    assert page.input_value("#composer") == ""
+
+
+# ------------------------------------------------------------------------------ escaping
+
+
+def test_markup_in_messages_and_labels_shows_as_text(pages: Pages, api: Api) -> None:
+    chat_id = chat("xss")
+    key = key_of(chat_id)
+    probe = "<img src=x onerror=alert(1)>"
+    api.send(chat_id, probe, user_name="<b>Mallory</b>")
+    api.patch(key, label=f"<script>alert(2)</script>{uuid.uuid4().hex[:4]}")
+    page = pages.new()
+    page.wait_for_selector(f'#session-list li[data-key="{key}"]')
+    assert "<script>alert(2)</script>" in page.locator(f'li[data-key="{key}"]').inner_text()
+    open_session(page, pages.url, key)
+    assert page.locator(".message.user .text").inner_text() == probe
+    assert page.locator(".transcript img").count() == 0
+    assert page.locator("script:not([src])").count() == 0
+    assert pages.dialogs == []
+
+
+# ------------------------------------------------------------------------------ layout
+
+
+def test_phone_width_has_no_sideways_scroll_and_operations_render(pages: Pages, api: Api) -> None:
+    chat_id = chat("phone")
+    api.send(chat_id, "a long line " * 30)
+    page = pages.new(width=390, height=844)
+    open_session(page, pages.url, key_of(chat_id))
+    width = page.evaluate("document.scrollingElement.scrollWidth")
+    assert width <= 390
+    page.goto(f"{pages.url}/ui/#/ops")
+    page.wait_for_selector(".verdict")
+    assert "Store health" in page.locator("main").inner_text()
