@@ -160,7 +160,7 @@ class DiscordClient:
     def _received(self, raw: str) -> None:
         if self.on_activity is not None:
             self.on_activity()
-        if '"op":0' not in raw.replace(" ", "") or self.on_dispatch is None:
+        if self.on_dispatch is None:
             return
         message = json.loads(raw)
         if message.get("op") == 0 and isinstance(message.get("d"), dict):

@@ -26,7 +26,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl
 
-from slack_sdk.signature import SignatureVerifier
+from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
@@ -67,8 +67,8 @@ ACK_DEADLINE_SECONDS = 2.5
 _CLAIM_HORIZON_SECONDS = 24 * 3600.0
 
 
-class _EpochClock:
-    """The signature check's clock (slack-sdk wants `now()` in epoch seconds)."""
+class _EpochClock(SlackClock):
+    """The signature check's clock, the injected one (slack-sdk wants epoch seconds)."""
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
@@ -120,7 +120,7 @@ class SlackAdapter(KitAdapter):
         self._socket_url: str | None = None
         self._ping_interval = ping_interval
         self._verifier = (
-            SignatureVerifier(config.signing_secret.get_secret_value(), _EpochClock(self.clock))  # type: ignore[arg-type]
+            SignatureVerifier(config.signing_secret.get_secret_value(), _EpochClock(self.clock))
             if config.signing_secret is not None
             else None
         )
@@ -263,7 +263,7 @@ class SlackAdapter(KitAdapter):
             )
         return None  # interactivity and others: acknowledged, not handled
 
-    async def _admit_within_deadline(self, event: PlatformEvent) -> Admission | None:
+    async def _admit_within_deadline(self, event: PlatformEvent) -> None:
         """`admit`, waited for at most ACK_DEADLINE_SECONDS (then it finishes on its own)."""
         if self._stopped:
             raise HandoffError("the adapter is stopped")
@@ -281,11 +281,10 @@ class SlackAdapter(KitAdapter):
         self.spawn(run())
         try:
             async with asyncio.timeout(ACK_DEADLINE_SECONDS):
-                return await asyncio.shield(settled)
+                await asyncio.shield(settled)
         except TimeoutError:
             log.warning("slack event still being accepted at the ack deadline; acknowledged")
             settled.add_done_callback(lambda f: f.cancelled() or f.exception())
-            return None
 
     # ------------------------------------------------------------------ Events API
 
