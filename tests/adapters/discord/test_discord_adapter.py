@@ -227,20 +227,24 @@ async def test_commands_sync_by_diff_and_keep_their_ids(tmp_path, clock, stub):
     assert api.command_writes == writes  # nothing changed: nothing written
 
 
+def interaction(stub: dc.DiscordStub) -> dict[str, Any]:
+    return {
+        "id": "1270000000000000001", "application_id": stub.app_id, "type": 2,
+        "token": "itoken", "version": 1, "locale": "en-US", "guild_id": GUILD,
+        "channel_id": TEXT, "channel": _CHANNEL, "app_permissions": "0",
+        "data": {"id": "900", "name": "status", "type": 1}, "entitlements": [],
+        "authorizing_integration_owners": {}, "attachment_size_limit": 10485760,
+        "member": {"user": ANN, "roles": [], "joined_at": "2025-01-01T00:00:00+00:00",
+                   "deaf": False, "mute": False, "permissions": "0", "flags": 0},
+    }  # fmt: skip
+
+
 async def test_a_slash_command_is_acknowledged_at_once_and_runs(tmp_path, clock, stub):
     api, url = stub
     gateway = Gateway(tmp_path, clock, api, url)
     await gateway.start(api)
     try:
-        api.dispatch("INTERACTION_CREATE", {
-            "id": "1270000000000000001", "application_id": api.app_id, "type": 2,
-            "token": "itoken", "version": 1, "locale": "en-US", "guild_id": GUILD,
-            "channel_id": TEXT, "channel": _CHANNEL, "app_permissions": "0",
-            "data": {"id": "900", "name": "status", "type": 1}, "entitlements": [],
-            "authorizing_integration_owners": {}, "attachment_size_limit": 10485760,
-            "member": {"user": ANN, "roles": [], "joined_at": "2025-01-01T00:00:00+00:00",
-                       "deaf": False, "mute": False, "permissions": "0", "flags": 0},
-        })  # fmt: skip
+        api.dispatch("INTERACTION_CREATE", interaction(api))
         await gateway.settle(1)
         await until(lambda: bool(api.callbacks))
         (callback,) = api.callbacks
@@ -249,6 +253,21 @@ async def test_a_slash_command_is_acknowledged_at_once_and_runs(tmp_path, clock,
         assert "Running /status" in callback["data"]["content"]
         (reply,) = api.sent
         assert "echo:" not in reply["content"]
+    finally:
+        await gateway.close()
+
+
+async def test_a_slash_command_from_someone_not_allowed_is_refused(tmp_path, clock, stub):
+    api, url = stub
+    gateway = Gateway(tmp_path, clock, api, url, allow_from=None, dm_policy="allowlist")
+    await gateway.start(api)
+    try:
+        api.dispatch("INTERACTION_CREATE", interaction(api))
+        await gateway.settle(1)
+        await until(lambda: bool(api.callbacks))
+        (callback,) = api.callbacks
+        assert "not allowed" in callback["data"]["content"]
+        assert api.sent == []
     finally:
         await gateway.close()
 
