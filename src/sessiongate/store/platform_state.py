@@ -103,11 +103,8 @@ class PlatformState:
                 if sql.claim_event(conn, platform, event_id, owner, now_us)
             }
 
-    def finish_event(self, platform: str, event_id: str) -> None:
-        """The event was handed off (or deliberately dropped): never process it again."""
-        self.finish_events(platform, [event_id])
-
     def finish_events(self, platform: str, event_ids: list[str]) -> None:
+        """The events were handed off (or deliberately dropped): never process them again."""
         if not event_ids:
             return
         with self._db.transaction() as conn:

@@ -445,6 +445,19 @@ async def test_a_send_a_crash_interrupted_is_settled_unconfirmed_not_reposted(ha
     assert record.state == "unconfirmed"
 
 
+async def test_a_refused_notice_does_not_stop_the_receiver(make_harness):
+    """#5, #15: the kit's own answers (pairing, too large) never take the receiver down."""
+    harness = await make_harness(allow_from=None, dm_policy="pairing")
+    harness.fail("send", "blocked")
+    harness.push(Msg("hello?"))
+    await harness.settle()
+    assert harness.posted() == []
+    harness.push(Msg("me too", user="bob"))
+    await harness.settle()
+    (notice,) = harness.posted()
+    assert "pairing approve" in notice.text
+
+
 # ---------------------------------------------------------------------------- commands
 
 

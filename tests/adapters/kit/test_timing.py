@@ -39,16 +39,16 @@ async def test_a_penalty_holds_every_kind_of_call_to_that_chat_only(clock):
     assert sleep.waits == [2.0, 1.0]
 
 
-async def test_the_watchdog_raises_on_a_call_that_never_completes(clock):
-    watchdog = Watchdog(clock=clock, stall_seconds=0.05)
+async def test_the_watchdog_raises_on_a_call_that_never_completes():
+    watchdog = Watchdog(stall_seconds=0.05)
     with pytest.raises(StalledError):
         await watchdog.guard(asyncio.Event().wait())
     assert watchdog.stalls == 1
     assert await watchdog.guard(asyncio.sleep(0, result="ok")) == "ok"
 
 
-def test_failures_back_off_until_degraded(clock):
-    watchdog = Watchdog(clock=clock, stall_seconds=1, backoff=Backoff(max_attempts=3, cap=5))
+def test_failures_back_off_until_degraded():
+    watchdog = Watchdog(stall_seconds=1, backoff=Backoff(max_attempts=3, cap=5))
     delays = [watchdog.failed() for _ in range(3)]
     assert watchdog.degraded
     assert all(d <= 5 for d in delays)

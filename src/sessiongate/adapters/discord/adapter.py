@@ -114,8 +114,10 @@ class DiscordAdapter(KitAdapter):
         self.me: DiscordIdentity | None = None
         self.commands = frozenset(c.name for c in gateway_commands())
         self.allow_roles = frozenset(config.allow_roles)
-        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.gateway_stall_seconds)
+        self.watchdog = Watchdog(stall_seconds=config.gateway_stall_seconds)
         self.synced: tuple[int, int, int] | None = None
+        # When the gateway last delivered anything (an event or a heartbeat ack), by the clock.
+        self._last_activity = self.clock.monotonic()
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -172,17 +174,18 @@ class DiscordAdapter(KitAdapter):
         """Close a socket that delivered nothing for `gateway_stall_seconds`."""
         while True:
             await self.tick(self.watchdog.stall_seconds)
-            silent = self.clock.monotonic() - self.watchdog.last_beat
+            silent = self.clock.monotonic() - self._last_activity
             if silent < self.watchdog.stall_seconds:
                 continue
             self.receiving = False
             self.counters.stalls += 1
             self.counters.reconnects += 1
             log.warning("discord gateway silent; reconnecting", extra={"silent_seconds": silent})
-            self.watchdog.beat()
+            self._last_activity = self.clock.monotonic()
             await self.client.force_reconnect()
 
     def _on_activity(self) -> None:
+        self._last_activity = self.clock.monotonic()
         self.watchdog.beat()
         self.receiving = True
 

@@ -37,7 +37,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.access import Access, decide_access
-from sessiongate.adapters.kit.errors import PermanentSendError, UnconfirmedSendError
+from sessiongate.adapters.kit.errors import (
+    PermanentSendError,
+    PlatformError,
+    UnconfirmedSendError,
+)
 from sessiongate.adapters.kit.events import (
     AdapterStatistics,
     Admission,
@@ -294,9 +298,7 @@ class KitAdapter:
         cap = self.settings.max_media_bytes
         for attachment in event.attachments:
             if attachment.is_too_large(cap):
-                await self.outbox.deliver(
-                    self.target_for(source), too_large_notice(attachment, cap)
-                )
+                await self._notice(source, too_large_notice(attachment, cap))
                 return Admission("too_large", attachment.name or attachment.kind)
         if event.parent is not None and source.thread_id:
             self._fork_thread(source, event.parent)
@@ -325,6 +327,21 @@ class KitAdapter:
             self.counters.accepted += 1
         return Admission("accepted", str(receipt.status), receipt)
 
+    async def _notice(self, source: SessionSource, text: str) -> None:
+        """An answer the kit itself gives (pairing, too large): a platform that refuses it is
+        logged, never allowed to stop the receiver."""
+        try:
+            await self.outbox.deliver(self.target_for(source), text)
+        except PlatformError as exc:
+            log.warning(
+                "notice not delivered",
+                extra={
+                    "platform": str(self.platform),
+                    "chat_id": source.chat_id,
+                    "error": str(exc),
+                },
+            )
+
     def _drop(self, event: PlatformEvent, reason: str) -> Admission:
         self.counters.dropped += 1
         chat = event.source.chat_id if event.source else None
@@ -346,9 +363,7 @@ class KitAdapter:
         if result.new and result.code is not None:
             self.counters.pairing_codes += 1
             minutes = self.settings.pairing_ttl_seconds // 60
-            await self.outbox.deliver(
-                self.target_for(source), PAIRING_NOTICE.format(code=result.code, minutes=minutes)
-            )
+            await self._notice(source, PAIRING_NOTICE.format(code=result.code, minutes=minutes))
             log.info("pairing code issued", extra={"platform": str(self.platform)})
         return Admission("pairing", "capped" if result.capped else None)
 

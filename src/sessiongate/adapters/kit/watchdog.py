@@ -19,8 +19,6 @@ from sessiongate.adapters.kit.backoff import Backoff
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from sessiongate.core.clock import Clock
-
 __all__ = ["StalledError", "Watchdog"]
 
 _T = TypeVar("_T")
@@ -31,13 +29,9 @@ class StalledError(Exception):
 
 
 class Watchdog:
-    def __init__(
-        self, *, clock: Clock, stall_seconds: float, backoff: Backoff | None = None
-    ) -> None:
-        self._clock = clock
+    def __init__(self, *, stall_seconds: float, backoff: Backoff | None = None) -> None:
         self.stall_seconds = stall_seconds
         self.backoff = backoff or Backoff(base=1.0, cap=60.0, max_attempts=10)
-        self.last_beat = clock.monotonic()
         self.stalls = 0
         self.failures = 0
 
@@ -54,7 +48,6 @@ class Watchdog:
         return result
 
     def beat(self) -> None:
-        self.last_beat = self._clock.monotonic()
         self.failures = 0
 
     def failed(self) -> float:

@@ -115,7 +115,7 @@ class SlackAdapter(KitAdapter):
         )
         self.me: SlackIdentity | None = None
         self.commands = frozenset(c.name for c in gateway_commands())
-        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.socket_stall_seconds)
+        self.watchdog = Watchdog(stall_seconds=config.socket_stall_seconds)
         self.socket: SocketModeClient | None = None
         self._socket_url: str | None = None
         self._ping_interval = ping_interval

@@ -89,7 +89,7 @@ class TelegramAdapter(KitAdapter):
         )
         self.me: BotIdentity | None = None
         self.offset: int | None = None
-        self.watchdog = Watchdog(clock=self.clock, stall_seconds=config.poll_stall_seconds)
+        self.watchdog = Watchdog(stall_seconds=config.poll_stall_seconds)
         self._polling = False
 
     # ------------------------------------------------------------------ the platform's part
@@ -172,7 +172,13 @@ class TelegramAdapter(KitAdapter):
                 await self.sleep(delay)
                 continue
             self.receiving = True
-            await self._admit_batch(updates)
+            try:
+                await self._admit_batch(updates)
+            except Exception:
+                # The store refused (a full disk) or a bug: the updates not taken stay
+                # unconfirmed and come again; the receiver must not die of it.
+                log.exception("telegram updates not admitted; retrying")
+                await self.sleep(self.watchdog.failed())
 
     async def _admit_batch(self, updates: list[dict[str, Any]]) -> None:
         assert self.me is not None

@@ -169,7 +169,6 @@ class TelegramClient:
         # How long a send waits for Telegram's answer before it counts as unconfirmed.
         self._read_timeout = read_timeout
         self.bot = self._build()
-        self._open = False
         self._slots = asyncio.Semaphore(_POOL_SIZE)
 
     def _build(self) -> Bot:
@@ -197,13 +196,11 @@ class TelegramClient:
         """Initialise the SDK client (its getMe): who the bot is; `CredentialsError` when the
         token is refused."""
         await self._call(self.bot.initialize, sending=False)
-        self._open = True
         me = self.bot.bot
         return BotIdentity(id=str(me.id), username=me.username or "")
 
     async def close(self) -> None:
         await self.bot.shutdown()
-        self._open = False
 
     async def rebuild_poller(self) -> None:
         """Close the client (its long poll with it) and build a fresh one."""
