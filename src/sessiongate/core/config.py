@@ -172,7 +172,7 @@ class SlackConfig(PlatformConfig):
     # in docs/ADAPTERS.md to add by hand.
     app_config_token: SecretStr | None = None
     app_id: str | None = None
-    # No Socket Mode envelope or pong for this long: rebuild the socket.
+    # The Socket Mode socket not connected for this long: close it and build a new one.
     socket_stall_seconds: float = Field(60.0, gt=0)
 
     @field_validator("base_url")
