@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
@@ -135,7 +136,8 @@ class SlackClient:
         return AsyncWebClient(
             token=self._token,
             base_url=self.base_url,
-            timeout=int(max(1, self._timeout)) if self._timeout >= 1 else 1,
+            # Whole seconds for the SDK; `_call` holds every call to the exact bound.
+            timeout=max(1, math.ceil(self._timeout)),
             session=session,
             retry_handlers=[],
         )
@@ -144,11 +146,8 @@ class SlackClient:
         self, call: Callable[[], Awaitable[AsyncSlackResponse]], *, sending: bool = True
     ) -> AsyncSlackResponse:
         try:
-            if self._timeout < 1:
-                # The SDK's timeout is whole seconds; tests want a shorter one.
-                async with asyncio.timeout(self._timeout):
-                    return await call()
-            return await call()
+            async with asyncio.timeout(self._timeout):
+                return await call()
         except Exception as exc:
             raise translate(exc, sending=sending) from exc
 
