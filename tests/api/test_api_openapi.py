@@ -31,6 +31,7 @@ ADDED_ROUTES = {
     ("get", "/v1/events"),  # round 2: the live feed
     # Platform webhooks (DESIGN round 2), signed by the platform instead of the bearer token.
     ("post", "/hooks/telegram"),
+    ("post", "/hooks/slack/events"),
     # What the dashboard's operations page shows (and its one action).
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),

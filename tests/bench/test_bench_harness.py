@@ -188,3 +188,17 @@ def test_the_command_documents_its_options() -> None:
     )
     for option in ("--quick", "--json", "--only", "--no-contenders", "--out"):
         assert option in done.stdout
+
+
+def test_each_platform_adapter_has_its_per_message_overhead(bench: Bench) -> None:
+    results, _saved, root = bench
+    section = results["platforms"]
+    assert section["status"] == "ok"
+    for name in ("slack", "discord"):
+        part = section[name]
+        assert part["status"] == "ok", part.get("reason")
+        for measure in ("latency_ms", "sdk_roundtrip_ms", "overhead_ms"):
+            assert set(part[measure]) == {"p50_ms", "p95_ms", "p99_ms", "max_ms"}
+    text = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## Platform adapters" in text
+    assert "- slack: latency" in text

@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 __all__ = ["ADAPTER_EXTRAS", "MissingExtraError", "build_adapters"]
 
 # platform -> (the module its SDK provides, the extra that installs it)
-ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {"telegram": ("telegram", "telegram")}
+ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
+    "telegram": ("telegram", "telegram"),
+    "slack": ("slack_sdk", "slack"),
+    "discord": ("discord", "discord"),
+}
 
 
 class MissingExtraError(SessiongateError):
@@ -45,4 +49,16 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, TelegramConfig)
             adapters.append(TelegramAdapter(section))
+        elif name == "slack":
+            from sessiongate.adapters.slack import SlackAdapter
+            from sessiongate.core.config import SlackConfig
+
+            assert isinstance(section, SlackConfig)
+            adapters.append(SlackAdapter(section))
+        elif name == "discord":
+            from sessiongate.adapters.discord import DiscordAdapter
+            from sessiongate.core.config import DiscordConfig
+
+            assert isinstance(section, DiscordConfig)
+            adapters.append(DiscordAdapter(section))
     return adapters

@@ -18,6 +18,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/search                           ?q=&limit=
     GET    /v1/events                           the live feed (server-sent events)
     POST   /hooks/telegram                      platform webhook (signed by the platform)
+    POST   /hooks/slack/events                  Slack Events API (signed by Slack)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     GET    /ui/...                              the operator dashboard (ui package)

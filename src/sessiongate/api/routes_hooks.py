@@ -47,6 +47,15 @@ async def telegram_hook(request: Request) -> JSONResponse:
     return await _dispatch(request, "telegram")
 
 
+@router.post(
+    "/hooks/slack/events",
+    summary="Slack Events API and slash commands (verified by X-Slack-Signature, 5-minute window)",
+    responses=_RESPONSES,
+)
+async def slack_hook(request: Request) -> JSONResponse:
+    return await _dispatch(request, "slack")
+
+
 async def _dispatch(request: Request, platform: str) -> JSONResponse:
     hooks: Mapping[str, WebhookReceiver] = getattr(request.app.state, "hooks", {})
     receiver = hooks.get(platform)

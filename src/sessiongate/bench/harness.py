@@ -33,6 +33,7 @@ from sessiongate.bench.contenders import (
 )
 from sessiongate.bench.gateway import run_gateway_section
 from sessiongate.bench.machine import describe_machine
+from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
 from sessiongate.bench.streaming import run_streaming_section
@@ -122,6 +123,7 @@ def run_bench(
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),
+        "platforms": run_platforms_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -449,6 +449,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"- fork of a {sizes['fork_prefix']}-message prefix: {_ms(tree['fork']['median_ms'])}",
             "",
         ]
+    lines += _platform_lines(results.get("platforms", {}))
     return "\n".join(lines)
 
 
@@ -468,6 +469,29 @@ def _telegram_lines(telegram: dict[str, Any]) -> list[str]:
         f"{_pair(one['overhead_ms'])}",
         "",
     ]
+
+
+def _platform_lines(section: dict[str, Any]) -> list[str]:
+    """Per-message overhead of each platform adapter over its loopback stub (p50 / p99)."""
+    if section.get("status") != "ok":
+        return []
+    lines = [
+        "## Platform adapters",
+        "",
+        f"One message at a time, {section['messages']} each, through the platform's SDK and "
+        "its loopback stub; overhead = latency minus one bare SDK round trip.",
+        "",
+    ]
+    for name in ("slack", "discord"):
+        part = section.get(name, {})
+        if part.get("status") == "ok":
+            lines.append(
+                f"- {name}: latency {_pair(part['latency_ms'])}, SDK round trip "
+                f"{_pair(part['sdk_roundtrip_ms'])}, overhead {_pair(part['overhead_ms'])}"
+            )
+        else:
+            lines.append(f"- {name}: not measured ({part.get('reason', 'no result')})")
+    return [*lines, ""]
 
 
 def _fresh_cells(store: dict[str, Any]) -> list[str]:

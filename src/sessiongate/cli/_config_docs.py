@@ -103,6 +103,28 @@ MEANINGS: dict[str, str] = {
     "after its timeout is abandoned and the client rebuilt (the watchdog).",
     "platforms.telegram.drop_pending_updates": "Drop the updates that waited while the "
     "gateway was down (off: they are answered).",
+    "platforms.slack.bot_token": "The bot token (`xoxb-...`) the Web API is called with.",
+    "platforms.slack.app_token": "The app-level token (`xapp-...`, scope `connections:write`) "
+    "that opens the Socket Mode websocket; required in socket mode.",
+    "platforms.slack.signing_secret": "The app's signing secret: `POST /hooks/slack/events` "
+    "checks `X-Slack-Signature` with it; required in events mode.",
+    "platforms.slack.mode": "`socket` (Socket Mode, no public URL) or `events` (the Events "
+    "API posting to `POST /hooks/slack/events` on this gateway's HTTP server).",
+    "platforms.slack.base_url": "The Web API root (https://slack.com/api/, or a stub).",
+    "platforms.slack.app_config_token": "An app configuration token (`xoxe-...`): with "
+    "`app_id`, the gateway's commands are written into the app manifest (unset: add them by "
+    "hand).",
+    "platforms.slack.app_id": "The app's id (`A...`), for the manifest update.",
+    "platforms.slack.socket_stall_seconds": "The Socket Mode socket has not been connected "
+    "for this long: it is closed and rebuilt (the watchdog).",
+    "platforms.discord.api_base_url": "The REST root (https://discord.com/api/v10, or a stub); "
+    "the gateway URL comes from its GET /gateway/bot.",
+    "platforms.discord.allow_roles": "Role ids whose members are admitted in guilds, beside "
+    "`allow_from` (the source is marked `role_authorized`).",
+    "platforms.discord.command_sync": "`diff`: the application commands are created, edited "
+    "and deleted to match the gateway's, keeping ids; `off`: left alone.",
+    "platforms.discord.gateway_stall_seconds": "The gateway has delivered nothing (not even "
+    "a heartbeat ack) for this long: the socket is closed and reopened (the watchdog).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "

@@ -30,6 +30,7 @@ __all__ = [
     "AgentSpec",
     "ApiConfig",
     "BindingConfig",
+    "DiscordConfig",
     "EchoAgentConfig",
     "EchoAgentSpec",
     "FeedConfig",
@@ -42,6 +43,7 @@ __all__ = [
     "ResetPolicyConfig",
     "ResetRule",
     "SessionToolsConfig",
+    "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
 ]
@@ -355,8 +357,57 @@ class TelegramConfig(PlatformConfig):
         return value
 
 
+def _http_url(value: str, example: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL such as {example}")
+    return value
+
+
+class SlackConfig(PlatformConfig):
+    """`platforms.slack`: the Web API plus Socket Mode or the HTTP Events API, on slack-sdk."""
+
+    bot_token: SecretStr | None = None  # xoxb-...
+    app_token: SecretStr | None = None  # xapp-... with connections:write (Socket Mode)
+    signing_secret: SecretStr | None = None  # the Events API's (mode: events)
+    mode: Literal["socket", "events"] = "socket"
+    base_url: str = "https://slack.com/api/"
+    # Optional: an app configuration token (xoxe-...) and the app id let the adapter write the
+    # gateway's commands into the app manifest (apps.manifest.update); else they are listed
+    # in docs/ADAPTERS.md to add by hand.
+    app_config_token: SecretStr | None = None
+    app_id: str | None = None
+    # The Socket Mode socket not connected for this long: close it and build a new one.
+    socket_stall_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        return _http_url(value, "https://slack.com/api/").rstrip("/") + "/"
+
+
+class DiscordConfig(PlatformConfig):
+    """`platforms.discord`: REST plus the gateway websocket, on discord.py."""
+
+    api_base_url: str = "https://discord.com/api/v10"
+    # Role ids whose members are admitted in guilds (beside `allow_from`); sets role_authorized.
+    allow_roles: list[str] = Field(default_factory=list)
+    # Application commands: `diff` creates, edits and deletes only what changed (ids kept).
+    command_sync: Literal["diff", "off"] = "diff"
+    # No gateway event or heartbeat ack for this long: close the socket and reconnect.
+    gateway_stall_seconds: float = Field(90.0, gt=0)
+
+    @field_validator("api_base_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        return _http_url(value, "https://discord.com/api/v10").rstrip("/")
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
-PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {"telegram": TelegramConfig}
+PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
+    "telegram": TelegramConfig,
+    "slack": SlackConfig,
+    "discord": DiscordConfig,
+}
 
 
 class ApiConfig(_Model):

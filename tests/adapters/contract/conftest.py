@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from discord_harness import DiscordHarness
+from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
 
 if TYPE_CHECKING:
@@ -16,7 +18,11 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import FakeClock
 
 # name -> factory(tmp_path, clock). Slack and Discord add theirs here.
-HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {"telegram": TelegramHarness}
+HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
+    "discord": DiscordHarness,
+    "slack": SlackHarness,
+    "telegram": TelegramHarness,
+}
 
 
 @pytest.fixture(params=sorted(HARNESSES))

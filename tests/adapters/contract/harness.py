@@ -70,6 +70,15 @@ class Harness(Protocol):
     limit: int
     measure: Callable[[str], int]
     edit_interval: float
+    # The kind of chat where the platform shows a typing indicator (Slack: threads only).
+    typing_chat: ChatKind
+    # "**bold** and `code`" as the platform's markup renders it.
+    rendered_sample: str
+    # Whether the platform can refuse markup (Discord renders any text, so it cannot).
+    rejects_markup: bool
+    # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
+    # discord.py waits out by itself, so the kit sees it).
+    rate_limit_seconds: float
 
     async def start(self, **platform_config: Any) -> None:
         """Start the stub, a runner on a fresh home and the adapter (config overrides)."""

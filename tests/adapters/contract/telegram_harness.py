@@ -51,6 +51,10 @@ class TelegramHarness:
     limit = TELEGRAM_LIMIT
     measure = staticmethod(utf16_len)
     edit_interval = 1.0
+    typing_chat: ChatKind = "dm"
+    rejects_markup = True
+    rate_limit_seconds = 2.0
+    rendered_sample = "<b>bold</b> and <code>code</code>"
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:
         self.home = tmp_path / "home"

@@ -264,6 +264,8 @@ async def test_a_long_code_block_is_split_with_fences_balanced(harness):
 
 async def test_refused_markup_is_resent_as_plain_text(harness):
     """#19: a parse error resends the same reply without markup."""
+    if not harness.rejects_markup:
+        pytest.skip(f"{harness.name} renders any text; it never refuses markup")
     harness.fail("send", "format")
     harness.push(Msg("**bold** claim"))
     await harness.settle()
@@ -278,8 +280,7 @@ async def test_markdown_is_rendered_to_the_platform_format(harness):
     await harness.settle()
     (posted,) = harness.posted()
     assert posted.markup
-    assert "**" not in posted.text
-    assert "`" not in posted.text
+    assert harness.rendered_sample in posted.text
 
 
 async def test_mass_mentions_are_defused(harness):
@@ -296,7 +297,7 @@ async def test_a_rate_limit_is_waited_out_and_the_reply_still_arrives(harness):
     harness.push(Msg("patience"))
     await harness.settle()
     assert [p.text for p in harness.posted()] == ["echo: patience"]
-    assert harness.sleeper.waits.count(2.0) == 2
+    assert harness.sleeper.waits.count(harness.rate_limit_seconds) == 2
 
 
 async def test_a_rate_limit_on_an_edit_holds_sends_to_that_chat(harness):
@@ -345,7 +346,7 @@ async def test_a_streamed_reply_whose_final_edit_fails_is_posted_fresh(harness):
 async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     """#27: typing starts at admission, refreshes, and stops at the reply."""
     harness.agent.blocking = True
-    harness.push(Msg("think hard"))
+    harness.push(Msg("think hard", chat=harness.typing_chat, mention=True))
     await asyncio.wait_for(harness.agent.started.get(), 10)
     typing = harness.adapter.typing
     await harness.sleeper.advance(1)  # past the grace that spares instant replies

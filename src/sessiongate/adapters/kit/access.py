@@ -7,6 +7,8 @@
   `sessiongate pairing approve CODE`; approved senders are admitted in DMs only (a group does not
   inherit DM pairing, checklist 15).
 - Groups and channels not on the list are never admitted: with nothing configured, nobody is.
+- A sender the platform admitted by role (`role_authorized`: Discord's `allow_roles`) is
+  admitted where the role holds (guild chats; the mapping never sets it in DMs).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class AccessPolicy:
 
 def decide_access(source: SessionSource, policy: AccessPolicy, *, paired: bool) -> Access:
     allowed = policy.allow_from
-    if "*" in allowed:
+    if "*" in allowed or source.role_authorized:
         return Access.ADMIT
     users = {u for u in (source.user_id, source.user_id_alt) if u}
     if users & allowed:

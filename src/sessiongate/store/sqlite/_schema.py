@@ -220,6 +220,7 @@ _V5 = ["ALTER TABLE sessions ADD COLUMN counters TEXT"]
 # lanes), and the paged listing sorts by an expression it cannot serve anyway: they scan.
 _V6 = ["DROP INDEX routes_updated"]
 
+
 # What platform adapters keep (DESIGN decision 13). `platform_events` holds one claim per
 # platform event id, committed before the adapter awaits anything for the event: `owner` is the
 # claiming process's boot id, so a claim left `claimed` by a process that died is taken over at

@@ -1,0 +1,223 @@
+"""Slack Events API payloads (JSON) to the kit's `PlatformEvent`: pure, no SDK, no I/O.
+
+The mapping of research/adapters.md section 8:
+
+| Slack                                   | SessionSource                                   |
+|-----------------------------------------|-------------------------------------------------|
+| channel_type im (a `D…` id)             | chat_type dm                                    |
+| channel_type channel (public, `C…`)     | channel                                         |
+| channel_type group / mpim (`G…`)        | group                                           |
+| thread_ts (a reply in a thread)         | thread_id = thread_ts; parent = the channel     |
+| event.user / bot_id                     | user_id / is_bot                                |
+| team id                                 | guild_id                                        |
+| ts                                      | message_id                                      |
+
+`app_mention` events carry no `channel_type`, so it is inferred from the id's first letter (D,
+C, G), as Slack's own clients do. Ids are kept as Slack spells them (upper case, never folded).
+
+The claim key is `(channel, ts)`: Slack delivers one post both as `message` and as
+`app_mention`, with different `event_id`s but the same `ts`, so the second is a duplicate and
+one post is one turn (checklist 11); a retry of either is a duplicate too. An edit
+(`message_changed`) and a deletion carry a `ts` of their own, so they are separate events,
+which the gate drops unless `answer_edits`.
+
+`!cmd` is the gateway's `/cmd` where Slack offers no `/` (Slack refuses slash commands inside
+threads): a known command written `!new` is read as `/new`, addressed to the bot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.adapters.kit.events import PlatformEvent
+from sessiongate.adapters.kit.gating import MessageFacts
+from sessiongate.adapters.kit.media import Attachment
+from sessiongate.core.platform import Platform
+from sessiongate.core.source import ChatType, SessionSource
+from sessiongate.gateway.events import MessageType
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+__all__ = ["SlackIdentity", "chat_type_of", "parse_envelope", "parse_slash_command"]
+
+_CHANNEL_TYPES = {
+    "im": ChatType.DM,
+    "mpim": ChatType.GROUP,
+    "group": ChatType.GROUP,
+    "channel": ChatType.CHANNEL,
+}
+_PREFIXES = {"D": ChatType.DM, "C": ChatType.CHANNEL, "G": ChatType.GROUP}
+# Subtypes that are a person's (or an app's) post; the others (joins, topic changes, ...) are
+# channel housekeeping and start nothing.
+_POST_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "bot_message", "me_message"})
+_MEDIA_TYPES = {
+    "photo": MessageType.PHOTO,
+    "video": MessageType.VIDEO,
+    "audio": MessageType.AUDIO,
+    "document": MessageType.DOCUMENT,
+}
+_BANG_COMMAND = re.compile(r"^!([a-z][a-z0-9_-]*)(\s|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class SlackIdentity:
+    """Who the bot is (auth.test): its user id, bot id and workspace."""
+
+    user_id: str
+    bot_id: str
+    team_id: str
+
+
+def chat_type_of(channel: str, channel_type: str | None) -> ChatType:
+    if channel_type in _CHANNEL_TYPES:
+        return _CHANNEL_TYPES[channel_type]
+    return _PREFIXES.get(channel[:1], ChatType.CHANNEL)
+
+
+def parse_envelope(
+    body: Mapping[str, Any], me: SlackIdentity, *, commands: Collection[str] = ()
+) -> PlatformEvent:
+    """One `event_callback` body (Events API POST or Socket Mode `events_api` payload)."""
+    event: Mapping[str, Any] = body.get("event") or {}
+    kind = str(event.get("type") or body.get("type") or "unknown")
+    channel = str(event.get("channel") or "")
+    if kind not in ("message", "app_mention") or not channel:
+        return PlatformEvent(event_id=f"event:{body.get('event_id')}", source=None, kind=kind)
+    subtype = event.get("subtype")
+    is_edit = subtype == "message_changed"
+    is_deletion = subtype == "message_deleted"
+    if not (is_edit or is_deletion) and subtype not in _POST_SUBTYPES:
+        return PlatformEvent(
+            event_id=f"{channel}:{event.get('ts')}", source=None, kind=str(subtype)
+        )
+    # An edit's event wraps the message as it now reads.
+    message: Mapping[str, Any] = event.get("message") or event if is_edit else event
+    ts = str(event["ts"])
+    team = str(body.get("team_id") or event.get("team") or me.team_id)
+    chat_type = chat_type_of(channel, event.get("channel_type"))
+    thread_ts = message.get("thread_ts")
+    # The root of a thread carries thread_ts == ts: it is a channel message, not a reply.
+    thread_id = str(thread_ts) if thread_ts and thread_ts != message.get("ts") else None
+    user = message.get("user")
+    bot_id = message.get("bot_id")
+    text, mentions = _addressing(str(message.get("text") or ""), me)
+    text, to_bot = _bang_command(text, commands)
+    attachments = _attachments(message.get("files") or ())
+    source = SessionSource(
+        platform=Platform.SLACK,
+        chat_id=channel,
+        chat_type=chat_type,
+        user_id=str(user) if user else None,
+        user_name=(message.get("user_profile") or {}).get("display_name") or None,
+        thread_id=thread_id,
+        is_bot=bool(bot_id),
+        guild_id=team,
+        message_id=str(message.get("ts") or ts),
+    )
+    facts = MessageFacts(
+        chat_type=chat_type,
+        text=text,
+        has_media=bool(attachments),
+        is_own=(user is not None and str(user) == me.user_id) or bot_id == me.bot_id,
+        is_bot=bool(bot_id) or subtype == "bot_message",
+        is_edit=is_edit,
+        is_deletion=is_deletion,
+        mentions_bot=mentions or kind == "app_mention",
+        # Slack's replies are thread replies: one under the bot's post answers the bot.
+        reply_to_bot=thread_id is not None and message.get("parent_user_id") == me.user_id,
+        command_to_bot=to_bot,
+    )
+    parent = None
+    if thread_id is not None:
+        parent = SessionSource(
+            platform=Platform.SLACK,
+            chat_id=channel,
+            chat_type=chat_type,
+            user_id=source.user_id,
+            user_name=source.user_name,
+            guild_id=team,
+        )
+    return PlatformEvent(
+        event_id=f"{channel}:{ts}",
+        source=source,
+        facts=facts,
+        text=text,
+        attachments=attachments,
+        message_type=_MEDIA_TYPES.get(attachments[0].kind, MessageType.DOCUMENT)
+        if attachments
+        else MessageType.TEXT,
+        message_id=str(message.get("ts") or ts),
+        parent=parent,
+        kind=kind if subtype is None else str(subtype),
+    )
+
+
+def parse_slash_command(
+    form: Mapping[str, str], me: SlackIdentity, *, commands: Collection[str] = ()
+) -> PlatformEvent:
+    """A slash command (`/sg-new text` or `/new text`) as the gateway's `/new text`."""
+    name = form.get("command", "").lstrip("/")
+    name = name.removeprefix("sg-")
+    text = f"/{name} {form.get('text', '')}".strip()
+    channel = form.get("channel_id", "")
+    chat_type = chat_type_of(channel, None)
+    if form.get("channel_name") == "directmessage":
+        chat_type = ChatType.DM
+    team = form.get("team_id") or me.team_id
+    source = SessionSource(
+        platform=Platform.SLACK,
+        chat_id=channel,
+        chat_type=chat_type,
+        user_id=form.get("user_id") or None,
+        user_name=form.get("user_name") or None,
+        guild_id=team,
+    )
+    known = name in commands if commands else True
+    facts = MessageFacts(chat_type=chat_type, text=text, command_to_bot=known)
+    return PlatformEvent(
+        event_id=f"slash:{form.get('trigger_id', '')}",
+        source=source if known else None,
+        facts=facts,
+        text=text,
+        kind="slash_command",
+    )
+
+
+def _addressing(text: str, me: SlackIdentity) -> tuple[str, bool]:
+    """(the text for the agent, whether it mentions the bot): a leading `<@bot>` is cut."""
+    tag = f"<@{me.user_id}>"
+    if tag not in text:
+        return text, False
+    if text.startswith(tag):
+        text = text[len(tag) :].lstrip()
+    return text, True
+
+
+def _bang_command(text: str, commands: Collection[str]) -> tuple[str, bool]:
+    match = _BANG_COMMAND.match(text)
+    if match is None or match.group(1) not in commands:
+        return text, False
+    return "/" + text[1:], True
+
+
+def _attachments(files: Any) -> tuple[Attachment, ...]:
+    return tuple(
+        Attachment(
+            platform="slack",
+            file_id=str(f["id"]),
+            kind=_kind_of(str(f.get("mimetype") or "")),
+            size=int(f["size"]) if f.get("size") is not None else None,
+            name=f.get("name"),
+            mime_type=f.get("mimetype"),
+        )
+        for f in files
+        if f.get("id")
+    )
+
+
+def _kind_of(mime_type: str) -> str:
+    major = mime_type.partition("/")[0]
+    return {"image": "photo", "video": "video", "audio": "audio"}.get(major, "document")

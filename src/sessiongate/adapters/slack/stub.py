@@ -1,0 +1,294 @@
+"""`SlackStub`: Slack's Web API and a Socket Mode websocket on loopback, for offline tests and
+the benchmark, plus `sign` for Events API requests.
+
+It speaks the wire format slack-sdk sends and reads (JSON or form bodies, `Authorization:
+Bearer`, answers `{"ok": true, ...}` or `{"ok": false, "error": code}`, 429 with `Retry-After`),
+so `AsyncWebClient` and `SocketModeClient` are driven unchanged through `base_url` and the
+`url` that apps.connections.open returns. Implemented: auth.test, chat.postMessage,
+chat.update, chat.delete, conversations.info, assistant.threads.setStatus,
+apps.connections.open, apps.manifest.export/update; the socket sends `hello`, envelopes
+(`events_api`, `slash_commands`) and `disconnect`, and records the acks.
+
+`push_event` queues an Events API body as an envelope for the open socket; `sent`, `edits`,
+`statuses`, `acks` record what the app did; `fail(method, ...)` queues failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+__all__ = ["Fault", "SlackStub", "serve_stub", "sign"]
+
+BOT_TOKEN = "xoxb-test-token"
+APP_TOKEN = "xapp-test-token"
+CONFIG_TOKEN = "xoxe-test-token"
+SIGNING_SECRET = "test-signing-secret"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    error: str
+    status: int = 200
+    retry_after: int | None = None
+    # Carry out the call, then answer only after this many seconds ("unconfirmed").
+    delay_seconds: float = 0.0
+
+
+RATE_LIMITED = Fault("ratelimited", status=429, retry_after=2)
+INVALID_BLOCKS = Fault("invalid_blocks")
+NOT_IN_CHANNEL = Fault("not_in_channel")
+UNAVAILABLE = Fault("service_unavailable", status=503)
+MESSAGE_GONE = Fault("message_not_found")
+CANNOT_REPLY = Fault("cannot_reply_to_message")
+
+
+def sign(
+    body: bytes, *, secret: str = SIGNING_SECRET, timestamp: int | None = None
+) -> dict[str, str]:
+    """The headers Slack sends with an Events API request whose body is `body`."""
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    base = b"v0:" + ts.encode() + b":" + body
+    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest}",
+        "Content-Type": "application/json",
+    }
+
+
+class SlackStub:
+    def __init__(
+        self, *, user_id: str = "UBOT", bot_id: str = "BBOT", team_id: str = "T0TEAM"
+    ) -> None:
+        self.user_id = user_id
+        self.bot_id = bot_id
+        self.team_id = team_id
+        self.bot_token = BOT_TOKEN
+        self.app_token = APP_TOKEN
+        self.config_token = CONFIG_TOKEN
+        self.sent: list[dict[str, Any]] = []
+        self.edits: list[dict[str, Any]] = []
+        self.deleted: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.manifest: dict[str, Any] = {"display_information": {"name": "sessiongate"}}
+        self.manifest_updates = 0
+        self.channels: dict[str, dict[str, Any]] = {}
+        self.calls: Counter[str] = Counter()
+        self.faults: dict[str, deque[Fault]] = {}
+        self.on_call: Callable[[str, dict[str, Any]], None] | None = None
+        # Socket Mode
+        self.envelopes: list[dict[str, Any]] = []
+        self.acks: list[str] = []
+        self.connections = 0  # sockets ever opened
+        self.open_sockets: set[web.WebSocketResponse] = set()
+        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._ts = itertools.count(1)
+        self._envelope_ids = itertools.count(1)
+        self.url = ""
+        self.app = web.Application()
+        self.app.router.add_post("/api/{method}", self._endpoint)
+        self.app.router.add_get("/api/{method}", self._endpoint)
+        self.app.router.add_get("/socket", self._socket)
+
+    # ------------------------------------------------------------------ the test's side
+
+    def push_event(self, body: dict[str, Any], *, kind: str = "events_api") -> str:
+        """Queue an Events API body (or a slash command's fields) as a Socket Mode envelope."""
+        envelope = {
+            "envelope_id": f"env-{next(self._envelope_ids)}",
+            "type": kind,
+            "payload": body,
+            "accepts_response_payload": kind != "events_api",
+            "retry_attempt": 0,
+            "retry_reason": "",
+        }
+        self.envelopes.append(envelope)
+        self._outbox.put_nowait(envelope)
+        return str(envelope["envelope_id"])
+
+    def redeliver(self, envelope_id: str) -> None:
+        original = next(e for e in self.envelopes if e["envelope_id"] == envelope_id)
+        again = {**original, "retry_attempt": int(original["retry_attempt"]) + 1,
+                 "retry_reason": "timeout"}  # fmt: skip
+        self._outbox.put_nowait(again)
+
+    def fail(self, method: str, fault: Fault, times: int = 1) -> None:
+        self.faults.setdefault(method, deque()).extend([fault] * times)
+
+    async def drop_sockets(self) -> None:
+        """Close every open socket as a network loss would."""
+        for ws in list(self.open_sockets):
+            await ws.close()
+
+    def next_ts(self) -> str:
+        return f"1767225600.{next(self._ts):06d}"
+
+    # ------------------------------------------------------------------ Web API
+
+    async def _endpoint(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await _params(request)
+        self.calls[method] += 1
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        token = token or str(params.get("token", ""))
+        if self.on_call is not None:
+            self.on_call(method, params)
+        expected = {
+            "apps.connections.open": self.app_token,
+            "apps.manifest.export": self.config_token,
+            "apps.manifest.update": self.config_token,
+        }.get(method, self.bot_token)
+        if token != expected:
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        faults = self.faults.get(method)
+        fault = faults.popleft() if faults else None
+        if fault is not None and fault.delay_seconds == 0:
+            headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after else None
+            return web.json_response(
+                {"ok": False, "error": fault.error}, status=fault.status, headers=headers
+            )
+        handler = getattr(self, "_api_" + method.replace(".", "_"), None)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
+        result: dict[str, Any] = await handler(params)
+        if "__error" in result:
+            return web.json_response({"ok": False, "error": result["__error"]})
+        if fault is not None:
+            await asyncio.sleep(fault.delay_seconds)
+        return web.json_response({"ok": True, **result})
+
+    async def _api_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://sg.slack.com/",
+            "team": "Test",
+            "user": "sg_bot",
+            "team_id": self.team_id,
+            "user_id": self.user_id,
+            "bot_id": self.bot_id,
+        }
+
+    async def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        ts = self.next_ts()
+        self.sent.append({**params, "ts": ts})
+        return {"channel": params.get("channel"), "ts": ts, "message": {"text": params.get("text")}}
+
+    async def _api_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        if not any(m["ts"] == params.get("ts") for m in self.sent):
+            return {"__error": "message_not_found"}
+        self.edits.append(dict(params))
+        for message in self.sent:
+            if message["ts"] == params.get("ts"):
+                message.update(text=params.get("text"), blocks=params.get("blocks"))
+        return {"channel": params.get("channel"), "ts": params.get("ts")}
+
+    async def _api_chat_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.deleted.append(dict(params))
+        self.sent = [m for m in self.sent if m["ts"] != params.get("ts")]
+        return {"channel": params.get("channel"), "ts": params.get("ts")}
+
+    async def _api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.statuses.append(dict(params))
+        return {}
+
+    async def _api_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = str(params.get("channel"))
+        info = self.channels.get(channel, {"id": channel, "name": channel.lower(),
+                                           "is_im": channel.startswith("D")})  # fmt: skip
+        return {"channel": info}
+
+    async def _api_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.url.replace("http://", "ws://") + "/socket"}
+
+    async def _api_apps_manifest_export(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"manifest": self.manifest}
+
+    async def _api_apps_manifest_update(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.manifest = json.loads(str(params["manifest"]))
+        self.manifest_updates += 1
+        return {"app_id": params.get("app_id")}
+
+    def commands(self) -> list[str]:
+        features = self.manifest.get("features") or {}
+        return [str(c["command"]) for c in features.get("slash_commands") or ()]
+
+    # ------------------------------------------------------------------ Socket Mode
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.connections += 1
+        self.open_sockets.add(ws)
+        await ws.send_json({"type": "hello", "num_connections": len(self.open_sockets),
+                            "connection_info": {"app_id": "A0APP"},
+                            "debug_info": {"host": "stub"}})  # fmt: skip
+        sender = asyncio.ensure_future(self._deliver(ws))
+        try:
+            async for message in ws:
+                if message.type == WSMsgType.TEXT:
+                    data = json.loads(message.data)
+                    if "envelope_id" in data:
+                        self.acks.append(str(data["envelope_id"]))
+        finally:
+            sender.cancel()
+            self.open_sockets.discard(ws)
+        return ws
+
+    async def _deliver(self, ws: web.WebSocketResponse) -> None:
+        while True:
+            envelope = await self._outbox.get()
+            if _closed(ws):
+                self._outbox.put_nowait(envelope)  # for the next connection
+                return
+            await ws.send_json(envelope)
+
+
+def _closed(ws: web.WebSocketResponse) -> bool:
+    return ws.closed
+
+
+async def _params(request: web.Request) -> dict[str, Any]:
+    body = await request.read()
+    params: dict[str, Any] = dict(request.query)
+    if not body:
+        return params
+    if request.content_type == "application/json":
+        params.update(json.loads(body))
+    else:
+        params.update(parse_qsl(body.decode()))
+    for key in ("blocks",):
+        if isinstance(params.get(key), str):
+            params[key] = json.loads(params[key])
+    return params
+
+
+@contextlib.asynccontextmanager
+async def serve_stub(stub: SlackStub) -> AsyncIterator[str]:
+    """Serve `stub` on 127.0.0.1 (an ephemeral port); yields its base URL (no trailing /)."""
+    runner = web.AppRunner(stub.app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    stub.url = f"http://127.0.0.1:{port}"
+    try:
+        yield stub.url
+    finally:
+        for ws in list(stub.open_sockets):
+            with contextlib.suppress(Exception):
+                await ws.close()
+        await runner.cleanup()

@@ -1,0 +1,321 @@
+"""The Slack adapter beyond the contract suite: the signed Events API route on the gateway's
+own HTTP server, one turn for `message` + `app_mention`, thread forks, the socket's reconnect,
+the reply-anchor fallback, and start-up failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import uvicorn
+
+from sessiongate import GatewayConfig, SessionStore
+from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
+from sessiongate.adapters.slack import SlackAdapter, stub as sl
+from sessiongate.agents import build_agent_factory
+from sessiongate.api.app import create_app
+from sessiongate.core.config import SlackConfig
+from sessiongate.gateway import GatewayRunner
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+HANG_GUARD = 15.0
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(HANG_GUARD):
+            while not server.started:  # noqa: ASYNC110  # uvicorn offers no event for it
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+class Gateway:
+    def __init__(self, tmp_path: Path, clock, stub: sl.SlackStub, **settings: Any) -> None:
+        section: dict[str, Any] = {
+            "bot_token": stub.bot_token,
+            "app_token": stub.app_token,
+            "signing_secret": sl.SIGNING_SECRET,
+            "base_url": stub.url + "/api/",
+            "allow_from": ["*"],
+        }
+        section.update(settings)
+        self.config = GatewayConfig(platforms={"slack": section})
+        self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
+        platform = self.config.platforms["slack"]
+        assert isinstance(platform, SlackConfig)
+        self.sleeper = ClockSleep(clock)
+        self.adapter = SlackAdapter(
+            platform, clock=clock, sleep=self.sleeper, tick=self.sleeper.tick, ping_interval=0.2
+        )
+        self.runner = GatewayRunner(
+            self.store,
+            self.config,
+            home=tmp_path / "home",
+            agent_factory=build_agent_factory(self.config),
+            clock=clock,
+            adapters=[self.adapter],
+        )
+
+    async def settle(self, events: int) -> None:
+        async with asyncio.timeout(HANG_GUARD):
+            await self.adapter.wait_events(events)
+            await self.runner.wait_idle()
+
+    async def close(self) -> None:
+        await self.runner.stop()
+        self.store.close()
+
+
+@pytest.fixture
+async def stub() -> AsyncIterator[sl.SlackStub]:
+    api = sl.SlackStub()
+    async with sl.serve_stub(api):
+        yield api
+
+
+@pytest.fixture
+async def events(tmp_path, clock, stub) -> AsyncIterator[tuple[sl.SlackStub, str, Gateway]]:
+    gateway = Gateway(tmp_path, clock, stub, mode="events")
+    await gateway.runner.start()
+    app = create_app(gateway.runner, gateway.store, gateway.config)
+    app.state.hooks = {"slack": gateway.adapter}
+    try:
+        async with serving(app) as base:
+            yield stub, base, gateway
+    finally:
+        await gateway.close()
+
+
+def callback(event_id: str, text: str, *, kind: str = "message", ts: str = "1767225600.000100"):
+    event: dict[str, Any] = {"type": kind, "user": "U0ANN", "text": text, "ts": ts,
+                             "channel": "C0GENERAL", "event_ts": ts, "team": "T0TEAM"}  # fmt: skip
+    if kind == "message":
+        event["channel_type"] = "channel"
+    return {"type": "event_callback", "team_id": "T0TEAM", "event_id": event_id, "event": event}
+
+
+def signed(body: dict[str, Any], clock, **extra: str) -> tuple[bytes, dict[str, str]]:
+    raw = json.dumps(body).encode()
+    return raw, {**sl.sign(raw, timestamp=int(clock.now().timestamp())), **extra}
+
+
+async def test_message_and_app_mention_for_one_post_are_one_turn_and_retries_are_dropped(
+    events, clock
+):
+    stub, base, gateway = events
+    message = callback("Ev1", "<@UBOT> hello there")
+    mention = callback("Ev2", "<@UBOT> hello there", kind="app_mention")
+    async with httpx.AsyncClient(base_url=base) as client:
+        for body, extra in ((message, {}), (mention, {}), (message, {"X-Slack-Retry-Num": "1"})):
+            raw, headers = signed(body, clock, **extra)
+            response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+            assert response.status_code == 200
+    await gateway.settle(3)
+    assert [m["text"] for m in stub.sent] == ["echo: hello there"]
+    assert gateway.adapter.counters.duplicates == 2
+    assert gateway.adapter.retries_seen == 1
+
+
+async def test_url_verification_answers_the_challenge(events, clock):
+    _, base, _ = events
+    raw, headers = signed({"type": "url_verification", "challenge": "c-123"}, clock)
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+    assert response.status_code == 200
+    assert response.json() == {"challenge": "c-123"}
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    ["unsigned", "wrong-signature", "stale-timestamp", "garbage-timestamp", "bearer-token"],
+)
+async def test_anything_not_signed_now_is_401_and_its_body_never_parsed(events, clock, tamper):
+    _, base, gateway = events
+    raw = b"{not json"  # a parser would answer 400; the signature check answers first
+    now = int(clock.now().timestamp())
+    headers = {
+        "unsigned": {},
+        "wrong-signature": sl.sign(raw, secret="other-secret", timestamp=now),
+        "stale-timestamp": sl.sign(raw, timestamp=now - 301),
+        "garbage-timestamp": {**sl.sign(raw, timestamp=now), "X-Slack-Request-Timestamp": "x"},
+        "bearer-token": {"Authorization": f"Bearer {sl.SIGNING_SECRET}"},
+    }[tamper]
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+    assert gateway.adapter.counters.events == 0
+
+
+async def test_a_signed_body_that_is_not_an_event_is_400(events, clock):
+    _, base, _ = events
+    raw = b"[1, 2]"
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post(
+            "/hooks/slack/events",
+            content=raw,
+            headers=sl.sign(raw, timestamp=int(clock.now().timestamp())),
+        )
+    assert response.status_code == 400
+
+
+async def test_a_signed_slash_command_form_runs_the_gateway_command(events, clock):
+    stub, base, gateway = events
+    raw = (
+        b"command=%2Fsg-status&text=&channel_id=C0GENERAL&user_id=U0ANN&team_id=T0TEAM"
+        b"&trigger_id=t1"
+    )
+    headers = {**sl.sign(raw, timestamp=int(clock.now().timestamp()))}
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+    assert response.status_code == 200
+    await gateway.settle(1)
+    (reply,) = stub.sent
+    assert "echo:" not in reply["text"]
+
+
+async def test_the_first_message_of_a_thread_forks_the_channel_session(tmp_path, clock, stub):
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        stub.push_event(callback("Ev1", "<@UBOT> remember the word kiwi"))
+        await gateway.settle(1)
+        reply = callback("Ev2", "<@UBOT> what was the word?", ts="1767225700.000100")
+        reply["event"]["thread_ts"] = "1767225600.000100"
+        stub.push_event(reply)
+        await gateway.settle(2)
+        thread = next(
+            s for s in gateway.store.list_sessions() if s.origin.thread_id == "1767225600.000100"
+        )
+        assert thread.forked_from_parent
+        contents = [m["content"] for m in gateway.store.load_transcript(thread.session_id)]
+        assert any("kiwi" in str(c) for c in contents)
+        assert stub.sent[-1]["thread_ts"] == "1767225600.000100"
+        assert len(stub.acks) == 2  # each envelope acknowledged after its hand-off
+    finally:
+        await gateway.close()
+
+
+async def test_a_dropped_socket_reconnects_and_keeps_receiving(tmp_path, clock, stub):
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        stub.push_event(callback("Ev1", "<@UBOT> before"))
+        await gateway.settle(1)
+        await stub.drop_sockets()
+        stub.push_event(callback("Ev2", "<@UBOT> after", ts="1767225601.000100"))
+        await gateway.settle(2)
+        assert [m["text"] for m in stub.sent] == ["echo: before", "echo: after"]
+        assert stub.connections >= 2
+        assert len(stub.open_sockets) == 1  # the old socket is gone: one live connection
+    finally:
+        await gateway.close()
+
+
+async def test_the_watchdog_rebuilds_a_socket_that_stays_down(tmp_path, clock, stub):
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        async with asyncio.timeout(HANG_GUARD):
+            while gateway.adapter.socket is None:  # noqa: ASYNC110  # opened by the receiver
+                await asyncio.sleep(0.01)
+        assert gateway.adapter.socket is not None
+        await gateway.adapter.socket.disconnect()  # type: ignore[no-untyped-call]
+        gateway.adapter.socket.auto_reconnect_enabled = False  # the SDK's own repair is off
+        await gateway.sleeper.advance(gateway.adapter.watchdog.stall_seconds)
+        async with asyncio.timeout(HANG_GUARD):
+            while gateway.adapter.counters.reconnects < 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        stub.push_event(callback("Ev1", "<@UBOT> still there?"))
+        await gateway.settle(1)
+        assert [m["text"] for m in stub.sent] == ["echo: still there?"]
+        assert gateway.adapter.counters.stalls == 1
+    finally:
+        await gateway.close()
+
+
+async def test_a_thread_slack_refuses_gets_the_reply_in_the_channel(tmp_path, clock, stub):
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        stub.fail("chat.postMessage", sl.CANNOT_REPLY)
+        reply = callback("Ev1", "<@UBOT> in a thread")
+        reply["event"]["thread_ts"] = "1767225500.000001"
+        stub.push_event(reply)
+        await gateway.settle(1)
+        (posted,) = stub.sent
+        assert posted.get("thread_ts") is None
+        assert posted["text"].endswith("in a thread")
+    finally:
+        await gateway.close()
+
+
+@pytest.mark.parametrize("token", ["bot_token", "app_token"])
+async def test_a_refused_token_fails_the_start_without_retrying(tmp_path, clock, stub, token):
+    gateway = Gateway(tmp_path, clock, stub, **{token: "xoxb-wrong"})
+    with pytest.raises(CredentialsError, match="invalid_auth"):
+        await gateway.runner.start()
+    await gateway.close()
+    method = "auth.test" if token == "bot_token" else "apps.connections.open"
+    assert stub.calls[method] == 1
+
+
+async def test_events_mode_without_a_signing_secret_refuses_to_start(tmp_path, clock, stub):
+    gateway = Gateway(tmp_path, clock, stub, mode="events", signing_secret=None)
+    with pytest.raises(CredentialsError, match="signing_secret"):
+        await gateway.runner.start()
+    await gateway.close()
+
+
+async def test_commands_are_written_to_the_manifest_only_when_they_differ(tmp_path, clock, stub):
+    settings = {"app_config_token": stub.config_token, "app_id": "A0APP"}
+    for _ in range(2):
+        gateway = Gateway(tmp_path, clock, stub, **settings)
+        await gateway.runner.start()
+        await gateway.close()
+    assert "/sg-new" in stub.commands()
+    assert stub.manifest_updates == 1
+
+
+async def test_tokens_never_reach_the_log_even_at_debug(tmp_path, clock, stub, caplog):
+    caplog.set_level(logging.DEBUG)
+    gateway = Gateway(tmp_path, clock, stub)
+    await gateway.runner.start()
+    try:
+        stub.push_event(callback("Ev1", "<@UBOT> hello"))
+        await gateway.settle(1)
+    finally:
+        await gateway.close()
+    assert "auth.test" in caplog.text  # the SDK did log its requests
+    assert stub.bot_token not in caplog.text
+    assert stub.app_token not in caplog.text
+
+
+async def test_a_second_socket_for_one_app_token_is_refused(tmp_path, clock, stub):
+    first = Gateway(tmp_path / "a", clock, stub)
+    await first.runner.start()
+    second = Gateway(tmp_path / "b", clock, stub)
+    try:
+        with pytest.raises(PlatformError, match="already has a socket"):
+            await second.runner.start()
+    finally:
+        await second.close()
+        await first.close()
+    assert len(stub.open_sockets) == 0
