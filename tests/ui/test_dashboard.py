@@ -102,6 +102,8 @@ def test_a_message_over_the_api_appears_in_the_open_list(pages: Pages, api: Api)
     newcomer = chat("live")
     api.send(newcomer, "I just arrived")
     page.wait_for_selector(f'#session-list li[data-key="{key_of(newcomer)}"]', timeout=20_000)
+    # It came over the event feed, not the polling fallback.
+    expect(page.locator("#live")).to_have_text("live")
 
 
 def test_open_a_session_shows_its_row_and_transcript(pages: Pages, api: Api) -> None:
@@ -210,6 +212,8 @@ def test_the_composer_shows_the_reply(pages: Pages, api: Api) -> None:
     page.click(".composer button[type=submit]")
     page.wait_for_selector(".message.assistant >> text=echo: operator here")
     assert page.input_value("#composer") == ""
+    # The reply came as a stream of deltas (SSE), not as one JSON answer.
+    expect(page.locator("body")).to_have_attribute("data-last-reply", "streamed")
 
 
 # ------------------------------------------------------------------------------ escaping
@@ -243,4 +247,6 @@ def test_phone_width_has_no_sideways_scroll_and_operations_render(pages: Pages, 
     assert width <= 390
     page.goto(f"{pages.url}/ui/#/ops")
     page.wait_for_selector(".verdict")
-    assert "Store health" in page.locator("main").inner_text()
+    text = page.locator("main").inner_text()
+    assert "Store health" in text
+    assert "(this one)" in text  # the instances table

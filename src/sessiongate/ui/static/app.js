@@ -664,6 +664,7 @@ function sessionView(main, key) {
         const data = type.includes("json") ? await response.json() : {};
         throw new ApiError(response.status, data.error?.code || "error", data.error?.message || response.statusText);
       }
+      document.body.dataset.lastReply = type.includes("text/event-stream") ? "streamed" : "whole";
       if (type.includes("text/event-stream")) {
         for await (const { event, data } of readEvents(response)) {
           if (event === "delta") bubble.textContent += data.text;
@@ -747,9 +748,13 @@ function opsView(main) {
         h("tr", {}, h("td", {}, link(row.session_key)), h("td", { text: row.platform || "?" }),
           h("td", {}, when(row.last_activity_at || row.updated_at))))),
       instances && instances.instances
-        ? table("Instances", ["Instance", "Heartbeat", "Lanes"], instances.instances.map((i) =>
-          h("tr", {}, h("td", { text: i.id || i.instance_id }), h("td", {}, when(i.heartbeat_at || i.last_heartbeat)),
-            h("td", { text: String(i.lanes ?? i.lane_count ?? 0) }))))
+        ? table("Instances", ["Instance", "State", "Heartbeat", "Lanes", "Leads"], instances.instances.map((i) =>
+          h("tr", {},
+            h("td", { text: `${i.instance_id}${i.this ? " (this one)" : ""} · ${i.host}:${i.pid}` }),
+            h("td", { text: i.state }),
+            h("td", { text: `${Number(i.heartbeat_age_s).toFixed(1)} s ago` }),
+            h("td", { text: String(i.lanes ?? 0) }),
+            h("td", { text: (i.leader_of || []).join(", ") || "—" }))))
         : h("p", { class: "muted", text: "One instance (embedded SQLite store)." }),
     );
   }
