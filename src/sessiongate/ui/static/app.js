@@ -352,7 +352,7 @@ function sessionItem(row) {
   return h("li", { class: row.unread ? "session unread" : "session", dataset: { key: row.session_key } },
     h("a", { href: `#/s/${encodeURIComponent(row.session_key)}`, class: "title" },
       row.unread ? h("span", { class: "dot", title: "unread", "aria-label": "unread" }) : null,
-      row.pinned ? h("span", { class: "pin", title: "pinned", "aria-label": "pinned", text: "📌" }) : null,
+      row.pinned ? h("span", { class: "badge pin", text: "pinned" }) : null,
       h("span", { class: "name", text: titleOf(row) })),
     h("span", { class: "meta" },
       h("span", { class: "platform", text: row.platform || "?" }),
