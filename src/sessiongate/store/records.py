@@ -31,6 +31,7 @@ __all__ = [
     "from_us",
     "iso_from_us",
     "loads",
+    "merged_slot",
     "row_to_event",
     "row_to_message",
     "to_us",
@@ -138,6 +139,36 @@ class InboxRow:
     internal: bool
     accepted_at: int
     updated_at: int
+
+
+def merged_slot(
+    slot: InboxRow,
+    *,
+    part: dict[str, Any],
+    media: list[str],
+    message_id: str | None,
+    source: dict[str, Any],
+    message_type: str,
+    reply_to: str | None,
+    at: int,
+) -> tuple[Any, ...]:
+    """The slot's new columns after one follow-up merges into it, in `UPDATE` order (text,
+    parts, media, message id, message ids, source, type, reply-to, updated at, id): text joined
+    with a newline, parts and media accumulated, the newest message id kept (DESIGN decision 3:
+    a merge never overwrites). One rule for every backend."""
+    ids = [*slot.message_ids, message_id] if message_id else slot.message_ids
+    return (
+        f"{slot.text}\n{part['text']}",
+        dumps([*slot.parts, part]),
+        dumps([*slot.media, *media]),
+        message_id or slot.message_id,
+        dumps(ids),
+        dumps(source),
+        message_type,
+        reply_to or slot.reply_to,
+        at,
+        slot.id,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from sessiongate.store.records import (
     dumps,
     iso_from_us,
     loads,
+    merged_slot,
     to_us,
 )
 
@@ -934,20 +935,17 @@ class PostgresTx(PostgresPlatformState):
         reply_to: str | None,
         at: int,
     ) -> None:
-        ids = [*slot.message_ids, message_id] if message_id else slot.message_ids
         count = self._count(
             _MERGE,
-            (
-                f"{slot.text}\n{part['text']}",
-                dumps([*slot.parts, part]),
-                dumps([*slot.media, *media]),
-                message_id or slot.message_id,
-                dumps(ids),
-                dumps(source),
-                message_type,
-                reply_to or slot.reply_to,
-                at,
-                slot.id,
+            merged_slot(
+                slot,
+                part=part,
+                media=media,
+                message_id=message_id,
+                source=source,
+                message_type=message_type,
+                reply_to=reply_to,
+                at=at,
             ),
         )
         if count != 1:

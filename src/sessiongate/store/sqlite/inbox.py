@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.store.records import InboxKind, InboxRow, InboxState, SeenRow, dumps, loads
+from sessiongate.store.records import (
+    InboxKind,
+    InboxRow,
+    InboxState,
+    SeenRow,
+    dumps,
+    loads,
+    merged_slot,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -197,20 +205,17 @@ def merge_into_slot(
     at: int,
 ) -> None:
     """Merge one follow-up into the pending slot (never overwrite: DESIGN decision 3)."""
-    ids = [*slot.message_ids, message_id] if message_id else slot.message_ids
     cursor = conn.execute(
         _MERGE,
-        (
-            f"{slot.text}\n{part['text']}",
-            dumps([*slot.parts, part]),
-            dumps([*slot.media, *media]),
-            message_id or slot.message_id,
-            dumps(ids),
-            dumps(source),
-            message_type,
-            reply_to or slot.reply_to,
-            at,
-            slot.id,
+        merged_slot(
+            slot,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            at=at,
         ),
     )
     if cursor.rowcount != 1:
