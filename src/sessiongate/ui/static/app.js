@@ -759,7 +759,15 @@ function opsView(main) {
     );
   }
 
-  return { refresh, onEvent: debounce(refresh, 500) };
+  // The health checks read the whole search index, so a busy gateway's stream of events
+  // refreshes this page at most every few seconds, and only for what it lists.
+  const refreshSoon = debounce(refresh, 3000);
+  return {
+    refresh,
+    onEvent: (event) => {
+      if (event.type.startsWith("turn.") || event.type === "queue.changed") refreshSoon();
+    },
+  };
 }
 
 // ------------------------------------------------------------------------------------ boot
