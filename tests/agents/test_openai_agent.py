@@ -17,6 +17,7 @@ from sessiongate.agents.openai_agent import SUMMARY_INSTRUCTION
 from sessiongate.core.config import OpenAIAgentConfig
 from sessiongate.core.turn_events import (
     MessageCompleted,
+    StreamRetry,
     TextDelta,
     ToolResult,
     TurnEnd,
@@ -237,8 +238,15 @@ async def test_a_broken_stream_is_a_failed_attempt_retried_never_a_half_message(
 ) -> None:
     server.script(Broken(["The answer ", "is"], how=how), Reply("The answer is 42."))
     events = await events_of(agent)
-    # The user saw the broken attempt's deltas; only the whole message completes.
-    assert [e.text for e in of_type(events, TextDelta)][:2] == ["The answer ", "is"]
+    # The user saw the broken attempt's deltas, then the retry that voids them; only the
+    # whole message completes.
+    shown = [e for e in events if isinstance(e, TextDelta | StreamRetry)]
+    assert shown[:3] == [
+        TextDelta("The answer "),
+        TextDelta("is"),
+        StreamRetry(attempt=2, reason="agent_unavailable"),
+    ]
+    assert "".join(e.text for e in shown[3:]) == "The answer is 42."
     assert of_type(events, MessageCompleted) == [
         MessageCompleted({"role": "assistant", "content": "The answer is 42."})
     ]
@@ -254,6 +262,8 @@ async def test_a_stream_that_keeps_breaking_ends_the_turn_as_unavailable(
     server.script(*[Broken(["par"]) for _ in range(3)])
     events = await events_of(agent)
     assert of_type(events, MessageCompleted) == []
+    # Each retry is announced, numbered; the last failure is the end, not a retry.
+    assert [e.attempt for e in of_type(events, StreamRetry)] == [2, 3]
     end = events[-1]
     assert end.error == "agent_unavailable"
     assert "temporarily unavailable" in end.text

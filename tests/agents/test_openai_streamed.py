@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import TYPE_CHECKING, Any
+from unittest.mock import ANY
 
 import httpx
 
-from fake_openai import Call, Calls, Reply
+from fake_openai import Broken, Call, Calls, Reply
+from live_server import serving
 from sessiongate.api.app import create_app
 from sessiongate.api.server import build_server
 
@@ -107,3 +109,60 @@ async def test_a_streamed_http_turn_with_a_tool_call(make_gateway) -> None:
     session_id = events[0][1]["session_id"]
     stored = [e["id"] for e in gw.store.load_events(session_id) if e["type"] == "message"]
     assert [m["id"] for m in messages] == stored
+
+
+def base_url(server: Any) -> str:
+    host, port = server.bound
+    return f"http://{host}:{port}"
+
+
+def shown_text(events: list[tuple[str, dict[str, Any]]]) -> str:
+    """The text a client shows from a turn's events (docs/API.md): the deltas, where a `retry`
+    drops those since the last assistant message."""
+    settled = text = ""
+    for name, data in events:
+        if name == "delta":
+            text += data["text"]
+        elif name == "message" and data["role"] == "assistant":
+            settled = text
+        elif name == "retry":
+            text = settled
+    return text
+
+
+async def test_a_stream_broken_mid_way_is_shown_once_after_its_retry(make_gateway) -> None:
+    gw = await make_gateway(
+        tools=["sample_tools:lookup_order"], max_retries=2, retry_backoff_seconds=0
+    )
+    gw.server.script(
+        Calls([Call("lookup_order", '{"order_id": "A-7"}', id="c7")], text="Let me look. "),
+        Broken(["Order ", "A-7 ", "ha"]),
+        Reply(["Order ", "A-7 ", "has ", "shipped."]),
+    )
+    body = {"chat_id": "erin", "text": "where is A-7?", "stream": True}
+    async with (
+        serving(create_app(gw.runner, gw.store, gw.runner.config)) as server,
+        httpx.AsyncClient(base_url=base_url(server), timeout=GUARD_SECONDS) as http,
+        http.stream("POST", "/v1/messages", json=body) as response,
+        asyncio.timeout(GUARD_SECONDS),
+    ):
+        events = [event async for event in sse(response)]
+    names = [name for name, _ in events]
+    # The retry names the next attempt; the broken one's deltas came before it (those the
+    # client had not been sent yet were dropped, not sent void).
+    retry = names.index("retry")
+    assert events[retry][1] == {"attempt": 2, "reason": "agent_unavailable"}
+    assert names[:retry].count("message") == 3  # the user's, the tool call and its result
+    final = "Order A-7 has shipped."
+    assert "".join(d["text"] for n, d in events[retry:] if n == "delta") == final
+    assert events[-1] == ("done", {"status": "replied", "reply": final, "turn_id": ANY})
+    # What the client assembles is each message once: the text before the tool call, then
+    # the final reply, never the broken attempt's text.
+    assert shown_text(events) == "Let me look. " + final
+    entry = gw.store.get_session(gw.key("erin"))
+    transcript = gw.store.load_transcript(entry.session_id)
+    assert [m["content"] for m in transcript if m["role"] == "assistant"] == [
+        "Let me look. ",
+        final,
+    ]
+    assert len(gw.server.requests) == 3

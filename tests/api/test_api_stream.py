@@ -21,7 +21,7 @@ from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.api.server import build_server
 from sessiongate.core.config import PlatformConfig
-from sessiongate.core.turn_events import TextDelta, TurnEnd
+from sessiongate.core.turn_events import StreamRetry, TextDelta, TurnEnd
 from sessiongate.gateway import GatewayRunner
 
 if TYPE_CHECKING:
@@ -38,7 +38,9 @@ class GatedAgent:
     test to open that gate, so a test can act while a reply is half-way out."""
 
     def __init__(self) -> None:
-        self.parts = ["par", "tial", " reply"]
+        # Text parts, or other events (a `StreamRetry`) yielded as they are.
+        self.parts: list[Any] = ["par", "tial", " reply"]
+        self.reply: str | None = None  # the final text; default: the text parts joined
         self.gates: dict[int, asyncio.Event] = {}
         self.shown: asyncio.Queue[str] = asyncio.Queue()
         self.fail = False
@@ -50,12 +52,18 @@ class GatedAgent:
         for index, part in enumerate(self.parts):
             if index in self.gates:
                 await self.gates[index].wait()
+            if not isinstance(part, str):
+                yield part
+                continue
             yield TextDelta(part)
             self.shown.put_nowait(part)
         if self.fail:
             yield TurnEnd("The agent is misconfigured.", error="agent_misconfigured")
             return
-        yield TurnEnd("".join(self.parts))
+        text = self.reply
+        yield TurnEnd(
+            "".join(p for p in self.parts if isinstance(p, str)) if text is None else text
+        )
 
     async def run_turn(self, request: TurnRequest) -> Any:
         raise AssertionError("the gateway streams agents that can")
@@ -363,3 +371,64 @@ async def test_stop_mid_stream_keeps_the_partial_text_marked_interrupted(serve, 
         ("assistant", "par"),
     ]
     assert messages[1]["metadata"]["interrupted"] == "stop"
+
+
+def retrying_agent() -> GatedAgent:
+    """Streams "Hel", "lo wor", then its model call is retried: "Hel", "lo" (a gate before
+    the last part)."""
+    agent = GatedAgent()
+    agent.parts = ["Hel", "lo wor", StreamRetry(attempt=2, reason="agent_unavailable"), "Hel", "lo"]
+    agent.reply = "Hello"
+    agent.gate(4)
+    return agent
+
+
+async def test_a_retried_stream_restarts_its_text_on_sse_and_in_get_turn(serve, store):
+    agent = retrying_agent()
+    _, http = await serve(agent)
+    async with (
+        http,
+        http.stream(
+            "POST", "/v1/messages", json={"chat_id": "kim", "text": "hi", "stream": True}
+        ) as response,
+    ):
+        stream = sse(response)
+        accepted = (await anext(stream))[1]
+        seen = []
+        while (event := await anext(stream))[0] != "retry":
+            seen.append(event)
+        assert event[1] == {"attempt": 2, "reason": "agent_unavailable"}
+        async with asyncio.timeout(GUARD_SECONDS):
+            for part in ["Hel", "lo wor", "Hel"]:
+                assert await agent.shown.get() == part
+        # While the turn runs: the text being generated started over, once.
+        live = (await http.get(f"/v1/turns/{accepted['turn_id']}")).json()
+        assert (live["state"], live["partial"], live["retries"]) == ("running", "Hel", 1)
+        agent.gates[4].set()
+        rest = await collect(stream)
+        done = (await http.get(f"/v1/turns/{accepted['turn_id']}")).json()
+    # The deltas after the retry are the whole reply; the ones before it are void.
+    after = [data["text"] for name, data in rest if name == "delta"]
+    assert "".join(after) == "Hello"
+    assert rest[-1][1]["reply"] == "Hello"
+    assert (done["partial"], done["retries"]) == (None, None)  # not running any more
+    messages = store.load_transcript(accepted["session_id"])
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "hi"), ("assistant", "Hello")]
+
+
+async def test_a_stop_after_a_retry_keeps_only_the_new_attempts_text(serve, store):
+    agent = retrying_agent()
+    runner, http = await serve(agent)
+    async with http:
+        sent = await http.post("/v1/messages", json={"chat_id": "lee", "text": "hi", "wait": False})
+        async with asyncio.timeout(GUARD_SECONDS):
+            for part in ["Hel", "lo wor", "Hel"]:
+                assert await agent.shown.get() == part
+        await http.post("/v1/messages", json={"chat_id": "lee", "text": "/stop"})
+        async with asyncio.timeout(GUARD_SECONDS):
+            await runner.wait_idle()
+        turn = (await http.get(f"/v1/turns/{sent.json()['turn_id']}")).json()
+    assert turn["state"] == "interrupted"
+    messages = store.load_transcript(turn["session_id"])
+    # What the user saw of the message in progress is the new attempt's text only.
+    assert [(m["role"], m["content"]) for m in messages] == [("user", "hi"), ("assistant", "Hel")]

@@ -3,13 +3,15 @@ than its `min_edit_interval` (on the runner's clock), and the final text; others
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from sessiongate import GatewayConfig, SessionStore
+from sessiongate.adapters.local import RETRY_MARK, LocalAdapter
 from sessiongate.adapters.loopback import LoopbackAdapter
-from sessiongate.core.turn_events import TextDelta, TurnEnd
+from sessiongate.core.turn_events import StreamRetry, TextDelta, TurnEnd
 from sessiongate.gateway import GatewayRunner
 from sessiongate.gateway.adapter import StreamingAdapter
 
@@ -46,18 +48,25 @@ class EditingAdapter(LoopbackAdapter):
 
 
 class TickingAgent:
-    """Streams `pieces`, moving the fake clock `step` seconds before each one."""
+    """Streams `pieces` (text, or a `StreamRetry` that starts the text over), moving the fake
+    clock `step` seconds before each one."""
 
-    def __init__(self, clock: FakeClock, pieces: list[str], step: float) -> None:
+    def __init__(self, clock: FakeClock, pieces: list[Any], step: float) -> None:
         self.clock = clock
         self.pieces = pieces
         self.step = step
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[Any]:
+        text = ""
         for piece in self.pieces:
             self.clock.advance(self.step)
+            if isinstance(piece, StreamRetry):
+                text = ""
+                yield piece
+                continue
+            text += piece
             yield TextDelta(piece)
-        yield TurnEnd("".join(self.pieces))
+        yield TurnEnd(text)
 
     async def run_turn(self, request: TurnRequest) -> Any:
         raise AssertionError("streamed")
@@ -130,3 +139,43 @@ async def test_a_stream_that_cannot_be_finished_is_sent_whole(start, clock):
     assert adapter.calls == [("start", "x"), ("edit", "xy")]
     assert adapter.texts() == ["xy"]
     assert runner.lane_store.get_turn(receipt.turn_id).state.value == "delivered"
+
+
+BROKEN_THEN_RETRIED = [
+    "The ans",
+    "wer is",
+    StreamRetry(attempt=2, reason="agent_unavailable"),
+    "The answer",
+    " is 42.",
+]
+
+
+async def test_a_retried_reply_restarts_the_edited_text_instead_of_appending(start, clock):
+    adapter = EditingAdapter(min_edit_interval=1.0)
+    await start(adapter, TickingAgent(clock, BROKEN_THEN_RETRIED, step=1.0))
+    receipt = await adapter.receive("go")
+    assert receipt.reply == "The answer is 42."
+    # Each edit is the whole text of the attempt it belongs to: after the retry, the
+    # abandoned text is replaced, never continued.
+    assert adapter.calls == [
+        ("start", "The ans"),
+        ("edit", "The answer is"),
+        ("edit", "The answer"),
+        ("edit", "The answer is 42."),
+        ("finish", "The answer is 42."),
+    ]
+
+
+async def test_a_terminal_marks_the_abandoned_text_and_prints_the_retry_on_its_own_line(
+    start, clock
+):
+    printed: list[str] = []
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    adapter = LocalAdapter(write=printed.append, read_line=lines.get, wait_for_replies=True)
+    await start(adapter, TickingAgent(clock, BROKEN_THEN_RETRIED, step=1.0))
+    lines.put_nowait("go")
+    lines.put_nowait(None)
+    async with asyncio.timeout(10):
+        await adapter.run()
+    mark = RETRY_MARK.format(attempt=2)
+    assert "".join(printed) == f"agent> The answer is {mark}\nagent> The answer is 42.\n"

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["LocalAdapter", "StdinLines"]
+__all__ = ["RETRY_MARK", "LocalAdapter", "StdinLines"]
+
+# Ends a streamed line whose text the agent abandoned (its model call was retried).
+RETRY_MARK = "[cut off; retrying, attempt {attempt}]"
 
 _LEAVE = frozenset({"/exit", "/quit"})
 # Outcomes that no `send` reports, so `run` prints them itself.
@@ -114,6 +117,12 @@ class LocalAdapter:
 
     async def edit_stream(self, source: SessionSource, handle: str, text: str) -> None:
         self._print_more(handle, text)
+
+    async def restart_stream(self, source: SessionSource, handle: str, *, attempt: int) -> None:
+        # Printed text cannot be taken back: the abandoned attempt is marked and the new one
+        # starts on a line of its own.
+        self._write(f" {RETRY_MARK.format(attempt=attempt)}\n{self._reply_prefix}")
+        self._streamed[handle] = ""
 
     async def finish_stream(
         self, source: SessionSource, handle: str, text: str, *, turn_id: int

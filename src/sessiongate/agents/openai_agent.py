@@ -28,6 +28,7 @@ from sessiongate.agents.tools import ToolContext, load_tools
 from sessiongate.agents.tools._calls import ToolLimits, run_tool_calls
 from sessiongate.core.turn_events import (
     MessageCompleted,
+    StreamRetry,
     TextDelta,
     ToolResult,
     TurnEnd,
@@ -207,9 +208,13 @@ class OpenAIAgent:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def _call(self, body: dict[str, Any]) -> AsyncIterator[TextDelta | Completion | Failure]:
+    async def _call(
+        self, body: dict[str, Any]
+    ) -> AsyncIterator[TextDelta | StreamRetry | Completion | Failure]:
         """One model call with its retries: deltas, then a `Completion` or the `Failure` that
-        ended the attempts (logged once, as a warning)."""
+        ended the attempts (logged once, as a warning). Each retry is announced with a
+        `StreamRetry` before its backoff, so whoever shows the deltas of the failed attempt
+        drops them at once instead of showing the text twice."""
         attempt = 0
         while True:
             try:
@@ -235,6 +240,7 @@ class OpenAIAgent:
                 "model call failed; retrying",
                 extra={"attempt": attempt, "delay": delay, "detail": failure.detail},
             )
+            yield StreamRetry(attempt=attempt + 1, reason=str(failure.kind))
             await self._sleep(delay)
 
     def _log_failure(self, failure: Failure, *, attempts: int, model: str) -> None:

@@ -1,5 +1,6 @@
 """`GET /v1/turns/{id}`: how one turn stands (state, reply, error), for a client that sent
-with `wait: false` or whose stream broke off.
+with `wait: false` or whose stream broke off. While the turn runs in this process it also shows
+the text being generated (`partial`) and how many times it started over (`retries`).
 
 A message accepted behind a busy lane already has its turn id (a turn takes its inbox row's
 id), so until the turn is claimed the answer is `queued`. An id that names neither a turn nor
@@ -36,6 +37,7 @@ async def get_turn(turn_id: TurnId, runner: RunnerDep) -> TurnOut:
     lanes = runner.lane_store
     turn = lanes.get_turn(turn_id)
     if turn is not None:
+        live = runner.live_turn(turn.session_key, turn.id)
         return TurnOut(
             turn_id=turn.id,
             session_key=turn.session_key,
@@ -47,6 +49,8 @@ async def get_turn(turn_id: TurnId, runner: RunnerDep) -> TurnOut:
             accepted_at=turn.accepted_at,
             started_at=turn.started_at,
             finished_at=turn.finished_at,
+            partial=None if live is None else live.partial,
+            retries=None if live is None else live.retries,
         )
     item = lanes.get_item(turn_id)
     if item is not None:

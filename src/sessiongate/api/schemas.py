@@ -183,6 +183,16 @@ class TurnOut(BaseModel):
     accepted_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    partial: str | None = Field(
+        default=None,
+        description="while the turn runs here: the text of the message being generated so far "
+        "(not durable; it starts over on a retry)",
+    )
+    retries: int | None = Field(
+        default=None,
+        description="while the turn runs here: how many times the message being generated "
+        "started over (its model call retried after the stream broke; the SSE `retry` event)",
+    )
 
 
 # ---------------------------------------------------------------------------------- sessions

@@ -1,11 +1,15 @@
-"""Server-sent events of one turn: `accepted`, `delta`, `message`, then `done` or `error`.
+"""Server-sent events of one turn: `accepted`, `delta`, `retry`, `message`, then `done` or
+`error`.
 
 Each event is `event: <name>` and one `data:` line of JSON. `accepted` names the session and
 the turn; `delta` carries a piece of the reply text (not durable: a slow client may miss some,
-see `gateway.streams.DELTA_BUFFER`); `message` is a message of the turn as it was stored
-(`id`, `role`, `content`, and `tool_calls` / `tool_call_id` / `name` when present); the last
-event is `done` (`status`, `reply`, `turn_id`) for a turn that replied or was interrupted (and
-for a message that ran no turn: a duplicate, a command), or `error` (`code`, `message`).
+see `gateway.streams.DELTA_BUFFER`); `retry` (`attempt`, `reason`) says the message being
+generated starts over (the agent's model call is retried after its stream broke): the text of
+the `delta`s since the last `message` is void and the next deltas replace it; `message` is a
+message of the turn as it was stored (`id`, `role`, `content`, and `tool_calls` /
+`tool_call_id` / `name` when present); the last event is `done` (`status`, `reply`,
+`turn_id`) for a turn that replied or was interrupted (and for a message that ran no turn: a
+duplicate, a command), or `error` (`code`, `message`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.core.turn_events import TextDelta
+from sessiongate.core.turn_events import StreamRetry, TextDelta
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -56,6 +60,8 @@ async def turn_events(accepted: Receipt, watch: TurnWatch | None) -> AsyncIterat
         async for event in watch.events():
             if isinstance(event, TextDelta):
                 yield sse_event("delta", {"text": event.text})
+            elif isinstance(event, StreamRetry):
+                yield sse_event("retry", {"attempt": event.attempt, "reason": event.reason})
             else:
                 yield sse_event("message", _message(event.message))
         assert watch.receipt is not None

@@ -2,7 +2,8 @@
 
 An agent's turn is an async stream of these events. The gateway persists each
 `MessageCompleted` and `ToolResult` the moment it arrives, forwards `TextDelta`s to whoever
-streams the reply, and settles the turn on `TurnEnd`. Agents that only implement
+streams the reply (a `StreamRetry` voids the ones since the last completed message), and
+settles the turn on `TurnEnd`. Agents that only implement
 `run_turn -> TurnResult` are wrapped into this stream by the gateway.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "MessageCompleted",
+    "StreamRetry",
     "TextDelta",
     "ToolResult",
     "TurnEnd",
@@ -26,6 +28,20 @@ class TextDelta:
     """A piece of the assistant text being generated; not durable until its message completes."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRetry:
+    """The message being generated starts over: its model call failed (a stream that broke
+    mid-way, a 429) and attempt number `attempt` (2 for the first retry) begins.
+
+    Every `TextDelta` since the last completed message is void: whoever shows the text must
+    drop it and show the new attempt's deltas in its place, or the user reads it twice.
+    `reason` is the failure's short code (`agent_unavailable`, `agent_empty_response`).
+    """
+
+    attempt: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,4 +93,4 @@ class TurnEnd:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-TurnEvent = TextDelta | MessageCompleted | ToolResult | UsageReport | TurnEnd
+TurnEvent = TextDelta | StreamRetry | MessageCompleted | ToolResult | UsageReport | TurnEnd

@@ -55,6 +55,12 @@ class StreamingAdapter(PlatformAdapter, Protocol):
     `edit_stream` with the whole text so far at most once per `min_edit_interval` seconds (on
     the runner's clock), then `finish_stream` with the final text. If `finish_stream` raises,
     the reply is sent whole with `send` (the reply is never lost to a failed edit).
+
+    When the agent's model call is retried mid-reply, the text shown so far is void: the next
+    `edit_stream` carries the new attempt's text, which replaces it (never append it). An
+    adapter may also define `restart_stream(source, handle, *, attempt) -> None`, called at
+    once when that happens (optional, outside this protocol: a terminal that can only append
+    marks the abandoned text with it).
     """
 
     # The shortest time between two edits of one message, in seconds (a platform's edit rate

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Iterator
 
+    from sessiongate.gateway.turn_progress import TurnProgress
     from sessiongate.store.lanes import Claim
 
-__all__ = ["CancelReason", "Lane", "LaneTable", "RunningTurn"]
+__all__ = ["CancelReason", "Lane", "LaneTable", "LiveTurn", "RunningTurn"]
 
 
 class CancelReason(enum.StrEnum):
@@ -38,12 +39,14 @@ class CancelReason(enum.StrEnum):
 class RunningTurn:
     """The turn a lane is running; `cancel` records why before cancelling the agent's task."""
 
-    __slots__ = ("cancel_reason", "task", "turn_id")
+    __slots__ = ("cancel_reason", "progress", "task", "turn_id")
 
     def __init__(self, turn_id: int) -> None:
         self.turn_id = turn_id
         self.task: asyncio.Task[Any] | None = None
         self.cancel_reason: CancelReason | None = None
+        # What the turn produced so far (read by `GET /v1/turns/{id}` while it runs).
+        self.progress: TurnProgress | None = None
 
     def attach(self, task: asyncio.Task[Any]) -> None:
         self.task = task
@@ -58,6 +61,15 @@ class RunningTurn:
         if self.task is not None:
             self.task.cancel()
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTurn:
+    """A running turn as this process sees it: the text of the message being generated (not
+    durable) and how many times it started over (`StreamRetry`)."""
+
+    partial: str
+    retries: int
 
 
 @dataclass(eq=False)

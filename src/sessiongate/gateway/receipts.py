@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sessiongate.core.turn_events import TextDelta
-    from sessiongate.gateway.streams import StreamedMessage, TurnWatch
+    from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
 __all__ = ["Receipt", "ReceiptStatus", "Waiters"]
 
@@ -56,8 +55,8 @@ class Waiters:
         row was accepted, so it sees the turn from its start)."""
         self._watches.setdefault(inbox_id, []).append(watch)
 
-    def publish(self, inbox_id: int, event: TextDelta | StreamedMessage) -> None:
-        """A delta or a persisted message of the row's turn, for its watchers."""
+    def publish(self, inbox_id: int, event: WatchEvent) -> None:
+        """A delta, a retry or a persisted message of the row's turn, for its watchers."""
         watches = self._watches.get(inbox_id)
         if watches is not None:
             for watch in watches:

@@ -5,6 +5,12 @@
 the runner's clock, and finishes the message with the final text. An adapter without the
 streaming methods never gets a `ReplyStream`: it is sent the final text, as before.
 
+When the agent's model call is retried (`StreamRetry`), the text shown so far is void: the
+turn's pieces start over, so the next edit replaces the message's text with the new attempt's
+(edits always carry the whole text, never an addition). An adapter with the optional
+`restart_stream(source, handle, *, attempt)` is told at once (a terminal, which can only
+append, marks the abandoned line); others simply get the next edit.
+
 The streamed message is a view, not the delivery: the reply is journalled `delivered` only
 after `finish` succeeds, and a reply whose stream broke is sent whole instead, so a failed
 edit never loses the reply (at worst the chat shows a stale partial above it).
@@ -89,6 +95,23 @@ class ReplyStream:
             )
             return
         self._last_edit = now
+
+    async def restart(self, attempt: int) -> None:
+        """The reply being generated starts over (attempt number `attempt`): what the message
+        shows is void, and the next `update` replaces it."""
+        restart = getattr(self._adapter, "restart_stream", None)
+        if self._broken or self._handle is None or restart is None:
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await restart(self._source, self._handle, attempt=attempt)
+        except Exception:
+            self._broken = True
+            log.warning(
+                "streamed reply restart failed",
+                extra={"platform": str(self._source.platform), "turn_id": self._turn_id},
+                exc_info=True,
+            )
 
     async def finish(self, text: str) -> bool:
         """Show the final text in the streamed message; False when there is none to finish

@@ -54,7 +54,7 @@ from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
 from sessiongate.gateway.feed import EventFeed
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
-from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable
+from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
 from sessiongate.gateway.turns import (
@@ -753,6 +753,14 @@ class GatewayRunner:
 
     def queue_depth(self, session_key: str) -> int:
         return self.lane_store.queue_depth(session_key)
+
+    def live_turn(self, session_key: str, turn_id: int) -> LiveTurn | None:
+        """How turn `turn_id` stands while this process runs it (None otherwise)."""
+        lane = self._lanes.get(session_key)
+        running = lane.running if lane is not None else None
+        if running is None or running.turn_id != turn_id or running.progress is None:
+            return None
+        return LiveTurn(partial="".join(running.progress.partial), retries=running.progress.retries)
 
     def statistics(self) -> RunnerStatistics:
         cache = self._agents.statistics()

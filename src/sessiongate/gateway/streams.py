@@ -5,10 +5,11 @@
 messages, its usage, then the end), so old agents keep working unchanged.
 
 A `TurnWatch` follows one turn for one subscriber (an SSE response, a terminal): the text
-deltas and each message as it is persisted, then the turn's receipt. Deltas are not durable
-and a watcher that falls behind by `DELTA_BUFFER` of them loses the newest ones (counted),
-never a message and never the end: a slow client must not slow the turn or grow memory
-without bound (STYLE 5, bounded queues).
+deltas, each `StreamRetry` (the message being generated starts over: the deltas since the last
+message are void) and each message as it is persisted, then the turn's receipt. Deltas are not
+durable and a watcher that falls behind by `DELTA_BUFFER` of them loses the newest ones
+(counted), never a retry, never a message and never the end: a slow client must not slow the
+turn or grow memory without bound (STYLE 5, bounded queues).
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.core.turn_events import MessageCompleted, TextDelta, TurnEnd, UsageReport
+from sessiongate.core.turn_events import (
+    MessageCompleted,
+    StreamRetry,
+    TextDelta,
+    TurnEnd,
+    UsageReport,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.agent import Agent, TurnRequest
     from sessiongate.gateway.receipts import Receipt
 
-__all__ = ["DELTA_BUFFER", "StreamedMessage", "TurnWatch", "agent_events"]
+__all__ = ["DELTA_BUFFER", "StreamedMessage", "TurnWatch", "WatchEvent", "agent_events"]
 
 # Deltas a watcher may lag behind before new ones are dropped for it: at the echo agent's 8
 # a reply that is 128 replies, and at an LLM's few hundred a reply still the whole reply.
@@ -40,6 +47,9 @@ class StreamedMessage:
     (None when it could not be stored yet; the outcome commit stores it)."""
 
     message: dict[str, Any]
+
+
+WatchEvent = TextDelta | StreamRetry | StreamedMessage
 
 
 def agent_events(agent: Agent, request: TurnRequest) -> AsyncIterator[TurnEvent]:
@@ -70,28 +80,35 @@ async def _wrapped(agent: Agent, request: TurnRequest) -> AsyncIterator[TurnEven
 
 
 class TurnWatch:
-    """One subscriber's view of one turn: `TextDelta`s and `StreamedMessage`s as they happen,
-    then the end (`receipt`, the turn's outcome as its waiters get it)."""
+    """One subscriber's view of one turn: `TextDelta`s, `StreamRetry`s and `StreamedMessage`s
+    as they happen, then the end (`receipt`, the turn's outcome as its waiters get it)."""
 
     __slots__ = ("_deltas", "_items", "_max_deltas", "_wake", "dropped_deltas", "receipt")
 
     def __init__(self, *, max_deltas: int = DELTA_BUFFER) -> None:
-        self._items: deque[TextDelta | StreamedMessage] = deque()
+        self._items: deque[WatchEvent] = deque()
         self._deltas = 0
         self._max_deltas = max_deltas
         self._wake = asyncio.Event()
         self.receipt: Receipt | None = None
         self.dropped_deltas = 0
 
-    def push(self, event: TextDelta | StreamedMessage) -> None:
+    def push(self, event: WatchEvent) -> None:
         if self.receipt is not None:
             return
+        items = self._items
         if isinstance(event, TextDelta):
             if self._deltas >= self._max_deltas:
                 self.dropped_deltas += 1
                 return
             self._deltas += 1
-        self._items.append(event)
+        elif isinstance(event, StreamRetry):
+            # The deltas of the failed attempt not yet sent are void: they are not sent at
+            # all (the retry still is, for those that were).
+            while items and isinstance(items[-1], TextDelta):
+                items.pop()
+                self._deltas -= 1
+        items.append(event)
         self._wake.set()
 
     def finish(self, receipt: Receipt) -> None:
@@ -100,7 +117,7 @@ class TurnWatch:
             self.receipt = receipt
             self._wake.set()
 
-    async def events(self) -> AsyncIterator[TextDelta | StreamedMessage]:
+    async def events(self) -> AsyncIterator[WatchEvent]:
         """What happened since the last call, as it happens, until the end; `receipt` is set
         once this returns."""
         while True:

@@ -72,12 +72,19 @@ class TurnProgress:
     cache_write_tokens: int = 0
     cost_usd: float | None = None
     reply_stream: ReplyStream | None = None
+    # Times the message being generated started over (`StreamRetry`), over the whole turn.
+    retries: int = 0
 
     def add(self, message: dict[str, Any]) -> int:
         """Record a completed message; returns its number in the turn."""
         self.messages.append(message)
         self.partial.clear()
         return len(self.messages)
+
+    def restart(self) -> None:
+        """The message being generated starts over: its text so far is void."""
+        self.partial.clear()
+        self.retries += 1
 
     def resume_from(self, messages: Sequence[dict[str, Any]]) -> None:
         """Continue after what the turn's first attempt stored (the user message included)."""

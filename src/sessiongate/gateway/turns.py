@@ -40,6 +40,7 @@ from sessiongate.core.pricing import turn_cost
 from sessiongate.core.transcript import ModelContext, build_model_context, validate_message
 from sessiongate.core.turn_events import (
     MessageCompleted,
+    StreamRetry,
     TextDelta,
     ToolResult,
     TurnEnd,
@@ -230,6 +231,7 @@ class TurnExecutor:
         lane.running = running
         user_message = self.user_message(claim)
         progress = TurnProgress(user_message, stored=0 if claim.user_entry_id is None else 1)
+        running.progress = progress
         try:
             log.info("turn started", extra={**extra, "attempt": turn.attempt, "resumed": resumed})
             done = await self._call_agent(claim, running, progress, resumed=resumed)
@@ -437,6 +439,14 @@ class TurnExecutor:
                     return event
                 elif isinstance(event, UsageReport):
                     progress.add_usage(event)
+                elif isinstance(event, StreamRetry):
+                    # The message being generated starts over: what was shown of it is void,
+                    # for the watchers, the platform's streamed message and an interrupt's
+                    # stored partial alike.
+                    progress.restart()
+                    publish(inbox_id, event)
+                    if reply is not None:
+                        await reply.restart(event.attempt)
         finally:
             close = getattr(events, "aclose", None)
             if close is not None:

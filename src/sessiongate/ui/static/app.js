@@ -666,10 +666,17 @@ function sessionView(main, key) {
       }
       document.body.dataset.lastReply = type.includes("text/event-stream") ? "streamed" : "whole";
       if (type.includes("text/event-stream")) {
+        // The text of the turn's completed messages; a `retry` voids what came after it (the
+        // agent's model call started over), so a broken stream never shows its text twice.
+        let settled = "";
         for await (const { event, data } of readEvents(response)) {
           if (event === "delta") bubble.textContent += data.text;
-          else if (event === "done") bubble.textContent = data.reply ?? bubble.textContent;
-          else if (event === "error") throw new ApiError(0, data.code, data.message);
+          else if (event === "message" && data.role === "assistant") settled = bubble.textContent;
+          else if (event === "retry") bubble.textContent = settled;
+          else if (event === "done") {
+            document.body.dataset.streamedText = bubble.textContent;
+            bubble.textContent = data.reply ?? bubble.textContent;
+          } else if (event === "error") throw new ApiError(0, data.code, data.message);
         }
       } else {
         const data = await response.json();
