@@ -8,7 +8,8 @@ SIGTERM leaves through the same `runner.stop()`, with the turn in flight drained
 `agent.restart_drain_timeout` (a second SIGTERM kills at once). Like `run`, it holds the
 home's lock: beside a live gateway on the same home it exits 1 with one line, which names
 `--url`: with it, chat is a client of a running gateway's HTTP API (`POST /v1/messages`, the
-`api` platform) and opens no store of its own.
+`api` platform, the reply streamed as it is generated: `_chat_remote.py`) and opens no store
+of its own.
 
 In a terminal the line editor is `cli/terminal.Terminal` (history in `<home>/chat_history`);
 piped input is a script, each line waiting for its reply. Every reply is printed by
@@ -24,10 +25,10 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
 
 from sessiongate.adapters.local import LocalAdapter, StdinLines
+from sessiongate.cli._chat_remote import converse_remote
 from sessiongate.cli._common import (
     ConfigOption,
     HomeOption,
@@ -56,12 +57,9 @@ __all__ = ["REPLY_PREFIX", "chat", "show_reply"]
 
 PROMPT = "you> "
 REPLY_PREFIX = "agent> "
-LEAVE = frozenset({"/quit", "/exit"})
 # What only this terminal understands, shown before the gateway's own `/help` list.
 CHAT_HELP = "In this chat: /quit (or /exit, Ctrl+D) leaves."
 HISTORY_FILE = "chat_history"
-# A hang guard for a gateway that never answers; the turn itself has agent.gateway_timeout.
-CLIENT_TIMEOUT_SECONDS = 3600.0
 
 
 def _stdout_write(text: str) -> None:
@@ -138,47 +136,6 @@ def _stopped_by_sigterm(conversation: asyncio.Future[int]) -> Iterator[None]:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def _converse_remote(
-    url: str,
-    token: str | None,
-    user: str,
-    chat_id: str,
-    read_line: Callable[[], Awaitable[str | None]],
-    write: Callable[[str], object],
-) -> None:
-    """Each line to the gateway's `POST /v1/messages`, its reply printed before the next."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    base = {"chat_id": chat_id, "user_id": user, "user_name": user}
-    async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), headers=headers, timeout=CLIENT_TIMEOUT_SECONDS
-    ) as client:
-        while (line := await read_line()) is not None:
-            text = line.strip()
-            if not text:
-                continue
-            if text.lower() in LEAVE:
-                return
-            try:
-                response = await client.post("/v1/messages", json={**base, "text": text})
-            except httpx.HTTPError as exc:
-                fail(f"cannot reach the gateway at {url}: {exc}")
-            try:
-                data = response.json()
-            except ValueError:  # not the gateway's JSON (a proxy's error page)
-                data = {}
-            if response.is_success:
-                reply = data.get("reply") or ""
-                if data.get("status") in ("replied", "command"):
-                    show_reply(write, reply)
-                else:
-                    write(f"({data.get('status')}) {reply}".rstrip() + "\n")
-            elif response.status_code == 401:
-                fail("the gateway refused the token (give --token or $SESSIONGATE_API__TOKEN)")
-            else:
-                error = data.get("error") or {}
-                write(f"({error.get('code', response.status_code)}) {error.get('message', '')}\n")
-
-
 def _welcome(where: str, agent: str, conversation: str) -> str:
     return (
         f"sessiongate chat · {where} · agent: {agent} · conversation: {conversation}\n"
@@ -200,8 +157,8 @@ def chat(
     url: Annotated[
         str | None,
         typer.Option(
-            help="Talk to the gateway running at this URL (its HTTP API) instead of starting "
-            "one here.",
+            help="Talk to the gateway running at this URL (its HTTP API; replies stream as "
+            "they are generated) instead of starting one here.",
             show_default=False,
         ),
     ] = None,
@@ -230,7 +187,8 @@ def chat(
             if terminal is not None:
                 write(_welcome(f"gateway {url}", "the gateway's own", conversation))
             secret = token or (config.api.token.get_secret_value() if config.api.token else None)
-            asyncio.run(_converse_remote(url, secret, user, conversation, read_line, write))
+            source = {"chat_id": conversation, "user_id": user, "user_name": user}
+            asyncio.run(converse_remote(url, secret, source, read_line, write, prefix=REPLY_PREFIX))
             return
         _chat_here(paths, config, user, conversation, incognito, read_line, write, terminal)
     except KeyboardInterrupt:
