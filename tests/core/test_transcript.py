@@ -1,3 +1,4 @@
+import copy
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -528,6 +529,22 @@ def test_model_context_is_always_well_paired_and_free_of_custom_entries(steps):
         assert "CUSTOM-DATA" not in str(message)
         assert "EXCLUDED" not in str(message)
         assert set(message) <= {"role", "content", "tool_calls", "tool_call_id", "name"}
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(_step, max_size=30))
+def test_an_owned_path_gives_the_same_context_and_a_copied_one_shares_nothing(steps):
+    path = _build(steps)
+    pristine = copy.deepcopy(path)
+    copied = build_model_context(path)
+    # Mutating the copied context leaves the path as it was.
+    for message in copied.messages:
+        for call in message.get("tool_calls", []):
+            call["id"] = "MUTATED"
+            call.setdefault("function", {})["name"] = "MUTATED"
+    assert path == pristine
+    # Handed over (events fresh from a read), the path gives the same context.
+    assert build_model_context(copy.deepcopy(pristine), owned=True) == build_model_context(pristine)
 
 
 @settings(max_examples=200, deadline=None, database=None)

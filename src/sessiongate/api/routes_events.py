@@ -23,7 +23,7 @@ from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import ConfigDep, RunnerDep  # noqa: TC001
 from sessiongate.api.responses import errors
 from sessiongate.core.keys import check_key_text
-from sessiongate.gateway.feed import Reset
+from sessiongate.gateway.feed import Reset, join_frames
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -96,7 +96,7 @@ async def event_stream(
             if isinstance(got, Reset):
                 yield got.frame()
             else:
-                yield b"".join(event.frame() for event in got)
+                yield join_frames(got)
                 if len(got) >= _BATCH_EVENTS:
                     continue  # more is waiting: no pause while catching up
             if batch:

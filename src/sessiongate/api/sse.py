@@ -14,6 +14,7 @@ duplicate, a command), or `error` (`code`, `message`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from sessiongate.gateway.receipts import Receipt
-    from sessiongate.gateway.streams import TurnWatch
+    from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
 __all__ = ["sse_event", "turn_events"]
 
@@ -32,8 +33,13 @@ _ERROR_CODES = {"failed": "turn_failed", "unavailable": "unavailable"}
 _MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
 
 
+# One encoder for every event: `json.dumps` with options builds a new one per call, which was
+# a good part of a delta's cost.
+_to_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def sse_event(name: str, data: dict[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+    return f"event: {name}\ndata: {_to_json(data)}\n\n"
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:
@@ -46,8 +52,13 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
 
 async def turn_events(accepted: Receipt, watch: TurnWatch | None) -> AsyncIterator[str]:
     """The SSE body of a message accepted with `accepted`; `watch` follows its turn (None
-    when the message ran no turn of its own: the receipt is already the end)."""
-    yield sse_event(
+    when the message ran no turn of its own: the receipt is already the end).
+
+    Each chunk holds every event that is ready when it is written, so events that happen
+    together leave in one write: a socket write (and the client's wake-up for it) costs more
+    than encoding a few events, and it was most of the time to a first delta.
+    """
+    head = sse_event(
         "accepted",
         {
             "session_key": accepted.session_key,
@@ -55,23 +66,39 @@ async def turn_events(accepted: Receipt, watch: TurnWatch | None) -> AsyncIterat
             "turn_id": accepted.turn_id,
         },
     )
-    end = accepted
-    if watch is not None:
-        async for event in watch.events():
-            if isinstance(event, TextDelta):
-                yield sse_event("delta", {"text": event.text})
-            elif isinstance(event, StreamRetry):
-                yield sse_event("retry", {"attempt": event.attempt, "reason": event.reason})
-            else:
-                yield sse_event("message", _message(event.message))
-        assert watch.receipt is not None
-        end = watch.receipt
+    if watch is None:
+        yield head + _end(accepted, accepted)
+        return
+    # One pass of the loop first: the lane's worker is ready to start the turn, and what it
+    # publishes at once (the user message, an agent's first deltas) leaves with `accepted`.
+    await asyncio.sleep(0)
+    chunk = [head]
+    while True:
+        chunk.extend(_encode(event) for event in watch.take_nowait())
+        if watch.receipt is not None:
+            chunk.append(_end(watch.receipt, accepted))
+            yield "".join(chunk)
+            return
+        if chunk:
+            yield "".join(chunk)
+            chunk = []
+        await watch.wait_ready()
+
+
+def _encode(event: WatchEvent) -> str:
+    if isinstance(event, TextDelta):
+        return sse_event("delta", {"text": event.text})
+    if isinstance(event, StreamRetry):
+        return sse_event("retry", {"attempt": event.attempt, "reason": event.reason})
+    return sse_event("message", _message(event.message))
+
+
+def _end(end: Receipt, accepted: Receipt) -> str:
     status = str(end.status)
     code = _ERROR_CODES.get(status)
     if code is not None:
-        yield sse_event("error", {"code": code, "message": end.reply or status})
-        return
-    yield sse_event(
+        return sse_event("error", {"code": code, "message": end.reply or status})
+    return sse_event(
         "done",
         {"status": status, "reply": end.reply, "turn_id": end.turn_id or accepted.turn_id},
     )

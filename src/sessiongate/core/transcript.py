@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -322,8 +322,12 @@ def is_excluded_from_context(entry: Mapping[str, Any]) -> bool:
     return isinstance(metadata, Mapping) and metadata.get("exclude_from_context") is True
 
 
-def build_model_context(path: Sequence[Mapping[str, Any]]) -> ModelContext:
+def build_model_context(path: Sequence[Mapping[str, Any]], *, owned: bool = False) -> ModelContext:
     """The model context of the active path (root → leaf order).
+
+    The messages share nothing mutable with `path`, unless the caller hands the path over
+    (`owned`: events fresh from a read, used by nobody else): then their values are taken as
+    they are instead of copied, which was most of a tool-heavy turn's context cost.
 
     The latest `reset` or `compaction` is the boundary. A compaction contributes its summary
     (as a user message), then the entries from its `first_kept_entry_id` up to it; a reset
@@ -336,9 +340,9 @@ def build_model_context(path: Sequence[Mapping[str, Any]]) -> ModelContext:
     messages: list[dict[str, Any]] = []
     if boundary is not None and boundary.get("type") == EntryType.COMPACTION:
         messages.append({"role": "user", "content": f"{SUMMARY_PREFIX}\n{boundary.get('summary')}"})
-    to_chat = _to_chat
+    copy_value = _same if owned else _copy_value
     for entry in entries:
-        chat = to_chat(entry)
+        chat = _to_chat(entry, copy_value)
         if chat is not None:
             messages.append(chat)
     model = provider = thinking = None
@@ -392,11 +396,12 @@ def _pair_tools(messages: Sequence[Mapping[str, Any]], *, owned: bool) -> list[d
             call_id = message.get("tool_call_id")
             if group is not None and isinstance(call_id, str) and answered.get(call_id) is False:
                 answered[call_id] = True
-                out.append(_copy_message(message))
+                out.append(message if owned else _copy_message(message))  # type: ignore[arg-type]
             continue
         close()
         group, answered = None, {}
-        item = _copy_message(message)
+        # Owned messages are changed in place (their `tool_calls` list replaced, never edited).
+        item: dict[str, Any] = message if owned else _copy_message(message)  # type: ignore[assignment]
         calls = item.pop("tool_calls", None) or []
         if item.get("role") == Role.ASSISTANT and calls:
             unique: dict[str, Any] = {}
@@ -538,8 +543,11 @@ def _context_entries(
     return None, list(path)
 
 
-def _to_chat(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+def _to_chat(
+    entry: Mapping[str, Any], copy_value: Callable[[Any], Any] | None = None
+) -> dict[str, Any] | None:
     # Called once per entry of the active path on every turn: kept to a few dict lookups.
+    copy_value = copy_value or _copy_value
     kind = entry.get("type")
     if kind == "message":
         metadata = entry.get("metadata")
@@ -550,15 +558,15 @@ def _to_chat(entry: Mapping[str, Any]) -> dict[str, Any] | None:
             "role": entry.get("role"),
             "content": content
             if content is None or content.__class__ is str
-            else _copy_value(content),
+            else copy_value(content),
         }
         for name in _CHAT_EXTRAS:
             value = entry.get(name)
             if value:
-                chat[name] = _copy_value(value)
+                chat[name] = copy_value(value)
         return chat
     if kind == EntryType.CUSTOM_MESSAGE:
-        return {"role": entry.get("role") or "user", "content": _copy_value(entry.get("content"))}
+        return {"role": entry.get("role") or "user", "content": copy_value(entry.get("content"))}
     if kind == EntryType.BRANCH_SUMMARY:
         return {"role": "user", "content": f"{BRANCH_SUMMARY_PREFIX}\n{entry.get('summary')}"}
     return None
@@ -574,7 +582,29 @@ def _copy_message(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _copy_value(value: Any) -> Any:
-    return value if value is None or isinstance(value, (str, int)) else copy.deepcopy(value)
+    return value if value is None or isinstance(value, (str, int)) else _copy_json(value)
+
+
+def _copy_json(value: Any) -> Any:
+    # Transcript values are JSON (dicts, lists, scalars): copied by hand, several times faster
+    # than `copy.deepcopy`, which tool calls of every turn went through.
+    cls = value.__class__
+    if cls is dict:
+        return {
+            k: v if v is None or v.__class__ in _ATOMS else _copy_json(v) for k, v in value.items()
+        }
+    if cls is list:
+        return [v if v is None or v.__class__ in _ATOMS else _copy_json(v) for v in value]
+    if cls in _ATOMS:
+        return value
+    return copy.deepcopy(value)  # anything else a caller put in (a tuple, a custom object)
+
+
+_ATOMS = frozenset({str, int, float, bool})
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _id(entry: Mapping[str, Any]) -> int | None:

@@ -35,7 +35,15 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import FeedConfig
 
-__all__ = ["RESET", "EventFeed", "FeedEvent", "FeedStatistics", "Reset", "Subscription"]
+__all__ = [
+    "RESET",
+    "EventFeed",
+    "FeedEvent",
+    "FeedStatistics",
+    "Reset",
+    "Subscription",
+    "join_frames",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +63,16 @@ _SESSION_KINDS = frozenset(
 class FeedEvent:
     """One event; its wire form is built once, by the first subscriber that sends it."""
 
-    __slots__ = ("_frame", "at", "data", "id", "seq", "session_key", "type")
+    __slots__ = ("_at_text", "_frame", "at", "data", "id", "seq", "session_key", "type")
 
     def __init__(
-        self, seq: int, event_id: str, kind: str, at: datetime, data: dict[str, Any]
+        self,
+        seq: int,
+        event_id: str,
+        kind: str,
+        at: datetime,
+        data: dict[str, Any],
+        at_text: str | None = None,
     ) -> None:
         self.seq = seq
         self.id = event_id
@@ -66,10 +80,13 @@ class FeedEvent:
         self.at = at
         self.data = data
         self.session_key: str | None = data.get("session_key")
+        # `at` as ISO text: the events of one commit share it, so it is formatted once.
+        self._at_text = at_text
         self._frame: bytes | None = None
 
     def payload(self) -> dict[str, Any]:
-        return {"id": self.id, "type": self.type, "at": self.at.isoformat(), **self.data}
+        at = self._at_text or self.at.isoformat()
+        return {"id": self.id, "type": self.type, "at": at, **self.data}
 
     def frame(self) -> bytes:
         """The server-sent-events frame (`id`, `event`, one `data` line of JSON)."""
@@ -77,6 +94,12 @@ class FeedEvent:
             data = _encode(self.payload())
             self._frame = f"id: {self.id}\nevent: {self.type}\ndata: {data}\n\n".encode()
         return self._frame
+
+
+def join_frames(events: list[FeedEvent]) -> bytes:
+    """The frames of `events` as one write. Every subscriber joins every event, so the frame
+    a first subscriber built is taken as it is, without a method call per event and reader."""
+    return b"".join([event._frame or event.frame() for event in events])
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +195,17 @@ class EventFeed:
 
     def publish_many(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         now = self._clock.now()
+        at_text = now.isoformat()
+        epoch = self.epoch
         with self._lock:
             for kind, data in events:
                 seq = self._next
                 self._next += 1
                 if seq - self._first >= self._max:
                     self._drop_oldest()
-                self._ring[seq % self._max] = FeedEvent(seq, f"{self.epoch}-{seq}", kind, now, data)
+                self._ring[seq % self._max] = FeedEvent(
+                    seq, f"{epoch}-{seq}", kind, now, data, at_text
+                )
             self._expire(now)
         self._wake_all()
 

@@ -117,16 +117,25 @@ class TurnWatch:
             self.receipt = receipt
             self._wake.set()
 
+    def take_nowait(self) -> list[WatchEvent]:
+        """Everything pushed since the last take, at once (empty when nothing was)."""
+        items = list(self._items)
+        self._items.clear()
+        self._deltas = 0
+        return items
+
+    async def wait_ready(self) -> None:
+        """Until something was pushed since the last take, or the turn ended."""
+        while not self._items and self.receipt is None:
+            self._wake.clear()
+            await self._wake.wait()
+
     async def events(self) -> AsyncIterator[WatchEvent]:
         """What happened since the last call, as it happens, until the end; `receipt` is set
         once this returns."""
         while True:
-            while self._items:
-                item = self._items.popleft()
-                if isinstance(item, TextDelta):
-                    self._deltas -= 1
+            await self.wait_ready()
+            for item in self.take_nowait():
                 yield item
-            if self.receipt is not None:
+            if self.receipt is not None and not self._items:
                 return
-            self._wake.clear()
-            await self._wake.wait()

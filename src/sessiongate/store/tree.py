@@ -293,7 +293,7 @@ class TreeOps:
             if row is None:
                 return ModelContext()
             events = conn.load_context_events(row.sid)
-        return build_model_context(events)
+        return build_model_context(events, owned=True)  # fresh from the read, ours alone
 
     def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
         """`model_context` when the active path holds at most `max_entries` entries, else None
@@ -305,7 +305,7 @@ class TreeOps:
             if row.leaf_depth > max_entries:
                 return None
             events = conn.load_context_events(row.sid)
-        return build_model_context(events)
+        return build_model_context(events, owned=True)
 
     def read_model_context(
         self, session_id: str, *, admission_entry_id: int | None = None
@@ -331,7 +331,7 @@ class TreeOps:
             events = events[:cut]
         return ContextView(
             session_id=session_id,
-            context=build_model_context(events),
+            context=build_model_context(events, owned=True),
             generation=row.generation,
             leaf_id=row.leaf_id,
             admission_entry_id=admission_entry_id,
