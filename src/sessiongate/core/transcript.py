@@ -391,6 +391,8 @@ def _pair_tools(messages: Sequence[Mapping[str, Any]], *, owned: bool) -> list[d
         else:
             del assistant["tool_calls"]
 
+    # Once per message of every turn's context: `answered` is only read while `group` is set,
+    # so plain messages cost a lookup or two and an append.
     for message in messages:
         if message.get("role") == Role.TOOL:
             call_id = message.get("tool_call_id")
@@ -398,23 +400,24 @@ def _pair_tools(messages: Sequence[Mapping[str, Any]], *, owned: bool) -> list[d
                 answered[call_id] = True
                 out.append(message if owned else _copy_message(message))  # type: ignore[arg-type]
             continue
-        close()
-        group, answered = None, {}
+        if group is not None:
+            close()
+            group = None
         # Owned messages are changed in place (their `tool_calls` list replaced, never edited).
         item: dict[str, Any] = message if owned else _copy_message(message)  # type: ignore[assignment]
-        calls = item.pop("tool_calls", None) or []
-        if item.get("role") == Role.ASSISTANT and calls:
+        calls = item.pop("tool_calls", None)
+        out.append(item)
+        if calls and item.get("role") == Role.ASSISTANT:
             unique: dict[str, Any] = {}
             for call in calls:
                 if isinstance(call, dict) and isinstance(call.get("id"), str):
                     unique.setdefault(call["id"], call)
-            item["tool_calls"] = list(unique.values())
-            answered = dict.fromkeys(unique, False)
-            group = len(out)
-        out.append(item)
-        if group is not None and not item["tool_calls"]:
-            close()
-            group = None
+            if unique:
+                item["tool_calls"] = list(unique.values())
+                answered = dict.fromkeys(unique, False)
+                group = len(out) - 1
+            elif item.get("content") in (None, "", []):
+                out.pop()  # calls without ids and nothing else: nothing is left of it
     close()
     return out
 
