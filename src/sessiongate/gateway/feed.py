@@ -60,33 +60,49 @@ _SESSION_KINDS = frozenset(
 )
 
 
+class _Stamp:
+    """When a commit's events happened; its ISO text is formatted once for all of them, and
+    only when a subscriber sends one (a feed without subscribers never formats it)."""
+
+    __slots__ = ("at", "text")
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+        self.text: str | None = None
+
+    def iso(self) -> str:
+        if self.text is None:
+            self.text = self.at.isoformat()
+        return self.text
+
+
 class FeedEvent:
     """One event; its wire form is built once, by the first subscriber that sends it."""
 
-    __slots__ = ("_at_text", "_frame", "at", "data", "id", "seq", "session_key", "type")
+    __slots__ = ("_frame", "_stamp", "data", "id", "seq", "session_key", "type")
 
     def __init__(
         self,
         seq: int,
         event_id: str,
         kind: str,
-        at: datetime,
+        at: datetime | _Stamp,
         data: dict[str, Any],
-        at_text: str | None = None,
     ) -> None:
         self.seq = seq
         self.id = event_id
         self.type = kind
-        self.at = at
+        self._stamp = at if isinstance(at, _Stamp) else _Stamp(at)
         self.data = data
         self.session_key: str | None = data.get("session_key")
-        # `at` as ISO text: the events of one commit share it, so it is formatted once.
-        self._at_text = at_text
         self._frame: bytes | None = None
 
+    @property
+    def at(self) -> datetime:
+        return self._stamp.at
+
     def payload(self) -> dict[str, Any]:
-        at = self._at_text or self.at.isoformat()
-        return {"id": self.id, "type": self.type, "at": at, **self.data}
+        return {"id": self.id, "type": self.type, "at": self._stamp.iso(), **self.data}
 
     def frame(self) -> bytes:
         """The server-sent-events frame (`id`, `event`, one `data` line of JSON)."""
@@ -195,7 +211,7 @@ class EventFeed:
 
     def publish_many(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         now = self._clock.now()
-        at_text = now.isoformat()
+        stamp = _Stamp(now)
         epoch = self.epoch
         with self._lock:
             for kind, data in events:
@@ -203,9 +219,7 @@ class EventFeed:
                 self._next += 1
                 if seq - self._first >= self._max:
                     self._drop_oldest()
-                self._ring[seq % self._max] = FeedEvent(
-                    seq, f"{epoch}-{seq}", kind, now, data, at_text
-                )
+                self._ring[seq % self._max] = FeedEvent(seq, f"{epoch}-{seq}", kind, stamp, data)
             self._expire(now)
         self._wake_all()
 
