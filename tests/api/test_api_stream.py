@@ -432,3 +432,34 @@ async def test_a_stop_after_a_retry_keeps_only_the_new_attempts_text(serve, stor
     messages = store.load_transcript(turn["session_id"])
     # What the user saw of the message in progress is the new attempt's text only.
     assert [(m["role"], m["content"]) for m in messages] == [("user", "hi"), ("assistant", "Hel")]
+
+
+async def test_events_ready_together_leave_in_one_write():
+    from sessiongate.api.sse import turn_events
+    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.streams import StreamedMessage, TurnWatch
+
+    watch = TurnWatch()
+    accepted = Receipt("k", "s", "queued", None, 7)
+    chunks = turn_events(accepted, watch)
+    # What the turn publishes before the stream first writes goes out with `accepted`.
+    watch.push(StreamedMessage({"id": 1, "role": "user", "content": "hi"}))
+    watch.push(TextDelta("Hel"))
+    watch.push(TextDelta("lo wor"))
+    watch.push(StreamRetry(attempt=2, reason="agent_unavailable"))  # drops the two, unsent
+    watch.push(TextDelta("Hel"))
+    first = await anext(chunks)
+    assert [line for line in first.splitlines() if line.startswith("event:")] == [
+        "event: accepted",
+        "event: message",
+        "event: retry",
+        "event: delta",
+    ]
+    watch.push(TextDelta("lo"))
+    watch.finish(Receipt("k", "s", "replied", "Hello", 7))
+    last = await anext(chunks)
+    assert [line for line in last.splitlines() if line.startswith("event:")] == [
+        "event: delta",
+        "event: done",
+    ]
+    assert [chunk async for chunk in chunks] == []
