@@ -92,9 +92,13 @@ async def converse_remote(
 ) -> None:
     """Each line to the gateway at `url`, its reply streamed before the next line is read."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), headers=headers, timeout=CLIENT_TIMEOUT
-    ) as client:
+    try:
+        client = httpx.AsyncClient(
+            base_url=url.rstrip("/"), headers=headers, timeout=CLIENT_TIMEOUT
+        )
+    except httpx.InvalidURL as exc:
+        fail(f"--url {url!r} is not a URL: {exc}")
+    async with client:
         while (line := await read_line()) is not None:
             text = line.strip()
             if not text:
@@ -122,10 +126,15 @@ async def _send(
                 await response.aread()
                 _refused(response, write)
                 return
+    except (
+        httpx.ConnectError,
+        httpx.ConnectTimeout,
+        httpx.UnsupportedProtocol,
+        httpx.InvalidURL,
+    ) as exc:
+        fail(f"cannot reach the gateway at {url}: {_why(exc)}")
     except httpx.TimeoutException as exc:
         fail(f"the gateway at {url} did not answer in time ({_why(exc)})")
-    except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-        fail(f"cannot reach the gateway at {url}: {_why(exc)}")
     except httpx.HTTPError as exc:
         printer.cut_off()
         fail(
