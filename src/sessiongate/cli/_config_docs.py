@@ -90,6 +90,11 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.max_media_mb": "Largest inbound attachment taken, in MB; a larger one "
     "is answered that it is too large.",
     "platforms.<name>.pairing_ttl_seconds": "Seconds a pairing code stays valid.",
+    "platforms.<name>.merge_window_seconds": "A message as long as the client's split length "
+    "waits this long for the rest of the paste from the same sender in the same chat and thread, "
+    "merged into one message (0: off).",
+    "platforms.<name>.merge_min_length": "The length (measured the platform's way) from which a "
+    "message counts as a split part; unset: 95% of the platform's message limit.",
     "platforms.telegram.base_url": "The Bot API root: https://api.telegram.org or a "
     "self-hosted Bot API server (without `/bot<token>`).",
     "platforms.telegram.mode": "`polling` (getUpdates) or `webhook` (`POST /hooks/telegram` "

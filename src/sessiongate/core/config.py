@@ -330,6 +330,10 @@ class PlatformConfig(_Model):
     allow_bots: bool = False
     max_media_mb: float = Field(20.0, gt=0)
     pairing_ttl_seconds: int = Field(3600, ge=60)
+    # A paste the client split: a part this long (None: 95% of the platform's limit) waits
+    # this many seconds for the rest, which is merged into one message (0: off).
+    merge_window_seconds: float = Field(1.0, ge=0, le=5)
+    merge_min_length: int | None = Field(None, gt=0)
 
 
 class TelegramConfig(PlatformConfig):

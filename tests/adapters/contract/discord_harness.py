@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.discord import DiscordAdapter, stub as dc
@@ -63,6 +63,8 @@ class DiscordHarness:
     edit_interval = 1.0
     typing_chat: ChatKind = "dm"
     rendered_sample = "**bold** and `code`"  # Discord renders Markdown itself
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = False
     rejects_markup = False
     rate_limit_seconds = dc.RATE_LIMITED.retry_after
 
@@ -239,7 +241,7 @@ class DiscordHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)

@@ -76,6 +76,8 @@ class Harness(Protocol):
     rendered_sample: str
     # Whether the platform can refuse markup (Discord renders any text, so it cannot).
     rejects_markup: bool
+    # The adapter asks for events (Telegram's long poll) instead of being sent them.
+    polls: bool
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float
@@ -129,6 +131,13 @@ class Harness(Protocol):
     def chat_of(self, kind: ChatKind) -> str:
         """The raw chat id the harness uses for chats of `kind`."""
         ...
+
+
+async def wait_admitted(adapter: KitAdapter, sleeper: ClockSleep, count: int) -> None:
+    """Until the adapter has settled `count` events; a split message it holds meanwhile gets
+    its merge window moved on by the fake clock (no test sleeps)."""
+    while not await adapter.wait_events_or_hold(count):
+        await sleeper.advance(adapter.settings.merge.window)
 
 
 class BlockingEcho:

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
@@ -51,6 +51,8 @@ class SlackHarness:
     edit_interval = 1.0
     # Slack shows a bot "typing" only as a thread's status line.
     typing_chat: ChatKind = "thread"
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = False
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "*bold* and `code`"
@@ -231,7 +233,7 @@ class SlackHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
@@ -52,6 +52,8 @@ class TelegramHarness:
     measure = staticmethod(utf16_len)
     edit_interval = 1.0
     typing_chat: ChatKind = "dm"
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = True
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "<b>bold</b> and <code>code</code>"
@@ -227,7 +229,7 @@ class TelegramHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)

@@ -100,6 +100,79 @@ async def test_a_claim_left_by_a_dead_process_is_taken_over(harness):
     assert [p.text for p in harness.posted()] == ["echo: claimed then crashed"]
 
 
+# ---------------------------------------------------------------------------- split messages
+
+
+def _split_part(harness, n: int) -> str:
+    """A paste's part as long as the platform's client cuts it (a full message)."""
+    words = f"part{n} " + "word " * harness.limit
+    while harness.measure(words) > harness.limit:
+        words = words[: -max(1, (harness.measure(words) - harness.limit) // 2 or 1)]
+    return words.rstrip()
+
+
+def _turn_texts(harness) -> list[str]:
+    return [str(r.messages[-1]["content"]) for r in harness.agent.requests]
+
+
+async def test_a_paste_the_client_split_is_one_turn(harness):
+    """#13: full-length parts and the short tail, from one sender in quick succession."""
+    parts = [_split_part(harness, 1), _split_part(harness, 2), "part3 the end"]
+    for text in parts:
+        harness.push(Msg(text))
+    await _until(lambda: harness.adapter.held_parts() == 3)
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert turn.index("part1") < turn.index("part2") < turn.index("part3 the end")
+    assert harness.adapter.statistics().merged == 2
+
+
+async def test_the_rest_of_a_split_paste_arriving_later_still_joins(harness):
+    """#13: the first part waits the window (on the injected clock) for the rest."""
+    harness.push(Msg(_split_part(harness, 1)))
+    await _until(lambda: harness.adapter.holding)
+    harness.push(Msg("part2 the end"))
+    if not harness.polls:
+        await _until(lambda: harness.adapter.held_parts() == 2)
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert "part1" in turn
+    assert "part2 the end" in turn
+
+
+async def test_split_parts_never_merge_across_senders_chats_or_threads(harness):
+    """#13: only the same sender in the same chat and thread."""
+    harness.push(Msg(_split_part(harness, 1), chat="group", mention=True, user="alice"))
+    harness.push(Msg(_split_part(harness, 2), chat="group", mention=True, user="bob"))
+    harness.push(Msg(_split_part(harness, 3), chat="thread", mention=True, user="alice"))
+    harness.push(Msg("/status", chat="group", command_to_bot=True, user="alice"))
+    await harness.settle()
+    texts = _turn_texts(harness)
+    assert len(texts) == 3
+    assert not any("part1" in t and "part2" in t for t in texts)
+    assert not any("part1" in t and "part3" in t for t in texts)
+    assert harness.adapter.statistics().merged == 0
+
+
+async def test_a_short_message_is_never_held(harness):
+    """#13: only a part that looks split waits; ordinary chat is answered at once."""
+    before = harness.clock.monotonic()
+    harness.push(Msg("short"))
+    harness.push(Msg("and another"))
+    await harness.settle()
+    assert harness.clock.monotonic() == before
+    assert len(harness.agent.requests) == 2
+
+
+async def test_merging_is_off_with_a_zero_window(make_harness):
+    """#13: configurable."""
+    harness = await make_harness(merge_window_seconds=0)
+    harness.push(Msg(_split_part(harness, 1)))
+    harness.push(Msg("part2 the end"))
+    await harness.settle()
+    assert len(harness.agent.requests) == 2
+
+
 # ---------------------------------------------------------------------------- gating
 
 

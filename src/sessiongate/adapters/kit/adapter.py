@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.access import Access, decide_access
+from sessiongate.adapters.kit.bursts import Burst, looks_split, merge_key, merged
 from sessiongate.adapters.kit.errors import (
     PermanentSendError,
     PlatformError,
@@ -99,6 +100,7 @@ class _Counters:
     unconfirmed: int = 0
     reconnects: int = 0
     stalls: int = 0
+    merged: int = 0  # parts of split messages merged into the part before
 
 
 class KitAdapter:
@@ -139,6 +141,10 @@ class KitAdapter:
         self.receiving = False
         self.counters = _Counters()
         self._streams: dict[int, EditStream] = {}
+        self._bursts: dict[str, Burst] = {}
+        self._holding = 0
+        self._merge_window = settings.merge.window
+        self._merge_min_length = settings.merge.min_length or int(rendering.limit * 0.95)
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._supervisor: asyncio.Task[None] | None = None
@@ -236,7 +242,10 @@ class KitAdapter:
         """`admit` for a batch in its order, with one claim transaction (before any await)
         and one finishing transaction for the batch. Returns the admissions of the leading
         events the gateway took; the first it did not take, and all after it, are released
-        for their redelivery (the caller advances its offset past the returned ones only)."""
+        for their redelivery (the caller advances its offset past the returned ones only).
+
+        Parts of a message the client split (`bursts.py`) are held and merged: consecutive
+        ones in the batch at once, later ones (another `admit`) while the window runs."""
         if self._stopped:
             raise HandoffError("the adapter is stopped")
         state = self._state()
@@ -245,6 +254,24 @@ class KitAdapter:
         claimed = state.claim_events(platform, [e.event_id for e in events], owner=self.owner)
         done: list[str] = []
         admitted: list[Admission] = []
+        # A burst this call leads: its parts are settled when it is flushed.
+        lead: Burst | None = None
+
+        def settle(event: PlatformEvent, admission: Admission) -> None:
+            admitted.append(admission)
+            done.append(event.event_id)
+            # A second copy later in the same batch is a duplicate.
+            claimed.discard(event.event_id)
+            self.counters.events += 1
+            self._settled.set()
+
+        async def flush(burst: Burst) -> None:
+            admission = await self._flush(burst)
+            for index, part in enumerate(burst.parts):
+                settle(
+                    part, admission if index == 0 else Admission("merged", burst.parts[0].event_id)
+                )
+
         try:
             for event in events:
                 if event.event_id not in claimed:
@@ -253,17 +280,45 @@ class KitAdapter:
                         "duplicate event", extra={"platform": platform, "event_id": event.event_id}
                     )
                     admitted.append(Admission("duplicate"))
+                    self.counters.events += 1
+                    self._settled.set()
+                    continue
+                screened = await self._screen(event)
+                if isinstance(screened, Admission):
+                    settle(event, screened)
+                    continue
+                key = merge_key(screened) if self._merge_window > 0 else None
+                now = self.clock.monotonic()
+                if lead is not None and key == lead.key:
+                    lead.add(screened, now=now, window=self._merge_window,
+                             split=self._looks_split(screened))  # fmt: skip
+                    continue
+                if lead is not None:
+                    await flush(lead)
+                    lead = None
+                other = self._bursts.get(key) if key is not None else None
+                if other is not None:
+                    other.add(screened, now=now, window=self._merge_window,
+                              split=self._looks_split(screened))  # fmt: skip
+                    await asyncio.shield(other.done)
+                    settle(event, Admission("merged", other.parts[0].event_id))
+                elif key is not None and self._looks_split(screened):
+                    lead = self._bursts[key] = Burst.open(
+                        key, screened, now=now, window=self._merge_window
+                    )
                 else:
-                    try:
-                        admitted.append(await self._admit_claimed(event))
-                    except HandoffError:
-                        break
-                    done.append(event.event_id)
-                    # A second copy later in the same batch is a duplicate.
-                    claimed.discard(event.event_id)
-                self.counters.events += 1
-                self._settled.set()
+                    settle(event, await self._hand_off(screened))
+            if lead is not None:
+                await flush(lead)
+                lead = None
+        except HandoffError:
+            pass
         finally:
+            if lead is not None and not lead.done.done():
+                # Cancelled (stopping) while holding: the parts joined from elsewhere are
+                # released by their own callers.
+                self._bursts.pop(lead.key, None)
+                lead.done.set_exception(HandoffError("the adapter is stopping"))
             state.finish_events(platform, done)
             for event_id in claimed:
                 state.release_event(platform, event_id, owner=self.owner)
@@ -275,7 +330,63 @@ class KitAdapter:
             self._settled.clear()
             await self._settled.wait()
 
-    async def _admit_claimed(self, event: PlatformEvent) -> Admission:
+    async def wait_events_or_hold(self, count: int) -> bool:
+        """`wait_events`, but returns False as soon as a split message is being held (a test
+        then moves its clock on); True once `count` events are settled."""
+        while self.counters.events < count:
+            if self._holding:
+                return False
+            self._settled.clear()
+            await self._settled.wait()
+        return True
+
+    @property
+    def holding(self) -> bool:
+        return self._holding > 0
+
+    def held_parts(self) -> int:
+        """Parts of split messages held right now, waiting for the rest."""
+        return sum(len(b.parts) for b in self._bursts.values())
+
+    def _looks_split(self, event: PlatformEvent) -> bool:
+        rendering = self.outbox.rendering
+        return looks_split(event, min_length=self._merge_min_length, measure=rendering.measure)
+
+    async def hold(self, seconds: float) -> None:
+        """Wait for more parts of a split message (on `tick`: a test moves time on)."""
+        self._holding += 1
+        self._settled.set()
+        try:
+            await self.tick(seconds)
+        finally:
+            self._holding -= 1
+
+    async def _flush(self, burst: Burst) -> Admission:
+        """Hold `burst` until its window ends, then hand its parts off as one message."""
+        try:
+            while (wait := burst.deadline - self.clock.monotonic()) > 0:
+                await self.hold(wait)
+        finally:
+            # No part joins once the merged text is taken (no await between).
+            if self._bursts.get(burst.key) is burst:
+                del self._bursts[burst.key]
+        try:
+            admission = await self._hand_off(merged(burst.parts))
+        except BaseException:
+            burst.done.set_exception(HandoffError("the merged message was not taken"))
+            raise
+        if len(burst.parts) > 1:
+            self.counters.merged += len(burst.parts) - 1
+            log.info(
+                "split message merged",
+                extra={"platform": str(self.platform), "parts": len(burst.parts)},
+            )
+        burst.done.set_result(admission)
+        return admission
+
+    async def _screen(self, event: PlatformEvent) -> PlatformEvent | Admission:
+        """Gating, access, pairing, media caps and the thread fork: the event to hand off
+        (with the facts and source it was admitted with), or what became of it."""
         source, facts = event.source, event.facts
         if source is None or facts is None:
             return self._drop(event, event.kind)
@@ -302,6 +413,11 @@ class KitAdapter:
                 return Admission("too_large", attachment.name or attachment.kind)
         if event.parent is not None and source.thread_id:
             self._fork_thread(source, event.parent)
+        return replace(event, facts=facts)
+
+    async def _hand_off(self, event: PlatformEvent) -> Admission:
+        source = event.source
+        assert source is not None
         runner = self._runner()
         # Typing from admission on; the reply (or any other outcome) ends it.
         typing_key = _chat_key(source)
@@ -469,6 +585,7 @@ class KitAdapter:
             rate_limited=self.outbox.rate_limited,
             reconnects=c.reconnects,
             stalls=c.stalls,
+            merged=c.merged,
         )
 
     def _state(self) -> PlatformState:

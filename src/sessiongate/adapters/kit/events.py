@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sessiongate.adapters.kit.access import AccessPolicy
+from sessiongate.adapters.kit.bursts import MergePolicy
 from sessiongate.adapters.kit.gating import GatePolicy, MessageFacts, compile_patterns
 from sessiongate.gateway.events import MessageType
 
@@ -69,6 +70,7 @@ class KitSettings:
     home_channel: str | None = None
     max_media_bytes: int = 20 * 1_048_576
     pairing_ttl_seconds: int = 3600
+    merge: MergePolicy = field(default_factory=MergePolicy)
 
     @classmethod
     def from_config(cls, config: PlatformConfig) -> KitSettings:
@@ -83,6 +85,9 @@ class KitSettings:
             home_channel=config.home_channel,
             max_media_bytes=int(config.max_media_mb * 1_048_576),
             pairing_ttl_seconds=config.pairing_ttl_seconds,
+            merge=MergePolicy(
+                window=config.merge_window_seconds, min_length=config.merge_min_length
+            ),
         )
 
 
@@ -102,6 +107,7 @@ class AdapterStatistics:
     rate_limited: int
     reconnects: int
     stalls: int
+    merged: int = 0
 
 
 def gateway_commands() -> list[PlatformCommand]:

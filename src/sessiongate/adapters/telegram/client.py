@@ -211,13 +211,14 @@ class TelegramClient:
 
     # ------------------------------------------------------------------ receiving
 
-    async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
+    async def get_updates(
+        self, offset: int | None, *, poll_seconds: float | None = None
+    ) -> list[dict[str, Any]]:
         # Not through `_call`'s slots: the long poll has its own connection and must never
         # wait behind sends.
+        wait = self._poll_timeout if poll_seconds is None else poll_seconds
         try:
-            updates = await self.bot.get_updates(
-                offset=offset, timeout=timedelta(seconds=self._poll_timeout)
-            )
+            updates = await self.bot.get_updates(offset=offset, timeout=timedelta(seconds=wait))
         except TelegramError as exc:
             raise translate(exc, sending=False) from exc
         return [update.to_dict() for update in updates]
