@@ -93,6 +93,11 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.merge_window_seconds": "A message as long as the client's split length "
     "waits this long for the rest of the paste from the same sender in the same chat and thread, "
     "merged into one message (0: off).",
+    "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
+    "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
+    "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",
+    "platforms.<name>.bot_loop_cooldown_seconds": "How long bots are ignored in a chat after a "
+    "burst (human messages never are).",
     "platforms.<name>.merge_min_length": "The length (measured the platform's way) from which a "
     "message counts as a split part; unset: 95% of the platform's message limit.",
     "platforms.telegram.base_url": "The Bot API root: https://api.telegram.org or a "

@@ -334,6 +334,11 @@ class PlatformConfig(_Model):
     # this many seconds for the rest, which is merged into one message (0: off).
     merge_window_seconds: float = Field(1.0, ge=0, le=5)
     merge_min_length: int | None = Field(None, gt=0)
+    # With `allow_bots`: more bot messages than this in one chat within the window, and bots
+    # are ignored there for the cooldown (two bots must not answer each other for ever).
+    bot_loop_max_messages: int = Field(5, ge=1)
+    bot_loop_window_seconds: float = Field(60.0, gt=0)
+    bot_loop_cooldown_seconds: float = Field(600.0, ge=0)
 
 
 class TelegramConfig(PlatformConfig):

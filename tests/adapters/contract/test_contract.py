@@ -239,6 +239,29 @@ async def test_edits_start_no_turn_unless_configured(make_harness):
     assert [p.text for p in harness.posted()] == ["echo: original"]
 
 
+async def test_bots_answering_each_other_hit_a_cooldown(make_harness, clock):
+    """#17: more than N bot messages per chat per window: bots are ignored there for a while;
+    humans never are."""
+    harness = await make_harness(allow_bots=True, bot_loop_max_messages=2)
+    for n in range(3):
+        harness.push(Msg(f"bot says {n}", chat="group", mention=True, from_bot=True))
+    harness.push(Msg("a human", chat="group", mention=True))
+    await harness.settle()
+    # (The gateway's busy lane may merge follow-ups into one turn: read them all together.)
+    seen = "\n".join(_turn_texts(harness))
+    assert all(f"bot says {n}" in seen for n in (0, 1))
+    assert "bot says 2" not in seen
+    assert "a human" in seen
+    clock.advance(60)
+    harness.push(Msg("bot again", chat="group", mention=True, from_bot=True))
+    await harness.settle()
+    assert "bot again" not in "\n".join(_turn_texts(harness))  # still cooling down
+    clock.advance(600)
+    harness.push(Msg("bot after the cooldown", chat="group", mention=True, from_bot=True))
+    await harness.settle()
+    assert "bot after the cooldown" in "\n".join(_turn_texts(harness))
+
+
 # ---------------------------------------------------------------------------- access
 
 

@@ -51,6 +51,7 @@ from sessiongate.adapters.kit.events import (
     gateway_commands,
 )
 from sessiongate.adapters.kit.gating import decide_gate, passes
+from sessiongate.adapters.kit.loop_guard import BotLoopGuard
 from sessiongate.adapters.kit.media import too_large_notice
 from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
@@ -141,6 +142,7 @@ class KitAdapter:
         self.receiving = False
         self.counters = _Counters()
         self._streams: dict[int, EditStream] = {}
+        self.bot_guard = BotLoopGuard(settings.loop_guard, clock=self.clock)
         self._bursts: dict[str, Burst] = {}
         self._holding = 0
         self._merge_window = settings.merge.window
@@ -396,6 +398,8 @@ class KitAdapter:
         reason = decide_gate(facts, self.settings.gate)
         if not passes(reason):
             return self._drop(event, str(reason))
+        if facts.is_bot and not self.bot_guard.admit(_chat_key(source)):
+            return self._drop(event, "bot_loop_cooldown")
         access = decide_access(source, self.settings.access, paired=False)
         # The store is asked only when pairing is what is left to decide.
         if access is Access.PAIR and self._state().is_paired(

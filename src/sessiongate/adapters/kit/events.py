@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sessiongate.adapters.kit.access import AccessPolicy
 from sessiongate.adapters.kit.bursts import MergePolicy
 from sessiongate.adapters.kit.gating import GatePolicy, MessageFacts, compile_patterns
+from sessiongate.adapters.kit.loop_guard import LoopGuardPolicy
 from sessiongate.gateway.events import MessageType
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class KitSettings:
     max_media_bytes: int = 20 * 1_048_576
     pairing_ttl_seconds: int = 3600
     merge: MergePolicy = field(default_factory=MergePolicy)
+    loop_guard: LoopGuardPolicy = field(default_factory=LoopGuardPolicy)
 
     @classmethod
     def from_config(cls, config: PlatformConfig) -> KitSettings:
@@ -87,6 +89,11 @@ class KitSettings:
             pairing_ttl_seconds=config.pairing_ttl_seconds,
             merge=MergePolicy(
                 window=config.merge_window_seconds, min_length=config.merge_min_length
+            ),
+            loop_guard=LoopGuardPolicy(
+                max_messages=config.bot_loop_max_messages,
+                window=config.bot_loop_window_seconds,
+                cooldown=config.bot_loop_cooldown_seconds,
             ),
         )
 
