@@ -93,6 +93,9 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.merge_window_seconds": "A message as long as the client's split length "
     "waits this long for the rest of the paste from the same sender in the same chat and thread, "
     "merged into one message (0: off).",
+    "platforms.<name>.reply_to_mode": "Whether a reply quotes (replies to) the message it "
+    "answers: `first` its first chunk, `all` every chunk, `off` none. Slack has no quoted "
+    "replies (replies stay in the message's thread).",
     "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
     "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
     "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",

@@ -336,6 +336,9 @@ class PlatformConfig(_Model):
     merge_min_length: int | None = Field(None, gt=0)
     # With `allow_bots`: more bot messages than this in one chat within the window, and bots
     # are ignored there for the cooldown (two bots must not answer each other for ever).
+    # Whether a reply quotes the message it answers: `first` its first chunk, `all` every
+    # chunk, `off` none.
+    reply_to_mode: Literal["off", "first", "all"] = "first"
     bot_loop_max_messages: int = Field(5, ge=1)
     bot_loop_window_seconds: float = Field(60.0, gt=0)
     bot_loop_cooldown_seconds: float = Field(600.0, ge=0)

@@ -65,6 +65,7 @@ class DiscordHarness:
     rendered_sample = "**bold** and `code`"  # Discord renders Markdown itself
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = False
+    quotes_replies = True
     rejects_markup = False
     rate_limit_seconds = dc.RATE_LIMITED.retry_after
 
@@ -263,10 +264,14 @@ class DiscordHarness:
                 text=str(m["content"]),
                 markup=True,  # Discord renders Markdown in every message
                 message_id=str(m["id"]),
+                reply_to=_reply_to(m),
             )
             for m in self.stub.sent
             if chat_id is None or str(m["channel_id"]) == chat_id
         ]
+
+    def message_id_of(self, event_id: str) -> str:
+        return str(self._events[event_id][1]["id"])
 
     def edit_times(self) -> list[float]:
         return list(self._edit_times)
@@ -282,3 +287,8 @@ class DiscordHarness:
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:
         return self.stub.calls[call]
+
+
+def _reply_to(body: dict[str, Any]) -> str | None:
+    quoted = (body.get("message_reference") or {}).get("message_id")
+    return str(quoted) if quoted is not None else None

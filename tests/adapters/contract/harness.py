@@ -57,6 +57,8 @@ class Posted:
     text: str
     markup: bool
     message_id: str
+    # The message this one quotes (replies to), when the platform has quoted replies.
+    reply_to: str | None = None
 
 
 class Harness(Protocol):
@@ -78,6 +80,8 @@ class Harness(Protocol):
     rejects_markup: bool
     # The adapter asks for events (Telegram's long poll) instead of being sent them.
     polls: bool
+    # Whether the platform has quoted replies (`reply_to_mode`; Slack has none).
+    quotes_replies: bool
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float
@@ -113,6 +117,10 @@ class Harness(Protocol):
         ...
 
     def posted(self, chat_id: str | None = None) -> list[Posted]: ...
+
+    def message_id_of(self, event_id: str) -> str:
+        """The platform's id of the message pushed as event `event_id`."""
+        ...
 
     def edit_times(self) -> list[float]:
         """The fake clock's monotonic reading at each edit the platform received."""

@@ -53,6 +53,7 @@ class SlackHarness:
     typing_chat: ChatKind = "thread"
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = False
+    quotes_replies = False
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "*bold* and `code`"
@@ -257,6 +258,10 @@ class SlackHarness:
             for m in self.stub.sent
             if chat_id is None or str(m["channel"]) == chat_id
         ]
+
+    def message_id_of(self, event_id: str) -> str:
+        body = self._bodies[event_id]
+        return str(body["event"]["ts"])
 
     def edit_times(self) -> list[float]:
         return list(self._edit_times)

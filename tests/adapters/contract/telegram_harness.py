@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
@@ -54,6 +55,7 @@ class TelegramHarness:
     typing_chat: ChatKind = "dm"
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = True
+    quotes_replies = True
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "<b>bold</b> and <code>code</code>"
@@ -249,10 +251,16 @@ class TelegramHarness:
                 text=str(m["text"]),
                 markup=m.get("parse_mode") == "HTML",
                 message_id=str(m["message_id"]),
+                reply_to=_reply_to(m),
             )
             for m in self.stub.sent
             if chat_id is None or str(m["chat_id"]) == chat_id
         ]
+
+    def message_id_of(self, event_id: str) -> str:
+        update = next(u for u in self.stub.log_updates if str(u["update_id"]) == event_id)
+        message = next(v for k, v in update.items() if k != "update_id")
+        return str(message["message_id"])
 
     def edit_times(self) -> list[float]:
         return list(self._edit_times)
@@ -269,3 +277,14 @@ class TelegramHarness:
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:
         method = {"send": "sendMessage", "edit": "editMessageText", "typing": "sendChatAction"}
         return self.stub.calls[method[call]]
+
+
+def _reply_to(params: dict[str, Any]) -> str | None:
+    """The quoted message of a sendMessage (`reply_parameters`, JSON text in a form body)."""
+    reply = params.get("reply_parameters")
+    if isinstance(reply, str):
+        reply = json.loads(reply)
+    if isinstance(reply, dict) and reply.get("message_id") is not None:
+        return str(reply["message_id"])
+    legacy = params.get("reply_to_message_id")
+    return str(legacy) if legacy is not None else None

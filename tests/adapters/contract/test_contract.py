@@ -50,6 +50,37 @@ async def test_a_reply_lands_in_the_chat_and_thread_it_answers(harness):
     assert "in the thread" in posted.text
 
 
+def _long_text() -> str:
+    return "\n\n".join(["A sentence that goes on for a while. " * 20] * 12)
+
+
+@pytest.mark.parametrize(
+    ("mode", "quoted"), [("first", [True, False]), ("all", [True, True]), ("off", [False, False])]
+)
+async def test_reply_to_mode_decides_which_chunks_quote_the_message(make_harness, mode, quoted):
+    """#20: `reply_to_mode` off | first (the default) | all."""
+    harness = await make_harness(reply_to_mode=mode)
+    if not harness.quotes_replies:
+        pytest.skip(f"{harness.name} has no quoted replies")
+    event_id = harness.push(Msg(_long_text(), chat="group", mention=True))
+    await harness.settle()
+    posted = harness.posted()
+    assert len(posted) > 2
+    anchor = harness.message_id_of(event_id)
+    assert [p.reply_to == anchor for p in posted[:2]] == quoted
+    assert all(p.reply_to in (None, anchor) for p in posted)
+
+
+async def test_the_default_reply_quotes_the_message_it_answers(harness):
+    """#20: the default is `first`."""
+    if not harness.quotes_replies:
+        pytest.skip(f"{harness.name} has no quoted replies")
+    event_id = harness.push(Msg("quote me", chat="group", mention=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.reply_to == harness.message_id_of(event_id)
+
+
 # ---------------------------------------------------------------------------- one answer
 
 

@@ -132,7 +132,13 @@ class KitAdapter:
         self.limiter = ChatRateLimiter(
             clock=self.clock, sleep=self.sleep, min_interval={"edit": self.edit_interval}
         )
-        self.outbox = Outbox(sender, rendering, self.limiter, sleep=self.sleep)
+        self.outbox = Outbox(
+            sender,
+            rendering,
+            self.limiter,
+            sleep=self.sleep,
+            reply_all=settings.reply_to_mode == "all",
+        )
         self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.tick)
         self.runner: GatewayRunner | None = None
         self.state: PlatformState | None = None
@@ -169,6 +175,14 @@ class KitAdapter:
 
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id, thread_id=source.thread_id)
+
+    def reply_target(self, source: SessionSource) -> Target:
+        """`target_for`, quoting the message the reply answers (`source.message_id`, set at
+        admission) unless `reply_to_mode` is off; `Outbox` decides which chunks quote it."""
+        target = self.target_for(source)
+        if self.settings.reply_to_mode == "off" or not source.message_id:
+            return target
+        return replace(target, reply_to=source.message_id)
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         """Register the gateway's commands with the platform (failure: raise, it is logged)."""
@@ -420,8 +434,9 @@ class KitAdapter:
         return replace(event, facts=facts)
 
     async def _hand_off(self, event: PlatformEvent) -> Admission:
-        source = event.source
-        assert source is not None
+        assert event.source is not None
+        # The message id rides on the source to the reply, which may quote it.
+        source = replace(event.source, message_id=event.message_id)
         runner = self._runner()
         # Typing from admission on; the reply (or any other outcome) ends it.
         typing_key = _chat_key(source)
@@ -507,7 +522,9 @@ class KitAdapter:
         platform = str(self.platform)
         state = self._state()
         if source.chat_id == "home" and self.settings.home_channel:
-            source = replace(source, chat_id=self.settings.home_channel, thread_id=None)
+            source = replace(
+                source, chat_id=self.settings.home_channel, thread_id=None, message_id=None
+            )
         if turn_id is not None:
             previous = state.begin_send(platform, turn_id)
             if previous is not None:
@@ -522,7 +539,7 @@ class KitAdapter:
                 else:
                     log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
                 return
-        target = self.target_for(source)
+        target = self.reply_target(source)
         try:
             stream = self._streams.pop(turn_id, None) if turn_id is not None else None
             if stream is not None:
@@ -559,7 +576,7 @@ class KitAdapter:
         """An in-place streamed reply for `turn_id`; `send` for that turn finishes it."""
         stream = self._streams.get(turn_id)
         if stream is None:
-            stream = self._streams[turn_id] = EditStream(self.outbox, self.target_for(source))
+            stream = self._streams[turn_id] = EditStream(self.outbox, self.reply_target(source))
         return stream
 
     async def notify_home(self, text: str) -> bool:

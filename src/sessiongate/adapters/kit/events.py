@@ -4,7 +4,7 @@ settings drawn from `platforms.<name>`, and the adapter's statistics."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sessiongate.adapters.kit.access import AccessPolicy
 from sessiongate.adapters.kit.bursts import MergePolicy
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from sessiongate.core.config import PlatformConfig
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.receipts import Receipt
+
+ReplyToMode = Literal["off", "first", "all"]
 
 __all__ = [
     "AdapterStatistics",
@@ -73,6 +75,7 @@ class KitSettings:
     pairing_ttl_seconds: int = 3600
     merge: MergePolicy = field(default_factory=MergePolicy)
     loop_guard: LoopGuardPolicy = field(default_factory=LoopGuardPolicy)
+    reply_to_mode: ReplyToMode = "first"
 
     @classmethod
     def from_config(cls, config: PlatformConfig) -> KitSettings:
@@ -90,6 +93,7 @@ class KitSettings:
             merge=MergePolicy(
                 window=config.merge_window_seconds, min_length=config.merge_min_length
             ),
+            reply_to_mode=config.reply_to_mode,
             loop_guard=LoopGuardPolicy(
                 max_messages=config.bot_loop_max_messages,
                 window=config.bot_loop_window_seconds,

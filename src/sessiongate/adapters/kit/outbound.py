@@ -83,6 +83,7 @@ class Outbox:
         sleep: Sleep,
         backoff: Backoff | None = None,
         max_rate_wait: float = 120.0,
+        reply_all: bool = False,
     ) -> None:
         self.sender = sender
         self.rendering = rendering
@@ -90,6 +91,7 @@ class Outbox:
         self._sleep = sleep
         self._backoff = backoff or Backoff(base=0.5, cap=8.0, max_attempts=4)
         self._max_rate_wait = max_rate_wait
+        self.reply_all = reply_all
         self.plain_resends = 0
         self.rate_limited = 0
         self.retries = 0
@@ -102,10 +104,15 @@ class Outbox:
         """Send every chunk in order; the platform ids of the messages posted."""
         ids: list[str] = []
         for index, chunk in enumerate(self.chunks(markdown)):
-            # Only the first chunk replies to the anchor (reply_to_mode "first").
-            where = target if index == 0 else replace(target, reply_to=None)
-            ids.append(await self.send_chunk(where, chunk))
+            ids.append(await self.send_chunk(self.chunk_target(target, index), chunk))
         return ids
+
+    def chunk_target(self, target: Target, index: int) -> Target:
+        """Where chunk `index` of a reply goes: under `reply_to_mode: first` only the first
+        chunk quotes the message it answers, under `all` every chunk does."""
+        if index == 0 or self.reply_all or target.reply_to is None:
+            return target
+        return replace(target, reply_to=None)
 
     async def send_chunk(self, target: Target, chunk: str) -> str:
         async def post(where: Target, text: str, markup: bool) -> str:
