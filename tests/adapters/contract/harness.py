@@ -153,6 +153,8 @@ class BlockingEcho:
 
     def __init__(self) -> None:
         self.blocking = False
+        # The next turn raises (a failing agent).
+        self.fail_next = False
         self.started: asyncio.Queue[TurnRequest] = asyncio.Queue()
         self._gate = asyncio.Event()
         self.requests: list[TurnRequest] = []
@@ -165,6 +167,9 @@ class BlockingEcho:
         self.started.put_nowait(request)
         if self.blocking:
             await self._gate.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the agent failed")
         text = str(request.messages[-1]["content"])
         return TurnResult(text=f"echo: {text}", usage=Usage(input_tokens=1, output_tokens=1))
 

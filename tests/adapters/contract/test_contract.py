@@ -479,7 +479,7 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     await harness.sleeper.advance(1)  # past the grace that spares instant replies
     await _until(lambda: harness.typing_count() >= 1)
     first = typing.sent
-    await harness.sleeper.advance(10)
+    await harness.sleeper.advance(type(harness.adapter).typing_interval)
     await _until(lambda: typing.sent > first)
     harness.agent.release()
     await harness.settle()
@@ -487,6 +487,51 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     after = typing.sent
     await harness.sleeper.advance(30)
     assert typing.sent == after
+
+
+async def test_typing_is_refreshed_at_the_platform_interval(harness):
+    """#27: refreshed before the platform's indicator expires, on the injected clock."""
+    harness.agent.blocking = True
+    harness.push(Msg("think hard", chat=harness.typing_chat, mention=True))
+    await asyncio.wait_for(harness.agent.started.get(), 10)
+    typing = harness.adapter.typing
+    interval = type(harness.adapter).typing_interval
+    await harness.sleeper.advance(0.5)  # the grace
+    await _until(lambda: typing.sent == 1)
+    await harness.sleeper.advance(interval - 0.1)
+    assert typing.sent == 1
+    await harness.sleeper.advance(0.1)
+    await _until(lambda: typing.sent == 2)
+    harness.agent.release()
+    await harness.settle()
+
+
+async def test_a_fast_reply_shows_no_typing_at_all(harness):
+    """#27: the indicator waits a 0.5 s grace, so an instant reply does not flicker."""
+    harness.push(Msg("quick", chat=harness.typing_chat, mention=True))
+    await harness.settle()
+    assert len(harness.posted()) == 1
+    await harness.sleeper.advance(30)
+    assert harness.typing_count() == 0
+    assert harness.adapter.typing.active() == 0
+
+
+async def test_typing_stops_when_the_turn_fails(harness):
+    """#27: stopped on error too (the failure notice ends it)."""
+    harness.agent.blocking = True
+    harness.agent.fail_next = True
+    harness.push(Msg("this will fail", chat=harness.typing_chat, mention=True))
+    await asyncio.wait_for(harness.agent.started.get(), 10)
+    await harness.sleeper.advance(1)
+    await _until(lambda: harness.adapter.typing.sent >= 1)
+    harness.agent.release()
+    await harness.settle()
+    assert harness.agent.requests
+    assert harness.posted()  # the failure notice
+    assert harness.adapter.typing.active() == 0
+    sent = harness.adapter.typing.sent
+    await harness.sleeper.advance(60)
+    assert harness.adapter.typing.sent == sent
 
 
 async def _until(condition) -> None:

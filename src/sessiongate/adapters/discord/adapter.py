@@ -82,6 +82,8 @@ class DiscordAdapter(KitAdapter):
     platform = Platform.DISCORD
     # Discord allows 5 message edits per 5 seconds per channel.
     edit_interval: ClassVar[float] = 1.0
+    # A typing call shows "typing..." for 10 seconds.
+    typing_interval: ClassVar[float] = 8.0
     # One gateway connection per bot token in this process (a second socket delivers every
     # message again: the zombie-socket double answers of H #18187).
     _gateway_tokens: ClassVar[set[str]] = set()

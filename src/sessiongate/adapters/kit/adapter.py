@@ -114,6 +114,9 @@ class KitAdapter:
     authorizes_senders: ClassVar[bool] = True
     # Telegram edits at most once a second per chat; platforms override.
     edit_interval: ClassVar[float] = 1.0
+    # Seconds between typing calls: a little under how long the platform shows one (Telegram
+    # about 5 s); platforms override.
+    typing_interval: ClassVar[float] = 4.5
 
     def __init__(
         self,
@@ -139,7 +142,9 @@ class KitAdapter:
             sleep=self.sleep,
             reply_all=settings.reply_to_mode == "all",
         )
-        self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.tick)
+        self.typing = TypingIndicators(
+            sender.send_typing, spawn=self.spawn, sleep=self.tick, interval=self.typing_interval
+        )
         self.runner: GatewayRunner | None = None
         self.state: PlatformState | None = None
         # This process's claims: a claim under another owner was left by a dead process.

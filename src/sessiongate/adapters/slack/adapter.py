@@ -80,6 +80,9 @@ class _EpochClock(SlackClock):
 class SlackAdapter(KitAdapter):
     platform = Platform.SLACK
     edit_interval: ClassVar[float] = 1.0
+    # The assistant status line stays until the bot replies; refreshed now and then in case
+    # Slack cleared it.
+    typing_interval: ClassVar[float] = 30.0
     # One Socket Mode connection per app token in this process (a second would receive every
     # envelope too: two turns per message).
     _socket_tokens: ClassVar[set[str]] = set()
