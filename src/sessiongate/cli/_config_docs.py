@@ -96,6 +96,11 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.reply_to_mode": "Whether a reply quotes (replies to) the message it "
     "answers: `first` its first chunk, `all` every chunk, `off` none. Slack has no quoted "
     "replies (replies stay in the message's thread).",
+    "platforms.<name>.media_dirs": "Folders a reply may send files from (a `MEDIA: <path>` line "
+    "in the reply); none: replies send no files.",
+    "platforms.<name>.max_upload_mb": "The largest file a reply sends, in MB; unset: the "
+    "platform's own limit (Telegram 50, Discord 10, Slack 1,000). A larger one gets a line of "
+    "text instead.",
     "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
     "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
     "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",

@@ -339,6 +339,10 @@ class PlatformConfig(_Model):
     # Whether a reply quotes the message it answers: `first` its first chunk, `all` every
     # chunk, `off` none.
     reply_to_mode: Literal["off", "first", "all"] = "first"
+    # Replies may attach files (a `MEDIA: <path>` line) from these folders only; none: no files.
+    media_dirs: list[str] = Field(default_factory=list)
+    # The largest file sent; unset: the platform's own upload limit.
+    max_upload_mb: float | None = Field(None, gt=0)
     bot_loop_max_messages: int = Field(5, ge=1)
     bot_loop_window_seconds: float = Field(60.0, gt=0)
     bot_loop_cooldown_seconds: float = Field(600.0, ge=0)

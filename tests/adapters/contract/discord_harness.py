@@ -13,7 +13,17 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.discord import DiscordAdapter, stub as dc
@@ -52,6 +62,7 @@ _FAULTS: dict[str, dc.Fault] = {
     "transient": dc.UNAVAILABLE,
     "gone": dc.UNKNOWN_MESSAGE,
     # Posted, but the answer comes after the client's read timeout.
+    "file_refused": dc.FILE_TOO_LARGE,
     "unconfirmed": dc.Fault(200, delay_seconds=1.0),
 }
 
@@ -282,7 +293,20 @@ class DiscordHarness:
     def registered_commands(self) -> list[str]:
         return [str(c["name"]) for c in self.stub.commands.values()]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["channel_id"]),
+                thread_id=str(u["channel_id"])
+                if u["channel_id"] == self.chat_of("thread")
+                else None,
+                name=str(u["name"]),
+                data=u["data"],
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(call, _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:

@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 HANG_GUARD_SECONDS = 15.0
 
 ChatKind = Literal["dm", "group", "thread", "channel"]
-Fault = Literal["rate_limited", "format", "blocked", "transient", "unconfirmed", "gone"]
+Fault = Literal[
+    "rate_limited", "format", "blocked", "transient", "unconfirmed", "gone", "file_refused"
+]
+Call = Literal["send", "edit", "commands", "upload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,17 @@ class Posted:
     message_id: str
     # The message this one quotes (replies to), when the platform has quoted replies.
     reply_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Uploaded:
+    """A file the bot uploaded: `kind` is the platform's (Telegram photo or document)."""
+
+    chat_id: str
+    thread_id: str | None
+    name: str
+    data: bytes
+    kind: str = "file"
 
 
 class Harness(Protocol):
@@ -130,9 +144,11 @@ class Harness(Protocol):
 
     def registered_commands(self) -> list[str]: ...
 
-    def fail(
-        self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1
-    ) -> None: ...
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None: ...
+
+    def uploads(self) -> list[Uploaded]:
+        """The files the bot uploaded, in order."""
+        ...
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int: ...
 

@@ -12,7 +12,17 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
@@ -39,9 +49,11 @@ _FAULTS: dict[str, sl.Fault] = {
     "transient": sl.UNAVAILABLE,
     "gone": sl.MESSAGE_GONE,
     # Posted, but the answer comes after the client's timeout.
+    "file_refused": sl.MISSING_SCOPE,
     "unconfirmed": sl.Fault("", delay_seconds=1.0),
 }
-_METHODS = {"send": "chat.postMessage", "edit": "chat.update", "commands": "apps.manifest.update"}
+_METHODS = {"send": "chat.postMessage", "edit": "chat.update", "commands": "apps.manifest.update",
+            "upload": "files.getUploadURLExternal"}  # fmt: skip
 
 
 class SlackHarness:
@@ -272,7 +284,18 @@ class SlackHarness:
     def registered_commands(self) -> list[str]:
         return [c.removeprefix("/sg-") for c in self.stub.commands()]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["channel"]),
+                thread_id=u.get("thread_ts"),
+                name=str(u["name"]),
+                data=u["data"],
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(_METHODS[call], _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:

@@ -12,7 +12,17 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted, wait_admitted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
@@ -41,10 +51,12 @@ _FAULTS: dict[str, tg.Fault] = {
     "blocked": tg.BLOCKED,
     "transient": tg.SERVER_ERROR,
     "gone": tg.EDIT_GONE,
+    "file_refused": tg.FILE_TOO_LARGE,
     # Delivered, but the answer comes after the client's read timeout.
     "unconfirmed": tg.Fault(200, "late", delay_seconds=1.0),
 }
-_METHODS = {"send": "sendMessage", "edit": "editMessageText", "commands": "setMyCommands"}
+_METHODS = {"send": "sendMessage", "edit": "editMessageText", "commands": "setMyCommands",
+            "upload": "sendDocument"}  # fmt: skip
 
 
 class TelegramHarness:
@@ -271,7 +283,19 @@ class TelegramHarness:
     def registered_commands(self) -> list[str]:
         return [c["command"] for c in self.stub.commands]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["chat_id"]),
+                thread_id=u.get("message_thread_id"),
+                name=str(u["name"]),
+                data=u["data"],
+                kind="photo" if u["method"] == "sendPhoto" else "document",
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(_METHODS[call], _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:

@@ -562,6 +562,87 @@ async def test_media_arrives_as_an_attachment_reference(harness):
     assert request.messages
 
 
+# ---------------------------------------------------------------------------- media out
+
+_PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489")
+
+
+def _media_dir(tmp_path):
+    folder = tmp_path / "outbox"
+    folder.mkdir(exist_ok=True)
+    (folder / "report.txt").write_bytes(b"quarterly numbers\n" * 100)
+    (folder / "chart.png").write_bytes(_PNG)
+    return folder
+
+
+async def test_a_reply_sends_its_files_through_the_platform_upload(make_harness, tmp_path):
+    """#28: media out: the `MEDIA:` lines become uploads in the reply's chat and thread."""
+    folder = _media_dir(tmp_path)
+    harness = await make_harness(media_dirs=[str(folder)])
+    harness.push(Msg(f"here\nMEDIA: {folder / 'report.txt'}\nMEDIA: chart.png",
+                     chat="thread", mention=True))  # fmt: skip
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.text.endswith("here")
+    assert "MEDIA" not in posted.text
+    report, chart = harness.uploads()
+    assert (report.name, report.data) == ("report.txt", (folder / "report.txt").read_bytes())
+    assert (chart.name, chart.data) == ("chart.png", _PNG)
+    assert report.kind in ("document", "file")
+    assert chart.kind in ("photo", "file")  # an image goes as a photo where that differs
+    for upload in (report, chart):
+        assert upload.chat_id == harness.chat_of("thread")
+        assert upload.thread_id is not None
+    assert harness.adapter.statistics().files == 2
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "reason"),
+    [
+        ({"max_upload_mb": 0.001}, "report.txt", "over the"),
+        ({}, "../secret.txt", "not in a folder"),
+        ({}, "missing.txt", "does not exist"),
+    ],
+    ids=["too-large", "outside-the-folders", "missing"],
+)
+async def test_a_file_that_cannot_go_gets_a_clear_line_instead(
+    make_harness, tmp_path, config, name, reason
+):
+    """#28: oversize, outside the allowed folders or missing: a text notice, no upload."""
+    folder = _media_dir(tmp_path)
+    (tmp_path / "secret.txt").write_text("do not send")
+    harness = await make_harness(media_dirs=[str(folder)], **config)
+    harness.push(Msg(f"take this\nMEDIA: {name}"))
+    await harness.settle()
+    assert harness.uploads() == []
+    texts = [p.text for p in harness.posted()]
+    assert texts[0].endswith("take this")
+    assert any("could not be sent" in t and reason in t for t in texts)
+
+
+async def test_a_file_the_platform_refuses_falls_back_to_text(make_harness, tmp_path):
+    """#28: a refused upload (413, a missing scope) is answered with a line of text."""
+    folder = _media_dir(tmp_path)
+    harness = await make_harness(media_dirs=[str(folder)])
+    harness.fail("upload", "file_refused")
+    harness.push(Msg("take it\nMEDIA: report.txt"))
+    await harness.settle()
+    assert harness.uploads() == []
+    text, notice = harness.posted()
+    assert text.text.endswith("take it")
+    assert "report.txt could not be sent: the platform refused it" in notice.text
+
+
+async def test_no_file_is_sent_without_a_configured_folder(harness, tmp_path):
+    """#28: default safe: an agent cannot post the host's files."""
+    folder = _media_dir(tmp_path)
+    harness.push(Msg(f"take it\nMEDIA: {folder / 'report.txt'}"))
+    await harness.settle()
+    assert harness.uploads() == []
+    _text, notice = harness.posted()
+    assert "not enabled" in notice.text
+
+
 # ---------------------------------------------------------------------------- failures
 
 

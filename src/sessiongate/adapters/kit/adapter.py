@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sessiongate.adapters.kit.access import Access, decide_access
 from sessiongate.adapters.kit.bursts import Burst, looks_split, merge_key, merged
 from sessiongate.adapters.kit.errors import (
+    FileRejectedError,
     PermanentSendError,
     PlatformError,
     UnconfirmedSendError,
@@ -53,6 +54,14 @@ from sessiongate.adapters.kit.events import (
 from sessiongate.adapters.kit.gating import decide_gate, passes
 from sessiongate.adapters.kit.loop_guard import BotLoopGuard
 from sessiongate.adapters.kit.media import too_large_notice
+from sessiongate.adapters.kit.media_out import (
+    OutboundFile,
+    file_name,
+    locate,
+    mime_type_of,
+    not_sent_notice,
+    split_media,
+)
 from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
 from sessiongate.adapters.kit.streaming import EditStream
@@ -102,6 +111,7 @@ class _Counters:
     reconnects: int = 0
     stalls: int = 0
     merged: int = 0  # parts of split messages merged into the part before
+    files: int = 0  # files uploaded with replies
 
 
 class KitAdapter:
@@ -117,6 +127,8 @@ class KitAdapter:
     # Seconds between typing calls: a little under how long the platform shows one (Telegram
     # about 5 s); platforms override.
     typing_interval: ClassVar[float] = 4.5
+    # The largest file the platform takes from a bot (Telegram's Bot API: 50 MB).
+    upload_limit_mb: ClassVar[float] = 50.0
 
     def __init__(
         self,
@@ -545,12 +557,17 @@ class KitAdapter:
                     log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
                 return
         target = self.reply_target(source)
+        text, files = split_media(text)
         try:
             stream = self._streams.pop(turn_id, None) if turn_id is not None else None
             if stream is not None:
                 ids = await stream.finish(text)
-            else:
+            elif text.strip() or not files:
                 ids = await self.outbox.deliver(target, text)
+            else:
+                ids = []
+            if files:
+                ids += await self._send_files(target, files, after=len(ids))
         except PermanentSendError as exc:
             self.counters.refused += 1
             log.warning(
@@ -576,6 +593,45 @@ class KitAdapter:
             state.record_send(platform, turn_id, "sent", ",".join(ids))
         if source.thread_id and source.chat_type is not ChatType.DM:
             state.mark_thread(platform, source.chat_id, source.thread_id)
+
+    async def _send_files(self, target: Target, refs: list[str], *, after: int) -> list[str]:
+        """Upload the files a reply named (`media_out.py`); each one that cannot go gets a
+        line of text instead, sent after them."""
+        ids: list[str] = []
+        notices: list[str] = []
+        cap = self.settings.max_upload_bytes or int(self.upload_limit_mb * 1_048_576)
+        for ref in refs:
+            name = file_name(ref)
+            found = locate(ref, self.settings.media_dirs)
+            if isinstance(found, str):
+                notices.append(not_sent_notice(name, found))
+                continue
+            size = found.stat().st_size
+            if size > cap:
+                reason = f"it is {size / 1_048_576:.1f} MB, over the {cap / 1_048_576:.0f} MB limit"
+                notices.append(not_sent_notice(name, reason))
+                continue
+            data = await asyncio.to_thread(found.read_bytes)
+            upload = OutboundFile(found.name, data, mime_type_of(found))
+            where = self.outbox.chunk_target(target, after + len(ids))
+            try:
+                ids.append(await self.outbox.send_file(where, upload))
+                self.counters.files += 1
+            except PlatformError as exc:
+                # Refused for this file (too large, its type, a missing scope): the text is
+                # out already, so the file gets a notice; what refuses the chat propagates.
+                if not isinstance(exc, FileRejectedError) and type(exc) is not PlatformError:
+                    raise
+                log.warning(
+                    "the platform refused a file",
+                    extra={"platform": str(self.platform), "chat_id": target.chat_id,
+                           "error": str(exc)},
+                )  # fmt: skip
+                notices.append(not_sent_notice(name, "the platform refused it"))
+        if notices:
+            where = self.outbox.chunk_target(target, after + len(ids))
+            ids += await self.outbox.deliver(where, "\n".join(notices))
+        return ids
 
     def open_stream(self, source: SessionSource, *, turn_id: int) -> EditStream:
         """An in-place streamed reply for `turn_id`; `send` for that turn finishes it."""
@@ -612,6 +668,7 @@ class KitAdapter:
             reconnects=c.reconnects,
             stalls=c.stalls,
             merged=c.merged,
+            files=c.files,
         )
 
     def _state(self) -> PlatformState:

@@ -4,6 +4,7 @@ settings drawn from `platforms.<name>`, and the adapter's statistics."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sessiongate.adapters.kit.access import AccessPolicy
@@ -76,6 +77,9 @@ class KitSettings:
     merge: MergePolicy = field(default_factory=MergePolicy)
     loop_guard: LoopGuardPolicy = field(default_factory=LoopGuardPolicy)
     reply_to_mode: ReplyToMode = "first"
+    # Folders replies may send files from (none: no files); None: the platform's upload limit.
+    media_dirs: tuple[Path, ...] = ()
+    max_upload_bytes: int | None = None
 
     @classmethod
     def from_config(cls, config: PlatformConfig) -> KitSettings:
@@ -94,6 +98,10 @@ class KitSettings:
                 window=config.merge_window_seconds, min_length=config.merge_min_length
             ),
             reply_to_mode=config.reply_to_mode,
+            media_dirs=tuple(Path(d).expanduser().resolve() for d in config.media_dirs),
+            max_upload_bytes=(
+                int(config.max_upload_mb * 1_048_576) if config.max_upload_mb is not None else None
+            ),
             loop_guard=LoopGuardPolicy(
                 max_messages=config.bot_loop_max_messages,
                 window=config.bot_loop_window_seconds,
@@ -119,6 +127,7 @@ class AdapterStatistics:
     reconnects: int
     stalls: int
     merged: int = 0
+    files: int = 0
 
 
 def gateway_commands() -> list[PlatformCommand]:

@@ -27,6 +27,7 @@ from sessiongate.adapters.kit.splitting import split_text
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
     from sessiongate.adapters.kit.timing import Sleep
 
@@ -61,6 +62,11 @@ class PlatformSender(Protocol):
     async def delete_message(self, target: Target, message_id: str) -> None: ...
 
     async def send_typing(self, target: Target) -> None: ...
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """Upload a file through the platform's own call; returns the message id. A file the
+        platform refuses (too large, its type) raises `FileRejectedError`."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,14 @@ class Outbox:
             return await self.sender.send_text(where, text, markup=markup)
 
         return await self._call(target, chunk, "send", post)
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """One upload through the chat's slot, with the same waits and retries as text."""
+
+        async def upload(where: Target, _text: str, _markup: bool) -> str:
+            return await self.sender.send_file(where, file)
+
+        return await self._call(target, "", "send", upload)
 
     async def edit_chunk(self, target: Target, message_id: str, chunk: str) -> None:
         async def edit(where: Target, text: str, markup: bool) -> None:

@@ -28,7 +28,7 @@ import httpx
 # (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-from telegram import Bot, BotCommand
+from telegram import Bot, BotCommand, InputFile, Message
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -46,6 +46,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from sessiongate.adapters.kit.errors import (
     CredentialsError,
+    FileRejectedError,
     FormatRejectedError,
     PermanentSendError,
     PlatformError,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "PollConflictError", "TelegramClient"]
@@ -89,6 +91,11 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
     ("message thread not found", PermanentSendError),
 )
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# sendPhoto takes images up to 10 MB; a larger one goes as a document (up to 50 MB).
+_PHOTO_LIMIT_BYTES = 10 * 1_048_576
+# An upload Telegram refuses for the file itself (413, or its size or type).
+_FILE_REFUSALS = ("file too large", "file is too big", "request entity too large",
+                  "photo_invalid_dimensions", "wrong file")  # fmt: skip
 
 
 class _TokenFilter(logging.Filter):
@@ -140,6 +147,8 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
         return PermanentSendError(message)
     if isinstance(exc, Conflict):
         return PollConflictError(message)
+    if any(needle in message.lower() for needle in _FILE_REFUSALS):
+        return FileRejectedError(message)
     if isinstance(exc, BadRequest):
         lowered = message.lower()
         for needle, kind in _BAD_REQUESTS:
@@ -264,6 +273,24 @@ class TelegramClient:
                 reply_to_message_id=int(target.reply_to) if target.reply_to else None,
             )
         )
+        return str(message.message_id)
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """sendPhoto for an image Telegram takes as a photo, else sendDocument."""
+        as_photo = file.is_image and file.size <= _PHOTO_LIMIT_BYTES
+
+        def upload() -> Awaitable[Message]:
+            common: dict[str, Any] = {
+                "chat_id": target.chat_id,
+                "message_thread_id": self._thread(target),
+                "reply_to_message_id": int(target.reply_to) if target.reply_to else None,
+            }
+            data = InputFile(file.data, filename=file.name)
+            if as_photo:
+                return self.bot.send_photo(photo=data, **common)
+            return self.bot.send_document(document=data, **common)
+
+        message = await self._call(upload)
         return str(message.message_id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:
