@@ -82,6 +82,7 @@ class DiscordAdapter(KitAdapter):
     platform = Platform.DISCORD
     # Discord allows 5 message edits per 5 seconds per channel.
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
     # A typing call shows "typing..." for 10 seconds.
     typing_interval: ClassVar[float] = 8.0
     # One gateway connection per bot token in this process (a second socket delivers every

@@ -66,6 +66,7 @@ from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering,
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
 from sessiongate.adapters.kit.streaming import EditStream
 from sessiongate.adapters.kit.typing_indicator import TypingIndicators
+from sessiongate.adapters.kit.watchdog import Watchdog
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageEvent
@@ -127,6 +128,8 @@ class KitAdapter:
     # Seconds between typing calls: a little under how long the platform shows one (Telegram
     # about 5 s); platforms override.
     typing_interval: ClassVar[float] = 4.5
+    # The receiver's watchdog (its failures and backoff), when the platform keeps one.
+    watchdog: Watchdog | None = None
     # The largest file the platform takes from a bot (Telegram's Bot API: 50 MB).
     upload_limit_mb: ClassVar[float] = 50.0
 
@@ -669,6 +672,8 @@ class KitAdapter:
             stalls=c.stalls,
             merged=c.merged,
             files=c.files,
+            degraded=self.watchdog.degraded if self.watchdog is not None else False,
+            receive_failures=self.watchdog.failures if self.watchdog is not None else 0,
         )
 
     def _state(self) -> PlatformState:

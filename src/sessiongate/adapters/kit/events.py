@@ -128,6 +128,10 @@ class AdapterStatistics:
     stalls: int
     merged: int = 0
     files: int = 0
+    # Receiving has failed `Backoff.max_attempts` times in a row: still retrying (with the
+    # capped backoff), but the platform is reported unhealthy until a receive succeeds.
+    degraded: bool = False
+    receive_failures: int = 0
 
 
 def gateway_commands() -> list[PlatformCommand]:

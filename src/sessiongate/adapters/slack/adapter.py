@@ -80,6 +80,7 @@ class _EpochClock(SlackClock):
 class SlackAdapter(KitAdapter):
     platform = Platform.SLACK
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
     # The assistant status line stays until the bot replies; refreshed now and then in case
     # Slack cleared it.
     typing_interval: ClassVar[float] = 30.0

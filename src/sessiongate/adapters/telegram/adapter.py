@@ -61,6 +61,7 @@ _CLAIM_HORIZON_SECONDS = 48 * 3600.0
 class TelegramAdapter(KitAdapter):
     platform = Platform.TELEGRAM
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
     # sendChatAction shows "typing..." for 5 seconds.
     typing_interval: ClassVar[float] = 4.5
     # One poller per token in this process (Telegram allows one; a second gets 409s).
