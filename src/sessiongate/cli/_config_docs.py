@@ -96,6 +96,8 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.reply_to_mode": "Whether a reply quotes (replies to) the message it "
     "answers: `first` its first chunk, `all` every chunk, `off` none. Slack has no quoted "
     "replies (replies stay in the message's thread).",
+    "platforms.<name>.max_backlog_seconds": "A message older than this when it arrives (by the "
+    "platform's own timestamp; a backlog after an outage) is not answered; unset: all are.",
     "platforms.<name>.media_dirs": "Folders a reply may send files from (a `MEDIA: <path>` line "
     "in the reply); none: replies send no files.",
     "platforms.<name>.max_upload_mb": "The largest file a reply sends, in MB; unset: the "

@@ -339,6 +339,9 @@ class PlatformConfig(_Model):
     # Whether a reply quotes the message it answers: `first` its first chunk, `all` every
     # chunk, `off` none.
     reply_to_mode: Literal["off", "first", "all"] = "first"
+    # Messages that waited longer than this (by the platform's timestamp) when they arrive, such
+    # as a backlog after an outage, are not answered; unset: every one is.
+    max_backlog_seconds: float | None = Field(None, gt=0)
     # Replies may attach files (a `MEDIA: <path>` line) from these folders only; none: no files.
     media_dirs: list[str] = Field(default_factory=list)
     # The largest file sent; unset: the platform's own upload limit.

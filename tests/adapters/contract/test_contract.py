@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -291,6 +292,27 @@ async def test_bots_answering_each_other_hit_a_cooldown(make_harness, clock):
     harness.push(Msg("bot after the cooldown", chat="group", mention=True, from_bot=True))
     await harness.settle()
     assert "bot after the cooldown" in "\n".join(_turn_texts(harness))
+
+
+async def test_every_message_carries_the_platforms_own_time(harness):
+    """#12: the backlog policy reads the platform's timestamp of each message."""
+    _, event = harness.event(Msg("when?"))
+    assert event.sent_at is not None
+    assert abs(event.sent_at - harness.clock.now().timestamp()) < 1
+
+
+async def test_a_backlog_older_than_the_horizon_is_not_answered(make_harness, clock):
+    """#12: events from before startup follow a documented policy: all are answered by
+    default; with `max_backlog_seconds`, older ones are dropped (and never come again)."""
+    harness = await make_harness(max_backlog_seconds=3600)
+    _, fresh = harness.event(Msg("fresh"))
+    _, stale = harness.event(Msg("stale"))
+    now = clock.now().timestamp()
+    assert (await harness.adapter.admit(replace(fresh, sent_at=now - 60))).status == "accepted"
+    dropped = await harness.adapter.admit(replace(stale, sent_at=now - 7200))
+    assert (dropped.status, dropped.reason) == ("dropped", "stale_backlog")
+    await harness.settle()
+    assert _turn_texts(harness) == ["fresh"]
 
 
 # ---------------------------------------------------------------------------- access

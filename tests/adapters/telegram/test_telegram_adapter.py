@@ -282,6 +282,27 @@ async def test_a_poll_failing_for_long_reports_degraded_until_it_recovers(tmp_pa
         await gateway.close()
 
 
+@pytest.mark.parametrize("drop", [False, True], ids=["kept", "dropped"])
+async def test_updates_that_waited_while_down_follow_drop_pending_updates(
+    tmp_path, clock, stub, drop
+):
+    """#12: the backlog at start is answered by default, dropped with drop_pending_updates."""
+    bot_api, url = stub
+    bot_api.push_message("sent while the gateway was down")
+    gateway = Gateway(tmp_path, clock, url, bot_api, drop_pending_updates=drop)
+    await gateway.runner.start()
+    try:
+        bot_api.push_message("sent after the start")
+        await asyncio.wait_for(gateway.adapter.wait_events(1 if drop else 2), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        expected = ["echo: sent after the start"]
+        if not drop:
+            expected.insert(0, "echo: sent while the gateway was down")
+        assert bot_api.texts() == expected
+    finally:
+        await gateway.close()
+
+
 async def test_a_409_conflict_waits_instead_of_hot_looping(tmp_path, clock, stub):
     bot_api, url = stub
     bot_api.fail("getUpdates", tg.Fault(409, "Conflict: terminated by other getUpdates request"))

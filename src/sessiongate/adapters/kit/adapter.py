@@ -66,7 +66,6 @@ from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering,
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
 from sessiongate.adapters.kit.streaming import EditStream
 from sessiongate.adapters.kit.typing_indicator import TypingIndicators
-from sessiongate.adapters.kit.watchdog import Watchdog
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageEvent
@@ -78,6 +77,7 @@ if TYPE_CHECKING:
 
     from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
+    from sessiongate.adapters.kit.watchdog import Watchdog
     from sessiongate.core.clock import Clock
     from sessiongate.core.platform import Platform
     from sessiongate.gateway.runner import GatewayRunner
@@ -426,6 +426,16 @@ class KitAdapter:
         source, facts = event.source, event.facts
         if source is None or facts is None:
             return self._drop(event, event.kind)
+        horizon = self.settings.max_backlog_seconds
+        if horizon is not None and event.sent_at is not None:
+            age = self.clock.now().timestamp() - event.sent_at
+            if age > horizon:
+                log.info(
+                    "message older than max_backlog_seconds; not answered",
+                    extra={"platform": str(self.platform), "chat_id": source.chat_id,
+                           "age_seconds": round(age)},
+                )  # fmt: skip
+                return self._drop(event, "stale_backlog")
         if source.thread_id and facts.chat_type is not ChatType.DM and not facts.in_joined_thread:
             joined = self._state().has_thread(str(self.platform), source.chat_id, source.thread_id)
             facts = replace(facts, in_joined_thread=joined)

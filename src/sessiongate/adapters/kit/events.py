@@ -50,6 +50,8 @@ class PlatformEvent:
     reply_to: str | None = None
     parent: SessionSource | None = None
     kind: str = "message"
+    # When the platform says the message was sent (epoch seconds), for the backlog policy.
+    sent_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ class KitSettings:
     # Folders replies may send files from (none: no files); None: the platform's upload limit.
     media_dirs: tuple[Path, ...] = ()
     max_upload_bytes: int | None = None
+    # Messages older than this when they arrive (a backlog after an outage) start no turn.
+    max_backlog_seconds: float | None = None
 
     @classmethod
     def from_config(cls, config: PlatformConfig) -> KitSettings:
@@ -98,6 +102,7 @@ class KitSettings:
                 window=config.merge_window_seconds, min_length=config.merge_min_length
             ),
             reply_to_mode=config.reply_to_mode,
+            max_backlog_seconds=config.max_backlog_seconds,
             media_dirs=tuple(Path(d).expanduser().resolve() for d in config.media_dirs),
             max_upload_bytes=(
                 int(config.max_upload_mb * 1_048_576) if config.max_upload_mb is not None else None

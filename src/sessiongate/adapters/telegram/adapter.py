@@ -110,7 +110,9 @@ class TelegramAdapter(KitAdapter):
         if self.config.mode == "webhook":
             if self.config.webhook_url and self.config.webhook_secret is not None:
                 await self.client.set_webhook(
-                    self.config.webhook_url, secret=self.config.webhook_secret.get_secret_value()
+                    self.config.webhook_url,
+                    secret=self.config.webhook_secret.get_secret_value(),
+                    drop_pending_updates=self.config.drop_pending_updates,
                 )
             return
         if self._token in self._polling_tokens:

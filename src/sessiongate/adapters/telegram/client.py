@@ -238,8 +238,13 @@ class TelegramClient:
             sending=False,
         )
 
-    async def set_webhook(self, url: str, *, secret: str) -> None:
-        await self._call(lambda: self.bot.set_webhook(url, secret_token=secret), sending=False)
+    async def set_webhook(self, url: str, *, secret: str, drop_pending_updates: bool) -> None:
+        await self._call(
+            lambda: self.bot.set_webhook(
+                url, secret_token=secret, drop_pending_updates=drop_pending_updates
+            ),
+            sending=False,
+        )
 
     async def set_commands(self, commands: Sequence[PlatformCommand]) -> None:
         # Telegram command names: 1-32 of a-z, 0-9 and _.

@@ -330,6 +330,8 @@ class BotApiStub:
 
     async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
         self.webhook = None
+        if str(params.get("drop_pending_updates")).lower() == "true":
+            self.pending.clear()
         return True
 
     async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
