@@ -62,6 +62,10 @@ _FAULTS: dict[str, dc.Fault] = {
     "transient": dc.UNAVAILABLE,
     "gone": dc.UNKNOWN_MESSAGE,
     # Posted, but the answer comes after the client's read timeout.
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": dc.Fault(
+        400, 50035, "Invalid Form Body\nIn message_reference: Unknown message"
+    ),
     "file_refused": dc.FILE_TOO_LARGE,
     "unconfirmed": dc.Fault(200, delay_seconds=1.0),
 }

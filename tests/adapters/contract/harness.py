@@ -29,7 +29,14 @@ HANG_GUARD_SECONDS = 15.0
 
 ChatKind = Literal["dm", "group", "thread", "channel"]
 Fault = Literal[
-    "rate_limited", "format", "blocked", "transient", "unconfirmed", "gone", "file_refused"
+    "rate_limited",
+    "format",
+    "blocked",
+    "transient",
+    "unconfirmed",
+    "gone",
+    "file_refused",
+    "reply_target_gone",
 ]
 Call = Literal["send", "edit", "commands", "upload"]
 

@@ -49,6 +49,8 @@ _FAULTS: dict[str, sl.Fault] = {
     "transient": sl.UNAVAILABLE,
     "gone": sl.MESSAGE_GONE,
     # Posted, but the answer comes after the client's timeout.
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": sl.CANNOT_REPLY,
     "file_refused": sl.MISSING_SCOPE,
     "unconfirmed": sl.Fault("", delay_seconds=1.0),
 }

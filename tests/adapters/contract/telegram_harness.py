@@ -51,6 +51,8 @@ _FAULTS: dict[str, tg.Fault] = {
     "blocked": tg.BLOCKED,
     "transient": tg.SERVER_ERROR,
     "gone": tg.EDIT_GONE,
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": tg.Fault(400, "Bad Request: message to be replied not found"),
     "file_refused": tg.FILE_TOO_LARGE,
     # Delivered, but the answer comes after the client's read timeout.
     "unconfirmed": tg.Fault(200, "late", delay_seconds=1.0),

@@ -677,6 +677,19 @@ async def test_a_transient_send_failure_is_retried(harness):
     assert harness.calls("send") == 2
 
 
+async def test_a_reply_whose_anchor_is_gone_is_sent_once_without_it(harness):
+    """#21: a deleted, system or non-threadable target: one retry without the anchor (the
+    quoted message; on Slack the thread), never a lost reply."""
+    harness.fail("send", "reply_target_gone")
+    harness.push(Msg("answer me anyway", chat="thread", mention=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.text.endswith("answer me anyway")
+    assert posted.reply_to is None
+    assert posted.chat_id == harness.chat_of("thread")
+    assert harness.calls("send") == 2
+
+
 async def test_a_chat_that_refuses_the_bot_is_not_retried(harness):
     """#24: a permanent refusal is marked, never retried into a storm."""
     harness.fail("send", "blocked", times=10)
