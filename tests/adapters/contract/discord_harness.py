@@ -297,6 +297,9 @@ class DiscordHarness:
     def registered_commands(self) -> list[str]:
         return [str(c["name"]) for c in self.stub.commands.values()]
 
+    def ephemeral(self) -> list[str]:
+        return [str(c["data"]["content"]) for c in self.stub.callbacks]
+
     def uploads(self) -> list[Uploaded]:
         return [
             Uploaded(

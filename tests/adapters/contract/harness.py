@@ -157,6 +157,11 @@ class Harness(Protocol):
         """The files the bot uploaded, in order."""
         ...
 
+    def ephemeral(self) -> list[str]:
+        """What the bot told a command's user alone (Slack's slash command acknowledgement,
+        Discord's interaction response); empty where the platform has no such answer."""
+        ...
+
     def calls(self, call: Literal["send", "edit", "typing"]) -> int: ...
 
     def chat_of(self, kind: ChatKind) -> str:

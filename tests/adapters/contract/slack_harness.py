@@ -286,6 +286,9 @@ class SlackHarness:
     def registered_commands(self) -> list[str]:
         return [c.removeprefix("/sg-") for c in self.stub.commands()]
 
+    def ephemeral(self) -> list[str]:
+        return [str(p.get("text")) for p in self.stub.ack_payloads.values()]
+
     def uploads(self) -> list[Uploaded]:
         return [
             Uploaded(

@@ -285,6 +285,9 @@ class TelegramHarness:
     def registered_commands(self) -> list[str]:
         return [c["command"] for c in self.stub.commands]
 
+    def ephemeral(self) -> list[str]:
+        return []  # Telegram has no answer only one user sees
+
     def uploads(self) -> list[Uploaded]:
         return [
             Uploaded(

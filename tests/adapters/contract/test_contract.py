@@ -772,6 +772,28 @@ async def test_a_command_addressed_to_the_bot_runs_as_a_gateway_command(harness)
     assert "echo:" not in posted.text
 
 
+async def test_a_command_from_someone_not_allowed_is_refused_not_run(make_harness):
+    """#30: unauthorised users get a refusal (only to them where the platform can), not
+    execution."""
+    harness = await make_harness(allow_from=lambda h: [h.source(Msg("x", user="bob")).user_id])
+    harness.push(Msg("/status", chat="group", command_to_bot=True, user="carol"))
+    await harness.settle()
+    told = [p.text for p in harness.posted()] + harness.ephemeral()
+    assert told == ["You are not allowed to use this bot here."]
+    assert harness.agent.requests == []
+
+
+async def test_a_command_is_acknowledged_and_its_answer_arrives(harness):
+    """#30: slash payloads and interactions are acknowledged at once, then run."""
+    harness.push(Msg("/status", chat="group", command_to_bot=True))
+    await harness.settle()
+    acknowledged = harness.ephemeral()
+    assert len(acknowledged) == (0 if harness.name == "telegram" else 1)
+    assert all(text.startswith("Running /status") for text in acknowledged)
+    (answer,) = harness.posted()
+    assert "echo:" not in answer.text
+
+
 # ---------------------------------------------------------------------------- lifecycle
 
 

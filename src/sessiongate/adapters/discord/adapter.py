@@ -29,7 +29,7 @@ from sessiongate.adapters.discord.payloads import (
     parse_interaction,
     parse_message,
 )
-from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
+from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings, gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
@@ -232,7 +232,7 @@ class DiscordAdapter(KitAdapter):
 
     async def _answer_interaction(self, data: dict[str, Any], accepted: bool) -> None:
         name = (data.get("data") or {}).get("name", "")
-        text = f"Running /{name}..." if accepted else "You are not allowed to use this bot here."
+        text = f"Running /{name}..." if accepted else COMMAND_REFUSAL
         try:
             await self.client.acknowledge_interaction(str(data["id"]), str(data["token"]), text)
         except PlatformError as exc:

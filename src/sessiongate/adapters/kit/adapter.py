@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from sessiongate.core.platform import Platform
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["HandoffError", "KitAdapter"]
+__all__ = ["COMMAND_REFUSAL", "HandoffError", "KitAdapter"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,10 @@ PAIRING_NOTICE = (
     "Hi! I don't know you yet. Ask the operator of this bot to approve you with:\n"
     "sessiongate pairing approve {code}\n(the code expires in {minutes} minutes)"
 )
+COMMAND_REFUSAL = "You are not allowed to use this bot here."
+# Command kinds the platform adapter answers itself, only to their user (Discord's interaction
+# response, Slack's slash command acknowledgement): the kit posts no refusal in the chat.
+_ANSWERED_BY_THE_PLATFORM = frozenset({"interaction", "slash_command"})
 # More pending pairing requests than this per platform get no code (a flood of strangers
 # cannot fill the operator's list).
 MAX_PENDING_PAIRING = 3
@@ -451,6 +455,9 @@ class KitAdapter:
         ):
             access = Access.ADMIT
         if access is Access.DENY:
+            if facts.command_to_bot and event.kind not in _ANSWERED_BY_THE_PLATFORM:
+                # A command addressed to the bot is told no, not silently dropped.
+                await self._notice(source, COMMAND_REFUSAL)
             return self._drop(event, "not_allowed")
         if access is Access.PAIR:
             return await self._pair(source)

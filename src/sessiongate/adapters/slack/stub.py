@@ -101,6 +101,8 @@ class SlackStub:
         # Socket Mode
         self.envelopes: list[dict[str, Any]] = []
         self.acks: list[str] = []
+        # envelope id -> the payload an ack carried (a slash command's ephemeral answer).
+        self.ack_payloads: dict[str, Any] = {}
         self.connections = 0  # sockets ever opened
         self.open_sockets: set[web.WebSocketResponse] = set()
         self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -277,6 +279,8 @@ class SlackStub:
                     data = json.loads(message.data)
                     if "envelope_id" in data:
                         self.acks.append(str(data["envelope_id"]))
+                        if data.get("payload"):
+                            self.ack_payloads[str(data["envelope_id"])] = data["payload"]
         finally:
             sender.cancel()
             self.open_sockets.discard(ws)
