@@ -84,7 +84,10 @@ class Burst:
 
     @classmethod
     def open(cls, key: str, first: PlatformEvent, *, now: float, window: float) -> Burst:
-        return cls(key, [first], now + window, now + window * MAX_HOLD_WINDOWS)
+        burst = cls(key, [first], now + window, now + window * MAX_HOLD_WINDOWS)
+        # A failed hand-off with no part joined from elsewhere has nobody awaiting it.
+        burst.done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return burst
 
     def add(self, part: PlatformEvent, *, now: float, window: float, split: bool) -> None:
         self.parts.append(part)
