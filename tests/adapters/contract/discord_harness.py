@@ -80,6 +80,7 @@ class DiscordHarness:
     rendered_sample = "**bold** and `code`"  # Discord renders Markdown itself
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = False
+    albums = False
     quotes_replies = True
     rejects_markup = False
     rate_limit_seconds = dc.RATE_LIMITED.retry_after

@@ -58,6 +58,7 @@ class Msg:
     own: bool = False
     edit_of: str | None = None  # the event id of the message this edits
     attachment_bytes: int | None = None
+    album: str | None = None  # an item (a photo) of this album, where the platform has albums
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,8 @@ class Harness(Protocol):
     polls: bool
     # Whether the platform has quoted replies (`reply_to_mode`; Slack has none).
     quotes_replies: bool
+    # Whether a message can be one item of an album (Telegram's media groups).
+    albums: bool
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float

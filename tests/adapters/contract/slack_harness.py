@@ -67,6 +67,7 @@ class SlackHarness:
     typing_chat: ChatKind = "thread"
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = False
+    albums = False
     quotes_replies = False
     rejects_markup = True
     rate_limit_seconds = 2.0

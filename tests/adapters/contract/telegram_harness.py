@@ -69,6 +69,7 @@ class TelegramHarness:
     typing_chat: ChatKind = "dm"
     # The adapter asks the platform for events (long polling) rather than being sent them.
     polls = True
+    albums = True
     quotes_replies = True
     rejects_markup = True
     rate_limit_seconds = 2.0
@@ -217,6 +218,14 @@ class TelegramHarness:
                 "file_name": "big.bin",
                 "file_size": size,
             }
+        if msg.album is not None:
+            message.pop("text")
+            if text:
+                message["caption"] = text
+            message["media_group_id"] = msg.album
+            n = len(self._pushed)
+            message["photo"] = [{"file_id": f"PHOTO{n}", "file_unique_id": f"P{n}",
+                                 "width": 800, "height": 600, "file_size": 1000}]  # fmt: skip
         kind = "channel_post" if msg.chat == "channel" else "message"
         if msg.edit_of is not None:
             original = next(u for u in self.stub.log_updates if str(u["update_id"]) == msg.edit_of)

@@ -172,6 +172,24 @@ async def test_the_rest_of_a_split_paste_arriving_later_still_joins(harness):
     assert "part2 the end" in turn
 
 
+@pytest.mark.parametrize("chat", ["dm", "group"])
+async def test_an_album_is_one_turn_with_all_its_items(harness, chat):
+    """#13: the items of an album (a media group) merged into one message within the window;
+    in a group the caption's mention admits the whole album."""
+    if not harness.albums:
+        pytest.skip(f"{harness.name} has no albums (several files are one message there)")
+    harness.push(Msg("our trip", chat=chat, mention=chat == "group", album="A1"))
+    await _until(lambda: harness.adapter.holding)
+    harness.push(Msg("", chat=chat, album="A1"))
+    harness.push(Msg("", chat=chat, album="A1"))
+    await harness.settle()
+    (request,) = harness.agent.requests
+    turn = str(request.messages[-1]["content"])
+    assert "our trip" in turn
+    assert turn.count(f"{harness.name}://file/") == 3
+    assert len(harness.posted()) == 1
+
+
 async def test_split_parts_never_merge_across_senders_chats_or_threads(harness):
     """#13: only the same sender in the same chat and thread."""
     harness.push(Msg(_split_part(harness, 1), chat="group", mention=True, user="alice"))

@@ -51,7 +51,7 @@ from sessiongate.adapters.kit.events import (
     PlatformEvent,
     gateway_commands,
 )
-from sessiongate.adapters.kit.gating import decide_gate, passes
+from sessiongate.adapters.kit.gating import GateReason, decide_gate, passes
 from sessiongate.adapters.kit.loop_guard import BotLoopGuard
 from sessiongate.adapters.kit.media import too_large_notice
 from sessiongate.adapters.kit.media_out import (
@@ -388,6 +388,12 @@ class KitAdapter:
         """Parts of split messages held right now, waiting for the rest."""
         return sum(len(b.parts) for b in self._bursts.values())
 
+    def _joins_album(self, event: PlatformEvent) -> bool:
+        if event.group_id is None:
+            return False
+        key = merge_key(event)
+        return key is not None and key in self._bursts
+
     def _looks_split(self, event: PlatformEvent) -> bool:
         rendering = self.outbox.rendering
         return looks_split(event, min_length=self._merge_min_length, measure=rendering.measure)
@@ -444,6 +450,9 @@ class KitAdapter:
             joined = self._state().has_thread(str(self.platform), source.chat_id, source.thread_id)
             facts = replace(facts, in_joined_thread=joined)
         reason = decide_gate(facts, self.settings.gate)
+        if reason is GateReason.NOT_ADDRESSED and self._joins_album(event):
+            # An album's later items carry no caption (no mention): its first item decided.
+            reason = GateReason.MENTIONED
         if not passes(reason):
             return self._drop(event, str(reason))
         if facts.is_bot and not self.bot_guard.admit(_chat_key(source)):

@@ -10,7 +10,9 @@ one message. Each part that again looks split extends the window, never beyond
 `MAX_HOLD_WINDOWS` windows after the first part, so a hold is always bounded.
 
 Only plain text merges: never across senders, chats or threads, never a command, an edit, or a
-message with attachments. A message that does not look split is never delayed. Nothing is
+message with attachments. A message that does not look split is never delayed. Albums are the
+one exception: the items of one album (Telegram's `media_group_id`) are held the same way and
+merged into one message with all their attachments. Nothing is
 acknowledged to the platform while it is held: the `admit` call of every part returns only
 once the merged message was durably accepted (or the hand-off failed, and every part's claim is
 released for its redelivery).
@@ -50,7 +52,12 @@ def merge_key(event: PlatformEvent) -> str | None:
     source, facts = event.source, event.facts
     if source is None or facts is None or not source.user_id:
         return None
-    if facts.is_edit or facts.is_deletion or event.attachments or event.kind in _COMMAND_KINDS:
+    if facts.is_edit or facts.is_deletion or event.kind in _COMMAND_KINDS:
+        return None
+    if event.group_id is not None:
+        return "\x00".join((source.chat_id, source.thread_id or "", source.user_id,
+                             f"album:{event.group_id}"))  # fmt: skip
+    if event.attachments:
         return None
     if not event.text.strip() or event.text.lstrip().startswith(_COMMAND_PREFIXES):
         return None
@@ -58,7 +65,10 @@ def merge_key(event: PlatformEvent) -> str | None:
 
 
 def looks_split(event: PlatformEvent, *, min_length: int, measure: Callable[[str], int]) -> bool:
-    return merge_key(event) is not None and measure(event.text) >= min_length
+    """A part more may follow: a full-length text, or any item of an album."""
+    if merge_key(event) is None:
+        return False
+    return event.group_id is not None or measure(event.text) >= min_length
 
 
 def merged(parts: list[PlatformEvent]) -> PlatformEvent:
@@ -66,7 +76,8 @@ def merged(parts: list[PlatformEvent]) -> PlatformEvent:
     first = parts[0]
     if len(parts) == 1:
         return first
-    return replace(first, text="\n".join(p.text for p in parts))
+    text = "\n".join(p.text for p in parts if p.text)
+    return replace(first, text=text, attachments=tuple(a for p in parts for a in p.attachments))
 
 
 @dataclass(slots=True)

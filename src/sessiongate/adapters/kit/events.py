@@ -52,6 +52,8 @@ class PlatformEvent:
     kind: str = "message"
     # When the platform says the message was sent (epoch seconds), for the backlog policy.
     sent_at: float | None = None
+    # The album a message is one item of (Telegram's `media_group_id`): merged into one.
+    group_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

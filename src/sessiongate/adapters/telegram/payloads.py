@@ -125,6 +125,7 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
         parent=parent,
         kind=kind,
         sent_at=float(message["date"]) if message.get("date") is not None else None,
+        group_id=str(message["media_group_id"]) if message.get("media_group_id") else None,
     )
 
 
