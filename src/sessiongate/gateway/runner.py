@@ -754,6 +754,11 @@ class GatewayRunner:
     def queue_depth(self, session_key: str) -> int:
         return self.lane_store.queue_depth(session_key)
 
+    @property
+    def adapters(self) -> list[PlatformAdapter]:
+        """The platform adapters this runner delivers through."""
+        return self._delivery.adapters
+
     def statistics(self) -> RunnerStatistics:
         cache = self._agents.statistics()
         return RunnerStatistics(
