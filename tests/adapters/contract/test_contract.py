@@ -170,6 +170,22 @@ async def test_the_rest_of_a_split_paste_arriving_later_still_joins(harness):
     (turn,) = _turn_texts(harness)
     assert "part1" in turn
     assert "part2 the end" in turn
+    assert harness.adapter.statistics().events == 2  # each part settled once, by its caller
+
+
+async def test_a_split_part_delivered_twice_in_one_batch_is_held_once(harness):
+    """#10, #13: a redelivered copy of a held part is a duplicate, not a second part."""
+    part = _split_part(harness, 1)
+    _, first = harness.event(Msg(part))
+    _, tail = harness.event(Msg("part2 the end"))
+    task = asyncio.ensure_future(harness.adapter.admit_batch([first, first, tail]))
+    await _until(lambda: harness.adapter.holding)
+    await harness.sleeper.advance(harness.adapter.settings.merge.window)
+    admitted = await asyncio.wait_for(task, 10)
+    assert [a.status for a in admitted] == ["accepted", "duplicate", "merged"]
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert turn.count("part1") == 1
 
 
 @pytest.mark.parametrize("chat", ["dm", "group"])

@@ -281,8 +281,9 @@ class KitAdapter:
     async def admit_batch(self, events: list[PlatformEvent]) -> list[Admission]:
         """`admit` for a batch in its order, with one claim transaction (before any await)
         and one finishing transaction for the batch. Returns the admissions of the leading
-        events the gateway took; the first it did not take, and all after it, are released
-        for their redelivery (the caller advances its offset past the returned ones only).
+        events the gateway took; the first it did not take, and every later one it has not
+        settled (dropped, a duplicate), are released for their redelivery (the caller
+        advances its offset past the returned ones only).
 
         Parts of a message the client split (`bursts.py`) are held and merged: consecutive
         ones in the batch at once, later ones (another `admit`) while the window runs."""
@@ -293,61 +294,67 @@ class KitAdapter:
         # Step 1, before the first await: two deliveries of one id cannot both pass.
         claimed = state.claim_events(platform, [e.event_id for e in events], owner=self.owner)
         done: list[str] = []
-        admitted: list[Admission] = []
-        # A burst this call leads: its parts are settled when it is flushed.
+        # By position in the batch: a held part is settled after events behind it.
+        slots: list[Admission | None] = [None] * len(events)
+        # A burst this call leads, and the positions of its parts from this batch (parts
+        # another `admit` joined are settled, and counted, by that call).
         lead: Burst | None = None
+        held: dict[str, int] = {}
 
-        def settle(event: PlatformEvent, admission: Admission) -> None:
-            admitted.append(admission)
-            done.append(event.event_id)
+        def settle(index: int, event_id: str, admission: Admission) -> None:
+            slots[index] = admission
+            done.append(event_id)
             # A second copy later in the same batch is a duplicate.
-            claimed.discard(event.event_id)
+            claimed.discard(event_id)
             self.counters.events += 1
             self._settled.set()
 
         async def flush(burst: Burst) -> None:
             admission = await self._flush(burst)
-            for index, part in enumerate(burst.parts):
-                settle(
-                    part, admission if index == 0 else Admission("merged", burst.parts[0].event_id)
-                )
+            first = burst.parts[0].event_id
+            for part in burst.parts:
+                index = held.pop(part.event_id, None)
+                if index is not None:
+                    settle(index, part.event_id, admission if part.event_id == first
+                           else Admission("merged", first))  # fmt: skip
 
         try:
-            for event in events:
-                if event.event_id not in claimed:
+            for index, event in enumerate(events):
+                if event.event_id not in claimed or event.event_id in held:
                     self.counters.duplicates += 1
                     log.debug(
                         "duplicate event", extra={"platform": platform, "event_id": event.event_id}
                     )
-                    admitted.append(Admission("duplicate"))
+                    slots[index] = Admission("duplicate")
                     self.counters.events += 1
                     self._settled.set()
                     continue
                 screened = await self._screen(event)
                 if isinstance(screened, Admission):
-                    settle(event, screened)
+                    settle(index, event.event_id, screened)
                     continue
                 key = merge_key(screened) if self._merge_window > 0 else None
                 now = self.clock.monotonic()
+                split = key is not None and self._looks_split(screened)
                 if lead is not None and key == lead.key:
-                    lead.add(screened, now=now, window=self._merge_window,
-                             split=self._looks_split(screened))  # fmt: skip
+                    lead.add(screened, now=now, window=self._merge_window, split=split)
+                    held[event.event_id] = index
                     continue
                 if lead is not None:
                     await flush(lead)
                     lead = None
                 other = self._bursts.get(key) if key is not None else None
                 if other is not None:
-                    other.add(screened, now=now, window=self._merge_window,
-                              split=self._looks_split(screened))  # fmt: skip
+                    other.add(screened, now=now, window=self._merge_window, split=split)
                     await asyncio.shield(other.done)
-                    settle(event, Admission("merged", other.parts[0].event_id))
-                elif key is not None and self._looks_split(screened):
+                    settle(index, event.event_id, Admission("merged", other.parts[0].event_id))
+                elif key is not None and split:
                     lead = self._bursts[key] = Burst.open(
                         key, screened, now=now, window=self._merge_window
                     )
+                    held[event.event_id] = index
                 else:
-                    settle(event, await self._hand_off(screened))
+                    settle(index, event.event_id, await self._hand_off(screened))
             if lead is not None:
                 await flush(lead)
                 lead = None
@@ -362,6 +369,11 @@ class KitAdapter:
             state.finish_events(platform, done)
             for event_id in claimed:
                 state.release_event(platform, event_id, owner=self.owner)
+        admitted: list[Admission] = []
+        for slot in slots:
+            if slot is None:
+                break
+            admitted.append(slot)
         return admitted
 
     async def wait_events(self, count: int) -> None:
