@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sessiongate.adapters.kit import AdapterStatistics
 from sessiongate.api.app import create_app
+from sessiongate.api.metrics import ApiMetrics
 
 
 def _samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -42,3 +44,30 @@ def test_each_app_has_its_own_registry(runner, store, config):
     first = create_app(runner, store, config)
     second = create_app(runner, store, config)
     assert first.state.metrics.registry is not second.state.metrics.registry
+
+
+class _Adapter:
+    """Just what the collector reads of a kit adapter."""
+
+    def __init__(self, platform: str, *, degraded: bool) -> None:
+        self.platform = platform
+        self._degraded = degraded
+
+    def statistics(self) -> AdapterStatistics:
+        return AdapterStatistics(
+            connected=True, receiving=not self._degraded, events=3, accepted=2, duplicates=1,
+            dropped=0, pairing_codes=0, sent=2, refused=0, unconfirmed=0, plain_resends=0,
+            rate_limited=0, reconnects=0, stalls=0, degraded=self._degraded,
+            receive_failures=11 if self._degraded else 0,
+        )  # fmt: skip
+
+
+def test_metrics_expose_each_platform_adapter_by_platform():
+    adapters = [_Adapter("telegram", degraded=True), _Adapter("slack", degraded=False), object()]
+    metrics = ApiMetrics(lambda: None, adapters=lambda: adapters)
+    samples = _samples(metrics.render().decode())
+    assert samples[("sessiongate_platform_degraded", (("platform", "telegram"),))] == 1
+    assert samples[("sessiongate_platform_degraded", (("platform", "slack"),))] == 0
+    assert samples[("sessiongate_platform_receiving", (("platform", "telegram"),))] == 0
+    assert samples[("sessiongate_platform_receive_failures", (("platform", "telegram"),))] == 11
+    assert samples[("sessiongate_platform_accepted", (("platform", "slack"),))] == 2

@@ -143,7 +143,7 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.runner = runner
     app.state.store = store
     app.state.config = config
-    app.state.metrics = ApiMetrics(runner.statistics)
+    app.state.metrics = ApiMetrics(runner.statistics, adapters=lambda: runner.adapters)
     # Platform webhook receivers by platform name; `sessiongate run` fills it.
     app.state.hooks = {}
     # Bodies being read; the server closes it when it starts to stop (api/server.py).

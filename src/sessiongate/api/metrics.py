@@ -4,7 +4,9 @@ Gauges and counters the runner already keeps are read from `runner.statistics()`
 metrics are scraped (nothing is double-counted or kept in sync by hand); what only the API sees
 (turn latency as a caller waits for it, whether search fell back to a scan) is recorded here.
 Every numeric field of the statistics also appears as `sessiongate_runner_<field>`, so a field
-the runner adds later is exported without a change here.
+the runner adds later is exported without a change here. Each platform adapter with a
+`statistics()` (the adapter kit's) is read the same way, as `sessiongate_platform_<field>`
+labelled with the platform, so "connected" is told from "receiving" and "degraded".
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
-__all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "RunnerCollector"]
+__all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "PlatformCollector", "RunnerCollector"]
 
 # Named statistics fields → (metric name, kind, help); anything else goes out generically.
 _NAMED: dict[str, tuple[str, str, str]] = {
@@ -77,12 +79,44 @@ class RunnerCollector:
             )
 
 
+class PlatformCollector:
+    """The platform adapters' `statistics()` at scrape time, one sample per platform."""
+
+    def __init__(self, adapters: Callable[[], Iterable[object]]) -> None:
+        self._adapters = adapters
+
+    def collect(self) -> Iterable[Metric]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for adapter in self._adapters():
+            statistics = getattr(adapter, "statistics", None)
+            if not callable(statistics):
+                continue
+            platform = str(getattr(adapter, "platform", "unknown"))
+            for field, value in _numeric_fields(statistics()).items():
+                family = families.get(field)
+                if family is None:
+                    family = families[field] = GaugeMetricFamily(
+                        f"sessiongate_platform_{field}",
+                        f"AdapterStatistics.{field}, by platform",
+                        labels=["platform"],
+                    )
+                family.add_metric([platform], value)
+        yield from families.values()
+
+
 class ApiMetrics:
     """The registry of one app plus the metrics the API records itself."""
 
-    def __init__(self, statistics: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        statistics: Callable[[], object],
+        *,
+        adapters: Callable[[], Iterable[object]] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(RunnerCollector(statistics))
+        if adapters is not None:
+            self.registry.register(PlatformCollector(adapters))
         self.turn_latency = Histogram(
             "sessiongate_turn_latency_seconds",
             "Time from accepting an API message to its reply, for callers that wait",

@@ -90,6 +90,26 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.max_media_mb": "Largest inbound attachment taken, in MB; a larger one "
     "is answered that it is too large.",
     "platforms.<name>.pairing_ttl_seconds": "Seconds a pairing code stays valid.",
+    "platforms.<name>.merge_window_seconds": "A message as long as the client's split length "
+    "waits this long for the rest of the paste from the same sender in the same chat and thread, "
+    "merged into one message (0: off).",
+    "platforms.<name>.reply_to_mode": "Whether a reply quotes (replies to) the message it "
+    "answers: `first` its first chunk, `all` every chunk, `off` none. Slack has no quoted "
+    "replies (replies stay in the message's thread).",
+    "platforms.<name>.max_backlog_seconds": "A message older than this when it arrives (by the "
+    "platform's own timestamp; a backlog after an outage) is not answered; unset: all are.",
+    "platforms.<name>.media_dirs": "Folders a reply may send files from (a `MEDIA: <path>` line "
+    "in the reply); none: replies send no files.",
+    "platforms.<name>.max_upload_mb": "The largest file a reply sends, in MB; unset: the "
+    "platform's own limit (Telegram 50, Discord 10, Slack 1,000). A larger one gets a line of "
+    "text instead.",
+    "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
+    "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
+    "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",
+    "platforms.<name>.bot_loop_cooldown_seconds": "How long bots are ignored in a chat after a "
+    "burst (human messages never are).",
+    "platforms.<name>.merge_min_length": "The length (measured the platform's way) from which a "
+    "message counts as a split part; unset: 95% of the platform's message limit.",
     "platforms.telegram.base_url": "The Bot API root: https://api.telegram.org or a "
     "self-hosted Bot API server (without `/bot<token>`).",
     "platforms.telegram.mode": "`polling` (getUpdates) or `webhook` (`POST /hooks/telegram` "

@@ -330,6 +330,25 @@ class PlatformConfig(_Model):
     allow_bots: bool = False
     max_media_mb: float = Field(20.0, gt=0)
     pairing_ttl_seconds: int = Field(3600, ge=60)
+    # A paste the client split: a part this long (None: 95% of the platform's limit) waits
+    # this many seconds for the rest, which is merged into one message (0: off).
+    merge_window_seconds: float = Field(1.0, ge=0, le=5)
+    merge_min_length: int | None = Field(None, gt=0)
+    # With `allow_bots`: more bot messages than this in one chat within the window, and bots
+    # are ignored there for the cooldown (two bots must not answer each other for ever).
+    # Whether a reply quotes the message it answers: `first` its first chunk, `all` every
+    # chunk, `off` none.
+    reply_to_mode: Literal["off", "first", "all"] = "first"
+    # Messages that waited longer than this (by the platform's timestamp) when they arrive, such
+    # as a backlog after an outage, are not answered; unset: every one is.
+    max_backlog_seconds: float | None = Field(None, gt=0)
+    # Replies may attach files (a `MEDIA: <path>` line) from these folders only; none: no files.
+    media_dirs: list[str] = Field(default_factory=list)
+    # The largest file sent; unset: the platform's own upload limit.
+    max_upload_mb: float | None = Field(None, gt=0)
+    bot_loop_max_messages: int = Field(5, ge=1)
+    bot_loop_window_seconds: float = Field(60.0, gt=0)
+    bot_loop_cooldown_seconds: float = Field(600.0, ge=0)
 
 
 class TelegramConfig(PlatformConfig):

@@ -762,6 +762,11 @@ class GatewayRunner:
             return None
         return LiveTurn(partial="".join(running.progress.partial), retries=running.progress.retries)
 
+    @property
+    def adapters(self) -> list[PlatformAdapter]:
+        """The platform adapters this runner delivers through."""
+        return self._delivery.adapters
+
     def statistics(self) -> RunnerStatistics:
         cache = self._agents.statistics()
         return RunnerStatistics(

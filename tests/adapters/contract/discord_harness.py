@@ -13,7 +13,17 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.discord import DiscordAdapter, stub as dc
@@ -52,6 +62,11 @@ _FAULTS: dict[str, dc.Fault] = {
     "transient": dc.UNAVAILABLE,
     "gone": dc.UNKNOWN_MESSAGE,
     # Posted, but the answer comes after the client's read timeout.
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": dc.Fault(
+        400, 50035, "Invalid Form Body\nIn message_reference: Unknown message"
+    ),
+    "file_refused": dc.FILE_TOO_LARGE,
     "unconfirmed": dc.Fault(200, delay_seconds=1.0),
 }
 
@@ -63,6 +78,10 @@ class DiscordHarness:
     edit_interval = 1.0
     typing_chat: ChatKind = "dm"
     rendered_sample = "**bold** and `code`"  # Discord renders Markdown itself
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = False
+    albums = False
+    quotes_replies = True
     rejects_markup = False
     rate_limit_seconds = dc.RATE_LIMITED.retry_after
 
@@ -239,7 +258,7 @@ class DiscordHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)
@@ -261,10 +280,14 @@ class DiscordHarness:
                 text=str(m["content"]),
                 markup=True,  # Discord renders Markdown in every message
                 message_id=str(m["id"]),
+                reply_to=_reply_to(m),
             )
             for m in self.stub.sent
             if chat_id is None or str(m["channel_id"]) == chat_id
         ]
+
+    def message_id_of(self, event_id: str) -> str:
+        return str(self._events[event_id][1]["id"])
 
     def edit_times(self) -> list[float]:
         return list(self._edit_times)
@@ -275,8 +298,29 @@ class DiscordHarness:
     def registered_commands(self) -> list[str]:
         return [str(c["name"]) for c in self.stub.commands.values()]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def ephemeral(self) -> list[str]:
+        return [str(c["data"]["content"]) for c in self.stub.callbacks]
+
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["channel_id"]),
+                thread_id=str(u["channel_id"])
+                if u["channel_id"] == self.chat_of("thread")
+                else None,
+                name=str(u["name"]),
+                data=u["data"],
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(call, _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:
         return self.stub.calls[call]
+
+
+def _reply_to(body: dict[str, Any]) -> str | None:
+    quoted = (body.get("message_reference") or {}).get("message_id")
+    return str(quoted) if quoted is not None else None

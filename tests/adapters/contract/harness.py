@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 HANG_GUARD_SECONDS = 15.0
 
 ChatKind = Literal["dm", "group", "thread", "channel"]
-Fault = Literal["rate_limited", "format", "blocked", "transient", "unconfirmed", "gone"]
+Fault = Literal[
+    "rate_limited",
+    "format",
+    "blocked",
+    "transient",
+    "unconfirmed",
+    "gone",
+    "file_refused",
+    "reply_target_gone",
+]
+Call = Literal["send", "edit", "commands", "upload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,7 @@ class Msg:
     own: bool = False
     edit_of: str | None = None  # the event id of the message this edits
     attachment_bytes: int | None = None
+    album: str | None = None  # an item (a photo) of this album, where the platform has albums
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +68,19 @@ class Posted:
     text: str
     markup: bool
     message_id: str
+    # The message this one quotes (replies to), when the platform has quoted replies.
+    reply_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Uploaded:
+    """A file the bot uploaded: `kind` is the platform's (Telegram photo or document)."""
+
+    chat_id: str
+    thread_id: str | None
+    name: str
+    data: bytes
+    kind: str = "file"
 
 
 class Harness(Protocol):
@@ -76,6 +100,12 @@ class Harness(Protocol):
     rendered_sample: str
     # Whether the platform can refuse markup (Discord renders any text, so it cannot).
     rejects_markup: bool
+    # The adapter asks for events (Telegram's long poll) instead of being sent them.
+    polls: bool
+    # Whether the platform has quoted replies (`reply_to_mode`; Slack has none).
+    quotes_replies: bool
+    # Whether a message can be one item of an album (Telegram's media groups).
+    albums: bool
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float
@@ -112,6 +142,10 @@ class Harness(Protocol):
 
     def posted(self, chat_id: str | None = None) -> list[Posted]: ...
 
+    def message_id_of(self, event_id: str) -> str:
+        """The platform's id of the message pushed as event `event_id`."""
+        ...
+
     def edit_times(self) -> list[float]:
         """The fake clock's monotonic reading at each edit the platform received."""
         ...
@@ -120,9 +154,16 @@ class Harness(Protocol):
 
     def registered_commands(self) -> list[str]: ...
 
-    def fail(
-        self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1
-    ) -> None: ...
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None: ...
+
+    def uploads(self) -> list[Uploaded]:
+        """The files the bot uploaded, in order."""
+        ...
+
+    def ephemeral(self) -> list[str]:
+        """What the bot told a command's user alone (Slack's slash command acknowledgement,
+        Discord's interaction response); empty where the platform has no such answer."""
+        ...
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int: ...
 
@@ -131,11 +172,20 @@ class Harness(Protocol):
         ...
 
 
+async def wait_admitted(adapter: KitAdapter, sleeper: ClockSleep, count: int) -> None:
+    """Until the adapter has settled `count` events; a split message it holds meanwhile gets
+    its merge window moved on by the fake clock (no test sleeps)."""
+    while not await adapter.wait_events_or_hold(count):
+        await sleeper.advance(adapter.settings.merge.window)
+
+
 class BlockingEcho:
     """An echo agent a test can hold: with `blocking`, a turn waits for `release()`."""
 
     def __init__(self) -> None:
         self.blocking = False
+        # The next turn raises (a failing agent).
+        self.fail_next = False
         self.started: asyncio.Queue[TurnRequest] = asyncio.Queue()
         self._gate = asyncio.Event()
         self.requests: list[TurnRequest] = []
@@ -148,6 +198,9 @@ class BlockingEcho:
         self.started.put_nowait(request)
         if self.blocking:
             await self._gate.wait()
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the agent failed")
         text = str(request.messages[-1]["content"])
         return TurnResult(text=f"echo: {text}", usage=Usage(input_tokens=1, output_tokens=1))
 

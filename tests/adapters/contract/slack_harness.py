@@ -12,7 +12,17 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
@@ -39,9 +49,13 @@ _FAULTS: dict[str, sl.Fault] = {
     "transient": sl.UNAVAILABLE,
     "gone": sl.MESSAGE_GONE,
     # Posted, but the answer comes after the client's timeout.
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": sl.CANNOT_REPLY,
+    "file_refused": sl.MISSING_SCOPE,
     "unconfirmed": sl.Fault("", delay_seconds=1.0),
 }
-_METHODS = {"send": "chat.postMessage", "edit": "chat.update", "commands": "apps.manifest.update"}
+_METHODS = {"send": "chat.postMessage", "edit": "chat.update", "commands": "apps.manifest.update",
+            "upload": "files.getUploadURLExternal"}  # fmt: skip
 
 
 class SlackHarness:
@@ -51,6 +65,10 @@ class SlackHarness:
     edit_interval = 1.0
     # Slack shows a bot "typing" only as a thread's status line.
     typing_chat: ChatKind = "thread"
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = False
+    albums = False
+    quotes_replies = False
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "*bold* and `code`"
@@ -231,7 +249,7 @@ class SlackHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)
@@ -256,6 +274,10 @@ class SlackHarness:
             if chat_id is None or str(m["channel"]) == chat_id
         ]
 
+    def message_id_of(self, event_id: str) -> str:
+        body = self._bodies[event_id]
+        return str(body["event"]["ts"])
+
     def edit_times(self) -> list[float]:
         return list(self._edit_times)
 
@@ -265,7 +287,21 @@ class SlackHarness:
     def registered_commands(self) -> list[str]:
         return [c.removeprefix("/sg-") for c in self.stub.commands()]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def ephemeral(self) -> list[str]:
+        return [str(p.get("text")) for p in self.stub.ack_payloads.values()]
+
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["channel"]),
+                thread_id=u.get("thread_ts"),
+                name=str(u["name"]),
+                data=u["data"],
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(_METHODS[call], _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:

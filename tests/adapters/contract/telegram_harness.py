@@ -9,9 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness import HANG_GUARD_SECONDS, BlockingEcho, ChatKind, Fault, Msg, Posted
+from harness import (
+    HANG_GUARD_SECONDS,
+    BlockingEcho,
+    Call,
+    ChatKind,
+    Fault,
+    Msg,
+    Posted,
+    Uploaded,
+    wait_admitted,
+)
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
@@ -40,10 +51,14 @@ _FAULTS: dict[str, tg.Fault] = {
     "blocked": tg.BLOCKED,
     "transient": tg.SERVER_ERROR,
     "gone": tg.EDIT_GONE,
+    # The message a reply quotes (Slack: the thread it goes to) is gone or cannot take one.
+    "reply_target_gone": tg.Fault(400, "Bad Request: message to be replied not found"),
+    "file_refused": tg.FILE_TOO_LARGE,
     # Delivered, but the answer comes after the client's read timeout.
     "unconfirmed": tg.Fault(200, "late", delay_seconds=1.0),
 }
-_METHODS = {"send": "sendMessage", "edit": "editMessageText", "commands": "setMyCommands"}
+_METHODS = {"send": "sendMessage", "edit": "editMessageText", "commands": "setMyCommands",
+            "upload": "sendDocument"}  # fmt: skip
 
 
 class TelegramHarness:
@@ -52,6 +67,10 @@ class TelegramHarness:
     measure = staticmethod(utf16_len)
     edit_interval = 1.0
     typing_chat: ChatKind = "dm"
+    # The adapter asks the platform for events (long polling) rather than being sent them.
+    polls = True
+    albums = True
+    quotes_replies = True
     rejects_markup = True
     rate_limit_seconds = 2.0
     rendered_sample = "<b>bold</b> and <code>code</code>"
@@ -199,6 +218,14 @@ class TelegramHarness:
                 "file_name": "big.bin",
                 "file_size": size,
             }
+        if msg.album is not None:
+            message.pop("text")
+            if text:
+                message["caption"] = text
+            message["media_group_id"] = msg.album
+            n = len(self._pushed)
+            message["photo"] = [{"file_id": f"PHOTO{n}", "file_unique_id": f"P{n}",
+                                 "width": 800, "height": 600, "file_size": 1000}]  # fmt: skip
         kind = "channel_post" if msg.chat == "channel" else "message"
         if msg.edit_of is not None:
             original = next(u for u in self.stub.log_updates if str(u["update_id"]) == msg.edit_of)
@@ -227,7 +254,7 @@ class TelegramHarness:
 
     async def settle(self) -> None:
         async with asyncio.timeout(HANG_GUARD_SECONDS):
-            await self.adapter.wait_events(self._expected)
+            await wait_admitted(self.adapter, self.sleeper, self._expected)
             await self.runner.wait_idle()
             for _ in range(5):
                 await asyncio.sleep(0)
@@ -247,10 +274,16 @@ class TelegramHarness:
                 text=str(m["text"]),
                 markup=m.get("parse_mode") == "HTML",
                 message_id=str(m["message_id"]),
+                reply_to=_reply_to(m),
             )
             for m in self.stub.sent
             if chat_id is None or str(m["chat_id"]) == chat_id
         ]
+
+    def message_id_of(self, event_id: str) -> str:
+        update = next(u for u in self.stub.log_updates if str(u["update_id"]) == event_id)
+        message = next(v for k, v in update.items() if k != "update_id")
+        return str(message["message_id"])
 
     def edit_times(self) -> list[float]:
         return list(self._edit_times)
@@ -261,9 +294,35 @@ class TelegramHarness:
     def registered_commands(self) -> list[str]:
         return [c["command"] for c in self.stub.commands]
 
-    def fail(self, call: Literal["send", "edit", "commands"], fault: Fault, times: int = 1) -> None:
+    def ephemeral(self) -> list[str]:
+        return []  # Telegram has no answer only one user sees
+
+    def uploads(self) -> list[Uploaded]:
+        return [
+            Uploaded(
+                chat_id=str(u["chat_id"]),
+                thread_id=u.get("message_thread_id"),
+                name=str(u["name"]),
+                data=u["data"],
+                kind="photo" if u["method"] == "sendPhoto" else "document",
+            )
+            for u in self.stub.uploads
+        ]
+
+    def fail(self, call: Call, fault: Fault, times: int = 1) -> None:
         self.stub.fail(_METHODS[call], _FAULTS[fault], times)
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int:
         method = {"send": "sendMessage", "edit": "editMessageText", "typing": "sendChatAction"}
         return self.stub.calls[method[call]]
+
+
+def _reply_to(params: dict[str, Any]) -> str | None:
+    """The quoted message of a sendMessage (`reply_parameters`, JSON text in a form body)."""
+    reply = params.get("reply_parameters")
+    if isinstance(reply, str):
+        reply = json.loads(reply)
+    if isinstance(reply, dict) and reply.get("message_id") is not None:
+        return str(reply["message_id"])
+    legacy = params.get("reply_to_message_id")
+    return str(legacy) if legacy is not None else None

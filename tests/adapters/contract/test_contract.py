@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -48,6 +49,37 @@ async def test_a_reply_lands_in_the_chat_and_thread_it_answers(harness):
     assert posted.chat_id == harness.chat_of("thread")
     assert posted.thread_id is not None
     assert "in the thread" in posted.text
+
+
+def _long_text() -> str:
+    return "\n\n".join(["A sentence that goes on for a while. " * 20] * 12)
+
+
+@pytest.mark.parametrize(
+    ("mode", "quoted"), [("first", [True, False]), ("all", [True, True]), ("off", [False, False])]
+)
+async def test_reply_to_mode_decides_which_chunks_quote_the_message(make_harness, mode, quoted):
+    """#20: `reply_to_mode` off | first (the default) | all."""
+    harness = await make_harness(reply_to_mode=mode)
+    if not harness.quotes_replies:
+        pytest.skip(f"{harness.name} has no quoted replies")
+    event_id = harness.push(Msg(_long_text(), chat="group", mention=True))
+    await harness.settle()
+    posted = harness.posted()
+    assert len(posted) > 2
+    anchor = harness.message_id_of(event_id)
+    assert [p.reply_to == anchor for p in posted[:2]] == quoted
+    assert all(p.reply_to in (None, anchor) for p in posted)
+
+
+async def test_the_default_reply_quotes_the_message_it_answers(harness):
+    """#20: the default is `first`."""
+    if not harness.quotes_replies:
+        pytest.skip(f"{harness.name} has no quoted replies")
+    event_id = harness.push(Msg("quote me", chat="group", mention=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.reply_to == harness.message_id_of(event_id)
 
 
 # ---------------------------------------------------------------------------- one answer
@@ -98,6 +130,113 @@ async def test_a_claim_left_by_a_dead_process_is_taken_over(harness):
     assert admission.status == "accepted"
     await harness.settle()
     assert [p.text for p in harness.posted()] == ["echo: claimed then crashed"]
+
+
+# ---------------------------------------------------------------------------- split messages
+
+
+def _split_part(harness, n: int) -> str:
+    """A paste's part as long as the platform's client cuts it (a full message)."""
+    words = f"part{n} " + "word " * harness.limit
+    while harness.measure(words) > harness.limit:
+        words = words[: -max(1, (harness.measure(words) - harness.limit) // 2 or 1)]
+    return words.rstrip()
+
+
+def _turn_texts(harness) -> list[str]:
+    return [str(r.messages[-1]["content"]) for r in harness.agent.requests]
+
+
+async def test_a_paste_the_client_split_is_one_turn(harness):
+    """#13: full-length parts and the short tail, from one sender in quick succession."""
+    parts = [_split_part(harness, 1), _split_part(harness, 2), "part3 the end"]
+    for text in parts:
+        harness.push(Msg(text))
+    await _until(lambda: harness.adapter.held_parts() == 3)
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert turn.index("part1") < turn.index("part2") < turn.index("part3 the end")
+    assert harness.adapter.statistics().merged == 2
+
+
+async def test_the_rest_of_a_split_paste_arriving_later_still_joins(harness):
+    """#13: the first part waits the window (on the injected clock) for the rest."""
+    harness.push(Msg(_split_part(harness, 1)))
+    await _until(lambda: harness.adapter.holding)
+    harness.push(Msg("part2 the end"))
+    if not harness.polls:
+        await _until(lambda: harness.adapter.held_parts() == 2)
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert "part1" in turn
+    assert "part2 the end" in turn
+    assert harness.adapter.statistics().events == 2  # each part settled once, by its caller
+
+
+async def test_a_split_part_delivered_twice_in_one_batch_is_held_once(harness):
+    """#10, #13: a redelivered copy of a held part is a duplicate, not a second part."""
+    part = _split_part(harness, 1)
+    _, first = harness.event(Msg(part))
+    _, tail = harness.event(Msg("part2 the end"))
+    task = asyncio.ensure_future(harness.adapter.admit_batch([first, first, tail]))
+    await _until(lambda: harness.adapter.holding)
+    await harness.sleeper.advance(harness.adapter.settings.merge.window)
+    admitted = await asyncio.wait_for(task, 10)
+    assert [a.status for a in admitted] == ["accepted", "duplicate", "merged"]
+    await harness.settle()
+    (turn,) = _turn_texts(harness)
+    assert turn.count("part1") == 1
+
+
+@pytest.mark.parametrize("chat", ["dm", "group"])
+async def test_an_album_is_one_turn_with_all_its_items(harness, chat):
+    """#13: the items of an album (a media group) merged into one message within the window;
+    in a group the caption's mention admits the whole album."""
+    if not harness.albums:
+        pytest.skip(f"{harness.name} has no albums (several files are one message there)")
+    harness.push(Msg("our trip", chat=chat, mention=chat == "group", album="A1"))
+    await _until(lambda: harness.adapter.holding)
+    harness.push(Msg("", chat=chat, album="A1"))
+    harness.push(Msg("", chat=chat, album="A1"))
+    await harness.settle()
+    (request,) = harness.agent.requests
+    turn = str(request.messages[-1]["content"])
+    assert "our trip" in turn
+    assert turn.count(f"{harness.name}://file/") == 3
+    assert len(harness.posted()) == 1
+
+
+async def test_split_parts_never_merge_across_senders_chats_or_threads(harness):
+    """#13: only the same sender in the same chat and thread."""
+    harness.push(Msg(_split_part(harness, 1), chat="group", mention=True, user="alice"))
+    harness.push(Msg(_split_part(harness, 2), chat="group", mention=True, user="bob"))
+    harness.push(Msg(_split_part(harness, 3), chat="thread", mention=True, user="alice"))
+    harness.push(Msg("/status", chat="group", command_to_bot=True, user="alice"))
+    await harness.settle()
+    texts = _turn_texts(harness)
+    assert len(texts) == 3
+    assert not any("part1" in t and "part2" in t for t in texts)
+    assert not any("part1" in t and "part3" in t for t in texts)
+    assert harness.adapter.statistics().merged == 0
+
+
+async def test_a_short_message_is_never_held(harness):
+    """#13: only a part that looks split waits; ordinary chat is answered at once."""
+    before = harness.clock.monotonic()
+    harness.push(Msg("short"))
+    harness.push(Msg("and another"))
+    await harness.settle()
+    assert harness.clock.monotonic() == before
+    assert len(harness.agent.requests) == 2
+
+
+async def test_merging_is_off_with_a_zero_window(make_harness):
+    """#13: configurable."""
+    harness = await make_harness(merge_window_seconds=0)
+    harness.push(Msg(_split_part(harness, 1)))
+    harness.push(Msg("part2 the end"))
+    await harness.settle()
+    assert len(harness.agent.requests) == 2
 
 
 # ---------------------------------------------------------------------------- gating
@@ -164,6 +303,50 @@ async def test_edits_start_no_turn_unless_configured(make_harness):
     harness.push(Msg("edited", edit_of=event_id))
     await harness.settle()
     assert [p.text for p in harness.posted()] == ["echo: original"]
+
+
+async def test_bots_answering_each_other_hit_a_cooldown(make_harness, clock):
+    """#17: more than N bot messages per chat per window: bots are ignored there for a while;
+    humans never are."""
+    harness = await make_harness(allow_bots=True, bot_loop_max_messages=2)
+    for n in range(3):
+        harness.push(Msg(f"bot says {n}", chat="group", mention=True, from_bot=True))
+    harness.push(Msg("a human", chat="group", mention=True))
+    await harness.settle()
+    # (The gateway's busy lane may merge follow-ups into one turn: read them all together.)
+    seen = "\n".join(_turn_texts(harness))
+    assert all(f"bot says {n}" in seen for n in (0, 1))
+    assert "bot says 2" not in seen
+    assert "a human" in seen
+    clock.advance(60)
+    harness.push(Msg("bot again", chat="group", mention=True, from_bot=True))
+    await harness.settle()
+    assert "bot again" not in "\n".join(_turn_texts(harness))  # still cooling down
+    clock.advance(600)
+    harness.push(Msg("bot after the cooldown", chat="group", mention=True, from_bot=True))
+    await harness.settle()
+    assert "bot after the cooldown" in "\n".join(_turn_texts(harness))
+
+
+async def test_every_message_carries_the_platforms_own_time(harness):
+    """#12: the backlog policy reads the platform's timestamp of each message."""
+    _, event = harness.event(Msg("when?"))
+    assert event.sent_at is not None
+    assert abs(event.sent_at - harness.clock.now().timestamp()) < 1
+
+
+async def test_a_backlog_older_than_the_horizon_is_not_answered(make_harness, clock):
+    """#12: events from before startup follow a documented policy: all are answered by
+    default; with `max_backlog_seconds`, older ones are dropped (and never come again)."""
+    harness = await make_harness(max_backlog_seconds=3600)
+    _, fresh = harness.event(Msg("fresh"))
+    _, stale = harness.event(Msg("stale"))
+    now = clock.now().timestamp()
+    assert (await harness.adapter.admit(replace(fresh, sent_at=now - 60))).status == "accepted"
+    dropped = await harness.adapter.admit(replace(stale, sent_at=now - 7200))
+    assert (dropped.status, dropped.reason) == ("dropped", "stale_backlog")
+    await harness.settle()
+    assert _turn_texts(harness) == ["fresh"]
 
 
 # ---------------------------------------------------------------------------- access
@@ -352,7 +535,7 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     await harness.sleeper.advance(1)  # past the grace that spares instant replies
     await _until(lambda: harness.typing_count() >= 1)
     first = typing.sent
-    await harness.sleeper.advance(10)
+    await harness.sleeper.advance(type(harness.adapter).typing_interval)
     await _until(lambda: typing.sent > first)
     harness.agent.release()
     await harness.settle()
@@ -360,6 +543,51 @@ async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     after = typing.sent
     await harness.sleeper.advance(30)
     assert typing.sent == after
+
+
+async def test_typing_is_refreshed_at_the_platform_interval(harness):
+    """#27: refreshed before the platform's indicator expires, on the injected clock."""
+    harness.agent.blocking = True
+    harness.push(Msg("think hard", chat=harness.typing_chat, mention=True))
+    await asyncio.wait_for(harness.agent.started.get(), 10)
+    typing = harness.adapter.typing
+    interval = type(harness.adapter).typing_interval
+    await harness.sleeper.advance(0.5)  # the grace
+    await _until(lambda: typing.sent == 1)
+    await harness.sleeper.advance(interval - 0.1)
+    assert typing.sent == 1
+    await harness.sleeper.advance(0.1)
+    await _until(lambda: typing.sent == 2)
+    harness.agent.release()
+    await harness.settle()
+
+
+async def test_a_fast_reply_shows_no_typing_at_all(harness):
+    """#27: the indicator waits a 0.5 s grace, so an instant reply does not flicker."""
+    harness.push(Msg("quick", chat=harness.typing_chat, mention=True))
+    await harness.settle()
+    assert len(harness.posted()) == 1
+    await harness.sleeper.advance(30)
+    assert harness.typing_count() == 0
+    assert harness.adapter.typing.active() == 0
+
+
+async def test_typing_stops_when_the_turn_fails(harness):
+    """#27: stopped on error too (the failure notice ends it)."""
+    harness.agent.blocking = True
+    harness.agent.fail_next = True
+    harness.push(Msg("this will fail", chat=harness.typing_chat, mention=True))
+    await asyncio.wait_for(harness.agent.started.get(), 10)
+    await harness.sleeper.advance(1)
+    await _until(lambda: harness.adapter.typing.sent >= 1)
+    harness.agent.release()
+    await harness.settle()
+    assert harness.agent.requests
+    assert harness.posted()  # the failure notice
+    assert harness.adapter.typing.active() == 0
+    sent = harness.adapter.typing.sent
+    await harness.sleeper.advance(60)
+    assert harness.adapter.typing.sent == sent
 
 
 async def _until(condition) -> None:
@@ -390,6 +618,87 @@ async def test_media_arrives_as_an_attachment_reference(harness):
     assert request.messages
 
 
+# ---------------------------------------------------------------------------- media out
+
+_PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489")
+
+
+def _media_dir(tmp_path):
+    folder = tmp_path / "outbox"
+    folder.mkdir(exist_ok=True)
+    (folder / "report.txt").write_bytes(b"quarterly numbers\n" * 100)
+    (folder / "chart.png").write_bytes(_PNG)
+    return folder
+
+
+async def test_a_reply_sends_its_files_through_the_platform_upload(make_harness, tmp_path):
+    """#28: media out: the `MEDIA:` lines become uploads in the reply's chat and thread."""
+    folder = _media_dir(tmp_path)
+    harness = await make_harness(media_dirs=[str(folder)])
+    harness.push(Msg(f"here\nMEDIA: {folder / 'report.txt'}\nMEDIA: chart.png",
+                     chat="thread", mention=True))  # fmt: skip
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.text.endswith("here")
+    assert "MEDIA" not in posted.text
+    report, chart = harness.uploads()
+    assert (report.name, report.data) == ("report.txt", (folder / "report.txt").read_bytes())
+    assert (chart.name, chart.data) == ("chart.png", _PNG)
+    assert report.kind in ("document", "file")
+    assert chart.kind in ("photo", "file")  # an image goes as a photo where that differs
+    for upload in (report, chart):
+        assert upload.chat_id == harness.chat_of("thread")
+        assert upload.thread_id is not None
+    assert harness.adapter.statistics().files == 2
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "reason"),
+    [
+        ({"max_upload_mb": 0.001}, "report.txt", "over the"),
+        ({}, "../secret.txt", "not in a folder"),
+        ({}, "missing.txt", "does not exist"),
+    ],
+    ids=["too-large", "outside-the-folders", "missing"],
+)
+async def test_a_file_that_cannot_go_gets_a_clear_line_instead(
+    make_harness, tmp_path, config, name, reason
+):
+    """#28: oversize, outside the allowed folders or missing: a text notice, no upload."""
+    folder = _media_dir(tmp_path)
+    (tmp_path / "secret.txt").write_text("do not send")
+    harness = await make_harness(media_dirs=[str(folder)], **config)
+    harness.push(Msg(f"take this\nMEDIA: {name}"))
+    await harness.settle()
+    assert harness.uploads() == []
+    texts = [p.text for p in harness.posted()]
+    assert texts[0].endswith("take this")
+    assert any("could not be sent" in t and reason in t for t in texts)
+
+
+async def test_a_file_the_platform_refuses_falls_back_to_text(make_harness, tmp_path):
+    """#28: a refused upload (413, a missing scope) is answered with a line of text."""
+    folder = _media_dir(tmp_path)
+    harness = await make_harness(media_dirs=[str(folder)])
+    harness.fail("upload", "file_refused")
+    harness.push(Msg("take it\nMEDIA: report.txt"))
+    await harness.settle()
+    assert harness.uploads() == []
+    text, notice = harness.posted()
+    assert text.text.endswith("take it")
+    assert "report.txt could not be sent: the platform refused it" in notice.text
+
+
+async def test_no_file_is_sent_without_a_configured_folder(harness, tmp_path):
+    """#28: default safe: an agent cannot post the host's files."""
+    folder = _media_dir(tmp_path)
+    harness.push(Msg(f"take it\nMEDIA: {folder / 'report.txt'}"))
+    await harness.settle()
+    assert harness.uploads() == []
+    _text, notice = harness.posted()
+    assert "not enabled" in notice.text
+
+
 # ---------------------------------------------------------------------------- failures
 
 
@@ -399,6 +708,19 @@ async def test_a_transient_send_failure_is_retried(harness):
     harness.push(Msg("again"))
     await harness.settle()
     assert [p.text for p in harness.posted()] == ["echo: again"]
+    assert harness.calls("send") == 2
+
+
+async def test_a_reply_whose_anchor_is_gone_is_sent_once_without_it(harness):
+    """#21: a deleted, system or non-threadable target: one retry without the anchor (the
+    quoted message; on Slack the thread), never a lost reply."""
+    harness.fail("send", "reply_target_gone")
+    harness.push(Msg("answer me anyway", chat="thread", mention=True))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.text.endswith("answer me anyway")
+    assert posted.reply_to is None
+    assert posted.chat_id == harness.chat_of("thread")
     assert harness.calls("send") == 2
 
 
@@ -482,6 +804,28 @@ async def test_a_command_addressed_to_the_bot_runs_as_a_gateway_command(harness)
     await harness.settle()
     (posted,) = harness.posted()
     assert "echo:" not in posted.text
+
+
+async def test_a_command_from_someone_not_allowed_is_refused_not_run(make_harness):
+    """#30: unauthorised users get a refusal (only to them where the platform can), not
+    execution."""
+    harness = await make_harness(allow_from=lambda h: [h.source(Msg("x", user="bob")).user_id])
+    harness.push(Msg("/status", chat="group", command_to_bot=True, user="carol"))
+    await harness.settle()
+    told = [p.text for p in harness.posted()] + harness.ephemeral()
+    assert told == ["You are not allowed to use this bot here."]
+    assert harness.agent.requests == []
+
+
+async def test_a_command_is_acknowledged_and_its_answer_arrives(harness):
+    """#30: slash payloads and interactions are acknowledged at once, then run."""
+    harness.push(Msg("/status", chat="group", command_to_bot=True))
+    await harness.settle()
+    acknowledged = harness.ephemeral()
+    assert len(acknowledged) == (0 if harness.name == "telegram" else 1)
+    assert all(text.startswith("Running /status") for text in acknowledged)
+    (answer,) = harness.posted()
+    assert "echo:" not in answer.text
 
 
 # ---------------------------------------------------------------------------- lifecycle

@@ -186,6 +186,8 @@ async def test_a_signed_slash_command_form_runs_the_gateway_command(events, cloc
     async with httpx.AsyncClient(base_url=base) as client:
         response = await client.post("/hooks/slack/events", content=raw, headers=headers)
     assert response.status_code == 200
+    # The answer to the request is what Slack shows the command's user alone.
+    assert response.json() == {"response_type": "ephemeral", "text": "Running /status..."}
     await gateway.settle(1)
     (reply,) = stub.sent
     assert "echo:" not in reply["text"]

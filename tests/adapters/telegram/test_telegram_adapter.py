@@ -252,6 +252,57 @@ async def test_poll_errors_back_off_with_jitter_and_recover(tmp_path, clock, stu
         await gateway.close()
 
 
+async def test_a_poll_failing_for_long_reports_degraded_until_it_recovers(tmp_path, clock, stub):
+    """#2: after `max_attempts` failures in a row the receiver says so (still retrying, the
+    backoff capped), and the first good poll clears it."""
+    bot_api, url = stub
+    bot_api.fail("getUpdates", tg.SERVER_ERROR, times=12)
+    gateway = Gateway(tmp_path, clock, url, bot_api)
+    seen: list[bool] = []
+    bot_api.on_call = lambda method, _params: (
+        seen.append(gateway.adapter.statistics().degraded) if method == "getUpdates" else None
+    )
+    await gateway.runner.start()
+    try:
+        bot_api.push_message("after a long outage")
+        await asyncio.wait_for(gateway.adapter.wait_events(1), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        assert bot_api.texts() == ["echo: after a long outage"]
+        assert seen[:10] == [False] * 10
+        assert seen[10:13] == [True, True, True]
+        stats = gateway.adapter.statistics()
+        assert not stats.degraded
+        assert stats.receive_failures == 0
+        sleeper = gateway.adapter.sleep
+        assert isinstance(sleeper, ClockSleep)
+        assert len(sleeper.waits) == 12
+        assert max(sleeper.waits) <= gateway.adapter.watchdog.backoff.cap
+        assert sleeper.waits[0] < sleeper.waits[4]
+    finally:
+        await gateway.close()
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["kept", "dropped"])
+async def test_updates_that_waited_while_down_follow_drop_pending_updates(
+    tmp_path, clock, stub, drop
+):
+    """#12: the backlog at start is answered by default, dropped with drop_pending_updates."""
+    bot_api, url = stub
+    bot_api.push_message("sent while the gateway was down")
+    gateway = Gateway(tmp_path, clock, url, bot_api, drop_pending_updates=drop)
+    await gateway.runner.start()
+    try:
+        bot_api.push_message("sent after the start")
+        await asyncio.wait_for(gateway.adapter.wait_events(1 if drop else 2), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        expected = ["echo: sent after the start"]
+        if not drop:
+            expected.insert(0, "echo: sent while the gateway was down")
+        assert bot_api.texts() == expected
+    finally:
+        await gateway.close()
+
+
 async def test_a_409_conflict_waits_instead_of_hot_looping(tmp_path, clock, stub):
     bot_api, url = stub
     bot_api.fail("getUpdates", tg.Fault(409, "Conflict: terminated by other getUpdates request"))

@@ -29,7 +29,7 @@ from sessiongate.adapters.discord.payloads import (
     parse_interaction,
     parse_message,
 )
-from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
+from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings, gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
@@ -82,6 +82,9 @@ class DiscordAdapter(KitAdapter):
     platform = Platform.DISCORD
     # Discord allows 5 message edits per 5 seconds per channel.
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
+    # A typing call shows "typing..." for 10 seconds.
+    typing_interval: ClassVar[float] = 8.0
     # One gateway connection per bot token in this process (a second socket delivers every
     # message again: the zombie-socket double answers of H #18187).
     _gateway_tokens: ClassVar[set[str]] = set()
@@ -229,7 +232,7 @@ class DiscordAdapter(KitAdapter):
 
     async def _answer_interaction(self, data: dict[str, Any], accepted: bool) -> None:
         name = (data.get("data") or {}).get("name", "")
-        text = f"Running /{name}..." if accepted else "You are not allowed to use this bot here."
+        text = f"Running /{name}..." if accepted else COMMAND_REFUSAL
         try:
             await self.client.acknowledge_interaction(str(data["id"]), str(data["token"]), text)
         except PlatformError as exc:

@@ -20,6 +20,7 @@ GET /gateway/bot returns, so one process talks to one Discord (or its loopback s
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from discord.http import Route
 from sessiongate.adapters.discord.payloads import ChannelInfo, DiscordIdentity, channel_info
 from sessiongate.adapters.kit.errors import (
     CredentialsError,
+    FileRejectedError,
     PermanentSendError,
     PlatformError,
     RateLimitedError,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "SAFE_MENTIONS", "DiscordClient", "command_diff", "translate"]
@@ -63,6 +66,8 @@ _CODES: dict[int, type[PlatformError]] = {
     50013: PermanentSendError,  # missing permissions
     160002: PermanentSendError,  # cannot reply without permission to read history
 }
+# "Request entity too large" (an upload over the channel's file limit).
+_TOO_LARGE = 40005
 # Gateway close codes that no reconnect cures: authentication failed, invalid shard,
 # sharding required, invalid API version, invalid or disallowed intents.
 _FATAL_CLOSES = frozenset({4004, 4010, 4011, 4012, 4013, 4014})
@@ -82,6 +87,8 @@ def translate(exc: Exception, *, sending: bool) -> PlatformError:
         if exc.status == 429:
             retry = exc.response.headers.get("Retry-After", "1") if exc.response else "1"
             return RateLimitedError(f"discord: {exc.text}", retry_after=float(retry))
+        if exc.status == 413 or exc.code == _TOO_LARGE:
+            return FileRejectedError(f"discord: the file is too large: {exc.text}")
         kind = _CODES.get(int(exc.code or 0))
         if kind is not None:
             return kind(f"discord {exc.code}: {exc.text}")
@@ -295,6 +302,25 @@ class DiscordClient:
         message = await self._call(
             lambda: channel.send(
                 text,
+                allowed_mentions=SAFE_MENTIONS,
+                reference=reference,  # type: ignore[arg-type]
+            )
+        )
+        return str(message.id)
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        channel = self._messageable(target)
+        reference = (
+            discord.MessageReference(
+                message_id=int(target.reply_to), channel_id=int(target.chat_id)
+            )
+            if target.reply_to
+            else None
+        )
+        message = await self._call(
+            # A fresh `File` per try: a retried upload must not read a consumed stream.
+            lambda: channel.send(
+                file=discord.File(io.BytesIO(file.data), filename=file.name),
                 allowed_mentions=SAFE_MENTIONS,
                 reference=reference,  # type: ignore[arg-type]
             )

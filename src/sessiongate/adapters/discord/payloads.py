@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.adapters.kit.events import PlatformEvent
@@ -188,6 +189,7 @@ def parse_message(
         reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
         parent=parent,
         kind=kind,
+        sent_at=_epoch(data.get("timestamp")),
     )
 
 
@@ -258,3 +260,13 @@ def _attachment(data: Mapping[str, Any]) -> Attachment:
         name=data.get("filename"),
         mime_type=data.get("content_type"),
     )
+
+
+def _epoch(timestamp: object) -> float | None:
+    """A message's ISO 8601 `timestamp` in epoch seconds."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(timestamp).timestamp()
+    except ValueError:
+        return None

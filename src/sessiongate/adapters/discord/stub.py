@@ -24,7 +24,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -53,6 +53,7 @@ MISSING_ACCESS = Fault(403, 50001, "Missing Access")
 UNAVAILABLE = Fault(503, 0, "upstream connect error")
 UNKNOWN_MESSAGE = Fault(404, 10008, "Unknown Message")
 INVALID_FORM = Fault(400, 50035, "Invalid Form Body")
+FILE_TOO_LARGE = Fault(413, 40005, "Request entity too large")
 
 
 @dataclass(slots=True, eq=False)
@@ -76,6 +77,9 @@ class DiscordStub:
         self.acks = True  # answer heartbeats (off: a socket gone deaf)
         self.channels: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
+        # Messages with a file: the message body, channel_id, id, name, size, data.
+        self.uploads: list[dict[str, Any]] = []
+        self.upload_limit_bytes = 10 * 1_048_576
         self.edits: list[dict[str, Any]] = []
         self.deleted: list[str] = []
         self.typing: list[str] = []
@@ -221,6 +225,8 @@ class DiscordStub:
                 "attachments": [], "embeds": [], "pinned": False, "flags": 0}  # fmt: skip
 
     async def _send(self, request: web.Request) -> web.Response:
+        if request.content_type.startswith("multipart/"):
+            return await self._upload(request)
         refused, late = await self._guard(request, "send")
         if refused:
             return refused
@@ -231,6 +237,31 @@ class DiscordStub:
         if late is not None:
             await asyncio.sleep(late.delay_seconds)
         return _json(self._message(channel, str(body.get("content", "")), message_id))
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """A message with a file (multipart: `payload_json` and `files[0]`), as route upload."""
+        refused, _ = await self._guard(request, "upload")
+        if refused:
+            return refused
+        payload: dict[str, Any] = {}
+        files: list[tuple[str, bytes]] = []
+        reader = await request.multipart()
+        async for part in reader:
+            if not isinstance(part, BodyPartReader):
+                continue
+            data = await part.read()
+            if part.name == "payload_json":
+                payload = json.loads(data)
+            elif part.filename:
+                files.append((part.filename, bytes(data)))
+        if any(len(data) > self.upload_limit_bytes for _, data in files):
+            return _json({"message": "Request entity too large", "code": 40005}, status=413)
+        channel = request.match_info["channel"]
+        message_id = self.snowflake()
+        for name, data in files:
+            self.uploads.append({**payload, "channel_id": channel, "id": message_id,
+                                 "name": name, "size": len(data), "data": data})  # fmt: skip
+        return _json(self._message(channel, str(payload.get("content") or ""), message_id))
 
     async def _edit(self, request: web.Request) -> web.Response:
         refused, _ = await self._guard(request, "edit")

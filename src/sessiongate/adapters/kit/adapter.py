@@ -37,7 +37,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.access import Access, decide_access
+from sessiongate.adapters.kit.bursts import Burst, looks_split, merge_key, merged
 from sessiongate.adapters.kit.errors import (
+    FileRejectedError,
     PermanentSendError,
     PlatformError,
     UnconfirmedSendError,
@@ -49,8 +51,17 @@ from sessiongate.adapters.kit.events import (
     PlatformEvent,
     gateway_commands,
 )
-from sessiongate.adapters.kit.gating import decide_gate, passes
+from sessiongate.adapters.kit.gating import GateReason, decide_gate, passes
+from sessiongate.adapters.kit.loop_guard import BotLoopGuard
 from sessiongate.adapters.kit.media import too_large_notice
+from sessiongate.adapters.kit.media_out import (
+    OutboundFile,
+    file_name,
+    locate,
+    mime_type_of,
+    not_sent_notice,
+    split_media,
+)
 from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
 from sessiongate.adapters.kit.streaming import EditStream
@@ -66,11 +77,12 @@ if TYPE_CHECKING:
 
     from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
+    from sessiongate.adapters.kit.watchdog import Watchdog
     from sessiongate.core.clock import Clock
     from sessiongate.core.platform import Platform
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["HandoffError", "KitAdapter"]
+__all__ = ["COMMAND_REFUSAL", "HandoffError", "KitAdapter"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +90,10 @@ PAIRING_NOTICE = (
     "Hi! I don't know you yet. Ask the operator of this bot to approve you with:\n"
     "sessiongate pairing approve {code}\n(the code expires in {minutes} minutes)"
 )
+COMMAND_REFUSAL = "You are not allowed to use this bot here."
+# Command kinds the platform adapter answers itself, only to their user (Discord's interaction
+# response, Slack's slash command acknowledgement): the kit posts no refusal in the chat.
+_ANSWERED_BY_THE_PLATFORM = frozenset({"interaction", "slash_command"})
 # More pending pairing requests than this per platform get no code (a flood of strangers
 # cannot fill the operator's list).
 MAX_PENDING_PAIRING = 3
@@ -99,6 +115,8 @@ class _Counters:
     unconfirmed: int = 0
     reconnects: int = 0
     stalls: int = 0
+    merged: int = 0  # parts of split messages merged into the part before
+    files: int = 0  # files uploaded with replies
 
 
 class KitAdapter:
@@ -111,6 +129,13 @@ class KitAdapter:
     authorizes_senders: ClassVar[bool] = True
     # Telegram edits at most once a second per chat; platforms override.
     edit_interval: ClassVar[float] = 1.0
+    # Seconds between typing calls: a little under how long the platform shows one (Telegram
+    # about 5 s); platforms override.
+    typing_interval: ClassVar[float] = 4.5
+    # The receiver's watchdog (its failures and backoff), when the platform keeps one.
+    watchdog: Watchdog | None = None
+    # The largest file the platform takes from a bot (Telegram's Bot API: 50 MB).
+    upload_limit_mb: ClassVar[float] = 50.0
 
     def __init__(
         self,
@@ -129,8 +154,16 @@ class KitAdapter:
         self.limiter = ChatRateLimiter(
             clock=self.clock, sleep=self.sleep, min_interval={"edit": self.edit_interval}
         )
-        self.outbox = Outbox(sender, rendering, self.limiter, sleep=self.sleep)
-        self.typing = TypingIndicators(sender.send_typing, spawn=self.spawn, sleep=self.tick)
+        self.outbox = Outbox(
+            sender,
+            rendering,
+            self.limiter,
+            sleep=self.sleep,
+            reply_all=settings.reply_to_mode == "all",
+        )
+        self.typing = TypingIndicators(
+            sender.send_typing, spawn=self.spawn, sleep=self.tick, interval=self.typing_interval
+        )
         self.runner: GatewayRunner | None = None
         self.state: PlatformState | None = None
         # This process's claims: a claim under another owner was left by a dead process.
@@ -139,6 +172,11 @@ class KitAdapter:
         self.receiving = False
         self.counters = _Counters()
         self._streams: dict[int, EditStream] = {}
+        self.bot_guard = BotLoopGuard(settings.loop_guard, clock=self.clock)
+        self._bursts: dict[str, Burst] = {}
+        self._holding = 0
+        self._merge_window = settings.merge.window
+        self._merge_min_length = settings.merge.min_length or int(rendering.limit * 0.95)
         self._group: asyncio.TaskGroup | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._supervisor: asyncio.Task[None] | None = None
@@ -161,6 +199,14 @@ class KitAdapter:
 
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id, thread_id=source.thread_id)
+
+    def reply_target(self, source: SessionSource) -> Target:
+        """`target_for`, quoting the message the reply answers (`source.message_id`, set at
+        admission) unless `reply_to_mode` is off; `Outbox` decides which chunks quote it."""
+        target = self.target_for(source)
+        if self.settings.reply_to_mode == "off" or not source.message_id:
+            return target
+        return replace(target, reply_to=source.message_id)
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         """Register the gateway's commands with the platform (failure: raise, it is logged)."""
@@ -235,8 +281,12 @@ class KitAdapter:
     async def admit_batch(self, events: list[PlatformEvent]) -> list[Admission]:
         """`admit` for a batch in its order, with one claim transaction (before any await)
         and one finishing transaction for the batch. Returns the admissions of the leading
-        events the gateway took; the first it did not take, and all after it, are released
-        for their redelivery (the caller advances its offset past the returned ones only)."""
+        events the gateway took; the first it did not take, and every later one it has not
+        settled (dropped, a duplicate), are released for their redelivery (the caller
+        advances its offset past the returned ones only).
+
+        Parts of a message the client split (`bursts.py`) are held and merged: consecutive
+        ones in the batch at once, later ones (another `admit`) while the window runs."""
         if self._stopped:
             raise HandoffError("the adapter is stopped")
         state = self._state()
@@ -244,29 +294,86 @@ class KitAdapter:
         # Step 1, before the first await: two deliveries of one id cannot both pass.
         claimed = state.claim_events(platform, [e.event_id for e in events], owner=self.owner)
         done: list[str] = []
-        admitted: list[Admission] = []
+        # By position in the batch: a held part is settled after events behind it.
+        slots: list[Admission | None] = [None] * len(events)
+        # A burst this call leads, and the positions of its parts from this batch (parts
+        # another `admit` joined are settled, and counted, by that call).
+        lead: Burst | None = None
+        held: dict[str, int] = {}
+
+        def settle(index: int, event_id: str, admission: Admission) -> None:
+            slots[index] = admission
+            done.append(event_id)
+            # A second copy later in the same batch is a duplicate.
+            claimed.discard(event_id)
+            self.counters.events += 1
+            self._settled.set()
+
+        async def flush(burst: Burst) -> None:
+            admission = await self._flush(burst)
+            first = burst.parts[0].event_id
+            for part in burst.parts:
+                index = held.pop(part.event_id, None)
+                if index is not None:
+                    settle(index, part.event_id, admission if part.event_id == first
+                           else Admission("merged", first))  # fmt: skip
+
         try:
-            for event in events:
-                if event.event_id not in claimed:
+            for index, event in enumerate(events):
+                if event.event_id not in claimed or event.event_id in held:
                     self.counters.duplicates += 1
                     log.debug(
                         "duplicate event", extra={"platform": platform, "event_id": event.event_id}
                     )
-                    admitted.append(Admission("duplicate"))
+                    slots[index] = Admission("duplicate")
+                    self.counters.events += 1
+                    self._settled.set()
+                    continue
+                screened = await self._screen(event)
+                if isinstance(screened, Admission):
+                    settle(index, event.event_id, screened)
+                    continue
+                key = merge_key(screened) if self._merge_window > 0 else None
+                now = self.clock.monotonic()
+                split = key is not None and self._looks_split(screened)
+                if lead is not None and key == lead.key:
+                    lead.add(screened, now=now, window=self._merge_window, split=split)
+                    held[event.event_id] = index
+                    continue
+                if lead is not None:
+                    await flush(lead)
+                    lead = None
+                other = self._bursts.get(key) if key is not None else None
+                if other is not None:
+                    other.add(screened, now=now, window=self._merge_window, split=split)
+                    await asyncio.shield(other.done)
+                    settle(index, event.event_id, Admission("merged", other.parts[0].event_id))
+                elif key is not None and split:
+                    lead = self._bursts[key] = Burst.open(
+                        key, screened, now=now, window=self._merge_window
+                    )
+                    held[event.event_id] = index
                 else:
-                    try:
-                        admitted.append(await self._admit_claimed(event))
-                    except HandoffError:
-                        break
-                    done.append(event.event_id)
-                    # A second copy later in the same batch is a duplicate.
-                    claimed.discard(event.event_id)
-                self.counters.events += 1
-                self._settled.set()
+                    settle(index, event.event_id, await self._hand_off(screened))
+            if lead is not None:
+                await flush(lead)
+                lead = None
+        except HandoffError:
+            pass
         finally:
+            if lead is not None and not lead.done.done():
+                # Cancelled (stopping) while holding: the parts joined from elsewhere are
+                # released by their own callers.
+                self._bursts.pop(lead.key, None)
+                lead.done.set_exception(HandoffError("the adapter is stopping"))
             state.finish_events(platform, done)
             for event_id in claimed:
                 state.release_event(platform, event_id, owner=self.owner)
+        admitted: list[Admission] = []
+        for slot in slots:
+            if slot is None:
+                break
+            admitted.append(slot)
         return admitted
 
     async def wait_events(self, count: int) -> None:
@@ -275,16 +382,93 @@ class KitAdapter:
             self._settled.clear()
             await self._settled.wait()
 
-    async def _admit_claimed(self, event: PlatformEvent) -> Admission:
+    async def wait_events_or_hold(self, count: int) -> bool:
+        """`wait_events`, but returns False as soon as a split message is being held (a test
+        then moves its clock on); True once `count` events are settled."""
+        while self.counters.events < count:
+            if self._holding:
+                return False
+            self._settled.clear()
+            await self._settled.wait()
+        return True
+
+    @property
+    def holding(self) -> bool:
+        return self._holding > 0
+
+    def held_parts(self) -> int:
+        """Parts of split messages held right now, waiting for the rest."""
+        return sum(len(b.parts) for b in self._bursts.values())
+
+    def _joins_album(self, event: PlatformEvent) -> bool:
+        if event.group_id is None:
+            return False
+        key = merge_key(event)
+        return key is not None and key in self._bursts
+
+    def _looks_split(self, event: PlatformEvent) -> bool:
+        rendering = self.outbox.rendering
+        return looks_split(event, min_length=self._merge_min_length, measure=rendering.measure)
+
+    async def hold(self, seconds: float) -> None:
+        """Wait for more parts of a split message (on `tick`: a test moves time on)."""
+        self._holding += 1
+        self._settled.set()
+        try:
+            await self.tick(seconds)
+        finally:
+            self._holding -= 1
+
+    async def _flush(self, burst: Burst) -> Admission:
+        """Hold `burst` until its window ends, then hand its parts off as one message."""
+        try:
+            while (wait := burst.deadline - self.clock.monotonic()) > 0:
+                await self.hold(wait)
+        finally:
+            # No part joins once the merged text is taken (no await between).
+            if self._bursts.get(burst.key) is burst:
+                del self._bursts[burst.key]
+        try:
+            admission = await self._hand_off(merged(burst.parts))
+        except BaseException:
+            burst.done.set_exception(HandoffError("the merged message was not taken"))
+            raise
+        if len(burst.parts) > 1:
+            self.counters.merged += len(burst.parts) - 1
+            log.info(
+                "split message merged",
+                extra={"platform": str(self.platform), "parts": len(burst.parts)},
+            )
+        burst.done.set_result(admission)
+        return admission
+
+    async def _screen(self, event: PlatformEvent) -> PlatformEvent | Admission:
+        """Gating, access, pairing, media caps and the thread fork: the event to hand off
+        (with the facts and source it was admitted with), or what became of it."""
         source, facts = event.source, event.facts
         if source is None or facts is None:
             return self._drop(event, event.kind)
+        horizon = self.settings.max_backlog_seconds
+        if horizon is not None and event.sent_at is not None:
+            age = self.clock.now().timestamp() - event.sent_at
+            if age > horizon:
+                log.info(
+                    "message older than max_backlog_seconds; not answered",
+                    extra={"platform": str(self.platform), "chat_id": source.chat_id,
+                           "age_seconds": round(age)},
+                )  # fmt: skip
+                return self._drop(event, "stale_backlog")
         if source.thread_id and facts.chat_type is not ChatType.DM and not facts.in_joined_thread:
             joined = self._state().has_thread(str(self.platform), source.chat_id, source.thread_id)
             facts = replace(facts, in_joined_thread=joined)
         reason = decide_gate(facts, self.settings.gate)
+        if reason is GateReason.NOT_ADDRESSED and self._joins_album(event):
+            # An album's later items carry no caption (no mention): its first item decided.
+            reason = GateReason.MENTIONED
         if not passes(reason):
             return self._drop(event, str(reason))
+        if facts.is_bot and not self.bot_guard.admit(_chat_key(source)):
+            return self._drop(event, "bot_loop_cooldown")
         access = decide_access(source, self.settings.access, paired=False)
         # The store is asked only when pairing is what is left to decide.
         if access is Access.PAIR and self._state().is_paired(
@@ -292,6 +476,9 @@ class KitAdapter:
         ):
             access = Access.ADMIT
         if access is Access.DENY:
+            if facts.command_to_bot and event.kind not in _ANSWERED_BY_THE_PLATFORM:
+                # A command addressed to the bot is told no, not silently dropped.
+                await self._notice(source, COMMAND_REFUSAL)
             return self._drop(event, "not_allowed")
         if access is Access.PAIR:
             return await self._pair(source)
@@ -302,6 +489,12 @@ class KitAdapter:
                 return Admission("too_large", attachment.name or attachment.kind)
         if event.parent is not None and source.thread_id:
             self._fork_thread(source, event.parent)
+        return replace(event, facts=facts)
+
+    async def _hand_off(self, event: PlatformEvent) -> Admission:
+        assert event.source is not None
+        # The message id rides on the source to the reply, which may quote it.
+        source = replace(event.source, message_id=event.message_id)
         runner = self._runner()
         # Typing from admission on; the reply (or any other outcome) ends it.
         typing_key = _chat_key(source)
@@ -387,7 +580,9 @@ class KitAdapter:
         platform = str(self.platform)
         state = self._state()
         if source.chat_id == "home" and self.settings.home_channel:
-            source = replace(source, chat_id=self.settings.home_channel, thread_id=None)
+            source = replace(
+                source, chat_id=self.settings.home_channel, thread_id=None, message_id=None
+            )
         if turn_id is not None:
             previous = state.begin_send(platform, turn_id)
             if previous is not None:
@@ -402,13 +597,18 @@ class KitAdapter:
                 else:
                     log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
                 return
-        target = self.target_for(source)
+        target = self.reply_target(source)
+        text, files = split_media(text)
         try:
             stream = self._streams.pop(turn_id, None) if turn_id is not None else None
             if stream is not None:
                 ids = await stream.finish(text)
-            else:
+            elif text.strip() or not files:
                 ids = await self.outbox.deliver(target, text)
+            else:
+                ids = []
+            if files:
+                ids += await self._send_files(target, files, after=len(ids))
         except PermanentSendError as exc:
             self.counters.refused += 1
             log.warning(
@@ -435,11 +635,50 @@ class KitAdapter:
         if source.thread_id and source.chat_type is not ChatType.DM:
             state.mark_thread(platform, source.chat_id, source.thread_id)
 
+    async def _send_files(self, target: Target, refs: list[str], *, after: int) -> list[str]:
+        """Upload the files a reply named (`media_out.py`); each one that cannot go gets a
+        line of text instead, sent after them."""
+        ids: list[str] = []
+        notices: list[str] = []
+        cap = self.settings.max_upload_bytes or int(self.upload_limit_mb * 1_048_576)
+        for ref in refs:
+            name = file_name(ref)
+            found = locate(ref, self.settings.media_dirs)
+            if isinstance(found, str):
+                notices.append(not_sent_notice(name, found))
+                continue
+            size = found.stat().st_size
+            if size > cap:
+                reason = f"it is {size / 1_048_576:.1f} MB, over the {cap / 1_048_576:.0f} MB limit"
+                notices.append(not_sent_notice(name, reason))
+                continue
+            data = await asyncio.to_thread(found.read_bytes)
+            upload = OutboundFile(found.name, data, mime_type_of(found))
+            where = self.outbox.chunk_target(target, after + len(ids))
+            try:
+                ids.append(await self.outbox.send_file(where, upload))
+                self.counters.files += 1
+            except PlatformError as exc:
+                # Refused for this file (too large, its type, a missing scope): the text is
+                # out already, so the file gets a notice; what refuses the chat propagates.
+                if not isinstance(exc, FileRejectedError) and type(exc) is not PlatformError:
+                    raise
+                log.warning(
+                    "the platform refused a file",
+                    extra={"platform": str(self.platform), "chat_id": target.chat_id,
+                           "error": str(exc)},
+                )  # fmt: skip
+                notices.append(not_sent_notice(name, "the platform refused it"))
+        if notices:
+            where = self.outbox.chunk_target(target, after + len(ids))
+            ids += await self.outbox.deliver(where, "\n".join(notices))
+        return ids
+
     def open_stream(self, source: SessionSource, *, turn_id: int) -> EditStream:
         """An in-place streamed reply for `turn_id`; `send` for that turn finishes it."""
         stream = self._streams.get(turn_id)
         if stream is None:
-            stream = self._streams[turn_id] = EditStream(self.outbox, self.target_for(source))
+            stream = self._streams[turn_id] = EditStream(self.outbox, self.reply_target(source))
         return stream
 
     async def notify_home(self, text: str) -> bool:
@@ -469,6 +708,10 @@ class KitAdapter:
             rate_limited=self.outbox.rate_limited,
             reconnects=c.reconnects,
             stalls=c.stalls,
+            merged=c.merged,
+            files=c.files,
+            degraded=self.watchdog.degraded if self.watchdog is not None else False,
+            receive_failures=self.watchdog.failures if self.watchdog is not None else 0,
         )
 
     def _state(self) -> PlatformState:

@@ -8,6 +8,7 @@ PlatformError
 ├── RateLimitedError       429: wait `retry_after` seconds for this chat, then try again
 ├── FormatRejectedError    the markup was refused ("can't parse entities"): resend as plain
 ├── ReplyTargetError       the message replied to is gone: resend without the anchor
+├── FileRejectedError      the platform refused a file (too large, its type): a text notice
 ├── PermanentSendError     the chat refuses the bot for good (blocked, removed): never retried
 ├── TransientSendError     the request provably never left (connect/pool timeout): retried
 └── UnconfirmedSendError   it may have been delivered (timeout after sending): never resent
@@ -19,6 +20,7 @@ from sessiongate.errors import SessiongateError
 
 __all__ = [
     "CredentialsError",
+    "FileRejectedError",
     "FormatRejectedError",
     "PermanentSendError",
     "PlatformError",
@@ -51,6 +53,10 @@ class FormatRejectedError(PlatformError):
 
 class ReplyTargetError(PlatformError):
     code = "platform_reply_target"
+
+
+class FileRejectedError(PlatformError):
+    code = "platform_file_rejected"
 
 
 class PermanentSendError(PlatformError):

@@ -27,6 +27,7 @@ from sessiongate.adapters.kit.splitting import split_text
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
     from sessiongate.adapters.kit.timing import Sleep
 
@@ -62,6 +63,11 @@ class PlatformSender(Protocol):
 
     async def send_typing(self, target: Target) -> None: ...
 
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """Upload a file through the platform's own call; returns the message id. A file the
+        platform refuses (too large, its type) raises `FileRejectedError`."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Rendering:
@@ -83,6 +89,7 @@ class Outbox:
         sleep: Sleep,
         backoff: Backoff | None = None,
         max_rate_wait: float = 120.0,
+        reply_all: bool = False,
     ) -> None:
         self.sender = sender
         self.rendering = rendering
@@ -90,6 +97,7 @@ class Outbox:
         self._sleep = sleep
         self._backoff = backoff or Backoff(base=0.5, cap=8.0, max_attempts=4)
         self._max_rate_wait = max_rate_wait
+        self.reply_all = reply_all
         self.plain_resends = 0
         self.rate_limited = 0
         self.retries = 0
@@ -102,16 +110,29 @@ class Outbox:
         """Send every chunk in order; the platform ids of the messages posted."""
         ids: list[str] = []
         for index, chunk in enumerate(self.chunks(markdown)):
-            # Only the first chunk replies to the anchor (reply_to_mode "first").
-            where = target if index == 0 else replace(target, reply_to=None)
-            ids.append(await self.send_chunk(where, chunk))
+            ids.append(await self.send_chunk(self.chunk_target(target, index), chunk))
         return ids
+
+    def chunk_target(self, target: Target, index: int) -> Target:
+        """Where chunk `index` of a reply goes: under `reply_to_mode: first` only the first
+        chunk quotes the message it answers, under `all` every chunk does."""
+        if index == 0 or self.reply_all or target.reply_to is None:
+            return target
+        return replace(target, reply_to=None)
 
     async def send_chunk(self, target: Target, chunk: str) -> str:
         async def post(where: Target, text: str, markup: bool) -> str:
             return await self.sender.send_text(where, text, markup=markup)
 
         return await self._call(target, chunk, "send", post)
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """One upload through the chat's slot, with the same waits and retries as text."""
+
+        async def upload(where: Target, _text: str, _markup: bool) -> str:
+            return await self.sender.send_file(where, file)
+
+        return await self._call(target, "", "send", upload)
 
     async def edit_chunk(self, target: Target, message_id: str, chunk: str) -> None:
         async def edit(where: Target, text: str, markup: bool) -> None:

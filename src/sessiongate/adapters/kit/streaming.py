@@ -82,6 +82,7 @@ class EditStream:
             except PlatformError:
                 log.warning("stale preview could not be deleted", extra={"message_id": stale})
             return ids
-        for chunk in chunks[1:]:
-            ids.append(await self._outbox.send_chunk(self._target, chunk))
+        for index, chunk in enumerate(chunks[1:], start=1):
+            where = self._outbox.chunk_target(self._target, index)
+            ids.append(await self._outbox.send_chunk(where, chunk))
         return ids

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 
 from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 
-from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
+from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import Admission, KitSettings, PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.outbound import Rendering, Target
@@ -80,6 +80,10 @@ class _EpochClock(SlackClock):
 class SlackAdapter(KitAdapter):
     platform = Platform.SLACK
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
+    # The assistant status line stays until the bot replies; refreshed now and then in case
+    # Slack cleared it.
+    typing_interval: ClassVar[float] = 30.0
     # One Socket Mode connection per app token in this process (a second would receive every
     # envelope too: two turns per message).
     _socket_tokens: ClassVar[set[str]] = set()
@@ -246,12 +250,16 @@ class SlackAdapter(KitAdapter):
         except (KeyError, TypeError, ValueError):
             log.exception("slack envelope not understood; acknowledged and skipped")
             event = None
+        payload = None
         if event is not None:
             try:
-                await self._admit_within_deadline(event)
+                admission = await self._admit_within_deadline(event)
             except HandoffError:
                 return  # not acknowledged: Slack delivers it again
-        await socket.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+            payload = _command_ack(event, admission)
+        await socket.send_socket_mode_response(
+            SocketModeResponse(envelope_id=request.envelope_id, payload=payload)
+        )
 
     def _map(self, kind: str, payload: Mapping[str, Any]) -> PlatformEvent | None:
         assert self.me is not None
@@ -263,8 +271,9 @@ class SlackAdapter(KitAdapter):
             )
         return None  # interactivity and others: acknowledged, not handled
 
-    async def _admit_within_deadline(self, event: PlatformEvent) -> None:
-        """`admit`, waited for at most ACK_DEADLINE_SECONDS (then it finishes on its own)."""
+    async def _admit_within_deadline(self, event: PlatformEvent) -> Admission | None:
+        """`admit`, waited for at most ACK_DEADLINE_SECONDS (then it finishes on its own, and
+        this returns None)."""
         if self._stopped:
             raise HandoffError("the adapter is stopped")
         settled: asyncio.Future[Admission] = asyncio.get_running_loop().create_future()
@@ -281,10 +290,11 @@ class SlackAdapter(KitAdapter):
         self.spawn(run())
         try:
             async with asyncio.timeout(ACK_DEADLINE_SECONDS):
-                await asyncio.shield(settled)
+                return await asyncio.shield(settled)
         except TimeoutError:
             log.warning("slack event still being accepted at the ack deadline; acknowledged")
             settled.add_done_callback(lambda f: f.cancelled() or f.exception())
+            return None
 
     # ------------------------------------------------------------------ Events API
 
@@ -324,10 +334,23 @@ class SlackAdapter(KitAdapter):
         if event is None:
             return 200, {}
         try:
-            await self._admit_within_deadline(event)
+            admission = await self._admit_within_deadline(event)
         except HandoffError:
             return 503, _error("unavailable", "the gateway is stopping; retry later")
-        return 200, {}
+        return 200, _command_ack(event, admission) or {}
+
+
+def _command_ack(event: PlatformEvent, admission: Admission | None) -> dict[str, Any] | None:
+    """What a slash command's user alone is told in the acknowledgement (Slack shows it as
+    an ephemeral message): that it runs, or that they may not use it. None for events."""
+    if event.kind != "slash_command" or admission is None:
+        return None
+    if admission.status == "accepted":
+        command = event.text.split(" ", 1)[0]
+        return {"response_type": "ephemeral", "text": f"Running {command}..."}
+    if admission.reason == "not_allowed":
+        return {"response_type": "ephemeral", "text": COMMAND_REFUSAL}
+    return None
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

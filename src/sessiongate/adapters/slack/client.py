@@ -20,11 +20,12 @@ import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from sessiongate.adapters.kit.errors import (
     CredentialsError,
+    FileRejectedError,
     FormatRejectedError,
     PermanentSendError,
     PlatformError,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
     from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["TYPING_STATUS", "SlackClient", "slash_commands", "translate"]
@@ -69,6 +71,9 @@ _ERRORS: dict[str, type[PlatformError]] = {
     "user_disabled": PermanentSendError,
     "service_unavailable": TransientSendError,
 }
+# Upload refusals that concern the file, not the chat (files.uploadV2 needs `files:write`).
+_FILE_ERRORS = frozenset({"file_too_large", "file_size_exceeded", "invalid_file_type",
+                          "missing_scope", "file_uploads_disabled"})  # fmt: skip
 # Slack's own words: "some aspect of the operation may have succeeded".
 _MAYBE_DONE = frozenset({"internal_error", "fatal_error", "request_timeout"})
 _NOT_SENT = (aiohttp.ClientConnectorError,)
@@ -240,6 +245,28 @@ class SlackClient:
                 lambda: self.web.chat_postMessage(channel=target.chat_id, **content)
             )
         return str(answer["ts"])
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """files.uploadV2 (an upload URL, the bytes, then the share) into the chat and
+        thread; the file's id stands for the message id."""
+        try:
+            answer = await self._call(
+                lambda: self.web.files_upload_v2(
+                    channel=target.chat_id,
+                    thread_ts=target.thread_id,
+                    file=file.data,
+                    filename=file.name,
+                    title=file.name,
+                )
+            )
+        except SlackRequestError as exc:  # the upload URL refused the bytes
+            raise FileRejectedError(f"slack: upload refused: {exc}") from exc
+        except PlatformError as exc:
+            if str(exc).removeprefix("slack: ") in _FILE_ERRORS:
+                raise FileRejectedError(str(exc)) from exc
+            raise
+        uploaded = answer.get("file") or {}
+        return str(uploaded.get("id") or "")
 
     async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:
         content = self._content(text, markup)

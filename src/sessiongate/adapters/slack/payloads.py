@@ -152,6 +152,7 @@ def parse_envelope(
         message_id=str(message.get("ts") or ts),
         parent=parent,
         kind=kind if subtype is None else str(subtype),
+        sent_at=_epoch(message.get("ts") or ts),
     )
 
 
@@ -221,3 +222,11 @@ def _attachments(files: Any) -> tuple[Attachment, ...]:
 def _kind_of(mime_type: str) -> str:
     major = mime_type.partition("/")[0]
     return {"image": "photo", "video": "video", "audio": "audio"}.get(major, "document")
+
+
+def _epoch(ts: object) -> float | None:
+    """A Slack `ts` ("1767225600.000100") is the post's time in epoch seconds."""
+    try:
+        return float(str(ts))
+    except ValueError:
+        return None

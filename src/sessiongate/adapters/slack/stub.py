@@ -5,7 +5,9 @@ It speaks the wire format slack-sdk sends and reads (JSON or form bodies, `Autho
 Bearer`, answers `{"ok": true, ...}` or `{"ok": false, "error": code}`, 429 with `Retry-After`),
 so `AsyncWebClient` and `SocketModeClient` are driven unchanged through `base_url` and the
 `url` that apps.connections.open returns. Implemented: auth.test, chat.postMessage,
-chat.update, chat.delete, conversations.info, assistant.threads.setStatus,
+chat.update, chat.delete, conversations.info, assistant.threads.setStatus, the three steps of
+files.uploadV2 (files.getUploadURLExternal, the upload URL, files.completeUploadExternal:
+recorded in `uploads`),
 apps.connections.open, apps.manifest.export/update; the socket sends `hello`, envelopes
 (`events_api`, `slash_commands`) and `disconnect`, and records the acks.
 
@@ -55,6 +57,7 @@ NOT_IN_CHANNEL = Fault("not_in_channel")
 UNAVAILABLE = Fault("service_unavailable", status=503)
 MESSAGE_GONE = Fault("message_not_found")
 CANNOT_REPLY = Fault("cannot_reply_to_message")
+MISSING_SCOPE = Fault("missing_scope")
 
 
 def sign(
@@ -88,12 +91,18 @@ class SlackStub:
         self.manifest: dict[str, Any] = {"display_information": {"name": "sessiongate"}}
         self.manifest_updates = 0
         self.channels: dict[str, dict[str, Any]] = {}
+        # Files shared by the bot: channel, thread_ts, name, size, data.
+        self.uploads: list[dict[str, Any]] = []
+        self._uploaded: dict[str, tuple[str, bytes]] = {}
+        self._file_ids = itertools.count(1)
         self.calls: Counter[str] = Counter()
         self.faults: dict[str, deque[Fault]] = {}
         self.on_call: Callable[[str, dict[str, Any]], None] | None = None
         # Socket Mode
         self.envelopes: list[dict[str, Any]] = []
         self.acks: list[str] = []
+        # envelope id -> the payload an ack carried (a slash command's ephemeral answer).
+        self.ack_payloads: dict[str, Any] = {}
         self.connections = 0  # sockets ever opened
         self.open_sockets: set[web.WebSocketResponse] = set()
         self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -104,6 +113,7 @@ class SlackStub:
         self.app.router.add_post("/api/{method}", self._endpoint)
         self.app.router.add_get("/api/{method}", self._endpoint)
         self.app.router.add_get("/socket", self._socket)
+        self.app.router.add_post("/upload/{file_id}", self._upload)
 
     # ------------------------------------------------------------------ the test's side
 
@@ -171,6 +181,32 @@ class SlackStub:
         if fault is not None:
             await asyncio.sleep(fault.delay_seconds)
         return web.json_response({"ok": True, **result})
+
+    async def _api_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = f"F{next(self._file_ids):08d}"
+        self._uploaded[file_id] = (str(params.get("filename") or ""), b"")
+        return {"upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        if file_id not in self._uploaded:
+            return web.Response(status=404, text="unknown upload")
+        name, _ = self._uploaded[file_id]
+        self._uploaded[file_id] = (name, await request.read())
+        return web.Response(text=f"OK - {len(self._uploaded[file_id][1])}")
+
+    async def _api_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        listed = json.loads(files) if isinstance(files, str) else list(files or [])
+        shared = []
+        for entry in listed:
+            name, data = self._uploaded.pop(str(entry["id"]), ("", b""))
+            self.uploads.append({"channel": params.get("channel_id"),
+                                 "thread_ts": params.get("thread_ts"), "id": entry["id"],
+                                 "name": entry.get("title") or name, "size": len(data),
+                                 "data": data})  # fmt: skip
+            shared.append({"id": entry["id"], "title": entry.get("title") or name})
+        return {"files": shared}
 
     async def _api_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -243,6 +279,8 @@ class SlackStub:
                     data = json.loads(message.data)
                     if "envelope_id" in data:
                         self.acks.append(str(data["envelope_id"]))
+                        if data.get("payload"):
+                            self.ack_payloads[str(data["envelope_id"])] = data["payload"]
         finally:
             sender.cancel()
             self.open_sockets.discard(ws)

@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
+from sessiongate.adapters.kit.bursts import MAX_HOLD_WINDOWS
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings, PlatformEvent
 from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
@@ -60,6 +61,9 @@ _CLAIM_HORIZON_SECONDS = 48 * 3600.0
 class TelegramAdapter(KitAdapter):
     platform = Platform.TELEGRAM
     edit_interval: ClassVar[float] = 1.0
+    watchdog: Watchdog
+    # sendChatAction shows "typing..." for 5 seconds.
+    typing_interval: ClassVar[float] = 4.5
     # One poller per token in this process (Telegram allows one; a second gets 409s).
     _polling_tokens: ClassVar[set[str]] = set()
 
@@ -106,7 +110,9 @@ class TelegramAdapter(KitAdapter):
         if self.config.mode == "webhook":
             if self.config.webhook_url and self.config.webhook_secret is not None:
                 await self.client.set_webhook(
-                    self.config.webhook_url, secret=self.config.webhook_secret.get_secret_value()
+                    self.config.webhook_url,
+                    secret=self.config.webhook_secret.get_secret_value(),
+                    drop_pending_updates=self.config.drop_pending_updates,
                 )
             return
         if self._token in self._polling_tokens:
@@ -181,6 +187,38 @@ class TelegramAdapter(KitAdapter):
                 await self.sleep(self.watchdog.failed())
 
     async def _admit_batch(self, updates: list[dict[str, Any]]) -> None:
+        updates = await self._rest_of_split(updates)
+        events = self._parse(updates)
+        admitted = await self.admit_batch(events)
+        # The offset moves past what the gateway took, and Telegram learns it at the next
+        # getUpdates; an update it did not take comes again.
+        if admitted:
+            self.offset = int(updates[len(admitted) - 1]["update_id"]) + 1
+
+    async def _rest_of_split(self, updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A paste the Telegram app split arrives as parts a moment apart, and the long poll
+        often answers with the first alone. When the last update looks like such a part, wait
+        the merge window and ask again from the same offset (so nothing is confirmed): the
+        answer holds these updates and the parts sent since, and the kit merges them."""
+        window = self.settings.merge.window
+        for _ in range(MAX_HOLD_WINDOWS):
+            if window <= 0 or not updates or not self._looks_split(self._parse(updates[-1:])[0]):
+                break
+            await self.hold(window)
+            try:
+                more = await self.client.get_updates(self.offset, poll_seconds=0)
+            except PlatformError as exc:
+                log.info("telegram poll for the rest of a split message failed", extra={
+                    "error": str(exc)})  # fmt: skip
+                break
+            known = {int(u["update_id"]) for u in updates}
+            fresh = [u for u in more if int(u["update_id"]) not in known]
+            if not fresh:
+                break
+            updates = [*updates, *fresh]
+        return updates
+
+    def _parse(self, updates: list[dict[str, Any]]) -> list[PlatformEvent]:
         assert self.me is not None
         events = []
         for update in updates:
@@ -191,11 +229,7 @@ class TelegramAdapter(KitAdapter):
                 # cannot stall the chat behind it for ever.
                 log.exception("telegram update not understood; skipped")
                 events.append(PlatformEvent(event_id=str(update.get("update_id")), source=None))
-        admitted = await self.admit_batch(events)
-        # The offset moves past what the gateway took, and Telegram learns it at the next
-        # getUpdates; an update it did not take comes again.
-        if admitted:
-            self.offset = int(updates[len(admitted) - 1]["update_id"]) + 1
+        return events
 
     async def _rebuild(self) -> None:
         self.counters.reconnects += 1

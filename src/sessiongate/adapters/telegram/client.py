@@ -28,7 +28,7 @@ import httpx
 # (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-from telegram import Bot, BotCommand
+from telegram import Bot, BotCommand, InputFile, Message
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -46,6 +46,7 @@ from telegram.warnings import PTBDeprecationWarning
 
 from sessiongate.adapters.kit.errors import (
     CredentialsError,
+    FileRejectedError,
     FormatRejectedError,
     PermanentSendError,
     PlatformError,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = ["MAX_COMMANDS", "PollConflictError", "TelegramClient"]
@@ -89,6 +91,11 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
     ("message thread not found", PermanentSendError),
 )
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# sendPhoto takes images up to 10 MB; a larger one goes as a document (up to 50 MB).
+_PHOTO_LIMIT_BYTES = 10 * 1_048_576
+# An upload Telegram refuses for the file itself (413, or its size or type).
+_FILE_REFUSALS = ("file too large", "file is too big", "request entity too large",
+                  "photo_invalid_dimensions", "wrong file")  # fmt: skip
 
 
 class _TokenFilter(logging.Filter):
@@ -140,6 +147,8 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
         return PermanentSendError(message)
     if isinstance(exc, Conflict):
         return PollConflictError(message)
+    if any(needle in message.lower() for needle in _FILE_REFUSALS):
+        return FileRejectedError(message)
     if isinstance(exc, BadRequest):
         lowered = message.lower()
         for needle, kind in _BAD_REQUESTS:
@@ -211,13 +220,14 @@ class TelegramClient:
 
     # ------------------------------------------------------------------ receiving
 
-    async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
+    async def get_updates(
+        self, offset: int | None, *, poll_seconds: float | None = None
+    ) -> list[dict[str, Any]]:
         # Not through `_call`'s slots: the long poll has its own connection and must never
         # wait behind sends.
+        wait = self._poll_timeout if poll_seconds is None else poll_seconds
         try:
-            updates = await self.bot.get_updates(
-                offset=offset, timeout=timedelta(seconds=self._poll_timeout)
-            )
+            updates = await self.bot.get_updates(offset=offset, timeout=timedelta(seconds=wait))
         except TelegramError as exc:
             raise translate(exc, sending=False) from exc
         return [update.to_dict() for update in updates]
@@ -228,8 +238,13 @@ class TelegramClient:
             sending=False,
         )
 
-    async def set_webhook(self, url: str, *, secret: str) -> None:
-        await self._call(lambda: self.bot.set_webhook(url, secret_token=secret), sending=False)
+    async def set_webhook(self, url: str, *, secret: str, drop_pending_updates: bool) -> None:
+        await self._call(
+            lambda: self.bot.set_webhook(
+                url, secret_token=secret, drop_pending_updates=drop_pending_updates
+            ),
+            sending=False,
+        )
 
     async def set_commands(self, commands: Sequence[PlatformCommand]) -> None:
         # Telegram command names: 1-32 of a-z, 0-9 and _.
@@ -263,6 +278,24 @@ class TelegramClient:
                 reply_to_message_id=int(target.reply_to) if target.reply_to else None,
             )
         )
+        return str(message.message_id)
+
+    async def send_file(self, target: Target, file: OutboundFile) -> str:
+        """sendPhoto for an image Telegram takes as a photo, else sendDocument."""
+        as_photo = file.is_image and file.size <= _PHOTO_LIMIT_BYTES
+
+        def upload() -> Awaitable[Message]:
+            common: dict[str, Any] = {
+                "chat_id": target.chat_id,
+                "message_thread_id": self._thread(target),
+                "reply_to_message_id": int(target.reply_to) if target.reply_to else None,
+            }
+            data = InputFile(file.data, filename=file.name)
+            if as_photo:
+                return self.bot.send_photo(photo=data, **common)
+            return self.bot.send_document(document=data, **common)
+
+        message = await self._call(upload)
         return str(message.message_id)
 
     async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:

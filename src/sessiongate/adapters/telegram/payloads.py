@@ -124,6 +124,8 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
         reply_to=str(reply["message_id"]) if real_reply and "message_id" in reply else None,
         parent=parent,
         kind=kind,
+        sent_at=float(message["date"]) if message.get("date") is not None else None,
+        group_id=str(message["media_group_id"]) if message.get("media_group_id") else None,
     )
 
 

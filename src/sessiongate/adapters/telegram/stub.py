@@ -4,7 +4,9 @@ It speaks the wire format the real SDK sends (form-encoded parameters, JSON answ
 `ok`/`result` or `ok: false`, `error_code`, `description`, `parameters.retry_after`), so
 python-telegram-bot is driven unchanged through its `base_url`. Implemented: getMe,
 getUpdates (long poll, `offset` confirms, as on Telegram), sendMessage, editMessageText,
-deleteMessage, sendChatAction, setMyCommands, getFile, deleteWebhook, setWebhook; and the
+deleteMessage, sendChatAction, sendPhoto and sendDocument (multipart uploads, recorded in
+`uploads`; 413 over `upload_limit_bytes`), setMyCommands, getFile, deleteWebhook, setWebhook;
+and the
 failures that matter: 401 for a wrong token, 429 with `retry_after`, 400 "can't parse entities"
 (also for really unbalanced HTML), 403 "bot was blocked by the user", a hanging getUpdates.
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.parser
+import email.policy
 import html
 import itertools
 import json
@@ -62,6 +66,7 @@ PARSE_ERROR = Fault(400, "Bad Request: can't parse entities: unsupported start t
 BLOCKED = Fault(403, "Forbidden: bot was blocked by the user")
 SERVER_ERROR = Fault(502, "Bad Gateway")
 EDIT_GONE = Fault(400, "Bad Request: message to edit not found")
+FILE_TOO_LARGE = Fault(413, "Request Entity Too Large")
 
 
 def _html_ok(text: str) -> bool:
@@ -104,6 +109,9 @@ class BotApiStub:
         self.log: list[tuple[str, dict[str, Any]]] = []
         self.on_call: Callable[[str, dict[str, Any]], None] | None = None
         self.files: dict[str, dict[str, Any]] = {}
+        # Files the bot uploaded: method, chat_id, message_thread_id, name, size, data.
+        self.uploads: list[dict[str, Any]] = []
+        self.upload_limit_bytes = 50 * 1_048_576
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._arrived = asyncio.Event()
@@ -264,6 +272,26 @@ class BotApiStub:
         self.sent.append({**params, "message_id": message["message_id"]})
         return message
 
+    async def _upload(self, params: dict[str, Any], field: str, method: str) -> Any:
+        upload = params.get(field)
+        if not isinstance(upload, tuple):
+            return _error(400, f"Bad Request: there is no {field} in the request")
+        name, data = upload
+        if len(data) > self.upload_limit_bytes:
+            return _error(413, "Request Entity Too Large")
+        message = self._message(params, "")
+        message.pop("text")
+        self.uploads.append({**{k: v for k, v in params.items() if k != field}, "method": method,
+                             "name": name, "size": len(data), "data": data,
+                             "message_id": message["message_id"]})  # fmt: skip
+        return message
+
+    async def _api_sendPhoto(self, params: dict[str, Any]) -> Any:
+        return await self._upload(params, "photo", "sendPhoto")
+
+    async def _api_sendDocument(self, params: dict[str, Any]) -> Any:
+        return await self._upload(params, "document", "sendDocument")
+
     async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
         refused = self._check_text(params)
         if refused is not None:
@@ -302,6 +330,8 @@ class BotApiStub:
 
     async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
         self.webhook = None
+        if str(params.get("drop_pending_updates")).lower() == "true":
+            self.pending.clear()
         return True
 
     async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
@@ -312,10 +342,31 @@ class BotApiStub:
 def _params(body: bytes, content_type: str) -> dict[str, Any]:
     if not body:
         return {}
+    if content_type.startswith("multipart/form-data"):
+        return _multipart(body, content_type)
     if "json" in content_type:
         loaded = json.loads(body)
         return dict(loaded.items()) if isinstance(loaded, dict) else {}
     return dict(parse_qsl(body.decode(), keep_blank_values=True))
+
+
+def _multipart(body: bytes, content_type: str) -> dict[str, Any]:
+    """A multipart form (an upload): fields as text, files as (file name, bytes)."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    params: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if not isinstance(name, str) or not isinstance(payload, bytes):
+            continue
+        filename = part.get_filename()
+        params[name] = (filename, payload) if filename else payload.decode()
+    # An attached file is named by `attach://<field>` in its parameter.
+    for key, value in list(params.items()):
+        if isinstance(value, str) and value.startswith("attach://"):
+            params[key] = params.pop(value.removeprefix("attach://"), value)
+    return params
 
 
 def _error(status: int, description: str, *, retry_after: int | None = None) -> JSONResponse:
