@@ -43,9 +43,9 @@ def _home_at_version(home: Path, clock: FakeClock, version: int) -> tuple[str, s
         for statement in statements:
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (number, name))
-    conn.executemany(f"INSERT INTO routes VALUES ({', '.join('?' * 14)})", rows)
-    conn.executemany(f"INSERT INTO sessions VALUES ({', '.join('?' * 10)})", sessions)
-    conn.executemany(f"INSERT INTO entries VALUES ({', '.join('?' * 12)})", entries)
+    for table, rows_of in (("routes", rows), ("sessions", sessions), ("entries", entries)):
+        marks = ", ".join("?" * len(rows_of[0]))
+        conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows_of)  # noqa: S608
     conn.commit()
     conn.close()
     return entry.session_key, entry.session_id
@@ -59,7 +59,8 @@ def test_routes_become_a_rowid_table_and_keep_every_lane(tmp_path, clock):
 
     with SessionStore(home, GatewayConfig(mirror_sessions_json=False), clock=clock) as store:
         entry = store.get_session(key)
-        assert entry is not None and entry.session_id == session_id
+        assert entry is not None
+        assert entry.session_id == session_id
         assert store.lookup_by_session_id(session_id) == entry
         # The same source routes to the same lane, and a new one still gets its own.
         again = store.get_or_create_session(SessionSource(platform="telegram", chat_id="c1"))
