@@ -382,6 +382,50 @@ def test_creating_a_conversation_is_four_statements(store: SessionStore):
 
 
 @pytest.mark.sqlite_only
+def test_a_new_conversations_first_turn_does_not_read_back_its_session_row(store):
+    def first_turn() -> None:
+        with store.atomic():
+            entry = store.get_or_create_session(dm("first"))
+            store.append_messages(entry.session_id, turn("hi"))
+
+    statements = _traced(store, first_turn)
+    assert not any(s.startswith("SELECT s.sid") for s in statements)
+    assert sum(s.startswith("INSERT INTO entries") for s in statements) == 2
+    # The next turn reads the row as stored: the appended messages are its leaf.
+    _, entry = store.resolve_route(dm("first"))
+    assert entry is not None
+    store.append_messages(entry.session_id, turn("again"))
+    assert [m["content"] for m in store.load_transcript(entry.session_id)] == [
+        "hi",
+        "ok",
+        "again",
+        "ok",
+    ]
+
+
+def test_a_conversation_created_in_a_rolled_back_group_is_gone(store: SessionStore):
+    """The row a group remembers having created goes with the savepoint that undoes it."""
+    created: list = []
+
+    def change_of_mind() -> None:
+        with store.atomic():
+            created.append(store.get_or_create_session(dm("undone")))
+            raise RuntimeError("the caller changed its mind")
+
+    with store.atomic():
+        with pytest.raises(RuntimeError):
+            change_of_mind()
+        entry = created[0]
+        with pytest.raises(SessionNotFoundError):
+            store.append_messages(entry.session_id, turn("lost"))
+        kept = store.get_or_create_session(dm("kept"))
+        store.append_messages(kept.session_id, turn("stays"))
+    assert store.get_session(entry.session_key) is None
+    assert store.session_info(entry.session_id) is None
+    assert len(store.load_transcript(kept.session_id)) == 2
+
+
+@pytest.mark.sqlite_only
 def test_a_message_to_a_known_lane_touches_its_route_without_the_session_id(store):
     key = store.get_or_create_session(dm("known")).session_key
     statements = _traced(store, lambda: store.get_or_create_session(dm("known")))

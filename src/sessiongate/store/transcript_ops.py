@@ -330,8 +330,8 @@ def _message_record(
         role = message.get("role")
         content = message.get("content")
         if content.__class__ is str and role.__class__ is str and role in _PLAIN_ROLES:
-            idem = None if idempotency_key is None else _keyed_idem(idempotency_key, str(index))
-            return EntryRecord("message", role, content, None, now_us, idem)
+            key = None if idempotency_key is None else _keyed_idem(idempotency_key, str(index))
+            return EntryRecord("message", role, content, None, now_us, key)
     clean = validate_message(message)
     content = clean.get("content")
     payload: dict[str, Any] = {k: clean[k] for k in _MESSAGE_EXTRAS if clean.get(k) is not None}

@@ -8,6 +8,7 @@ a transaction is also the unit of thread safety.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
@@ -22,7 +23,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.records import MEMORY_ROW_BASE
 from sessiongate.store.sqlite import copy
-from sessiongate.store.sqlite._errors import translate_errors
+from sessiongate.store.sqlite._errors import SQLITE_ERRORS, translate_errors, translated
 from sessiongate.store.sqlite._schema import MIGRATIONS
 from sessiongate.store.sqlite.tx import SqliteTx
 
@@ -171,55 +172,60 @@ class Database:
 
         What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
         a rollback (of the transaction or of a savepoint) takes its notes back with it.
+
+        Every store call runs this, so it translates `sqlite3` errors with one `except` of its
+        own instead of nesting `translate_errors` (a few microseconds of every append).
         """
         notes: list[object] = []
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
             conn = self.conn
+            tx = self._tx
             if self._depth:
-                name = f"sp{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._depth += 1
-                mark = len(self._tx.notes)
+                depth = self._depth
+                begin, undo, release = _savepoint_statements(depth)
+                conn.execute(begin)
+                self._depth = depth + 1
+                mark = len(tx.notes)
                 try:
-                    with translate_errors():
-                        yield self._tx
-                except BaseException:
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                    del self._tx.notes[mark:]
+                    yield tx
+                except BaseException as exc:
+                    conn.execute(undo)
+                    conn.execute(release)
+                    del tx.notes[mark:]
+                    tx.forget_fresh()
+                    if isinstance(exc, SQLITE_ERRORS):
+                        raise translated(exc) from exc
                     raise
                 else:
-                    conn.execute(f"RELEASE {name}")
+                    conn.execute(release)
                 finally:
-                    self._depth -= 1
+                    self._depth = depth
                 return
-            with translate_errors():
+            try:
                 conn.execute("BEGIN IMMEDIATE")
+            except SQLITE_ERRORS as exc:
+                raise translated(exc) from exc
             self._depth = 1
             try:
-                with translate_errors():
-                    yield self._tx
-            except BaseException:
+                yield tx
+                conn.execute("COMMIT")
+            except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if isinstance(exc, SQLITE_ERRORS):
+                    raise translated(exc) from exc
                 raise
             else:
-                with translate_errors():
-                    try:
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
                 self._commits += 1
                 if self._commits % CHECKPOINT_EVERY_COMMITS == 0:
                     self._checkpoint_due.set()
-                notes = self._tx.notes
+                notes = tx.notes
             finally:
                 self._depth = 0
-                self._tx.notes = []
+                tx.notes = []
+                tx.forget_fresh()
         if notes and self.on_commit is not None:
             self.on_commit(notes)
 
@@ -349,6 +355,12 @@ class Database:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+@functools.cache
+def _savepoint_statements(depth: int) -> tuple[str, str, str]:
+    name = f"sp{depth}"
+    return f"SAVEPOINT {name}", f"ROLLBACK TO {name}", f"RELEASE {name}"
 
 
 def migration_status(path: Path) -> list[dict[str, object]]:

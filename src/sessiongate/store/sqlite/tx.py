@@ -49,12 +49,20 @@ class SqliteTx(SqlitePlatformState):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "notes")
+    __slots__ = ("_fresh", "conn", "notes")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         # What the open transaction changed, for `Database.transaction` to tell after commit.
         self.notes: list[object] = []
+        # The session row this transaction has just created, exactly as a read would return
+        # it: a new conversation's first append needs it right after (`atomic()`), and reading
+        # back what was just written is a statement of its own. Any other write to sessions or
+        # entries forgets it, and so do the end of the transaction and a savepoint's rollback.
+        self._fresh: SessionRow | None = None
+
+    def forget_fresh(self) -> None:
+        self._fresh = None
 
     def note(self, change: object) -> None:
         self.notes.append(change)
@@ -62,9 +70,11 @@ class SqliteTx(SqlitePlatformState):
     # Raw statements, for SQLite's own diagnostics and its fault-injection tests; the store
     # above never calls them (they are not part of the protocol).
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self._fresh = None
         return self.conn.execute(sql, params)
 
     def executemany(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
+        self._fresh = None
         return self.conn.executemany(sql, params)
 
     def get_route(self, session_key: str) -> SessionEntry | None:
@@ -140,6 +150,9 @@ class SqliteTx(SqlitePlatformState):
         return lookups.insert_alias(self.conn, platform, alias, canonical, at=at)
 
     def get_session_row(self, session_id: str) -> SessionRow | None:
+        fresh = self._fresh
+        if fresh is not None and fresh.session_id == session_id:
+            return fresh
         return transcripts.get_session_row(self.conn, session_id)
 
     def unused_session_id(self, make: Callable[[], str]) -> str:
@@ -154,6 +167,7 @@ class SqliteTx(SqlitePlatformState):
         started_at: int,
         header: dict[str, Any],
     ) -> SessionRow:
+        self._fresh = None
         return transcripts.create_session_row(
             self.conn,
             session_id=session_id,
@@ -172,7 +186,7 @@ class SqliteTx(SqlitePlatformState):
         started_at: int,
         header: Callable[[str], dict[str, Any]],
     ) -> str:
-        return transcripts.create_fresh_session_row(
+        self._fresh = transcripts.create_fresh_session_row(
             self.conn,
             make_id,
             session_key=session_key,
@@ -180,11 +194,14 @@ class SqliteTx(SqlitePlatformState):
             started_at=started_at,
             header=header,
         )
+        return self._fresh.session_id
 
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
+        self._fresh = None
         return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
 
     def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
+        self._fresh = None
         return transcripts.save_counters(self.conn, sid, counters)
 
     def load_counters(self, sid: int) -> dict[str, Any] | None:
@@ -203,11 +220,13 @@ class SqliteTx(SqlitePlatformState):
         return lookups.sessions_of_lane(self.conn, session_key, session_id)
 
     def delete_session_rows(self, sid: int) -> None:
+        self._fresh = None
         return lookups.delete_session_rows(self.conn, sid)
 
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]:
+        self._fresh = None
         return transcripts.insert_entries(self.conn, session, records)
 
     def entry_row(self, entry_id: int) -> EntryTuple | None:
@@ -235,9 +254,11 @@ class SqliteTx(SqlitePlatformState):
     def move_leaf(
         self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
     ) -> SessionRow:
+        self._fresh = None
         return transcripts.move_leaf(self.conn, session, target_id, release_keys=release_keys)
 
     def release_off_path_keys(self, sid: int, keys: Sequence[str]) -> None:
+        self._fresh = None
         return lookups.release_off_path_keys(self.conn, sid, keys)
 
     def list_tips(self, sid: int) -> list[int]:
@@ -247,6 +268,7 @@ class SqliteTx(SqlitePlatformState):
         return transcripts.latest_reset_depth(self.conn, sid)
 
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow:
+        self._fresh = None
         return transcripts.copy_path(self.conn, source, target, upto_depth)
 
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
