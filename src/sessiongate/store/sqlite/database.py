@@ -194,7 +194,7 @@ class Database:
                     conn.execute(undo)
                     conn.execute(release)
                     del tx.notes[mark:]
-                    tx.forget_fresh()
+                    tx.end_transaction(committed=False)
                     if isinstance(exc, SQLITE_ERRORS):
                         raise translated(exc) from exc
                     raise
@@ -208,9 +208,11 @@ class Database:
             except SQLITE_ERRORS as exc:
                 raise translated(exc) from exc
             self._depth = 1
+            committed = False
             try:
                 yield tx
                 conn.execute("COMMIT")
+                committed = True
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -225,7 +227,7 @@ class Database:
             finally:
                 self._depth = 0
                 tx.notes = []
-                tx.forget_fresh()
+                tx.end_transaction(committed=committed)
         if notes and self.on_commit is not None:
             self.on_commit(notes)
 
