@@ -429,6 +429,12 @@ def test_a_new_conversations_first_turn_does_not_read_back_its_session_row(store
 
     statements = _traced(store, first_turn)
     assert not any(s.startswith("SELECT s.sid") for s in statements)
+    # The group's first call marks nothing: only the append after it is a savepoint.
+    assert [s for s in statements if s.startswith(("BEGIN", "SAVEPOINT", "RELEASE"))] == [
+        "BEGIN IMMEDIATE",
+        "SAVEPOINT sp1",
+        "RELEASE sp1",
+    ]
     assert sum(s.startswith("INSERT INTO entries") for s in statements) == 2
     # The next turn reads the row as stored: the appended messages are its leaf.
     _, entry = store.resolve_route(dm("first"))

@@ -65,6 +65,8 @@ class Database:
         self.shared = False  # one process's own (the home lock keeps it so)
         self.lock = threading.RLock()
         self._depth = 0
+        # `conn.total_changes` when the open transaction began: whether it has written yet.
+        self._changes_at_begin = 0
         self._closed = False
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -182,6 +184,29 @@ class Database:
                 raise StoreUnavailableError("the store is closed")
             conn = self.conn
             tx = self._tx
+            if self._depth == 1 and conn.total_changes == self._changes_at_begin:
+                # The first call of a group (`atomic()`) that writes: a savepoint here would
+                # mark the transaction's empty start, so none is taken. If the call fails
+                # having written, the transaction is rolled back and begun again, which undoes
+                # exactly its writes (a SAVEPOINT and a RELEASE less per new conversation and
+                # per gateway message).
+                self._depth = 2
+                mark = len(tx.notes)
+                try:
+                    yield tx
+                except BaseException as exc:
+                    if conn.total_changes != self._changes_at_begin:
+                        conn.execute("ROLLBACK")
+                        conn.execute("BEGIN IMMEDIATE")
+                        self._changes_at_begin = conn.total_changes
+                    del tx.notes[mark:]
+                    tx.end_transaction(committed=False)
+                    if isinstance(exc, SQLITE_ERRORS):
+                        raise translated(exc) from exc
+                    raise
+                finally:
+                    self._depth = 1
+                return
             if self._depth:
                 depth = self._depth
                 begin, undo, release = _savepoint_statements(depth)
@@ -207,6 +232,7 @@ class Database:
                 conn.execute("BEGIN IMMEDIATE")
             except SQLITE_ERRORS as exc:
                 raise translated(exc) from exc
+            self._changes_at_begin = conn.total_changes
             self._depth = 1
             committed = False
             try:
