@@ -90,7 +90,7 @@ class Database:
                 cached_statements=512,
                 timeout=busy_timeout_ms / 1000,
             )
-            self._tx = SqliteTx(self.conn)
+            self._tx = SqliteTx(self.conn, keeps_rows=True)
             self._configure(synchronous, busy_timeout_ms)
             self._migrate()
             if path is None:

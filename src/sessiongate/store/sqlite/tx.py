@@ -52,9 +52,9 @@ class SqliteTx(SqlitePlatformState):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("_checked", "_rows", "_version", "conn", "notes")
+    __slots__ = ("_checked", "_keeps_rows", "_rows", "_version", "conn", "notes")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, keeps_rows: bool = False) -> None:
         self.conn = conn
         # What the open transaction changed, for `Database.transaction` to tell after commit.
         self.notes: list[object] = []
@@ -63,6 +63,8 @@ class SqliteTx(SqlitePlatformState):
         # conversation's first append would read back the row just written. An append keeps
         # its row current; any other write to sessions or entries, a rollback, or a commit by
         # another connection (`PRAGMA data_version`, checked once per transaction) drops them.
+        # (The writer's own; a snapshot reader lives for one read and keeps none.)
+        self._keeps_rows = keeps_rows
         self._rows: dict[str, SessionRow] = {}
         self._version: int | None = None
         self._checked = False
@@ -83,6 +85,8 @@ class SqliteTx(SqlitePlatformState):
             self._checked = True
 
     def _keep(self, row: SessionRow) -> None:
+        if not self._keeps_rows:
+            return
         # A row written under this transaction's write lock needs no check of its own: a later
         # transaction compares `data_version` with the value read before this one began (read
         # once here if never before, so that the first comparison has something to go on).
@@ -178,7 +182,7 @@ class SqliteTx(SqlitePlatformState):
         return lookups.insert_alias(self.conn, platform, alias, canonical, at=at)
 
     def get_session_row(self, session_id: str) -> SessionRow | None:
-        if not self.conn.in_transaction:
+        if not self._keeps_rows or not self.conn.in_transaction:
             return transcripts.get_session_row(self.conn, session_id)
         self._validate()
         row = self._rows.get(session_id)
