@@ -354,7 +354,44 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"]
     assert sum(s == "COMMIT" for s in statements) == 1
     assert sum(s.startswith("INSERT INTO entries") for s in statements) == 3
-    assert len(statements) == 6  # begin, session and leaf lookup, 3 inserts, commit
+    # Begin, the session row (kept from its creation: only checked against other
+    # connections' commits), 3 inserts, commit.
+    assert len(statements) == 6
+    assert statements[1] == "PRAGMA data_version"
+
+
+def test_appends_from_two_stores_on_one_database_chain_in_order(make_store):
+    """A session row one store keeps is dropped when another connection commits: each
+    append goes under the leaf the other one wrote, never a stale one."""
+    first, second = make_store(), make_store()
+    sid = first.get_or_create_session(dm()).session_id
+    first.append_messages(sid, turn("one"))
+    second.append_messages(sid, turn("two"))
+    first.append_messages(sid, turn("three"))
+    second.append_messages(sid, turn("four"))
+    for store in (first, second):
+        contents = [m["content"] for m in store.load_transcript(sid)]
+        assert contents == ["one", "ok", "two", "ok", "three", "ok", "four", "ok"]
+        events = store.load_events(sid)
+        assert [e["parent_id"] for e in events[1:]] == [e["id"] for e in events[:-1]]
+    first.rewind_session(sid, n=1)
+    second.append_messages(sid, turn("five"))
+    assert [m["content"] for m in first.load_transcript(sid)][-4:] == ["three", "ok", "five", "ok"]
+
+
+def test_a_rolled_back_append_leaves_the_next_one_under_the_old_leaf(store: SessionStore):
+    sid = store.get_or_create_session(dm()).session_id
+    store.append_messages(sid, turn("kept"))
+
+    def change_of_mind() -> None:
+        with store.atomic():
+            store.append_messages(sid, turn("undone"))
+            raise RuntimeError("changed its mind")
+
+    with pytest.raises(RuntimeError):
+        change_of_mind()
+    store.append_messages(sid, turn("next"))
+    assert [m["content"] for m in store.load_transcript(sid)] == ["kept", "ok", "next", "ok"]
 
 
 def _traced(store: SessionStore, call) -> list[str]:
@@ -370,7 +407,9 @@ def _traced(store: SessionStore, call) -> list[str]:
 
 @pytest.mark.sqlite_only
 def test_creating_a_conversation_is_four_statements(store: SessionStore):
-    # A route lookup, the session row under a fresh id (no lookup first), the route row.
+    # A route lookup, the session row under a fresh id (no lookup first), the route row. (The
+    # store's very first write also reads `data_version` once, for the rows it keeps.)
+    store.get_or_create_session(dm("first"))
     statements = _traced(store, lambda: store.get_or_create_session(dm("new")))
     assert [s.split(" (")[0].split(" WHERE")[0] for s in statements] == [
         "BEGIN IMMEDIATE",
@@ -379,6 +418,56 @@ def test_creating_a_conversation_is_four_statements(store: SessionStore):
         "INSERT INTO routes",
         "COMMIT",
     ]
+
+
+@pytest.mark.sqlite_only
+def test_a_new_conversations_first_turn_does_not_read_back_its_session_row(store):
+    def first_turn() -> None:
+        with store.atomic():
+            entry = store.get_or_create_session(dm("first"))
+            store.append_messages(entry.session_id, turn("hi"))
+
+    statements = _traced(store, first_turn)
+    assert not any(s.startswith("SELECT s.sid") for s in statements)
+    # The group's first call marks nothing: only the append after it is a savepoint.
+    assert [s for s in statements if s.startswith(("BEGIN", "SAVEPOINT", "RELEASE"))] == [
+        "BEGIN IMMEDIATE",
+        "SAVEPOINT sp1",
+        "RELEASE sp1",
+    ]
+    assert sum(s.startswith("INSERT INTO entries") for s in statements) == 2
+    # The next turn reads the row as stored: the appended messages are its leaf.
+    _, entry = store.resolve_route(dm("first"))
+    assert entry is not None
+    store.append_messages(entry.session_id, turn("again"))
+    assert [m["content"] for m in store.load_transcript(entry.session_id)] == [
+        "hi",
+        "ok",
+        "again",
+        "ok",
+    ]
+
+
+def test_a_conversation_created_in_a_rolled_back_group_is_gone(store: SessionStore):
+    """The row a group remembers having created goes with the savepoint that undoes it."""
+    created: list = []
+
+    def change_of_mind() -> None:
+        with store.atomic():
+            created.append(store.get_or_create_session(dm("undone")))
+            raise RuntimeError("the caller changed its mind")
+
+    with store.atomic():
+        with pytest.raises(RuntimeError):
+            change_of_mind()
+        entry = created[0]
+        with pytest.raises(SessionNotFoundError):
+            store.append_messages(entry.session_id, turn("lost"))
+        kept = store.get_or_create_session(dm("kept"))
+        store.append_messages(kept.session_id, turn("stays"))
+    assert store.get_session(entry.session_key) is None
+    assert store.session_info(entry.session_id) is None
+    assert len(store.load_transcript(kept.session_id)) == 2
 
 
 @pytest.mark.sqlite_only

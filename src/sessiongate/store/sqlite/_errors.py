@@ -16,7 +16,29 @@ from sessiongate.errors import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["translate_errors"]
+__all__ = ["SQLITE_ERRORS", "translate_errors", "translated"]
+
+
+# What `translated` knows how to turn into a store error.
+SQLITE_ERRORS = (sqlite3.DatabaseError, UnicodeEncodeError)
+
+
+def translated(exc: sqlite3.DatabaseError | UnicodeEncodeError) -> Exception:
+    """The store error for a `sqlite3` error (or text SQLite could not bind)."""
+    if isinstance(exc, UnicodeEncodeError):
+        # Python text can hold lone surrogates that no UTF-8 column can store; checked where
+        # SQLite binds it, so every write path refuses it without a per-message scan.
+        return InvalidEntryError("text must be valid Unicode (no lone surrogates such as \\ud800)")
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        if "full" in text or "readonly" in text or "read-only" in text or "locked" in text:
+            return StoreUnavailableError(f"the database refused the write: {exc}")
+        return StoreUnavailableError(f"database error: {exc}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConflictError(f"the write conflicts with stored data: {exc}")
+    return StoreCorruptError(
+        f"database error: {exc}; run `sessiongate doctor` to inspect the store"
+    )
 
 
 @contextlib.contextmanager
@@ -24,20 +46,5 @@ def translate_errors() -> Iterator[None]:
     """Turn the disk's refusals into store errors; `sqlite3` errors never leave `store/`."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        if "full" in text or "readonly" in text or "read-only" in text or "locked" in text:
-            raise StoreUnavailableError(f"the database refused the write: {exc}") from exc
-        raise StoreUnavailableError(f"database error: {exc}") from exc
-    except sqlite3.IntegrityError as exc:
-        raise ConflictError(f"the write conflicts with stored data: {exc}") from exc
-    except sqlite3.DatabaseError as exc:
-        raise StoreCorruptError(
-            f"database error: {exc}; run `sessiongate doctor` to inspect the store"
-        ) from exc
-    except UnicodeEncodeError as exc:
-        # Python text can hold lone surrogates that no UTF-8 column can store; checked where
-        # SQLite binds it, so every write path refuses it without a per-message scan.
-        raise InvalidEntryError(
-            "text must be valid Unicode (no lone surrogates such as \\ud800)"
-        ) from exc
+    except SQLITE_ERRORS as exc:
+        raise translated(exc) from exc

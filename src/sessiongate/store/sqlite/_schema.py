@@ -269,6 +269,41 @@ _V7 = [
     ) WITHOUT ROWID""",
 ]
 
+# `routes` becomes an ordinary rowid table whose key is a unique index. As a WITHOUT ROWID
+# table it was one index b-tree holding whole rows (~370 bytes each), interior pages included,
+# so it was three levels deep at a few thousand lanes and a new lane's insert at a random key
+# rebalanced three or four pages: a new conversation's commit wrote ~4 pages for its one route.
+# Now the row is appended at the end of the table and only the key (~40 bytes) goes into the
+# key's index at a random place; a lookup by key costs one more descent, into a shallow tree.
+_ROUTE_COLUMNS = (
+    "session_key, session_id, platform, chat_type, chat_id, thread_id, participant_id, "
+    "updated_at, pinned_at, archived_at, suspended, resume_pending, label, data"
+)
+_V8 = [
+    """CREATE TABLE routes_v8 (
+        session_key TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        platform TEXT,
+        chat_type TEXT NOT NULL,
+        chat_id TEXT,
+        thread_id TEXT,
+        participant_id TEXT,
+        updated_at INTEGER NOT NULL,
+        pinned_at INTEGER,
+        archived_at INTEGER,
+        suspended INTEGER NOT NULL DEFAULT 0,
+        resume_pending INTEGER NOT NULL DEFAULT 0,
+        label TEXT,
+        data TEXT NOT NULL
+    )""",
+    f"INSERT INTO routes_v8 ({_ROUTE_COLUMNS}) SELECT {_ROUTE_COLUMNS} FROM routes",  # noqa: S608
+    "DROP TABLE routes",
+    "ALTER TABLE routes_v8 RENAME TO routes",
+    "CREATE UNIQUE INDEX routes_key ON routes(session_key)",
+    "CREATE INDEX routes_session_id ON routes(session_id)",
+    "CREATE UNIQUE INDEX routes_label ON routes(label) WHERE label IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -277,4 +312,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (5, "usage counters saved per session incarnation", _V5),
     (6, "routing writes keep no index on updated_at", _V6),
     (7, "platform event claims, pairing, thread participation, sends", _V7),
+    (8, "routes as a rowid table keyed by a unique index", _V8),
 ]

@@ -127,18 +127,33 @@ def create_fresh_session_row(
     parent_session_id: str | None,
     started_at: int,
     header: Callable[[str], dict[str, Any]],
-) -> str:
+) -> SessionRow:
     """Write a session row under a fresh id from `make_id` (its header is `header(id)`) and
-    return the id. The random part of an id is 32 bits, so a burst of sessions in one second
-    can draw one twice: that draw inserts nothing and another is made."""
+    return it as `get_session_row` would read it. The random part of an id is 32 bits, so a
+    burst of sessions in one second can draw one twice: that draw inserts nothing and another
+    is made."""
     for _ in range(16):
         session_id = make_id()
+        text = dumps(header(session_id))
         cursor = conn.execute(
-            _CREATE_FRESH_SESSION,
-            (session_id, session_key, parent_session_id, started_at, dumps(header(session_id))),
+            _CREATE_FRESH_SESSION, (session_id, session_key, parent_session_id, started_at, text)
         )
         if cursor.rowcount == 1:
-            return session_id
+            assert cursor.lastrowid is not None
+            return SessionRow(
+                cursor.lastrowid,
+                session_id,
+                session_key,
+                parent_session_id,
+                started_at,
+                None,
+                None,
+                None,
+                0,
+                0,
+                0,
+                text,
+            )
     raise RuntimeError("could not draw an unused session id")
 
 

@@ -44,17 +44,57 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteTx"]
 
+# Session rows a connection keeps between transactions (a few hundred bytes each).
+_ROWS_KEPT = 4096
+
 
 class SqliteTx(SqlitePlatformState):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "notes")
+    __slots__ = ("_checked", "_keeps_rows", "_rows", "_version", "conn", "notes")
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, keeps_rows: bool = False) -> None:
         self.conn = conn
         # What the open transaction changed, for `Database.transaction` to tell after commit.
         self.notes: list[object] = []
+        # Session rows (id, key, leaf, ...) as a read inside a write transaction returns them,
+        # kept across transactions: every append reads its session's row first, and a new
+        # conversation's first append would read back the row just written. An append keeps
+        # its row current; any other write to sessions or entries, a rollback, or a commit by
+        # another connection (`PRAGMA data_version`, checked once per transaction) drops them.
+        # (The writer's own; a snapshot reader lives for one read and keeps none.)
+        self._keeps_rows = keeps_rows
+        self._rows: dict[str, SessionRow] = {}
+        self._version: int | None = None
+        self._checked = False
+
+    def end_transaction(self, *, committed: bool) -> None:
+        """Called by `Database` as a transaction ends (`committed=False`: rolled back, or a
+        savepoint was)."""
+        if not committed:
+            self._rows.clear()
+        self._checked = False
+
+    def _validate(self) -> None:
+        if not self._checked:
+            version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._version:
+                self._rows.clear()
+                self._version = version
+            self._checked = True
+
+    def _keep(self, row: SessionRow) -> None:
+        if not self._keeps_rows:
+            return
+        # A row written under this transaction's write lock needs no check of its own: a later
+        # transaction compares `data_version` with the value read before this one began (read
+        # once here if never before, so that the first comparison has something to go on).
+        if self._version is None:
+            self._validate()
+        if len(self._rows) >= _ROWS_KEPT:
+            self._rows.clear()
+        self._rows[row.session_id] = row
 
     def note(self, change: object) -> None:
         self.notes.append(change)
@@ -62,9 +102,11 @@ class SqliteTx(SqlitePlatformState):
     # Raw statements, for SQLite's own diagnostics and its fault-injection tests; the store
     # above never calls them (they are not part of the protocol).
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        self._rows.clear()
         return self.conn.execute(sql, params)
 
     def executemany(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
+        self._rows.clear()
         return self.conn.executemany(sql, params)
 
     def get_route(self, session_key: str) -> SessionEntry | None:
@@ -140,7 +182,15 @@ class SqliteTx(SqlitePlatformState):
         return lookups.insert_alias(self.conn, platform, alias, canonical, at=at)
 
     def get_session_row(self, session_id: str) -> SessionRow | None:
-        return transcripts.get_session_row(self.conn, session_id)
+        if not self._keeps_rows or not self.conn.in_transaction:
+            return transcripts.get_session_row(self.conn, session_id)
+        self._validate()
+        row = self._rows.get(session_id)
+        if row is None:
+            row = transcripts.get_session_row(self.conn, session_id)
+            if row is not None:
+                self._keep(row)
+        return row
 
     def unused_session_id(self, make: Callable[[], str]) -> str:
         return transcripts.unused_session_id(self.conn, make)
@@ -154,6 +204,7 @@ class SqliteTx(SqlitePlatformState):
         started_at: int,
         header: dict[str, Any],
     ) -> SessionRow:
+        self._rows.clear()
         return transcripts.create_session_row(
             self.conn,
             session_id=session_id,
@@ -172,7 +223,7 @@ class SqliteTx(SqlitePlatformState):
         started_at: int,
         header: Callable[[str], dict[str, Any]],
     ) -> str:
-        return transcripts.create_fresh_session_row(
+        row = transcripts.create_fresh_session_row(
             self.conn,
             make_id,
             session_key=session_key,
@@ -180,11 +231,15 @@ class SqliteTx(SqlitePlatformState):
             started_at=started_at,
             header=header,
         )
+        self._keep(row)
+        return row.session_id
 
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
+        self._rows.clear()
         return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
 
     def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
+        self._rows.clear()
         return transcripts.save_counters(self.conn, sid, counters)
 
     def load_counters(self, sid: int) -> dict[str, Any] | None:
@@ -203,12 +258,15 @@ class SqliteTx(SqlitePlatformState):
         return lookups.sessions_of_lane(self.conn, session_key, session_id)
 
     def delete_session_rows(self, sid: int) -> None:
+        self._rows.clear()
         return lookups.delete_session_rows(self.conn, sid)
 
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]:
-        return transcripts.insert_entries(self.conn, session, records)
+        ids, row = transcripts.insert_entries(self.conn, session, records)
+        self._keep(row)
+        return ids, row
 
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
@@ -235,9 +293,11 @@ class SqliteTx(SqlitePlatformState):
     def move_leaf(
         self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
     ) -> SessionRow:
+        self._rows.clear()
         return transcripts.move_leaf(self.conn, session, target_id, release_keys=release_keys)
 
     def release_off_path_keys(self, sid: int, keys: Sequence[str]) -> None:
+        self._rows.clear()
         return lookups.release_off_path_keys(self.conn, sid, keys)
 
     def list_tips(self, sid: int) -> list[int]:
@@ -247,6 +307,7 @@ class SqliteTx(SqlitePlatformState):
         return transcripts.latest_reset_depth(self.conn, sid)
 
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow:
+        self._rows.clear()
         return transcripts.copy_path(self.conn, source, target, upto_depth)
 
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
