@@ -17,6 +17,8 @@ home, `synchronous=NORMAL`, the sessions.json mirror on):
   `memory_turns` requests over `chats` of those sessions; then its resident set (`rss_mb`) and
   its peak (`peak_rss_mb`, VmHWM). `without_mirror`: the same with `mirror_sessions_json`
   off and no sessions.json, which tells the mirror's share from the gateway's own.
+- `postgres`: `in_process` again with the store on PostgreSQL, with round trips per turn
+  counted from the wire (`bench/postgres.py`); skipped with the reason when no server is named.
 
 The report reads these keys when `status` is "ok" (the others are extra detail):
 
@@ -56,7 +58,13 @@ if TYPE_CHECKING:
     from sessiongate import SessionStore
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
-__all__ = ["GatewaySizes", "latency_summary", "main", "run_gateway_section"]
+__all__ = [
+    "GatewaySizes",
+    "latency_summary",
+    "main",
+    "measure_in_process",
+    "run_gateway_section",
+]
 
 # The address `sessiongate run` prints once it listens (cli/run.py `usage_banner`).
 _LISTENING = re.compile(r"listening on (http://\S+)")
@@ -72,6 +80,7 @@ class GatewaySizes:
     concurrency: int = 8
     known_sessions: int = 100_000
     memory_turns: int = 2000
+    postgres_turns: int = 10_000  # in process on PostgreSQL (`bench/postgres.py`)
 
     @classmethod
     def quick(cls) -> GatewaySizes:
@@ -82,13 +91,21 @@ class GatewaySizes:
             http_turns=1000,
             known_sessions=10_000,
             memory_turns=500,
+            postgres_turns=500,
         )
 
 
 def run_gateway_section(
-    *, quick: bool, sizes: GatewaySizes | None = None, timeout_s: float = 900.0
+    *,
+    quick: bool,
+    sizes: GatewaySizes | None = None,
+    timeout_s: float = 900.0,
+    postgres_url: str | None = None,
 ) -> dict[str, Any]:
-    """Measure the gateway pipeline; `status` is ok or error (with the reason)."""
+    """Measure the gateway pipeline; `status` is ok or error (with the reason). `postgres`
+    is the same in-process measure on the server `postgres_url` names, or skipped."""
+    from sessiongate.bench.postgres import run_postgres_section
+
     sizes = sizes or (GatewaySizes.quick() if quick else GatewaySizes())
     result: dict[str, Any] = {"status": "ok", "chats": sizes.chats, "turns": sizes.turns}
     result["sizes"] = asdict(sizes)
@@ -105,6 +122,9 @@ def run_gateway_section(
             )
             result["http"] = _measure_http(work / "http", sizes, timeout_s=timeout_s)
             result["memory"] = _measure_memory(work / "memory", sizes, timeout_s=timeout_s)
+            result["postgres"] = run_postgres_section(
+                postgres_url, chats=sizes.chats, turns=sizes.postgres_turns, timeout_s=timeout_s
+            )
         except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as exc:
             return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:1000]}
     return result
@@ -145,13 +165,19 @@ def _child_json(args: list[str], *, timeout_s: float) -> dict[str, Any]:
     return data
 
 
-async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
+async def measure_in_process(
+    home: Path, chats: int, turns: int, *, url: str | None = None
+) -> dict[str, Any]:
+    """Turns/s and overhead in process; then what a sample of turns asks of the database:
+    SQLite's statements (traced), or PostgreSQL's round trips when `url` names one."""
     from sessiongate import GatewayConfig, SessionSource, SessionStore
     from sessiongate.agents import build_agent_factory
     from sessiongate.core.platform import Platform
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
-    config = GatewayConfig()
+    config = (
+        GatewayConfig() if url is None else GatewayConfig.model_validate({"store": {"url": url}})
+    )
     store = SessionStore(home / "sessions", config)
     runner = GatewayRunner(store, config, home=home, agent_factory=build_agent_factory(config))
     await runner.start()
@@ -173,10 +199,17 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
             if receipt.status != "replied":
                 raise RuntimeError(f"turn not replied: {receipt}")
         elapsed = time.perf_counter() - started
-        sample = 200
-        traced = await _traced_turns(
-            store, runner, [event(i) for i in range(turns, turns + sample)]
-        )
+        sample = [event(i) for i in range(turns, turns + 200)]
+        if url is None:
+            traced = await _traced_turns(store, runner, sample)
+            counts: dict[str, float] = {
+                "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / len(sample), 2),
+                "statements_per_turn": round(len(traced) / len(sample), 1),
+            }
+        else:
+            from sessiongate.bench.postgres import traced_turns
+
+            counts = await traced_turns(store, runner, sample)
     finally:
         await runner.stop()
         store.close()
@@ -185,8 +218,7 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "turns_per_s": round(turns / elapsed, 1),
         "overhead_ms": latency_summary(latencies),
-        "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / sample, 2),
-        "statements_per_turn": round(len(traced) / sample, 1),
+        **counts,
     }
 
 
@@ -445,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     populate.add_argument("sessions", type=int)
     args = parser.parse_args(argv)
     if args.mode == "in-process":
-        result = asyncio.run(_in_process(args.home, args.chats, args.turns))
+        result = asyncio.run(measure_in_process(args.home, args.chats, args.turns))
     elif args.mode == "feed":
         from sessiongate.bench.feed import measure_feed
 
