@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from sessiongate import SessionStore
     from sessiongate.gateway import GatewayRunner, MessageEvent
@@ -191,6 +191,9 @@ async def measure_in_process(
             await runner.handle_message(event(i, "warm"))
         events = [event(i) for i in range(turns)]
         latencies: list[float] = []
+        # CPU as well as wall time: on a shared machine the CPU a turn costs varies far less.
+        server_cpu = _server_cpu_reader(store, url)
+        cpu, server_before = time.process_time(), server_cpu()
         started = time.perf_counter()
         for message in events:
             t0 = time.perf_counter()
@@ -199,6 +202,7 @@ async def measure_in_process(
             if receipt.status != "replied":
                 raise RuntimeError(f"turn not replied: {receipt}")
         elapsed = time.perf_counter() - started
+        cpu, server = time.process_time() - cpu, server_cpu() - server_before
         sample = [event(i) for i in range(turns, turns + 200)]
         if url is None:
             traced = await _traced_turns(store, runner, sample)
@@ -218,8 +222,18 @@ async def measure_in_process(
         "seconds": round(elapsed, 3),
         "turns_per_s": round(turns / elapsed, 1),
         "overhead_ms": latency_summary(latencies),
+        "cpu_ms_per_turn": round(1000 * cpu / turns, 3),
+        **({} if url is None else {"server_cpu_ms_per_turn": round(1000 * server / turns, 3)}),
         **counts,
     }
+
+
+def _server_cpu_reader(store: SessionStore, url: str | None) -> Callable[[], float]:
+    if url is None:
+        return lambda: 0.0
+    from sessiongate.bench.postgres import server_cpu_reader
+
+    return server_cpu_reader(store)
 
 
 # Set while the traced sample runs. A statement counts only when it runs in that context: the

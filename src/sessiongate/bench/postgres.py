@@ -15,6 +15,9 @@ protocol trace on the store's writer connection, and the trace is counted:
   errs high, never low.
 - `statements_per_turn`: Execute and simple Query messages (BEGIN, SAVEPOINT and COMMIT count).
 - `transactions_per_turn`: COMMITs the server confirmed.
+- `cpu_ms_per_turn`, `server_cpu_ms_per_turn`: CPU time of the gateway process and of the
+  server process behind the writer connection (read from /proc: the server on this machine),
+  over the timed turns. On a shared machine these vary far less than turns per second.
 - `reader_checkouts_per_turn`: connections the turns took from the reader pool (their
   statements are not in the trace; with short transcripts there are none).
 
@@ -38,12 +41,19 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from sessiongate import SessionStore
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
-__all__ = ["ENV_URL", "count_trace", "postgres_url_from", "run_postgres_section", "traced_turns"]
+__all__ = [
+    "ENV_URL",
+    "count_trace",
+    "postgres_url_from",
+    "run_postgres_section",
+    "server_cpu_reader",
+    "traced_turns",
+]
 
 ENV_URL = "SESSIONGATE_BENCH_POSTGRES_URL"
 HOW_TO = f"no PostgreSQL URL: pass --postgres-url or set {ENV_URL}"
@@ -130,6 +140,24 @@ def count_trace(lines: Iterator[str]) -> dict[str, int]:
         if direction in ("F", "B"):
             last = direction
     return {"round_trips": round_trips, "statements": statements, "commits": commits}
+
+
+def server_cpu_reader(store: SessionStore) -> Callable[[], float]:
+    """CPU seconds of the server process behind the store's writer connection so far (the
+    server on this machine; 0 when its process cannot be read)."""
+    database: Any = store.database
+    pid = database.conn.info.backend_pid
+    stat = Path(f"/proc/{pid}/stat")
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+    return read
 
 
 async def traced_turns(
