@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 from sessiongate.errors import StoreUnavailableError
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
+from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
 from sessiongate.store.postgres._schema import MIGRATIONS
 from sessiongate.store.postgres.tx import PostgresTx
 
@@ -49,7 +50,9 @@ def _connect(url: str) -> psycopg.Connection[Any]:
     try:
         # Autocommit: transactions are explicit (`BEGIN` … `COMMIT`), as on SQLite, so a
         # read never leaves a transaction open between calls (it would hold back vacuum).
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+        return psycopg.connect(
+            url, autocommit=True, connect_timeout=10, cursor_factory=PipelineCursor
+        )
     except psycopg.Error as exc:
         raise StoreUnavailableError(
             f"cannot connect to {redact_url(url)}: {str(exc).strip()}"
@@ -78,6 +81,7 @@ class PostgresDatabase:
         self._depth = 0
         self._closed = False
         self.conn = _connect(url)
+        self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn)
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
@@ -104,6 +108,12 @@ class PostgresDatabase:
     def transaction(self) -> Iterator[PostgresTx]:
         """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints.
 
+        The transaction runs in pipeline mode (`_pipeline.py`): a statement waits for the
+        server only when its result is read, and carries everything queued before it, so
+        `BEGIN`, savepoints and writes nobody reads the result of cost no round trip of their
+        own. A savepoint that queued such writes syncs them before it is released, so an error
+        of theirs is raised inside the nested call, as on SQLite.
+
         What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
         a rollback (of the transaction or of a savepoint) takes its notes back with it.
         """
@@ -111,50 +121,59 @@ class PostgresDatabase:
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
-            conn = self.conn
             if self._depth:
-                name = f"sp{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._depth += 1
-                mark = len(self._tx.notes)
-                try:
-                    with translate_errors():
-                        yield self._tx
-                except BaseException:
-                    del self._tx.notes[mark:]
-                    with translate_errors():
-                        conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                        conn.execute(f"RELEASE SAVEPOINT {name}")
-                    raise
-                else:
-                    with translate_errors():
-                        conn.execute(f"RELEASE SAVEPOINT {name}")
-                finally:
-                    self._depth -= 1
+                with self._savepoint():
+                    yield self._tx
                 return
-            conn = self._live_connection()
+            self._live_connection()
+            wire = self._wire
             with translate_errors():
-                conn.execute("BEGIN")
+                wire.begin()
             self._depth = 1
+            self._tx.in_transaction = True
             try:
                 with translate_errors():
                     yield self._tx
             except BaseException:
-                _rollback(conn)
+                wire.rollback()
                 raise
             else:
                 try:
                     with translate_errors():
-                        conn.execute("COMMIT")
+                        wire.commit()
                 except BaseException:
-                    _rollback(conn)
+                    wire.rollback()
                     raise
                 notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._tx.in_transaction = False
                 self._tx.notes = []
         if notes and self.on_commit is not None:
             self.on_commit(notes)
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        name = f"sp{self._depth}"
+        wire = self._wire
+        with translate_errors():
+            wire.control(f"SAVEPOINT {name}")
+        self._depth += 1
+        mark = len(self._tx.notes)
+        try:
+            with translate_errors():
+                yield
+                wire.settle()
+        except BaseException:
+            del self._tx.notes[mark:]
+            with translate_errors():
+                wire.undo_savepoint(name)
+            raise
+        else:
+            with translate_errors():
+                wire.control(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._depth -= 1
 
     @contextlib.contextmanager
     def read(self) -> Iterator[PostgresTx]:
@@ -179,6 +198,7 @@ class PostgresDatabase:
         log.warning("reconnecting to the database", extra={"url": self.url})
         self.conn.close()
         self.conn = _connect(self._dsn)
+        self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn)
         return self.conn
 

@@ -19,8 +19,6 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from psycopg.pq import TransactionStatus
-
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import StaleWriteError
@@ -216,7 +214,6 @@ _ADD_TOMBSTONE = {
     "ON CONFLICT (session_key) DO NOTHING",
 }
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
-_IDLE = TransactionStatus.IDLE
 _META_SET = (
     "INSERT INTO meta (key, value) VALUES (%s, %s) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -327,10 +324,12 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "notes")
+    __slots__ = ("conn", "in_transaction", "notes")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
+        self.in_transaction = False
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -362,7 +361,7 @@ class PostgresTx(PostgresPlatformState):
     # instances routing a new conversation at once cannot both create it.
     def _route(self, columns: str, session_key: str) -> tuple[Any, ...] | None:
         sql = f"SELECT {columns} FROM routes WHERE session_key = %s"  # noqa: S608
-        if self.conn.info.transaction_status == _IDLE:
+        if not self.in_transaction:
             return self._one(sql, (session_key,))
         row = self._one(sql + " FOR UPDATE", (session_key,))
         if row is None:
