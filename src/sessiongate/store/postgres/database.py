@@ -148,6 +148,7 @@ class PostgresDatabase:
             finally:
                 self._depth = 0
                 self._tx.in_transaction = False
+                self._tx.locked_routes.clear()
                 self._tx.notes = []
         if notes and self.on_commit is not None:
             self.on_commit(notes)
@@ -166,6 +167,7 @@ class PostgresDatabase:
                 wire.settle()
         except BaseException:
             del self._tx.notes[mark:]
+            self._tx.locked_routes.clear()
             with translate_errors():
                 wire.undo_savepoint(name)
             raise

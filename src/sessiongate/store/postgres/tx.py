@@ -213,6 +213,10 @@ _ADD_TOMBSTONE = {
     False: "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (%s, sg_ts(%s), %s) "
     "ON CONFLICT (session_key) DO NOTHING",
 }
+_ROUTE = (
+    "SELECT data::text, platform, chat_type, chat_id, thread_id, participant_id FROM routes "
+    "WHERE session_key = %s"
+)
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
 _META_SET = (
     "INSERT INTO meta (key, value) VALUES (%s, %s) "
@@ -324,12 +328,15 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "in_transaction", "notes")
+    __slots__ = ("conn", "in_transaction", "locked_routes", "notes")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
         self.in_transaction = False
+        # Routes this transaction holds locked, as read (`_route`); emptied by the database
+        # when the transaction ends or a savepoint rolls back.
+        self.locked_routes: dict[str, tuple[Any, ...]] = {}
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -359,37 +366,46 @@ class PostgresTx(PostgresPlatformState):
     # locks it (`FOR UPDATE` waits for a concurrent writer and then reads its commit), and a
     # route that does not exist yet is locked by key (an advisory lock to the commit), so two
     # instances routing a new conversation at once cannot both create it.
-    def _route(self, columns: str, session_key: str) -> tuple[Any, ...] | None:
-        sql = f"SELECT {columns} FROM routes WHERE session_key = %s"  # noqa: S608
+    #
+    # A route read so is kept until the transaction ends (or a savepoint rolls back, or this
+    # transaction writes it): the row lock keeps every other writer off it meanwhile, so a
+    # second read would only repeat the first.
+    def _route(self, session_key: str) -> tuple[Any, ...] | None:
+        """(data, platform, chat_type, chat_id, thread_id, participant_id) of the route."""
         if not self.in_transaction:
-            return self._one(sql, (session_key,))
-        row = self._one(sql + " FOR UPDATE", (session_key,))
+            return self._one(_ROUTE, (session_key,))
+        row = self.locked_routes.get(session_key)
+        if row is not None:
+            return row
+        row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
         if row is None:
             self.conn.execute(_LOCK_KEY, (session_key,))
-            row = self._one(sql + " FOR UPDATE", (session_key,))
+            row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
+        if row is not None:
+            self.locked_routes[session_key] = row
         return row
 
     def get_route(self, session_key: str) -> SessionEntry | None:
-        row = self._route("data::text", session_key)
+        row = self._route(session_key)
         return None if row is None else _entry_from(row[0])
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
-        row = self._route(
-            "data::text, platform, chat_type, chat_id, thread_id, participant_id", session_key
-        )
+        row = self._route(session_key)
         if row is None:
             return None
         return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def get_route_parts(self, session_key: str) -> KeyParts | None:
-        row = self._route("platform, chat_type, chat_id, thread_id, participant_id", session_key)
-        return None if row is None else KeyParts(row[0] or "", row[1], row[2], row[3], row[4])
+        row = self._route(session_key)
+        return None if row is None else KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
+        self.locked_routes.pop(entry.session_key, None)
         self.conn.execute(_UPSERT_ROUTE, _route_values(entry, parts))
 
     def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
         """One UPDATE when the key already routes to this session id, else the upsert."""
+        self.locked_routes.pop(entry.session_key, None)
         touched = self._count(
             "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
             "pinned_at = sg_ts(%(pinned_at)s::bigint), "
@@ -404,6 +420,7 @@ class PostgresTx(PostgresPlatformState):
             self.upsert_route(entry, parts)
 
     def delete_route(self, session_key: str) -> bool:
+        self.locked_routes.pop(session_key, None)
         return self._count("DELETE FROM routes WHERE session_key = %s", (session_key,)) > 0
 
     def route_by_session_id(self, session_id: str) -> SessionEntry | None:
