@@ -130,6 +130,14 @@ class Tx(PlatformStateTx, Protocol):
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]: ...
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        """`get_session_row` then `insert_entries`: the session as read before the append,
+        and the new ids; None (nothing written) when there is no such session. One statement
+        where the backend can (a transcript append is on every turn's path)."""
+        ...
+
     def entry_row(self, entry_id: int) -> EntryTuple | None: ...
     def all_entries(self, sid: int) -> list[EntryTuple]: ...
     def tips_with_headlines(

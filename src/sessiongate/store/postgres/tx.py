@@ -120,6 +120,18 @@ _INSERT_ENTRY = (
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+# `get_session_row` and the first entry's insert in one statement: the session (its leaf as
+# it was before the insert) and the new id, NULL when the entry's key is already taken; no
+# row when there is no such session (and then nothing is inserted).
+_APPEND_FIRST = f"""
+WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
+    leaf_id, depth, mdepth, generation, header) AS ({_GET_SESSION.strip()}),
+ins AS (
+    INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem)
+    SELECT s.sid, s.leaf_id, s.depth + 1, s.mdepth + %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s
+    FROM s ON CONFLICT DO NOTHING RETURNING id)
+SELECT s.*, (SELECT id FROM ins) FROM s
+"""  # noqa: S608
 _HEADLINE_WALK = f"""
 WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
     SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role IS NOT DISTINCT FROM 'user', 0
@@ -648,6 +660,44 @@ class PostgresTx(PostgresPlatformState):
         if leaf != session.leaf_id:
             session = _replace_leaf(session, leaf, depth, mdepth, session.generation)
         return ids, session
+
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        if not records:
+            session = self.get_session_row(session_id)
+            return None if session is None else (session, [])
+        first = records[0]
+        is_message = first.type == "message"
+        raw = self._one(
+            _APPEND_FIRST,
+            (
+                session_id,
+                int(is_message),
+                first.type,
+                first.role,
+                first.content,
+                dumps(first.payload) if first.payload else None,
+                first.ts,
+                first.idem,
+            ),
+        )
+        if raw is None:
+            return None
+        session = SessionRow(*raw[:12])
+        new_id: int | None = raw[12]
+        if new_id is None:
+            after = session
+        else:
+            after = _replace_leaf(
+                session,
+                new_id,
+                session.leaf_depth + 1,
+                session.leaf_mdepth + is_message,
+                session.generation,
+            )
+        rest, _ = self.insert_entries(after, records[1:])
+        return session, [new_id, *rest]
 
     def entry_row(self, entry_id: int) -> tuple[Any, ...] | None:
         return self._one(f"SELECT {_ENTRY} FROM entries WHERE id = %s", (entry_id,))  # noqa: S608

@@ -210,6 +210,14 @@ class SqliteTx(SqlitePlatformState):
     ) -> tuple[list[int | None], SessionRow]:
         return transcripts.insert_entries(self.conn, session, records)
 
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        row = transcripts.get_session_row(self.conn, session_id)
+        if row is None:
+            return None
+        return row, transcripts.insert_entries(self.conn, row, records)[0]
+
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
 
