@@ -475,7 +475,7 @@ class LaneStore:
         self, conn: Tx, session_key: str, session_id: str, item: InboxItem, now: int
     ) -> int:
         """Journal the row's turn as running and mark the row claimed by it."""
-        turn_id = conn.insert_turn(
+        turn_id = conn.start_turn(
             session_key=session_key,
             session_id=session_id,
             inbox_id=item.id,
@@ -483,7 +483,6 @@ class LaneStore:
             accepted_at=to_us(item.accepted_at),
             started_at=now,
         )
-        conn.claim_inbox_row(item.id, turn_id)
         conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
         return turn_id
 

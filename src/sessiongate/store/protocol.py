@@ -236,6 +236,22 @@ class Tx(PlatformStateTx, Protocol):
         accepted_at: int,
         started_at: int,
     ) -> int: ...
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        """`insert_turn`, then `claim_inbox_row(inbox_id, <the turn>)`: the turn journaled
+        running and its row claimed by it; the turn's id. Raises `LookupError` when the row is
+        not pending (the caller's transaction then takes the turn back). One statement where
+        the backend can (every turn starts so)."""
+        ...
+
     def transition_turn(
         self,
         turn_id: int,

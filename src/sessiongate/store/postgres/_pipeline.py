@@ -10,7 +10,9 @@ What must not change is where an error appears. A queued write's error arrives w
 wait, possibly in a later statement; the nested store calls catch some errors (an entry the
 transcript refuses), so an error must be raised inside the savepoint that caused it. `settle()`
 therefore syncs before a savepoint is released whenever a statement of it is still unanswered
-(one round trip, only then), and every rollback first drains the pipeline.
+(one round trip, only then), and every rollback first drains the pipeline. The exception are
+writes sent on `Wire.sure`: ones whose every input was checked, on a row this transaction holds
+locked, so only the connection itself can fail them (and that ends the transaction anyway).
 
 `PipelineCursor.rowcount` waits for its statement's answer, so code that checks how many rows
 an UPDATE touched reads the same number in and out of pipeline mode.
@@ -46,6 +48,9 @@ class Wire:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self._control = conn.cursor()
+        # For writes the store's input cannot make fail (`PostgresTx._send_sure`): like the
+        # control statements, they need no sync before a savepoint is released.
+        self.sure = conn.cursor()
         self._pipeline: contextlib.ExitStack | None = None
 
     def begin(self) -> None:
@@ -64,8 +69,8 @@ class Wire:
         pipeline = self.conn._pipeline
         if pipeline is None:
             return
-        control = self._control
-        if any(item is not None and item[0] is not control for item in pipeline.result_queue):
+        quiet = (self._control, self.sure)
+        if any(item is not None and item[0] not in quiet for item in pipeline.result_queue):
             pipeline.sync()
 
     def commit(self) -> None:

@@ -82,7 +82,7 @@ class PostgresDatabase:
         self._closed = False
         self.conn = _connect(url)
         self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn)
+        self._tx = PostgresTx(self.conn, self._wire.sure)
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
@@ -201,7 +201,7 @@ class PostgresDatabase:
         self.conn.close()
         self.conn = _connect(self._dsn)
         self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn)
+        self._tx = PostgresTx(self.conn, self._wire.sure)
         return self.conn
 
     @contextlib.contextmanager

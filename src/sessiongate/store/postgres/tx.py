@@ -88,6 +88,13 @@ ON CONFLICT (session_key) DO UPDATE SET
     suspended = excluded.suspended, resume_pending = excluded.resume_pending,
     label = excluded.label, data = excluded.data
 """
+_PUT_ROUTE = (
+    "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
+    "pinned_at = sg_ts(%(pinned_at)s::bigint), "
+    "archived_at = sg_ts(%(archived_at)s::bigint), suspended = %(suspended)s, "
+    "resume_pending = %(resume_pending)s, label = %(label)s, data = %(data)s::jsonb "
+    "WHERE session_key = %(session_key)s AND session_id = %(session_id)s"
+)
 # `SessionEntry.unread` in SQL: a marker, or activity after the last read (ISO-8601 UTC text
 # sorts as time does).
 _UNREAD = """(data->>'marked_unread_at' IS NOT NULL
@@ -214,6 +221,17 @@ _INSERT_TURN = (
     "started_at) VALUES ({id}, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), sg_ts(%s)) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+# `insert_turn` with the row's id and `claim_inbox_row` in one statement: (turn id, rows
+# claimed); (NULL, 0) when the id is taken (then the two go one after another).
+_START_TURN = (
+    "WITH t AS (INSERT INTO turns (id, session_key, session_id, inbox_id, state, source, "
+    "accepted_at, started_at) VALUES (%(inbox)s, %(key)s, %(sid)s, %(inbox)s, %(state)s, "
+    "%(source)s::jsonb, sg_ts(%(accepted)s), sg_ts(%(started)s)) "
+    "ON CONFLICT DO NOTHING RETURNING id), "
+    "c AS (UPDATE inbox SET state = 'claimed', turn_id = t.id FROM t "
+    "WHERE inbox.id = %(inbox)s AND inbox.state = 'pending' RETURNING inbox.id) "
+    "SELECT (SELECT id FROM t), (SELECT count(*) FROM c)"
+)
 _FINISH_REPLY = (
     "UPDATE turns SET state = %(to)s, reply = %(reply)s, finished_at = sg_ts(%(at)s), "
     "delivered_at = CASE WHEN %(to)s = 'delivered' THEN sg_ts(%(at)s) END "
@@ -259,6 +277,17 @@ def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]
         "label": entry.label,
         "data": dumps(entry.to_dict(compact=True)),
     }
+
+
+def _sure_update(old: SessionEntry, new: SessionEntry, values: dict[str, Any]) -> bool:
+    """Whether `_PUT_ROUTE` of `new` over the locked route `old` touches exactly that row and
+    cannot be refused: same session, same label (so no other route's), and no NUL, which
+    `jsonb` refuses (the text columns' NULs psycopg refuses before sending)."""
+    return (
+        old.session_id == new.session_id
+        and old.label == new.label
+        and "\\u0000" not in values["data"]
+    )
 
 
 def _us(value: datetime | None) -> int | None:
@@ -340,10 +369,14 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "in_transaction", "locked_routes", "notes")
+    __slots__ = ("_sure", "conn", "in_transaction", "locked_routes", "notes")
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], sure: psycopg.Cursor[Any] | None = None
+    ) -> None:
         self.conn = conn
+        # The writer's cursor for writes nothing reads the answer of (`_pipeline.py`).
+        self._sure = sure
         # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
         self.in_transaction = False
         # Routes this transaction holds locked, as read (`_route`); emptied by the database
@@ -370,6 +403,14 @@ class PostgresTx(PostgresPlatformState):
 
     def _count(self, sql: str, params: Any = None) -> int:
         return self.conn.execute(sql, params).rowcount
+
+    def _send_sure(self, sql: str, params: Any = None) -> None:
+        """A write that cannot fail on its input (the caller checked it): in a transaction it
+        is answered with the next statement that is read, or the commit."""
+        if self._sure is None:
+            self.conn.execute(sql, params)
+        else:
+            self._sure.execute(sql, params)
 
     # ------------------------------------------------------------------ routes
 
@@ -417,16 +458,12 @@ class PostgresTx(PostgresPlatformState):
 
     def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
         """One UPDATE when the key already routes to this session id, else the upsert."""
-        self.locked_routes.pop(entry.session_key, None)
-        touched = self._count(
-            "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
-            "pinned_at = sg_ts(%(pinned_at)s::bigint), "
-            "archived_at = sg_ts(%(archived_at)s::bigint), suspended = %(suspended)s, "
-            "resume_pending = %(resume_pending)s, label = %(label)s, data = %(data)s::jsonb "
-            "WHERE session_key = %(session_key)s AND session_id = %(session_id)s",
-            _route_values(entry, parts),
-        )
-        if not touched:
+        values = _route_values(entry, parts)
+        locked = self.locked_routes.pop(entry.session_key, None)
+        if locked is not None and _sure_update(_entry_from(locked[0]), entry, values):
+            self._send_sure(_PUT_ROUTE, values)
+            return
+        if not self._count(_PUT_ROUTE, values):
             if parts is None:
                 parts = self.get_route_parts(entry.session_key)
             self.upsert_route(entry, parts)
@@ -1162,6 +1199,42 @@ class PostgresTx(PostgresPlatformState):
         row = self._one(_INSERT_TURN.format(id="%s"), (inbox_id, *values))
         while row is None:
             row = self._one(_INSERT_TURN.format(id="(SELECT max(id) + 1 FROM turns)"), values)
+        return int(row[0])
+
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        params = {
+            "inbox": inbox_id,
+            "key": session_key,
+            "sid": session_id,
+            "state": str(TurnState.RUNNING),
+            "source": dumps(source),
+            "accepted": accepted_at,
+            "started": started_at,
+        }
+        row = self._one(_START_TURN, params)
+        assert row is not None
+        if row[0] is None:  # the id is taken (a journal from before the rule)
+            turn_id = self.insert_turn(
+                session_key=session_key,
+                session_id=session_id,
+                inbox_id=inbox_id,
+                source=source,
+                accepted_at=accepted_at,
+                started_at=started_at,
+            )
+            self.claim_inbox_row(inbox_id, turn_id)
+            return turn_id
+        if row[1] != 1:
+            raise LookupError(f"inbox row {inbox_id} is not pending")
         return int(row[0])
 
     def transition_turn(

@@ -422,6 +422,27 @@ class SqliteTx(SqlitePlatformState):
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
         return journal.turns_in_state(self.conn, state)
 
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        turn_id = self.insert_turn(
+            session_key=session_key,
+            session_id=session_id,
+            inbox_id=inbox_id,
+            source=source,
+            accepted_at=accepted_at,
+            started_at=started_at,
+        )
+        self.claim_inbox_row(inbox_id, turn_id)
+        return turn_id
+
     def insert_turn(
         self,
         *,
