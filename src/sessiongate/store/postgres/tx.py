@@ -139,6 +139,17 @@ ins AS (
     FROM s ON CONFLICT DO NOTHING RETURNING id)
 SELECT s.*, (SELECT id FROM ins) FROM s
 """  # noqa: S608
+# `get_session_row`'s leaf depth and `load_context_events` in one statement: no row when there
+# is no such session; one row with a NULL id when the path is empty or deeper than the limit.
+_SESSION_CONTEXT = """
+WITH s AS (SELECT sid FROM sessions WHERE session_id = %(id)s),
+leaf AS (SELECT coalesce((SELECT depth FROM entries WHERE sid = (SELECT sid FROM s)
+    AND on_path = 1 ORDER BY depth DESC LIMIT 1), 0) AS depth)
+SELECT (SELECT depth FROM leaf), e.id, e.type, e.role, e.content, e.payload::text
+FROM s LEFT JOIN entries e ON e.sid = s.sid AND e.on_path = 1
+    AND (%(max)s::bigint IS NULL OR (SELECT depth FROM leaf) <= %(max)s::bigint)
+ORDER BY e.depth
+"""
 _HEADLINE_WALK = f"""
 WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
     SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role IS NOT DISTINCT FROM 'user', 0
@@ -288,6 +299,12 @@ def _sure_update(old: SessionEntry, new: SessionEntry, values: dict[str, Any]) -
         and old.label == new.label
         and "\\u0000" not in values["data"]
     )
+
+
+def _context_event(r: Sequence[Any]) -> dict[str, Any]:
+    """An entry as `load_context_events` gives it, from (id, type, role, content, payload)."""
+    event = {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
+    return event if r[4] is None else {**event, **loads(r[4])}
 
 
 def _us(value: datetime | None) -> int | None:
@@ -899,12 +916,15 @@ class PostgresTx(PostgresPlatformState):
             "WHERE sid = %s AND on_path = 1 ORDER BY depth",
             (sid,),
         )
-        return [
-            {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
-            if r[4] is None
-            else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
-            for r in rows
-        ]
+        return [_context_event(r) for r in rows]
+
+    def session_context_events(
+        self, session_id: str, max_depth: int | None = None
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        rows = self._all(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
+        if not rows:
+            return None
+        return int(rows[0][0]), [_context_event(r[1:]) for r in rows if r[1] is not None]
 
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, tuple[Any, ...]]]:
         # `starts_with`, not a range: under the database's collation `:` and `;` need not be

@@ -260,6 +260,16 @@ class SqliteTx(SqlitePlatformState):
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
         return transcripts.load_context_events(self.conn, sid)
 
+    def session_context_events(
+        self, session_id: str, max_depth: int | None = None
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        row = transcripts.get_session_row(self.conn, session_id)
+        if row is None:
+            return None
+        if max_depth is not None and row.leaf_depth > max_depth:
+            return row.leaf_depth, []
+        return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid)
+
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
         return transcripts.keyed_path_messages(self.conn, sid, prefix)
 
