@@ -46,17 +46,25 @@ _VERSIONS_TABLE = (
 )
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+# psycopg's own default: a statement run this often on a connection becomes a prepared one.
+PREPARE_THRESHOLD = 5
+
+
+def _connect(
+    url: str, prepare_threshold: int | None = PREPARE_THRESHOLD
+) -> psycopg.Connection[Any]:
     try:
         # Autocommit: transactions are explicit (`BEGIN` … `COMMIT`), as on SQLite, so a
         # read never leaves a transaction open between calls (it would hold back vacuum).
-        return psycopg.connect(
+        conn = psycopg.connect(
             url, autocommit=True, connect_timeout=10, cursor_factory=PipelineCursor
         )
     except psycopg.Error as exc:
         raise StoreUnavailableError(
             f"cannot connect to {redact_url(url)}: {str(exc).strip()}"
         ) from exc
+    conn.prepare_threshold = prepare_threshold
+    return conn
 
 
 def redact_url(url: str) -> str:
@@ -73,14 +81,21 @@ def redact_url(url: str) -> str:
 class PostgresDatabase:
     """The store's PostgreSQL database at `url` (`postgresql://…`)."""
 
-    def __init__(self, url: str, *, migrate: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: bool = True,
+        prepare_threshold: int | None = PREPARE_THRESHOLD,
+    ) -> None:
         self.url = redact_url(url)
+        self._prepare_threshold = prepare_threshold
         self.shared = True
         self._dsn = url
         self.lock = threading.RLock()
         self._depth = 0
         self._closed = False
-        self.conn = _connect(url)
+        self.conn = _connect(url, prepare_threshold)
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire.sure)
         # Told what each committed transaction `note`d (`store/changes.py`).
@@ -90,7 +105,11 @@ class PostgresDatabase:
             url,
             min_size=0,
             max_size=READER_POOL_SIZE,
-            kwargs={"autocommit": True, "connect_timeout": 10},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": 10,
+                "prepare_threshold": prepare_threshold,
+            },
             open=False,
             name="sessiongate-readers",
         )
@@ -199,7 +218,7 @@ class PostgresDatabase:
             return self.conn
         log.warning("reconnecting to the database", extra={"url": self.url})
         self.conn.close()
-        self.conn = _connect(self._dsn)
+        self.conn = _connect(self._dsn, self._prepare_threshold)
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire.sure)
         return self.conn
