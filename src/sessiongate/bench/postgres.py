@@ -21,6 +21,11 @@ protocol trace on the store's writer connection, and the trace is counted:
 - `reader_checkouts_per_turn`: connections the turns took from the reader pool (their
   statements are not in the trace; with short transcripts there are none).
 
+The same is measured again with `synchronous_commit=off` in the connection's options
+(`async_commit`): SQLite's default durability, where a commit does not wait for the disk.
+Otherwise each of a turn's two commits waits for one WAL flush, and on a slow disk that alone
+bounds one instance's sequential turns.
+
 The trace covers the connection, not the task: a heartbeat landing in the sample (every 2 s by
 default) is counted too, a few round trips over the whole sample.
 """
@@ -56,6 +61,10 @@ __all__ = [
 ]
 
 ENV_URL = "SESSIONGATE_BENCH_POSTGRES_URL"
+# The second measure's server setting: a commit returns before its WAL reaches the disk, the
+# durability of SQLite's default `synchronous=NORMAL` (a crash of the process or the server
+# loses nothing; one of the machine may lose the last moments of commits).
+ASYNC_COMMIT = "-csynchronous_commit=off"
 HOW_TO = f"no PostgreSQL URL: pass --postgres-url or set {ENV_URL}"
 
 
@@ -108,8 +117,9 @@ def _server_problem(url: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _schema(url: str) -> Iterator[str]:
-    """A fresh schema on `url`; yields the URL that uses it, drops it afterwards."""
+def _schema(url: str, *, settings: str = "") -> Iterator[str]:
+    """A fresh schema on `url`; yields the URL that uses it (with the server `settings`,
+    `-c name=value` options), drops it afterwards."""
     import psycopg
 
     name = f"sg_bench_{uuid.uuid4().hex[:12]}"
@@ -117,7 +127,7 @@ def _schema(url: str) -> Iterator[str]:
         conn.execute(f'CREATE SCHEMA "{name}"')
     joiner = "&" if "?" in url else "?"
     try:
-        yield f"{url}{joiner}options={quote(f'-csearch_path={name}')}"
+        yield f"{url}{joiner}options={quote(f'-csearch_path={name} {settings}'.strip())}"
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
@@ -203,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("turns", type=int)
     args = parser.parse_args(argv)
     with _schema(args.url) as url:
-        result = asyncio.run(measure_in_process(args.work, args.chats, args.turns, url=url))
+        result = asyncio.run(measure_in_process(args.work / "a", args.chats, args.turns, url=url))
+    with _schema(args.url, settings=ASYNC_COMMIT) as url:
+        result["async_commit"] = asyncio.run(
+            measure_in_process(args.work / "b", args.chats, args.turns, url=url)
+        )
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
 

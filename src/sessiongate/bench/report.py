@@ -237,7 +237,20 @@ def _postgres_lines(gateway: dict[str, Any]) -> list[str]:
         f"{section['chats']:,} chats), overhead {_pair(pg['overhead_ms'])}; per turn "
         f"{pg['round_trips_per_turn']:.2f} round trips, {pg['statements_per_turn']:.2f} "
         f"statements, {pg['transactions_per_turn']:.2f} transactions (counted from the "
-        f"protocol trace of {pg['sample_turns']} turns)"
+        f"protocol trace of {pg['sample_turns']} turns); CPU per turn "
+        f"{pg['cpu_ms_per_turn']:.2f} ms in the gateway, {pg['server_cpu_ms_per_turn']:.2f} ms "
+        "in the server",
+        *_async_commit_line(pg.get("async_commit")),
+    ]
+
+
+def _async_commit_line(part: dict[str, Any] | None) -> list[str]:
+    if not part:
+        return []
+    return [
+        f"- on PostgreSQL with `synchronous_commit=off` (SQLite's default durability: a commit "
+        f"does not wait for the disk): {_n(part['turns_per_s'])} turns/s, overhead "
+        f"{_pair(part['overhead_ms'])}, {part['round_trips_per_turn']:.2f} round trips a turn"
     ]
 
 
