@@ -78,3 +78,25 @@ def test_a_failed_write_in_the_outer_transaction_rolls_all_of_it_back(store):
         tx.set_meta("kept", "1")
     with db.read() as tx:
         assert tx.get_meta("kept") == "1"
+
+
+def test_many_nested_calls_in_one_transaction_keep_their_own_rollbacks(store):
+    """Hundreds of nested calls (a bulk import's shape), among them failures caught by the
+    caller: each failure takes back only its own call, at any depth."""
+    _, second = _two_routes(store)
+    db = store.database
+    with db.transaction():
+        for i in range(300):
+            with db.transaction() as inner:
+                inner.set_meta(f"k{i}", str(i))
+                if i % 50 == 7:
+                    with contextlib.suppress(ConflictError):
+                        _take_label(store, second, meta=f"lost{i}")
+            if i % 100 == 3:
+                with contextlib.suppress(ConflictError):
+                    _take_label(store, second, meta=f"lost-outer{i}")
+    with db.read() as tx:
+        assert [tx.get_meta(f"k{i}") for i in range(300)] == [str(i) for i in range(300)]
+        assert all(tx.get_meta(f"lost{i}") is None for i in range(7, 300, 50))
+        assert all(tx.get_meta(f"lost-outer{i}") is None for i in range(3, 300, 100))
+        assert tx.get_route(second.session_key).label is None

@@ -34,6 +34,9 @@ __all__ = ["PostgresDatabase", "describe", "migration_status", "redact_url", "up
 
 log = logging.getLogger(__name__)
 
+# Savepoints that succeeded are released only when more than this many are kept together.
+KEPT_SAVEPOINTS = 8
+
 # Connections for `snapshot()` reads beside the writer's: a few model-context reads at once.
 READER_POOL_SIZE = 4
 
@@ -94,6 +97,10 @@ class PostgresDatabase:
         self._dsn = url
         self.lock = threading.RLock()
         self._depth = 0
+        # Savepoints made in the open transaction, and those not released yet, in order:
+        # [name, still open] (`_savepoint`).
+        self._savepoints = 0
+        self._kept: list[list[Any]] = []
         self._closed = False
         self.conn = _connect(url, prepare_threshold)
         self._wire = Wire(self.conn)
@@ -166,6 +173,8 @@ class PostgresDatabase:
                 notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._savepoints = 0
+                self._kept.clear()
                 self._tx.in_transaction = False
                 self._tx.locked_routes.clear()
                 self._tx.notes = []
@@ -174,11 +183,22 @@ class PostgresDatabase:
 
     @contextlib.contextmanager
     def _savepoint(self) -> Iterator[None]:
-        name = f"sp{self._depth}"
+        """A nested call: a savepoint, rolled back (and only it) if the call raises.
+
+        A savepoint that succeeded is not released at once: `RELEASE` would be one statement
+        more on every nested call, and the commit releases it anyway. Kept ones stay nested in
+        the server's transaction; more than `KEPT_SAVEPOINTS` after the innermost open one are
+        released in one `RELEASE` (it takes every savepoint made after the one it names), so a
+        transaction of thousands of nested calls never nests thousands deep.
+        """
+        self._savepoints += 1
+        name = f"sp{self._savepoints}"
         wire = self._wire
+        kept = self._kept
         with translate_errors():
             wire.control(f"SAVEPOINT {name}")
         self._depth += 1
+        kept.append([name, True])
         mark = len(self._tx.notes)
         try:
             with translate_errors():
@@ -187,12 +207,19 @@ class PostgresDatabase:
         except BaseException:
             del self._tx.notes[mark:]
             self._tx.locked_routes.clear()
+            # Rolled back and released: with it go the ones made inside it.
+            del kept[_index_of(kept, name) :]
             with translate_errors():
                 wire.undo_savepoint(name)
             raise
         else:
-            with translate_errors():
-                wire.control(f"RELEASE SAVEPOINT {name}")
+            kept[_index_of(kept, name)][1] = False
+            closed = _closed_tail(kept)
+            if closed > KEPT_SAVEPOINTS:
+                first = len(kept) - closed
+                with translate_errors():
+                    wire.control(f"RELEASE SAVEPOINT {kept[first][0]}")
+                del kept[first:]
         finally:
             self._depth -= 1
 
@@ -282,6 +309,21 @@ class PostgresDatabase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _index_of(kept: list[list[Any]], name: str) -> int:
+    return next(i for i in range(len(kept) - 1, -1, -1) if kept[i][0] == name)
+
+
+def _closed_tail(kept: list[list[Any]]) -> int:
+    """How many savepoints at the end of `kept` are closed (none of them may be released
+    while one made before them is still open, as releasing one releases all after it)."""
+    count = 0
+    for _, is_open in reversed(kept):
+        if is_open:
+            break
+        count += 1
+    return count
 
 
 def _rollback(conn: psycopg.Connection[Any]) -> None:
