@@ -202,6 +202,26 @@ class Tx(PlatformStateTx, Protocol):
         internal: bool,
         at: int,
     ) -> int: ...
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        """`count_pending`, then `insert_inbox_row` when it found none: (the count, the new
+        row's id or None when the lane had pending rows and nothing was written). One
+        statement where the backend can (most messages find their lane idle)."""
+        ...
+
     def merge_into_slot(
         self,
         slot: InboxRow,

@@ -213,6 +213,15 @@ _INSERT_INBOX = (
     "VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, "
     "sg_ts(%s), sg_ts(%s)) RETURNING id"
 )
+# `count_pending` and, when it is 0, `_INSERT_INBOX`, in one statement: (count, new id).
+_INSERT_INBOX_IF_IDLE = (
+    "WITH d AS (SELECT count(*) AS n FROM inbox WHERE session_key = %s AND state = 'pending'), "
+    "ins AS (INSERT INTO inbox (session_key, kind, text, parts, media, message_id, message_ids, "
+    "source, message_type, reply_to, event_kind, internal, accepted_at, updated_at) "
+    "SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, "
+    "sg_ts(%s), sg_ts(%s) FROM d WHERE d.n = 0 RETURNING id) "
+    "SELECT d.n, (SELECT id FROM ins) FROM d"
+)
 _MERGE = (
     "UPDATE inbox SET text = %s, parts = %s::jsonb, media = %s::jsonb, message_id = %s, "
     "message_ids = %s::jsonb, source = %s::jsonb, message_type = %s, reply_to = %s, "
@@ -309,6 +318,37 @@ def _context_event(r: Sequence[Any]) -> dict[str, Any]:
 
 def _us(value: datetime | None) -> int | None:
     return None if value is None else to_us(value)
+
+
+def _inbox_values(
+    session_key: str,
+    kind: InboxKind,
+    part: dict[str, Any],
+    media: list[str],
+    message_id: str | None,
+    source: dict[str, Any],
+    message_type: str,
+    reply_to: str | None,
+    event_kind: str | None,
+    internal: bool,
+    at: int,
+) -> tuple[Any, ...]:
+    return (
+        session_key,
+        str(kind),
+        part["text"],
+        dumps([part]),
+        dumps(media),
+        message_id,
+        dumps([message_id] if message_id else []),
+        dumps(source),
+        message_type,
+        reply_to,
+        event_kind,
+        bool(internal),
+        at,
+        at,
+    )
 
 
 def _inbox(raw: tuple[Any, ...]) -> InboxRow:
@@ -1026,25 +1066,36 @@ class PostgresTx(PostgresPlatformState):
     ) -> int:
         row = self._one(
             _INSERT_INBOX,
-            (
-                session_key,
-                str(kind),
-                part["text"],
-                dumps([part]),
-                dumps(media),
-                message_id,
-                dumps([message_id] if message_id else []),
-                dumps(source),
-                message_type,
-                reply_to,
-                event_kind,
-                bool(internal),
-                at,
-                at,
+            _inbox_values(
+                session_key, kind, part, media, message_id, source, message_type, reply_to,
+                event_kind, internal, at,
             ),
-        )
+        )  # fmt: skip
         assert row is not None
         return int(row[0])
+
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        values = _inbox_values(
+            session_key, kind, part, media, message_id, source, message_type, reply_to,
+            event_kind, internal, at,
+        )  # fmt: skip
+        row = self._one(_INSERT_INBOX_IF_IDLE, (session_key, *values))
+        assert row is not None
+        return int(row[0]), row[1]
 
     def merge_into_slot(
         self,

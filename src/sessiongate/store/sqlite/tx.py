@@ -356,6 +356,39 @@ class SqliteTx(SqlitePlatformState):
             at=at,
         )
 
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        depth = self.count_pending(session_key)
+        if depth:
+            return depth, None
+        inbox_id = self.insert_inbox_row(
+            session_key=session_key,
+            kind=kind,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            event_kind=event_kind,
+            internal=internal,
+            at=at,
+        )
+        return 0, inbox_id
+
     def merge_into_slot(
         self,
         slot: InboxRow,
