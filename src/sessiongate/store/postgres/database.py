@@ -176,7 +176,7 @@ class PostgresDatabase:
                 self._savepoints = 0
                 self._kept.clear()
                 self._tx.in_transaction = False
-                self._tx.locked_routes.clear()
+                self._tx.forget_locks()
                 self._tx.notes = []
         if notes and self.on_commit is not None:
             self.on_commit(notes)
@@ -206,7 +206,7 @@ class PostgresDatabase:
                 wire.settle()
         except BaseException:
             del self._tx.notes[mark:]
-            self._tx.locked_routes.clear()
+            self._tx.forget_locks()
             # Rolled back and released: with it go the ones made inside it.
             del kept[_index_of(kept, name) :]
             with translate_errors():

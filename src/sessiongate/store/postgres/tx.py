@@ -426,7 +426,7 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("_sure", "conn", "in_transaction", "locked_routes", "notes")
+    __slots__ = ("_sure", "conn", "in_transaction", "locked_keys", "locked_routes", "notes")
 
     def __init__(
         self, conn: psycopg.Connection[Any], sure: psycopg.Cursor[Any] | None = None
@@ -439,12 +439,19 @@ class PostgresTx(PostgresPlatformState):
         # Routes this transaction holds locked, as read (`_route`); emptied by the database
         # when the transaction ends or a savepoint rolls back.
         self.locked_routes: dict[str, tuple[Any, ...]] = {}
+        # Keys of routes that did not exist, whose advisory lock this transaction holds.
+        self.locked_keys: set[str] = set()
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
 
     def note(self, change: object) -> None:
         self.notes.append(change)
+
+    def forget_locks(self) -> None:
+        """The transaction ended, or a savepoint rolled back (and its locks went with it)."""
+        self.locked_routes.clear()
+        self.locked_keys.clear()
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).
@@ -488,8 +495,10 @@ class PostgresTx(PostgresPlatformState):
         if row is not None:
             return row
         row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
-        if row is None:
+        if row is None and session_key not in self.locked_keys:
+            # Read again under the key's lock (to the commit): a route made meanwhile shows.
             self.conn.execute(_LOCK_KEY, (session_key,))
+            self.locked_keys.add(session_key)
             row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
         if row is not None:
             self.locked_routes[session_key] = row
