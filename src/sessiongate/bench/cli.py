@@ -32,6 +32,15 @@ def bench_command(
         bool,
         typer.Option("--no-contenders", help="Only sessiongate and the sqlite3 baseline."),
     ] = False,
+    postgres_url: Annotated[
+        str | None,
+        typer.Option(
+            "--postgres-url",
+            help="Also measure the gateway on this PostgreSQL database (in a schema of its own, "
+            "dropped afterwards) [default: $SESSIONGATE_BENCH_POSTGRES_URL; skipped without].",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -60,6 +69,7 @@ def bench_command(
             contenders=names or None,
             json_path=json_path,
             progress=True,
+            postgres_url=postgres_url,
         )
     except ValueError as exc:  # an unknown --only name
         raise typer.BadParameter(str(exc), param_hint="--only") from exc

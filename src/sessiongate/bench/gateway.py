@@ -17,6 +17,8 @@ home, `synchronous=NORMAL`, the sessions.json mirror on):
   `memory_turns` requests over `chats` of those sessions; then its resident set (`rss_mb`) and
   its peak (`peak_rss_mb`, VmHWM). `without_mirror`: the same with `mirror_sessions_json`
   off and no sessions.json, which tells the mirror's share from the gateway's own.
+- `postgres`: `in_process` again with the store on PostgreSQL, with round trips per turn
+  counted from the wire (`bench/postgres.py`); skipped with the reason when no server is named.
 
 The report reads these keys when `status` is "ok" (the others are extra detail):
 
@@ -51,12 +53,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-    from sessiongate import SessionStore
+    from sessiongate import GatewayConfig, SessionStore
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
-__all__ = ["GatewaySizes", "latency_summary", "main", "run_gateway_section"]
+__all__ = [
+    "GatewaySizes",
+    "latency_summary",
+    "main",
+    "measure_in_process",
+    "run_gateway_section",
+]
 
 # The address `sessiongate run` prints once it listens (cli/run.py `usage_banner`).
 _LISTENING = re.compile(r"listening on (http://\S+)")
@@ -72,6 +80,7 @@ class GatewaySizes:
     concurrency: int = 8
     known_sessions: int = 100_000
     memory_turns: int = 2000
+    postgres_turns: int = 10_000  # in process on PostgreSQL (`bench/postgres.py`)
 
     @classmethod
     def quick(cls) -> GatewaySizes:
@@ -82,13 +91,21 @@ class GatewaySizes:
             http_turns=1000,
             known_sessions=10_000,
             memory_turns=500,
+            postgres_turns=500,
         )
 
 
 def run_gateway_section(
-    *, quick: bool, sizes: GatewaySizes | None = None, timeout_s: float = 900.0
+    *,
+    quick: bool,
+    sizes: GatewaySizes | None = None,
+    timeout_s: float = 900.0,
+    postgres_url: str | None = None,
 ) -> dict[str, Any]:
-    """Measure the gateway pipeline; `status` is ok or error (with the reason)."""
+    """Measure the gateway pipeline; `status` is ok or error (with the reason). `postgres`
+    is the same in-process measure on the server `postgres_url` names, or skipped."""
+    from sessiongate.bench.postgres import run_postgres_section
+
     sizes = sizes or (GatewaySizes.quick() if quick else GatewaySizes())
     result: dict[str, Any] = {"status": "ok", "chats": sizes.chats, "turns": sizes.turns}
     result["sizes"] = asdict(sizes)
@@ -105,6 +122,9 @@ def run_gateway_section(
             )
             result["http"] = _measure_http(work / "http", sizes, timeout_s=timeout_s)
             result["memory"] = _measure_memory(work / "memory", sizes, timeout_s=timeout_s)
+            result["postgres"] = run_postgres_section(
+                postgres_url, chats=sizes.chats, turns=sizes.postgres_turns, timeout_s=timeout_s
+            )
         except (OSError, RuntimeError, subprocess.SubprocessError, ValueError) as exc:
             return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:1000]}
     return result
@@ -145,13 +165,17 @@ def _child_json(args: list[str], *, timeout_s: float) -> dict[str, Any]:
     return data
 
 
-async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
+async def measure_in_process(
+    home: Path, chats: int, turns: int, *, url: str | None = None
+) -> dict[str, Any]:
+    """Turns/s and overhead in process; then what a sample of turns asks of the database:
+    SQLite's statements (traced), or PostgreSQL's round trips when `url` names one."""
     from sessiongate import GatewayConfig, SessionSource, SessionStore
     from sessiongate.agents import build_agent_factory
     from sessiongate.core.platform import Platform
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
-    config = GatewayConfig()
+    config = GatewayConfig() if url is None else _postgres_config(url)
     store = SessionStore(home / "sessions", config)
     runner = GatewayRunner(store, config, home=home, agent_factory=build_agent_factory(config))
     await runner.start()
@@ -165,6 +189,9 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
             await runner.handle_message(event(i, "warm"))
         events = [event(i) for i in range(turns)]
         latencies: list[float] = []
+        # CPU as well as wall time: on a shared machine the CPU a turn costs varies far less.
+        server_cpu = _server_cpu_reader(store, url)
+        cpu, server_before = time.process_time(), server_cpu()
         started = time.perf_counter()
         for message in events:
             t0 = time.perf_counter()
@@ -173,10 +200,18 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
             if receipt.status != "replied":
                 raise RuntimeError(f"turn not replied: {receipt}")
         elapsed = time.perf_counter() - started
-        sample = 200
-        traced = await _traced_turns(
-            store, runner, [event(i) for i in range(turns, turns + sample)]
-        )
+        cpu, server = time.process_time() - cpu, server_cpu() - server_before
+        sample = [event(i) for i in range(turns, turns + 200)]
+        if url is None:
+            traced = await _traced_turns(store, runner, sample)
+            counts: dict[str, float] = {
+                "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / len(sample), 2),
+                "statements_per_turn": round(len(traced) / len(sample), 1),
+            }
+        else:
+            from sessiongate.bench.postgres import traced_turns
+
+            counts = await traced_turns(store, runner, sample)
     finally:
         await runner.stop()
         store.close()
@@ -185,9 +220,28 @@ async def _in_process(home: Path, chats: int, turns: int) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "turns_per_s": round(turns / elapsed, 1),
         "overhead_ms": latency_summary(latencies),
-        "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / sample, 2),
-        "statements_per_turn": round(len(traced) / sample, 1),
+        "cpu_ms_per_turn": round(1000 * cpu / turns, 3),
+        **({} if url is None else {"server_cpu_ms_per_turn": round(1000 * server / turns, 3)}),
+        **counts,
     }
+
+
+def _postgres_config(url: str) -> GatewayConfig:
+    """The store on `url`, with the instance's heartbeat (a transaction of its own on the
+    writer's connection every 2 s by default) out of the measured minutes, so the counted
+    round trips are the turns' own."""
+    from sessiongate import GatewayConfig
+
+    store = {"url": url, "heartbeat_seconds": 3600, "lease_ttl_seconds": 7200}
+    return GatewayConfig.model_validate({"store": store})
+
+
+def _server_cpu_reader(store: SessionStore, url: str | None) -> Callable[[], float]:
+    if url is None:
+        return lambda: 0.0
+    from sessiongate.bench.postgres import server_cpu_reader
+
+    return server_cpu_reader(store)
 
 
 # Set while the traced sample runs. A statement counts only when it runs in that context: the
@@ -445,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     populate.add_argument("sessions", type=int)
     args = parser.parse_args(argv)
     if args.mode == "in-process":
-        result = asyncio.run(_in_process(args.home, args.chats, args.turns))
+        result = asyncio.run(measure_in_process(args.home, args.chats, args.turns))
     elif args.mode == "feed":
         from sessiongate.bench.feed import measure_feed
 

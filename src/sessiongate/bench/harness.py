@@ -34,6 +34,7 @@ from sessiongate.bench.contenders import (
 from sessiongate.bench.gateway import run_gateway_section
 from sessiongate.bench.machine import describe_machine
 from sessiongate.bench.platforms import run_platforms_section
+from sessiongate.bench.postgres import postgres_url_from
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
 from sessiongate.bench.streaming import run_streaming_section
@@ -61,13 +62,15 @@ def run_bench(
     work_dir: Path | None = None,
     benchmarks_dir: Path | None = None,
     timeout_s: float | None = None,
+    postgres_url: str | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and write `out_dir/PERFORMANCE.md` (+ `performance.png`).
 
     `contenders` names stores by id or family (`sessiongate`, `sqlite`, `openai-agents`,
     `google-adk`, `langgraph`, `sessiongate-full`, ...); None runs them all. `sizes`
     overrides the quick or default sizes; `work_dir` holds the databases while they are
-    measured (a temporary folder by default, removed afterwards).
+    measured (a temporary folder by default, removed afterwards). `postgres_url` adds the
+    gateway on PostgreSQL (`bench/postgres.py`; else `SESSIONGATE_BENCH_POSTGRES_URL`).
     """
     specs = select_stores(contenders)
     sizes = sizes or (Sizes.quick() if quick else Sizes())
@@ -119,7 +122,7 @@ def run_bench(
         "sizes": sizes.to_dict(),
         "stores": stores,
         "skipped": skipped,
-        "gateway": run_gateway_section(quick=quick),
+        "gateway": run_gateway_section(quick=quick, postgres_url=postgres_url_from(postgres_url)),
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),

@@ -191,6 +191,7 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         feed = gateway.get("feed")
         if feed:
             goals.append(_feed_goal(feed))
+        goals += _postgres_goals(gateway.get("postgres", {}))
         memory = gateway.get("memory")
         if memory:
             known = memory["known_sessions"]
@@ -210,6 +211,47 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     goals.extend(streaming_goals(results))
     goals.append(_telegram_goal(results))
     return goals
+
+
+def _postgres_goals(section: dict[str, Any]) -> list[dict[str, Any]]:
+    names = ("Gateway on PostgreSQL ≥ 500 turns/s in process", "PostgreSQL round trips ≤ 4 a turn")
+    if section.get("status") != "ok":
+        why = f"not measured: {section.get('reason', 'no PostgreSQL section')}"
+        return [_goal(name, why, None) for name in names]
+    inproc = section["in_process"]
+    rate, trips = inproc["turns_per_s"], inproc["round_trips_per_turn"]
+    return [
+        _goal(names[0], f"{_n(rate)} turns/s", rate >= 500),
+        _goal(names[1], f"{trips:.2f} round trips a turn", trips <= 4),
+    ]
+
+
+def _postgres_lines(gateway: dict[str, Any]) -> list[str]:
+    section = gateway.get("postgres", {})
+    if section.get("status") != "ok":
+        return [f"- on PostgreSQL: not measured ({section.get('reason', 'no PostgreSQL section')})"]
+    pg, lite = section["in_process"], gateway["in_process"]
+    return [
+        f"- on PostgreSQL, in process: {_n(pg['turns_per_s'])} turns/s (SQLite "
+        f"{_n(lite['turns_per_s'])} in the same run; {section['turns']:,} turns over "
+        f"{section['chats']:,} chats), overhead {_pair(pg['overhead_ms'])}; per turn "
+        f"{pg['round_trips_per_turn']:.2f} round trips, {pg['statements_per_turn']:.2f} "
+        f"statements, {pg['transactions_per_turn']:.2f} transactions (counted from the "
+        f"protocol trace of {pg['sample_turns']} turns); CPU per turn "
+        f"{pg['cpu_ms_per_turn']:.2f} ms in the gateway, {pg['server_cpu_ms_per_turn']:.2f} ms "
+        "in the server",
+        *_async_commit_line(pg.get("async_commit")),
+    ]
+
+
+def _async_commit_line(part: dict[str, Any] | None) -> list[str]:
+    if not part:
+        return []
+    return [
+        f"- on PostgreSQL with `synchronous_commit=off` (SQLite's default durability: a commit "
+        f"does not wait for the disk): {_n(part['turns_per_s'])} turns/s, overhead "
+        f"{_pair(part['overhead_ms'])}, {part['round_trips_per_turn']:.2f} round trips a turn"
+    ]
 
 
 def _feed_goal(feed: dict[str, Any]) -> dict[str, Any]:
@@ -434,6 +476,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                 f"{isolated['publish_and_deliver_us_per_turn']} µs with the subscribers "
                 "(unbatched)"
             )
+        lines += _postgres_lines(gateway)
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")

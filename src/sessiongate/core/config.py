@@ -469,6 +469,14 @@ class StoreConfig(_Model):
         description="On a shared PostgreSQL: how often each instance renews its heartbeat "
         "and its leases (at most half of `store.lease_ttl_seconds`).",
     )
+    prepare_threshold: int | None = Field(
+        5,
+        ge=0,
+        description="On PostgreSQL: run a statement as a server-side prepared statement "
+        "once it has run this many times on a connection (0: from the first time). Unset "
+        "(null) never prepares, for PgBouncer in transaction mode before 1.21, which cannot "
+        "keep a connection's prepared statements.",
+    )
 
     @field_validator("url")
     @classmethod

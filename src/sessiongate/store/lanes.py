@@ -289,10 +289,6 @@ class LaneStore:
                 return Acceptance(
                     AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
                 ), None
-        depth = conn.count_pending(session_key)
-        slot = None
-        if depth and kind is InboxKind.SLOT:
-            slot = conn.pending_slot(session_key)
         fields: dict[str, Any] = {
             "part": part,
             "media": list(inbound.media),
@@ -302,18 +298,30 @@ class LaneStore:
             "reply_to": inbound.reply_to,
             "at": now,
         }
-        if slot is not None:
-            conn.merge_into_slot(slot, **fields)
-            return Acceptance(AcceptStatus.MERGED, slot.id, depth), None
-        if depth >= cap:
-            return Acceptance(AcceptStatus.FULL, None, depth), None
-        inbox_id = conn.insert_inbox_row(
-            session_key=session_key,
-            kind=kind,
-            event_kind=inbound.event_kind,
-            internal=inbound.internal,
+        row_fields = {
+            "session_key": session_key,
+            "kind": kind,
+            "event_kind": inbound.event_kind,
+            "internal": inbound.internal,
             **fields,
+        }
+        # An idle lane (the common case) takes the row at once; otherwise the slot and the
+        # cap decide, as the count found.
+        depth, inbox_id = (
+            conn.insert_inbox_row_if_idle(**row_fields)
+            if cap > 0
+            else (conn.count_pending(session_key), None)
         )
+        if inbox_id is None:
+            slot = None
+            if depth and kind is InboxKind.SLOT:
+                slot = conn.pending_slot(session_key)
+            if slot is not None:
+                conn.merge_into_slot(slot, **fields)
+                return Acceptance(AcceptStatus.MERGED, slot.id, depth), None
+            if depth >= cap:
+                return Acceptance(AcceptStatus.FULL, None, depth), None
+            inbox_id = conn.insert_inbox_row(**row_fields)
         item = InboxItem(
             id=inbox_id,
             session_key=session_key,
@@ -475,7 +483,7 @@ class LaneStore:
         self, conn: Tx, session_key: str, session_id: str, item: InboxItem, now: int
     ) -> int:
         """Journal the row's turn as running and mark the row claimed by it."""
-        turn_id = conn.insert_turn(
+        turn_id = conn.start_turn(
             session_key=session_key,
             session_id=session_id,
             inbox_id=item.id,
@@ -483,7 +491,6 @@ class LaneStore:
             accepted_at=to_us(item.accepted_at),
             started_at=now,
         )
-        conn.claim_inbox_row(item.id, turn_id)
         conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
         return turn_id
 

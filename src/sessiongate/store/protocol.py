@@ -130,6 +130,14 @@ class Tx(PlatformStateTx, Protocol):
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]: ...
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        """`get_session_row` then `insert_entries`: the session as read before the append,
+        and the new ids; None (nothing written) when there is no such session. One statement
+        where the backend can (a transcript append is on every turn's path)."""
+        ...
+
     def entry_row(self, entry_id: int) -> EntryTuple | None: ...
     def all_entries(self, sid: int) -> list[EntryTuple]: ...
     def tips_with_headlines(
@@ -148,6 +156,14 @@ class Tx(PlatformStateTx, Protocol):
     def latest_reset_depth(self, sid: int) -> int: ...
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow: ...
     def load_context_events(self, sid: int) -> list[dict[str, Any]]: ...
+    def session_context_events(
+        self, session_id: str, max_depth: int | None = None
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        """`get_session_row`, then `load_context_events` of it: the session's leaf depth and
+        its active path's events ([] when the depth passes `max_depth`); None when there is
+        no such session. One statement where the backend can (every turn reads its context)."""
+        ...
+
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]: ...
 
     # -- the full-text side index
@@ -186,6 +202,26 @@ class Tx(PlatformStateTx, Protocol):
         internal: bool,
         at: int,
     ) -> int: ...
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        """`count_pending`, then `insert_inbox_row` when it found none: (the count, the new
+        row's id or None when the lane had pending rows and nothing was written). One
+        statement where the backend can (most messages find their lane idle)."""
+        ...
+
     def merge_into_slot(
         self,
         slot: InboxRow,
@@ -228,6 +264,22 @@ class Tx(PlatformStateTx, Protocol):
         accepted_at: int,
         started_at: int,
     ) -> int: ...
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        """`insert_turn`, then `claim_inbox_row(inbox_id, <the turn>)`: the turn journaled
+        running and its row claimed by it; the turn's id. Raises `LookupError` when the row is
+        not pending (the caller's transaction then takes the turn back). One statement where
+        the backend can (every turn starts so)."""
+        ...
+
     def transition_turn(
         self,
         turn_id: int,

@@ -86,9 +86,14 @@ class TranscriptOps:
             _message_record(m, now_us, idempotency_key, first_index + i)
             for i, m in enumerate(messages)
         ]
+        _check_session_id(session_id)
         with self._db_for_id(session_id).transaction() as conn:
-            row = self._require_session(conn, session_id)
-            return self._append_records(conn, row, records)
+            appended = conn.append_entries(session_id, records)
+            if appended is None:
+                raise _not_found(session_id)
+            row, ids = appended
+            self._note_appended(conn, row, records, ids)
+            return ids
 
     def keyed_messages(
         self, session_id: str, idempotency_key: str
@@ -271,6 +276,13 @@ class TranscriptOps:
         self, conn: Tx, row: SessionRow, records: Sequence[EntryRecord]
     ) -> list[int | None]:
         ids, _ = conn.insert_entries(row, records)
+        self._note_appended(conn, row, records, ids)
+        return ids
+
+    @staticmethod
+    def _note_appended(
+        conn: Tx, row: SessionRow, records: Sequence[EntryRecord], ids: Sequence[int | None]
+    ) -> None:
         for entry_id, record in zip(ids, records, strict=True):
             if entry_id is not None:
                 conn.note(
@@ -282,17 +294,22 @@ class TranscriptOps:
                         entry_type=record.type,
                     )
                 )
-        return ids
 
     def _require_session(self, conn: Tx, session_id: str) -> SessionRow:
-        if not is_safe_id(session_id):
-            raise InvalidSessionIdError(
-                f"invalid session id: {session_id!r}", session_id=session_id
-            )
+        _check_session_id(session_id)
         row = conn.get_session_row(session_id)
         if row is None:
-            raise SessionNotFoundError(f"no session with id {session_id!r}", session_id=session_id)
+            raise _not_found(session_id)
         return row
+
+
+def _check_session_id(session_id: str) -> None:
+    if not is_safe_id(session_id):
+        raise InvalidSessionIdError(f"invalid session id: {session_id!r}", session_id=session_id)
+
+
+def _not_found(session_id: str) -> SessionNotFoundError:
+    return SessionNotFoundError(f"no session with id {session_id!r}", session_id=session_id)
 
 
 def _check_references(conn: Tx, row: SessionRow, kind: str, clean: Mapping[str, Any]) -> None:

@@ -289,23 +289,18 @@ class TreeOps:
     def model_context(self, session_id: str) -> ModelContext:
         """The context the next turn would get, from one consistent read of the active path."""
         with self._db_for_id(session_id).read() as conn:
-            row = conn.get_session_row(session_id)
-            if row is None:
-                return ModelContext()
-            events = conn.load_context_events(row.sid)
-        return build_model_context(events, owned=True)  # fresh from the read, ours alone
+            found = conn.session_context_events(session_id)
+        return ModelContext() if found is None else build_model_context(found[1], owned=True)
 
     def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
         """`model_context` when the active path holds at most `max_entries` entries, else None
         (read it off the loop with `read_model_context`); one read either way."""
         with self._db_for_id(session_id).read() as conn:
-            row = conn.get_session_row(session_id)
-            if row is None:
-                return ModelContext()
-            if row.leaf_depth > max_entries:
-                return None
-            events = conn.load_context_events(row.sid)
-        return build_model_context(events, owned=True)
+            found = conn.session_context_events(session_id, max_entries)
+        if found is None:
+            return ModelContext()
+        depth, events = found
+        return None if depth > max_entries else build_model_context(events, owned=True)
 
     def read_model_context(
         self, session_id: str, *, admission_entry_id: int | None = None

@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 from sessiongate.errors import StoreUnavailableError
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
+from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
 from sessiongate.store.postgres._schema import MIGRATIONS
 from sessiongate.store.postgres.tx import PostgresTx
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresDatabase", "describe", "migration_status", "redact_url", "upgrade"]
 
 log = logging.getLogger(__name__)
+
+# Savepoints that succeeded are released only when more than this many are kept together.
+KEPT_SAVEPOINTS = 8
 
 # Connections for `snapshot()` reads beside the writer's: a few model-context reads at once.
 READER_POOL_SIZE = 4
@@ -45,15 +49,25 @@ _VERSIONS_TABLE = (
 )
 
 
-def _connect(url: str) -> psycopg.Connection[Any]:
+# psycopg's own default: a statement run this often on a connection becomes a prepared one.
+PREPARE_THRESHOLD = 5
+
+
+def _connect(
+    url: str, prepare_threshold: int | None = PREPARE_THRESHOLD
+) -> psycopg.Connection[Any]:
     try:
         # Autocommit: transactions are explicit (`BEGIN` … `COMMIT`), as on SQLite, so a
         # read never leaves a transaction open between calls (it would hold back vacuum).
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(
+            url, autocommit=True, connect_timeout=10, cursor_factory=PipelineCursor
+        )
     except psycopg.Error as exc:
         raise StoreUnavailableError(
             f"cannot connect to {redact_url(url)}: {str(exc).strip()}"
         ) from exc
+    conn.prepare_threshold = prepare_threshold
+    return conn
 
 
 def redact_url(url: str) -> str:
@@ -70,15 +84,27 @@ def redact_url(url: str) -> str:
 class PostgresDatabase:
     """The store's PostgreSQL database at `url` (`postgresql://…`)."""
 
-    def __init__(self, url: str, *, migrate: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        migrate: bool = True,
+        prepare_threshold: int | None = PREPARE_THRESHOLD,
+    ) -> None:
         self.url = redact_url(url)
+        self._prepare_threshold = prepare_threshold
         self.shared = True
         self._dsn = url
         self.lock = threading.RLock()
         self._depth = 0
+        # Savepoints made in the open transaction, and those not released yet, in order:
+        # [name, still open] (`_savepoint`).
+        self._savepoints = 0
+        self._kept: list[list[Any]] = []
         self._closed = False
-        self.conn = _connect(url)
-        self._tx = PostgresTx(self.conn)
+        self.conn = _connect(url, prepare_threshold)
+        self._wire = Wire(self.conn)
+        self._tx = PostgresTx(self.conn, self._wire.sure)
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
@@ -86,7 +112,11 @@ class PostgresDatabase:
             url,
             min_size=0,
             max_size=READER_POOL_SIZE,
-            kwargs={"autocommit": True, "connect_timeout": 10},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": 10,
+                "prepare_threshold": prepare_threshold,
+            },
             open=False,
             name="sessiongate-readers",
         )
@@ -104,6 +134,12 @@ class PostgresDatabase:
     def transaction(self) -> Iterator[PostgresTx]:
         """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints.
 
+        The transaction runs in pipeline mode (`_pipeline.py`): a statement waits for the
+        server only when its result is read, and carries everything queued before it, so
+        `BEGIN`, savepoints and writes nobody reads the result of cost no round trip of their
+        own. A savepoint that queued such writes syncs them before it is released, so an error
+        of theirs is raised inside the nested call, as on SQLite.
+
         What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
         a rollback (of the transaction or of a savepoint) takes its notes back with it.
         """
@@ -111,50 +147,81 @@ class PostgresDatabase:
         with self.lock:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
-            conn = self.conn
             if self._depth:
-                name = f"sp{self._depth}"
-                conn.execute(f"SAVEPOINT {name}")
-                self._depth += 1
-                mark = len(self._tx.notes)
-                try:
-                    with translate_errors():
-                        yield self._tx
-                except BaseException:
-                    del self._tx.notes[mark:]
-                    with translate_errors():
-                        conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                        conn.execute(f"RELEASE SAVEPOINT {name}")
-                    raise
-                else:
-                    with translate_errors():
-                        conn.execute(f"RELEASE SAVEPOINT {name}")
-                finally:
-                    self._depth -= 1
+                with self._savepoint():
+                    yield self._tx
                 return
-            conn = self._live_connection()
+            self._live_connection()
+            wire = self._wire
             with translate_errors():
-                conn.execute("BEGIN")
+                wire.begin()
             self._depth = 1
+            self._tx.in_transaction = True
             try:
                 with translate_errors():
                     yield self._tx
             except BaseException:
-                _rollback(conn)
+                wire.rollback()
                 raise
             else:
                 try:
                     with translate_errors():
-                        conn.execute("COMMIT")
+                        wire.commit()
                 except BaseException:
-                    _rollback(conn)
+                    wire.rollback()
                     raise
                 notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._savepoints = 0
+                self._kept.clear()
+                self._tx.in_transaction = False
+                self._tx.forget_locks()
                 self._tx.notes = []
         if notes and self.on_commit is not None:
             self.on_commit(notes)
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        """A nested call: a savepoint, rolled back (and only it) if the call raises.
+
+        A savepoint that succeeded is not released at once: `RELEASE` would be one statement
+        more on every nested call, and the commit releases it anyway. Kept ones stay nested in
+        the server's transaction; more than `KEPT_SAVEPOINTS` after the innermost open one are
+        released in one `RELEASE` (it takes every savepoint made after the one it names), so a
+        transaction of thousands of nested calls never nests thousands deep.
+        """
+        self._savepoints += 1
+        name = f"sp{self._savepoints}"
+        wire = self._wire
+        kept = self._kept
+        with translate_errors():
+            wire.control(f"SAVEPOINT {name}")
+        self._depth += 1
+        kept.append([name, True])
+        mark = len(self._tx.notes)
+        try:
+            with translate_errors():
+                yield
+                wire.settle()
+        except BaseException:
+            del self._tx.notes[mark:]
+            self._tx.forget_locks()
+            # Rolled back and released: with it go the ones made inside it.
+            del kept[_index_of(kept, name) :]
+            with translate_errors():
+                wire.undo_savepoint(name)
+            raise
+        else:
+            kept[_index_of(kept, name)][1] = False
+            closed = _closed_tail(kept)
+            if closed > KEPT_SAVEPOINTS:
+                first = len(kept) - closed
+                with translate_errors():
+                    wire.control(f"RELEASE SAVEPOINT {kept[first][0]}")
+                del kept[first:]
+        finally:
+            self._depth -= 1
 
     @contextlib.contextmanager
     def read(self) -> Iterator[PostgresTx]:
@@ -178,8 +245,9 @@ class PostgresDatabase:
             return self.conn
         log.warning("reconnecting to the database", extra={"url": self.url})
         self.conn.close()
-        self.conn = _connect(self._dsn)
-        self._tx = PostgresTx(self.conn)
+        self.conn = _connect(self._dsn, self._prepare_threshold)
+        self._wire = Wire(self.conn)
+        self._tx = PostgresTx(self.conn, self._wire.sure)
         return self.conn
 
     @contextlib.contextmanager
@@ -241,6 +309,21 @@ class PostgresDatabase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _index_of(kept: list[list[Any]], name: str) -> int:
+    return next(i for i in range(len(kept) - 1, -1, -1) if kept[i][0] == name)
+
+
+def _closed_tail(kept: list[list[Any]]) -> int:
+    """How many savepoints at the end of `kept` are closed (none of them may be released
+    while one made before them is still open, as releasing one releases all after it)."""
+    count = 0
+    for _, is_open in reversed(kept):
+        if is_open:
+            break
+        count += 1
+    return count
 
 
 def _rollback(conn: psycopg.Connection[Any]) -> None:

@@ -19,8 +19,6 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from psycopg.pq import TransactionStatus
-
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import StaleWriteError
@@ -90,6 +88,13 @@ ON CONFLICT (session_key) DO UPDATE SET
     suspended = excluded.suspended, resume_pending = excluded.resume_pending,
     label = excluded.label, data = excluded.data
 """
+_PUT_ROUTE = (
+    "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
+    "pinned_at = sg_ts(%(pinned_at)s::bigint), "
+    "archived_at = sg_ts(%(archived_at)s::bigint), suspended = %(suspended)s, "
+    "resume_pending = %(resume_pending)s, label = %(label)s, data = %(data)s::jsonb "
+    "WHERE session_key = %(session_key)s AND session_id = %(session_id)s"
+)
 # `SessionEntry.unread` in SQL: a marker, or activity after the last read (ISO-8601 UTC text
 # sorts as time does).
 _UNREAD = """(data->>'marked_unread_at' IS NOT NULL
@@ -122,6 +127,29 @@ _INSERT_ENTRY = (
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+# `get_session_row` and the first entry's insert in one statement: the session (its leaf as
+# it was before the insert) and the new id, NULL when the entry's key is already taken; no
+# row when there is no such session (and then nothing is inserted).
+_APPEND_FIRST = f"""
+WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
+    leaf_id, depth, mdepth, generation, header) AS ({_GET_SESSION.strip()}),
+ins AS (
+    INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem)
+    SELECT s.sid, s.leaf_id, s.depth + 1, s.mdepth + %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s
+    FROM s ON CONFLICT DO NOTHING RETURNING id)
+SELECT s.*, (SELECT id FROM ins) FROM s
+"""  # noqa: S608
+# `get_session_row`'s leaf depth and `load_context_events` in one statement: no row when there
+# is no such session; one row with a NULL id when the path is empty or deeper than the limit.
+_SESSION_CONTEXT = """
+WITH s AS (SELECT sid FROM sessions WHERE session_id = %(id)s),
+leaf AS (SELECT coalesce((SELECT depth FROM entries WHERE sid = (SELECT sid FROM s)
+    AND on_path = 1 ORDER BY depth DESC LIMIT 1), 0) AS depth)
+SELECT (SELECT depth FROM leaf), e.id, e.type, e.role, e.content, e.payload::text
+FROM s LEFT JOIN entries e ON e.sid = s.sid AND e.on_path = 1
+    AND (%(max)s::bigint IS NULL OR (SELECT depth FROM leaf) <= %(max)s::bigint)
+ORDER BY e.depth
+"""
 _HEADLINE_WALK = f"""
 WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
     SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role IS NOT DISTINCT FROM 'user', 0
@@ -185,6 +213,15 @@ _INSERT_INBOX = (
     "VALUES (%s, %s, %s, %s::jsonb, %s::jsonb, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, "
     "sg_ts(%s), sg_ts(%s)) RETURNING id"
 )
+# `count_pending` and, when it is 0, `_INSERT_INBOX`, in one statement: (count, new id).
+_INSERT_INBOX_IF_IDLE = (
+    "WITH d AS (SELECT count(*) AS n FROM inbox WHERE session_key = %s AND state = 'pending'), "
+    "ins AS (INSERT INTO inbox (session_key, kind, text, parts, media, message_id, message_ids, "
+    "source, message_type, reply_to, event_kind, internal, accepted_at, updated_at) "
+    "SELECT %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s::jsonb, %s::jsonb, %s, %s, %s, %s, "
+    "sg_ts(%s), sg_ts(%s) FROM d WHERE d.n = 0 RETURNING id) "
+    "SELECT d.n, (SELECT id FROM ins) FROM d"
+)
 _MERGE = (
     "UPDATE inbox SET text = %s, parts = %s::jsonb, media = %s::jsonb, message_id = %s, "
     "message_ids = %s::jsonb, source = %s::jsonb, message_type = %s, reply_to = %s, "
@@ -204,6 +241,17 @@ _INSERT_TURN = (
     "started_at) VALUES ({id}, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), sg_ts(%s)) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+# `insert_turn` with the row's id and `claim_inbox_row` in one statement: (turn id, rows
+# claimed); (NULL, 0) when the id is taken (then the two go one after another).
+_START_TURN = (
+    "WITH t AS (INSERT INTO turns (id, session_key, session_id, inbox_id, state, source, "
+    "accepted_at, started_at) VALUES (%(inbox)s, %(key)s, %(sid)s, %(inbox)s, %(state)s, "
+    "%(source)s::jsonb, sg_ts(%(accepted)s), sg_ts(%(started)s)) "
+    "ON CONFLICT DO NOTHING RETURNING id), "
+    "c AS (UPDATE inbox SET state = 'claimed', turn_id = t.id FROM t "
+    "WHERE inbox.id = %(inbox)s AND inbox.state = 'pending' RETURNING inbox.id) "
+    "SELECT (SELECT id FROM t), (SELECT count(*) FROM c)"
+)
 _FINISH_REPLY = (
     "UPDATE turns SET state = %(to)s, reply = %(reply)s, finished_at = sg_ts(%(at)s), "
     "delivered_at = CASE WHEN %(to)s = 'delivered' THEN sg_ts(%(at)s) END "
@@ -215,8 +263,11 @@ _ADD_TOMBSTONE = {
     False: "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (%s, sg_ts(%s), %s) "
     "ON CONFLICT (session_key) DO NOTHING",
 }
+_ROUTE = (
+    "SELECT data::text, platform, chat_type, chat_id, thread_id, participant_id FROM routes "
+    "WHERE session_key = %s"
+)
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
-_IDLE = TransactionStatus.IDLE
 _META_SET = (
     "INSERT INTO meta (key, value) VALUES (%s, %s) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -248,8 +299,56 @@ def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]
     }
 
 
+def _sure_update(old: SessionEntry, new: SessionEntry, values: dict[str, Any]) -> bool:
+    """Whether `_PUT_ROUTE` of `new` over the locked route `old` touches exactly that row and
+    cannot be refused: same session, same label (so no other route's), and no NUL, which
+    `jsonb` refuses (the text columns' NULs psycopg refuses before sending)."""
+    return (
+        old.session_id == new.session_id
+        and old.label == new.label
+        and "\\u0000" not in values["data"]
+    )
+
+
+def _context_event(r: Sequence[Any]) -> dict[str, Any]:
+    """An entry as `load_context_events` gives it, from (id, type, role, content, payload)."""
+    event = {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
+    return event if r[4] is None else {**event, **loads(r[4])}
+
+
 def _us(value: datetime | None) -> int | None:
     return None if value is None else to_us(value)
+
+
+def _inbox_values(
+    session_key: str,
+    kind: InboxKind,
+    part: dict[str, Any],
+    media: list[str],
+    message_id: str | None,
+    source: dict[str, Any],
+    message_type: str,
+    reply_to: str | None,
+    event_kind: str | None,
+    internal: bool,
+    at: int,
+) -> tuple[Any, ...]:
+    return (
+        session_key,
+        str(kind),
+        part["text"],
+        dumps([part]),
+        dumps(media),
+        message_id,
+        dumps([message_id] if message_id else []),
+        dumps(source),
+        message_type,
+        reply_to,
+        event_kind,
+        bool(internal),
+        at,
+        at,
+    )
 
 
 def _inbox(raw: tuple[Any, ...]) -> InboxRow:
@@ -327,16 +426,32 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("conn", "notes")
+    __slots__ = ("_sure", "conn", "in_transaction", "locked_keys", "locked_routes", "notes")
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], sure: psycopg.Cursor[Any] | None = None
+    ) -> None:
         self.conn = conn
+        # The writer's cursor for writes nothing reads the answer of (`_pipeline.py`).
+        self._sure = sure
+        # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
+        self.in_transaction = False
+        # Routes this transaction holds locked, as read (`_route`); emptied by the database
+        # when the transaction ends or a savepoint rolls back.
+        self.locked_routes: dict[str, tuple[Any, ...]] = {}
+        # Keys of routes that did not exist, whose advisory lock this transaction holds.
+        self.locked_keys: set[str] = set()
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
 
     def note(self, change: object) -> None:
         self.notes.append(change)
+
+    def forget_locks(self) -> None:
+        """The transaction ended, or a savepoint rolled back (and its locks went with it)."""
+        self.locked_routes.clear()
+        self.locked_keys.clear()
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).
@@ -353,6 +468,14 @@ class PostgresTx(PostgresPlatformState):
     def _count(self, sql: str, params: Any = None) -> int:
         return self.conn.execute(sql, params).rowcount
 
+    def _send_sure(self, sql: str, params: Any = None) -> None:
+        """A write that cannot fail on its input (the caller checked it): in a transaction it
+        is answered with the next statement that is read, or the commit."""
+        if self._sure is None:
+            self.conn.execute(sql, params)
+        else:
+            self._sure.execute(sql, params)
+
     # ------------------------------------------------------------------ routes
 
     # Several instances write one database under READ COMMITTED, where SQLite's one writer
@@ -360,51 +483,59 @@ class PostgresTx(PostgresPlatformState):
     # locks it (`FOR UPDATE` waits for a concurrent writer and then reads its commit), and a
     # route that does not exist yet is locked by key (an advisory lock to the commit), so two
     # instances routing a new conversation at once cannot both create it.
-    def _route(self, columns: str, session_key: str) -> tuple[Any, ...] | None:
-        sql = f"SELECT {columns} FROM routes WHERE session_key = %s"  # noqa: S608
-        if self.conn.info.transaction_status == _IDLE:
-            return self._one(sql, (session_key,))
-        row = self._one(sql + " FOR UPDATE", (session_key,))
-        if row is None:
+    #
+    # A route read so is kept until the transaction ends (or a savepoint rolls back, or this
+    # transaction writes it): the row lock keeps every other writer off it meanwhile, so a
+    # second read would only repeat the first.
+    def _route(self, session_key: str) -> tuple[Any, ...] | None:
+        """(data, platform, chat_type, chat_id, thread_id, participant_id) of the route."""
+        if not self.in_transaction:
+            return self._one(_ROUTE, (session_key,))
+        row = self.locked_routes.get(session_key)
+        if row is not None:
+            return row
+        row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
+        if row is None and session_key not in self.locked_keys:
+            # Read again under the key's lock (to the commit): a route made meanwhile shows.
             self.conn.execute(_LOCK_KEY, (session_key,))
-            row = self._one(sql + " FOR UPDATE", (session_key,))
+            self.locked_keys.add(session_key)
+            row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
+        if row is not None:
+            self.locked_routes[session_key] = row
         return row
 
     def get_route(self, session_key: str) -> SessionEntry | None:
-        row = self._route("data::text", session_key)
+        row = self._route(session_key)
         return None if row is None else _entry_from(row[0])
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
-        row = self._route(
-            "data::text, platform, chat_type, chat_id, thread_id, participant_id", session_key
-        )
+        row = self._route(session_key)
         if row is None:
             return None
         return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def get_route_parts(self, session_key: str) -> KeyParts | None:
-        row = self._route("platform, chat_type, chat_id, thread_id, participant_id", session_key)
-        return None if row is None else KeyParts(row[0] or "", row[1], row[2], row[3], row[4])
+        row = self._route(session_key)
+        return None if row is None else KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
+        self.locked_routes.pop(entry.session_key, None)
         self.conn.execute(_UPSERT_ROUTE, _route_values(entry, parts))
 
     def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
         """One UPDATE when the key already routes to this session id, else the upsert."""
-        touched = self._count(
-            "UPDATE routes SET updated_at = sg_ts(%(updated_at)s), "
-            "pinned_at = sg_ts(%(pinned_at)s::bigint), "
-            "archived_at = sg_ts(%(archived_at)s::bigint), suspended = %(suspended)s, "
-            "resume_pending = %(resume_pending)s, label = %(label)s, data = %(data)s::jsonb "
-            "WHERE session_key = %(session_key)s AND session_id = %(session_id)s",
-            _route_values(entry, parts),
-        )
-        if not touched:
+        values = _route_values(entry, parts)
+        locked = self.locked_routes.pop(entry.session_key, None)
+        if locked is not None and _sure_update(_entry_from(locked[0]), entry, values):
+            self._send_sure(_PUT_ROUTE, values)
+            return
+        if not self._count(_PUT_ROUTE, values):
             if parts is None:
                 parts = self.get_route_parts(entry.session_key)
             self.upsert_route(entry, parts)
 
     def delete_route(self, session_key: str) -> bool:
+        self.locked_routes.pop(session_key, None)
         return self._count("DELETE FROM routes WHERE session_key = %s", (session_key,)) > 0
 
     def route_by_session_id(self, session_id: str) -> SessionEntry | None:
@@ -633,6 +764,44 @@ class PostgresTx(PostgresPlatformState):
             session = _replace_leaf(session, leaf, depth, mdepth, session.generation)
         return ids, session
 
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        if not records:
+            session = self.get_session_row(session_id)
+            return None if session is None else (session, [])
+        first = records[0]
+        is_message = first.type == "message"
+        raw = self._one(
+            _APPEND_FIRST,
+            (
+                session_id,
+                int(is_message),
+                first.type,
+                first.role,
+                first.content,
+                dumps(first.payload) if first.payload else None,
+                first.ts,
+                first.idem,
+            ),
+        )
+        if raw is None:
+            return None
+        session = SessionRow(*raw[:12])
+        new_id: int | None = raw[12]
+        if new_id is None:
+            after = session
+        else:
+            after = _replace_leaf(
+                session,
+                new_id,
+                session.leaf_depth + 1,
+                session.leaf_mdepth + is_message,
+                session.generation,
+            )
+        rest, _ = self.insert_entries(after, records[1:])
+        return session, [new_id, *rest]
+
     def entry_row(self, entry_id: int) -> tuple[Any, ...] | None:
         return self._one(f"SELECT {_ENTRY} FROM entries WHERE id = %s", (entry_id,))  # noqa: S608
 
@@ -796,12 +965,15 @@ class PostgresTx(PostgresPlatformState):
             "WHERE sid = %s AND on_path = 1 ORDER BY depth",
             (sid,),
         )
-        return [
-            {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
-            if r[4] is None
-            else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
-            for r in rows
-        ]
+        return [_context_event(r) for r in rows]
+
+    def session_context_events(
+        self, session_id: str, max_depth: int | None = None
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        rows = self._all(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
+        if not rows:
+            return None
+        return int(rows[0][0]), [_context_event(r[1:]) for r in rows if r[1] is not None]
 
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, tuple[Any, ...]]]:
         # `starts_with`, not a range: under the database's collation `:` and `;` need not be
@@ -903,25 +1075,36 @@ class PostgresTx(PostgresPlatformState):
     ) -> int:
         row = self._one(
             _INSERT_INBOX,
-            (
-                session_key,
-                str(kind),
-                part["text"],
-                dumps([part]),
-                dumps(media),
-                message_id,
-                dumps([message_id] if message_id else []),
-                dumps(source),
-                message_type,
-                reply_to,
-                event_kind,
-                bool(internal),
-                at,
-                at,
+            _inbox_values(
+                session_key, kind, part, media, message_id, source, message_type, reply_to,
+                event_kind, internal, at,
             ),
-        )
+        )  # fmt: skip
         assert row is not None
         return int(row[0])
+
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        values = _inbox_values(
+            session_key, kind, part, media, message_id, source, message_type, reply_to,
+            event_kind, internal, at,
+        )  # fmt: skip
+        row = self._one(_INSERT_INBOX_IF_IDLE, (session_key, *values))
+        assert row is not None
+        return int(row[0]), row[1]
 
     def merge_into_slot(
         self,
@@ -1096,6 +1279,42 @@ class PostgresTx(PostgresPlatformState):
         row = self._one(_INSERT_TURN.format(id="%s"), (inbox_id, *values))
         while row is None:
             row = self._one(_INSERT_TURN.format(id="(SELECT max(id) + 1 FROM turns)"), values)
+        return int(row[0])
+
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        params = {
+            "inbox": inbox_id,
+            "key": session_key,
+            "sid": session_id,
+            "state": str(TurnState.RUNNING),
+            "source": dumps(source),
+            "accepted": accepted_at,
+            "started": started_at,
+        }
+        row = self._one(_START_TURN, params)
+        assert row is not None
+        if row[0] is None:  # the id is taken (a journal from before the rule)
+            turn_id = self.insert_turn(
+                session_key=session_key,
+                session_id=session_id,
+                inbox_id=inbox_id,
+                source=source,
+                accepted_at=accepted_at,
+                started_at=started_at,
+            )
+            self.claim_inbox_row(inbox_id, turn_id)
+            return turn_id
+        if row[1] != 1:
+            raise LookupError(f"inbox row {inbox_id} is not pending")
         return int(row[0])
 
     def transition_turn(

@@ -268,6 +268,14 @@ class SqliteTx(SqlitePlatformState):
         self._keep(row)
         return ids, row
 
+    def append_entries(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> tuple[SessionRow, list[int | None]] | None:
+        row = transcripts.get_session_row(self.conn, session_id)
+        if row is None:
+            return None
+        return row, transcripts.insert_entries(self.conn, row, records)[0]
+
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
 
@@ -312,6 +320,16 @@ class SqliteTx(SqlitePlatformState):
 
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
         return transcripts.load_context_events(self.conn, sid)
+
+    def session_context_events(
+        self, session_id: str, max_depth: int | None = None
+    ) -> tuple[int, list[dict[str, Any]]] | None:
+        row = transcripts.get_session_row(self.conn, session_id)
+        if row is None:
+            return None
+        if max_depth is not None and row.leaf_depth > max_depth:
+            return row.leaf_depth, []
+        return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid)
 
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
         return transcripts.keyed_path_messages(self.conn, sid, prefix)
@@ -399,6 +417,39 @@ class SqliteTx(SqlitePlatformState):
             at=at,
         )
 
+    def insert_inbox_row_if_idle(
+        self,
+        *,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None]:
+        depth = self.count_pending(session_key)
+        if depth:
+            return depth, None
+        inbox_id = self.insert_inbox_row(
+            session_key=session_key,
+            kind=kind,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            event_kind=event_kind,
+            internal=internal,
+            at=at,
+        )
+        return 0, inbox_id
+
     def merge_into_slot(
         self,
         slot: InboxRow,
@@ -474,6 +525,27 @@ class SqliteTx(SqlitePlatformState):
 
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
         return journal.turns_in_state(self.conn, state)
+
+    def start_turn(
+        self,
+        *,
+        session_key: str,
+        session_id: str,
+        inbox_id: int,
+        source: dict[str, Any],
+        accepted_at: int,
+        started_at: int,
+    ) -> int:
+        turn_id = self.insert_turn(
+            session_key=session_key,
+            session_id=session_id,
+            inbox_id=inbox_id,
+            source=source,
+            accepted_at=accepted_at,
+            started_at=started_at,
+        )
+        self.claim_inbox_row(inbox_id, turn_id)
+        return turn_id
 
     def insert_turn(
         self,

@@ -1,0 +1,227 @@
+"""The gateway on PostgreSQL: one instance in process with the echo agent, beside SQLite's.
+
+The server comes from `sessiongate bench --postgres-url`, else `SESSIONGATE_BENCH_POSTGRES_URL`;
+with neither (or psycopg missing, or no server answering) the section is skipped with the
+reason and the rest of the benchmark goes on. It works in a schema of its own, made and
+dropped here, so it can share a database with other users.
+
+Turns per second are timed with nothing traced. A sample of turns afterwards runs with libpq's
+protocol trace on the store's writer connection, and the trace is counted:
+
+- `round_trips_per_turn`: the times the client sent and then read the server's answer (a run
+  of frontend messages followed by backend ones). Every statement outside pipeline mode is one;
+  in pipeline mode, one flush or sync carries all the statements queued before it. A reply
+  that arrives while the client is still sending counts as a new round trip, so the count
+  errs high, never low.
+- `statements_per_turn`: Execute and simple Query messages (BEGIN, SAVEPOINT and COMMIT count).
+- `transactions_per_turn`: COMMITs the server confirmed.
+- `cpu_ms_per_turn`, `server_cpu_ms_per_turn`: CPU time of the gateway process and of the
+  server process behind the writer connection (read from /proc: the server on this machine),
+  over the timed turns. On a shared machine these vary far less than turns per second.
+- `reader_checkouts_per_turn`: connections the turns took from the reader pool (their
+  statements are not in the trace; with short transcripts there are none).
+
+The same is measured again with `synchronous_commit=off` in the connection's options
+(`async_commit`): SQLite's default durability, where a commit does not wait for the disk.
+Otherwise each of a turn's two commits waits for one WAL flush, and on a slow disk that alone
+bounds one instance's sequential turns.
+
+The trace covers the connection, not the task, so the instance's heartbeat (a transaction of
+its own every 2 s by default) is set to an hour for the measure: what is counted is the turns'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from sessiongate import SessionStore
+    from sessiongate.gateway import GatewayRunner, MessageEvent
+
+__all__ = [
+    "ENV_URL",
+    "count_trace",
+    "postgres_url_from",
+    "run_postgres_section",
+    "server_cpu_reader",
+    "traced_turns",
+]
+
+ENV_URL = "SESSIONGATE_BENCH_POSTGRES_URL"
+# The second measure's server setting: a commit returns before its WAL reaches the disk, the
+# durability of SQLite's default `synchronous=NORMAL` (a crash of the process or the server
+# loses nothing; one of the machine may lose the last moments of commits).
+ASYNC_COMMIT = "-csynchronous_commit=off"
+HOW_TO = f"no PostgreSQL URL: pass --postgres-url or set {ENV_URL}"
+
+
+def postgres_url_from(option: str | None) -> str | None:
+    """The server to measure on: the option, else the environment, else None."""
+    url = option or os.environ.get(ENV_URL) or None
+    return url.strip() if url else None
+
+
+def run_postgres_section(
+    url: str | None, *, chats: int, turns: int, timeout_s: float
+) -> dict[str, Any]:
+    """`{"status": "ok", "in_process": {...}}`, or skipped / error with the reason."""
+    if url is None:
+        return {"status": "skipped", "reason": HOW_TO}
+    problem = _server_problem(url)
+    if problem is not None:
+        return {"status": "skipped", "reason": problem}
+    command = [sys.executable, "-m", "sessiongate.bench.postgres", url]
+    with tempfile.TemporaryDirectory(prefix="sessiongate-postgres-bench-") as tmp:
+        try:
+            done = subprocess.run(
+                [*command, tmp, str(chats), str(turns)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return {"status": "error", "reason": f"no result within {timeout_s:.0f} s"}
+    if done.returncode != 0:
+        return {"status": "error", "reason": done.stderr.strip()[-800:]}
+    in_process: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"status": "ok", "chats": chats, "turns": turns, "in_process": in_process}
+
+
+def _server_problem(url: str) -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed: pip install 'sessiongate[postgres]'"
+    from sessiongate.store.postgres.database import redact_url
+
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"no PostgreSQL server answers at {redact_url(url)}: {str(exc).strip()[:200]}"
+    return None
+
+
+@contextlib.contextmanager
+def _schema(url: str, *, settings: str = "") -> Iterator[str]:
+    """A fresh schema on `url`; yields the URL that uses it (with the server `settings`,
+    `-c name=value` options), drops it afterwards."""
+    import psycopg
+
+    name = f"sg_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    joiner = "&" if "?" in url else "?"
+    try:
+        yield f"{url}{joiner}options={quote(f'-csearch_path={name} {settings}'.strip())}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def count_trace(lines: Iterator[str]) -> dict[str, int]:
+    """Round trips, statements and commits in a libpq protocol trace (`PQtrace`)."""
+    round_trips = statements = commits = 0
+    last = ""
+    for line in lines:
+        direction, _, rest = line.partition("\t")
+        _, _, message = rest.partition("\t")
+        if direction == "F":
+            if last != "F":
+                round_trips += 1
+            if message.startswith(("Execute", "Query")):
+                statements += 1
+        elif direction == "B" and message.startswith('CommandComplete\t "COMMIT"'):
+            commits += 1
+        if direction in ("F", "B"):
+            last = direction
+    return {"round_trips": round_trips, "statements": statements, "commits": commits}
+
+
+def server_cpu_reader(store: SessionStore) -> Callable[[], float]:
+    """CPU seconds of the server process behind the store's writer connection so far (the
+    server on this machine; 0 when its process cannot be read)."""
+    database: Any = store.database
+    pid = database.conn.info.backend_pid
+    stat = Path(f"/proc/{pid}/stat")
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+    return read
+
+
+async def traced_turns(
+    store: SessionStore, runner: GatewayRunner, events: Sequence[MessageEvent]
+) -> dict[str, float]:
+    """Run `events` with the writer connection's protocol traced; per-turn counts."""
+    import psycopg
+
+    database: Any = store.database
+    readers_before = database._readers.get_stats().get("requests_num", 0)
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn = database.conn.pgconn
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            for message in events:
+                receipt = await runner.handle_message(message)
+                if receipt.status != "replied":
+                    raise RuntimeError(f"turn not replied: {receipt}")
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        counts = count_trace(iter(trace))
+    readers = database._readers.get_stats().get("requests_num", 0) - readers_before
+    n = len(events)
+    return {
+        "sample_turns": n,
+        "round_trips_per_turn": round(counts["round_trips"] / n, 2),
+        "statements_per_turn": round(counts["statements"] / n, 2),
+        "transactions_per_turn": round(counts["commits"] / n, 2),
+        "reader_checkouts_per_turn": round(readers / n, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: `URL WORK CHATS TURNS`, printing one JSON line."""
+    from sessiongate.bench.gateway import measure_in_process
+
+    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.postgres")
+    parser.add_argument("url")
+    parser.add_argument("work", type=Path)
+    parser.add_argument("chats", type=int)
+    parser.add_argument("turns", type=int)
+    args = parser.parse_args(argv)
+    with _schema(args.url) as url:
+        result = asyncio.run(measure_in_process(args.work / "a", args.chats, args.turns, url=url))
+    with _schema(args.url, settings=ASYNC_COMMIT) as url:
+        result["async_commit"] = asyncio.run(
+            measure_in_process(args.work / "b", args.chats, args.turns, url=url)
+        )
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())

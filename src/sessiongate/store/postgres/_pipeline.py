@@ -1,0 +1,112 @@
+"""The writer's transactions in psycopg's pipeline mode: fewer round trips, the same results.
+
+Outside pipeline mode every statement is a round trip: send, wait, read. Inside it, a
+statement is queued and sent at once, and the client waits only when it reads a result
+(`fetchone`, `rowcount`), collecting the answers of everything queued before it in the same
+wait. So `BEGIN`, `SAVEPOINT`, `RELEASE` and writes whose result nobody reads ride along with
+the next statement that is read, and `COMMIT` with the final sync.
+
+What must not change is where an error appears. A queued write's error arrives with the next
+wait, possibly in a later statement; the nested store calls catch some errors (an entry the
+transcript refuses), so an error must be raised inside the savepoint that caused it. `settle()`
+therefore syncs before a savepoint is released whenever a statement of it is still unanswered
+(one round trip, only then), and every rollback first drains the pipeline. The exception are
+writes sent on `Wire.sure`: ones whose every input was checked, on a row this transaction holds
+locked, so only the connection itself can fail them (and that ends the transaction anyway).
+
+`PipelineCursor.rowcount` waits for its statement's answer, so code that checks how many rows
+an UPDATE touched reads the same number in and out of pipeline mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import psycopg
+
+__all__ = ["PipelineCursor", "Wire"]
+
+log = logging.getLogger(__name__)
+
+
+class PipelineCursor(psycopg.Cursor[Any]):
+    """A cursor whose `rowcount` is its statement's even before the pipeline was read."""
+
+    @property
+    def rowcount(self) -> int:
+        if self._conn._pipeline is not None and self.pgresult is None:
+            self._fetch_pipeline()
+        return self._rowcount
+
+
+class Wire:
+    """The writer connection's transaction control in pipeline mode (the caller holds the
+    database's lock)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self._control = conn.cursor()
+        # For writes the store's input cannot make fail (`PostgresTx._send_sure`): like the
+        # control statements, they need no sync before a savepoint is released.
+        self.sure = conn.cursor()
+        self._pipeline: contextlib.ExitStack | None = None
+
+    def begin(self) -> None:
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.conn.pipeline())
+        self._pipeline = stack
+        self.control("BEGIN")
+
+    def control(self, sql: str) -> None:
+        """`BEGIN`, `SAVEPOINT`, `RELEASE`, `COMMIT`: queued, answered with the next wait."""
+        self._control.execute(sql)
+
+    def settle(self) -> None:
+        """Wait for every statement still unanswered, unless only control statements are (a
+        savepoint's writes must fail inside it)."""
+        pipeline = self.conn._pipeline
+        if pipeline is None:
+            return
+        quiet = (self._control, self.sure)
+        if any(item is not None and item[0] not in quiet for item in pipeline.result_queue):
+            pipeline.sync()
+
+    def commit(self) -> None:
+        self.control("COMMIT")
+        stack, self._pipeline = self._pipeline, None
+        if stack is not None:
+            stack.close()  # the sync: raises the error of any statement still unanswered
+
+    def undo_savepoint(self, name: str) -> None:
+        """Roll back to `name` and release it, after draining what an error left behind."""
+        self._drain()
+        self.control(f"ROLLBACK TO SAVEPOINT {name}")
+        self.control(f"RELEASE SAVEPOINT {name}")
+        pipeline = self.conn._pipeline
+        if pipeline is not None:
+            pipeline.sync()
+
+    def rollback(self) -> None:
+        """Leave pipeline mode and roll back; a connection already gone has rolled back."""
+        stack, self._pipeline = self._pipeline, None
+        try:
+            if stack is not None:
+                stack.close()
+        except psycopg.Error:
+            log.debug("pipeline ended with an error before the rollback", exc_info=True)
+        try:
+            self.conn.execute("ROLLBACK")
+        except psycopg.Error:
+            log.debug("rollback failed", exc_info=True)
+
+    def _drain(self) -> None:
+        pipeline = self.conn._pipeline
+        if pipeline is None:
+            return
+        try:
+            pipeline.sync()
+        except psycopg.Error:
+            # Already raised (or about to be) as the reason for this rollback.
+            log.debug("pipeline drained with an error", exc_info=True)
