@@ -271,10 +271,10 @@ class SqliteTx(SqlitePlatformState):
     def append_entries(
         self, session_id: str, records: Sequence[EntryRecord]
     ) -> tuple[SessionRow, list[int | None]] | None:
-        row = transcripts.get_session_row(self.conn, session_id)
+        row = self.get_session_row(session_id)
         if row is None:
             return None
-        return row, transcripts.insert_entries(self.conn, row, records)[0]
+        return row, self.insert_entries(row, records)[0]
 
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
@@ -324,7 +324,7 @@ class SqliteTx(SqlitePlatformState):
     def session_context_events(
         self, session_id: str, max_depth: int | None = None
     ) -> tuple[int, list[dict[str, Any]]] | None:
-        row = transcripts.get_session_row(self.conn, session_id)
+        row = self.get_session_row(session_id)
         if row is None:
             return None
         if max_depth is not None and row.leaf_depth > max_depth:
