@@ -450,6 +450,17 @@ class StoreConfig(_Model):
         description="On a shared PostgreSQL: how often each instance renews its heartbeat "
         "and its leases (at most half of `store.lease_ttl_seconds`).",
     )
+    sweep_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="On a shared PostgreSQL: how often (±30 % jitter) each instance looks for "
+        "lanes with waiting work and no live owner; the ground truth behind the wake-up hints.",
+    )
+    poll_only: bool = Field(
+        False,
+        description="On a shared PostgreSQL: no LISTEN/NOTIFY wake-ups, only the sweep (for a "
+        "pooler in transaction mode, such as PgBouncer, which cannot LISTEN).",
+    )
 
     @field_validator("url")
     @classmethod

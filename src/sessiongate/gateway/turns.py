@@ -48,6 +48,7 @@ from sessiongate.core.turn_events import (
 from sessiongate.errors import (
     AgentTurnError,
     InvalidEntryError,
+    LeaseLostError,
     SessionNotFoundError,
     StoreCorruptError,
     StoreUnavailableError,
@@ -66,6 +67,7 @@ from sessiongate.gateway.turn_progress import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from contextlib import AbstractContextManager
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
@@ -207,6 +209,8 @@ class TurnExecutor:
         counts_changed: Callable[[], None],
         drain_reason: Callable[[], str],
         host: AgentHost | None = None,
+        fence: Callable[[str], AbstractContextManager[None]] | None = None,
+        may_act: Callable[[], bool] | None = None,
     ) -> None:
         self._store = store
         self._lane_store = lane_store
@@ -219,6 +223,11 @@ class TurnExecutor:
         self._counts_changed = counts_changed
         self._drain_reason = drain_reason
         self._host = host
+        # Many instances on one database (`lane_leases.py`): each write of a turn commits
+        # under its lane's lease, and nothing starts (an agent call, a send) once the lease
+        # may have moved on. On SQLite neither does anything.
+        self._fence = fence or (lambda _key: contextlib.nullcontext())
+        self._may_act = may_act or (lambda: True)
         self._release_due = False
 
     # ------------------------------------------------------------------ running
@@ -230,6 +239,12 @@ class TurnExecutor:
         lane.running = running
         user_message = self.user_message(claim)
         progress = TurnProgress(user_message, stored=0 if claim.user_entry_id is None else 1)
+        if not self._may_act():
+            # Its lease may be another instance's by now: the turn stays `running` for
+            # whoever owns the lane next (this instance again once its lease renews).
+            lane.running = None
+            self._answer(claim, ReceiptStatus.QUEUED, None)
+            raise LeaseLostError(f"not starting turn {turn.id}: the lease may have moved on")
         try:
             log.info("turn started", extra={**extra, "attempt": turn.attempt, "resumed": resumed})
             done = await self._call_agent(claim, running, progress, resumed=resumed)
@@ -240,7 +255,7 @@ class TurnExecutor:
             if reason is CancelReason.DRAIN:
                 await self._until_stored(
                     claim,
-                    lambda: self._requeue(turn.id),
+                    lambda: self._requeue(claim),
                 )
                 log.info("turn left for resume after restart", extra=extra)
                 return
@@ -376,7 +391,8 @@ class TurnExecutor:
         except BaseException:
             # The worker itself is being cancelled (the runner is torn down without a drain):
             # leave the turn to be resumed, then let the cancellation go on.
-            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
+            with contextlib.suppress(LeaseLostError), self._fence(key):
+                self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
             raise
         finally:
             if self._agents.mark_idle(key):
@@ -452,9 +468,10 @@ class TurnExecutor:
         entry_id = None
         try:
             if progress.stored == number:
-                entry_id = self._lane_store.append_turn_messages(
-                    claim.turn, [message], first_index=number
-                )[0]
+                with self._fence(claim.turn.session_key):
+                    entry_id = self._lane_store.append_turn_messages(
+                        claim.turn, [message], first_index=number
+                    )[0]
                 progress.stored = number + 1
             else:
                 validate_message(message)  # it waits for the outcome: checked now all the same
@@ -554,8 +571,9 @@ class TurnExecutor:
             claim.item.id, status, reply=reply, turn_id=turn.id, session_id=turn.session_id
         )
 
-    async def _requeue(self, turn_id: int) -> None:
-        self._lane_store.requeue(turn_id, resume_reason=self._drain_reason())
+    async def _requeue(self, claim: Claim) -> None:
+        with self._fence(claim.turn.session_key):
+            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
 
     async def _until_stored(self, claim: Claim, commit: Callable[[], Awaitable[None]]) -> None:
         """Commit a turn's outcome, retrying while the disk refuses (full, read-only).
@@ -571,6 +589,11 @@ class TurnExecutor:
             try:
                 await commit()
                 return
+            except LeaseLostError:
+                # Fenced: nothing of the outcome committed, and the lane's next owner runs or
+                # recovers the turn; whoever waits here hears it is still queued.
+                self._answer(claim, ReceiptStatus.QUEUED, None)
+                raise
             except (StoreUnavailableError, StoreCorruptError) as exc:
                 if not told:
                     told = True
@@ -594,19 +617,20 @@ class TurnExecutor:
         receipt_only = self._delivery.adapter_for(claim.item.source.platform) is None
         appended: list[int | None] = []
         try:
-            counter_reset = self._lane_store.commit_reply(
-                claim,
-                messages,
-                reply=end.text,
-                input_tokens=progress.input_tokens,
-                output_tokens=progress.output_tokens,
-                cache_read_tokens=progress.cache_read_tokens,
-                cache_write_tokens=progress.cache_write_tokens,
-                cost_usd=progress.cost_usd,
-                delivered=receipt_only,
-                first_index=first,
-                appended=appended,
-            )
+            with self._fence(turn.session_key):
+                counter_reset = self._lane_store.commit_reply(
+                    claim,
+                    messages,
+                    reply=end.text,
+                    input_tokens=progress.input_tokens,
+                    output_tokens=progress.output_tokens,
+                    cache_read_tokens=progress.cache_read_tokens,
+                    cache_write_tokens=progress.cache_write_tokens,
+                    cost_usd=progress.cost_usd,
+                    delivered=receipt_only,
+                    first_index=first,
+                    appended=appended,
+                )
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "reply could not be stored",
@@ -622,7 +646,8 @@ class TurnExecutor:
         if final is not None and self._waiters.is_watched(claim.item.id):
             final_id = appended[-1] if appended else None
             self._waiters.publish(claim.item.id, StreamedMessage({**final, "id": final_id}))
-        if not receipt_only:
+        if not receipt_only and self._may_act():
+            # Past `may_act` the reply stays `replied`: the lane's next owner delivers it.
             await self._delivery.deliver_reply(
                 turn.session_key, turn.id, claim.item.source, end.text, stream=progress.reply_stream
             )
@@ -638,7 +663,8 @@ class TurnExecutor:
         suspend: bool = False,
     ) -> None:
         self.commit_failure(claim, progress, error=error, notice=notice, suspend=suspend)
-        await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
+        if self._may_act():
+            await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.FAILED, notice)
 
     def commit_failure(
@@ -660,14 +686,15 @@ class TurnExecutor:
             "metadata": {"exclude_from_context": True, "gateway_notice": "failed"},
         }
         messages, first = progress.unstored([notice_message])
-        self._lane_store.commit_failure(
-            claim,
-            error=error,
-            notice=notice,
-            messages=messages,
-            suspend=suspend,
-            first_index=first,
-        )
+        with self._fence(claim.turn.session_key):
+            self._lane_store.commit_failure(
+                claim,
+                error=error,
+                notice=notice,
+                messages=messages,
+                suspend=suspend,
+                first_index=first,
+            )
         self._counters.failed += 1
         log.warning(
             "turn failed",
@@ -683,7 +710,7 @@ class TurnExecutor:
         notice: str | None = None,
     ) -> None:
         self.commit_interrupted(claim, progress, reason=reason, notice=notice)
-        if notice is not None:
+        if notice is not None and self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.INTERRUPTED, notice)
 
@@ -701,9 +728,10 @@ class TurnExecutor:
         if isinstance(progress, dict):
             progress = self._stored_progress(claim, progress)
         messages, first = progress.unstored(progress.interrupted_tail(reason))
-        self._lane_store.commit_interrupted(
-            claim, reason=reason, messages=messages, notice=notice, first_index=first
-        )
+        with self._fence(claim.turn.session_key):
+            self._lane_store.commit_interrupted(
+                claim, reason=reason, messages=messages, notice=notice, first_index=first
+            )
         self._counters.interrupted += 1
         log.info(
             "turn interrupted",

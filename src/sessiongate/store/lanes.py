@@ -282,6 +282,8 @@ class LaneStore:
         }
         if inbound.verbatim:
             part["verbatim"] = True
+        # Before the dedup read and the row: several instances may accept into this lane.
+        conn.lock_lane(session_key)
         if inbound.message_id:
             seen = _select_seen(conn, inbound, session_key)
             if seen is not None:

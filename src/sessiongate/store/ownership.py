@@ -75,6 +75,8 @@ class Ownership:
         self.heartbeat_interval = heartbeat
         self.connected = True
         self.fenced_commits = 0
+        # Short TTLs (tests, tight failover) keep three quarters of the lease to act in.
+        self._margin = min(DEADLINE_MARGIN_SECONDS, ttl / 4)
         self._deadline = 0.0
         self._started = False
 
@@ -84,7 +86,7 @@ class Ownership:
         with self._backend.transaction() as tx:
             tx.register_instance(self.instance_id, socket.gethostname(), os.getpid())
         self._started = True
-        self._deadline = time.monotonic() + self.ttl - DEADLINE_MARGIN_SECONDS
+        self._deadline = time.monotonic() + self.ttl - self._margin
 
     def heartbeat(self) -> int:
         """Renew the instance and its leases (every `heartbeat_interval`); returns how many
@@ -110,7 +112,7 @@ class Ownership:
             raise LeaseLostError(
                 f"instance {self.instance_id} was declared dead; its leases have moved on"
             )
-        self._deadline = started + self.ttl - DEADLINE_MARGIN_SECONDS
+        self._deadline = started + self.ttl - self._margin
         return held
 
     def may_act(self) -> bool:
@@ -167,6 +169,34 @@ class Ownership:
                     f"{lease.name!r} is no longer owned by {lease.owner} at epoch {lease.epoch}"
                 )
             yield
+
+    def wanting_owner(self, limit: int = 16) -> list[str]:
+        """Lanes with work and no live owner, or owned here: the sweep's ground truth."""
+        if not self.connected:
+            return []
+        try:
+            with self._backend.transaction() as tx:
+                return tx.lanes_wanting_owner(self.instance_id, limit)
+        except StoreUnavailableError:
+            self.connected = False
+            return []
+
+    def in_flight(self, lease: Lease) -> list[int]:
+        """The turns of the lane `lease` holds that an earlier owner may have left unfinished
+        (whatever is done with them commits under the fence, so a read without it is enough)."""
+        with self._backend.transaction() as tx:
+            return tx.lane_in_flight(lease.name)
+
+    def nudge(self, session_key: str) -> bool:
+        """Hint the lane's live owner (another instance) that work waits; False if none."""
+        with self._backend.transaction() as tx:
+            return tx.nudge_lane_owner(session_key, self.instance_id)
+
+    def rejoin(self) -> None:
+        """Come back under a new id after the others declared this instance dead: nothing it
+        held is its own any more, and its old id stays dead."""
+        self.instance_id = uuid.uuid4().hex
+        self.start()
 
     def release(self, lease: Lease) -> bool:
         """Give an idle lane up; refused (False) while anything waits on it, so a message

@@ -23,21 +23,60 @@ __all__ = [
     "heartbeat",
     "hold_lane",
     "hold_leader",
+    "lane_in_flight",
+    "lanes_wanting_owner",
     "list_instances",
+    "lock_lane",
     "mark_dead",
+    "nudge_lane_owner",
     "register_instance",
     "release_lane",
     "release_leader",
     "stop_instance",
 ]
 
+# A claim never waits: a lease row locked by its owner's fenced commit (or by a paused owner
+# in the middle of one) is skipped, and the sweep asks again later, so a pause cannot stall
+# the claimer's one writer connection, and with it every other lane of that instance.
 _CLAIM_LANE = """
-INSERT INTO lane_lease AS l (session_key, owner, epoch, expires_at)
-VALUES (%(key)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
-ON CONFLICT (session_key) DO UPDATE
-    SET owner = excluded.owner, epoch = l.epoch + 1, expires_at = excluded.expires_at
-    WHERE l.owner IS NULL OR l.expires_at <= now()
+UPDATE lane_lease SET owner = %(owner)s, epoch = epoch + 1,
+    expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE session_key = (
+    SELECT session_key FROM lane_lease
+    WHERE session_key = %(key)s AND (owner IS NULL OR expires_at <= now())
+    FOR UPDATE SKIP LOCKED)
 RETURNING epoch
+"""
+_CLAIM_NEW_LANE = """
+INSERT INTO lane_lease (session_key, owner, epoch, expires_at)
+VALUES (%(key)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (session_key) DO NOTHING
+RETURNING epoch
+"""
+_LOCK_LANE = """
+INSERT INTO lane_seq AS s (session_key, next_seq) VALUES (%s, 1)
+ON CONFLICT (session_key) DO UPDATE SET next_seq = s.next_seq + 1
+RETURNING next_seq
+"""
+# Lanes with work (a waiting row, a turn cut off or left for resume) and no live owner, or
+# owned here (a worker of this instance may have left while it still held the lease). Random
+# order: the survivors of a dead instance spread its lanes instead of all taking the first.
+_WANTING_OWNER = """
+SELECT w.session_key FROM (
+    SELECT DISTINCT session_key FROM inbox WHERE state = 'pending'
+    UNION
+    SELECT session_key FROM turns WHERE state IN ('accepted', 'running')
+) w LEFT JOIN lane_lease l ON l.session_key = w.session_key
+WHERE l.owner IS NULL OR l.expires_at <= now() OR l.owner = %(owner)s
+ORDER BY random() LIMIT %(limit)s
+"""
+_IN_FLIGHT = """
+SELECT id FROM turns
+WHERE session_key = %s AND state IN ('accepted', 'running', 'replied') ORDER BY id
+"""
+_NUDGE = """
+SELECT pg_notify('sg_' || owner, session_key) FROM lane_lease
+WHERE session_key = %(key)s AND owner IS NOT NULL AND owner <> %(me)s AND expires_at > now()
 """
 _HOLD_LANE = """
 UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
@@ -122,8 +161,35 @@ def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
 
 
 def claim_lane(conn: psycopg.Connection[Any], key: str, owner: str, ttl: float) -> int | None:
-    row = conn.execute(_CLAIM_LANE, {"key": key, "owner": owner, "ttl": ttl}).fetchone()
+    params = {"key": key, "owner": owner, "ttl": ttl}
+    row = conn.execute(_CLAIM_LANE, params).fetchone()
+    if row is None:
+        # No free row: the lane may have none yet (its first claim), or a live owner.
+        row = conn.execute(_CLAIM_NEW_LANE, params).fetchone()
     return None if row is None else int(row[0])
+
+
+def lock_lane(conn: psycopg.Connection[Any], key: str) -> int:
+    """Take the lane's writer lock (to the end of the transaction); returns its sequence."""
+    row = conn.execute(_LOCK_LANE, (key,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def lanes_wanting_owner(conn: psycopg.Connection[Any], owner: str, limit: int) -> list[str]:
+    rows = conn.execute(_WANTING_OWNER, {"owner": owner, "limit": limit}).fetchall()
+    return [r[0] for r in rows]
+
+
+def lane_in_flight(conn: psycopg.Connection[Any], key: str) -> list[int]:
+    """The lane's turns a crash or a lost lease can leave unfinished (accepted, running,
+    replied), oldest first."""
+    return [int(r[0]) for r in conn.execute(_IN_FLIGHT, (key,)).fetchall()]
+
+
+def nudge_lane_owner(conn: psycopg.Connection[Any], key: str, me: str) -> bool:
+    """Tell the lane's live owner (another instance) that work waits: a hint, sent at commit."""
+    return conn.execute(_NUDGE, {"key": key, "me": me}).fetchone() is not None
 
 
 def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, ttl: float) -> bool:
@@ -132,6 +198,9 @@ def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, t
 
 
 def release_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int) -> bool:
+    # The accepts' lock first, then the check in a statement of its own: its snapshot is
+    # taken after every accept that held the lock has committed.
+    conn.execute("SELECT 1 FROM lane_seq WHERE session_key = %s FOR UPDATE", (key,))
     params = {"key": key, "owner": owner, "epoch": epoch}
     return conn.execute(_RELEASE_LANE, params).rowcount == 1
 
