@@ -87,8 +87,9 @@ class LaneLeases:
         return True
 
     @contextlib.contextmanager
-    def fence(self, key: str) -> Iterator[None]:
-        """One transaction that commits only while this instance holds `key` at its epoch."""
+    def fence(self, key: str, *, lock_lane: bool = False) -> Iterator[None]:
+        """One transaction that commits only while this instance holds `key` at its epoch
+        (with `lock_lane`, under the lane's writer lock too: claiming its next row)."""
         own = self.ownership
         if own is None:
             yield
@@ -97,7 +98,7 @@ class LaneLeases:
         if lease is None:
             raise LeaseLostError(f"lane {key!r} is not held by this instance")
         try:
-            with own.fenced(lease):
+            with own.fenced(lease, lock_lane=lock_lane):
                 yield
         except LeaseLostError:
             if self._held.get(key) == lease:

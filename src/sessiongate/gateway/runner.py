@@ -468,7 +468,7 @@ class GatewayRunner:
                     return
                 if not self.leases.may_act():
                     return  # the lease may be moving on: the sweep brings the lane back
-                with self.leases.fence(lane.key):
+                with self.leases.fence(lane.key, lock_lane=True):
                     found = self._router.claim_next(
                         lane.key, user_message=self._executor.claim_user_message
                     )
@@ -624,6 +624,11 @@ class GatewayRunner:
         claim: Claim | None = None
         acceptance: Acceptance | None = None
         with self.lane_store.atomic():
+            if self.leases.shared:
+                # The lane's writer lock before the route's row lock, in the order a claim
+                # takes them, so an accept (a merge into the waiting slot) and the owner's
+                # claim of that slot never interleave, and never deadlock.
+                self.lane_store.lock_lane(self._key_of(event))
             routed = self.route(
                 source,
                 event_kind=event.event_kind,

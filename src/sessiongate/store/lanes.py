@@ -193,6 +193,13 @@ class LaneStore:
 
     # ------------------------------------------------------------------ accepting
 
+    def lock_lane(self, session_key: str) -> None:
+        """The lane's writer lock, to the end of the caller's transaction (inside `atomic()`):
+        what every accept takes (`_accept`), taken earlier by a caller that must order it
+        before other row locks (on one database several instances share)."""
+        with self._db_for_key(session_key).transaction() as conn:
+            conn.lock_lane(session_key)
+
     def resolve(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
         """The key `source` routes to and its entry, read only: nothing is created, rotated
         or touched (a busy lane's message must not roll its session over mid-turn)."""

@@ -152,8 +152,10 @@ class Ownership:
         return None if epoch is None else Lease(session_key, self.instance_id, epoch)
 
     @contextlib.contextmanager
-    def fenced(self, lease: Lease) -> Iterator[None]:
-        """One transaction that commits only while `lease` holds at its epoch."""
+    def fenced(self, lease: Lease, *, lock_lane: bool = False) -> Iterator[None]:
+        """One transaction that commits only while `lease` holds at its epoch; with
+        `lock_lane`, it also holds the lane's writer lock (as accepts do), so what it reads of
+        the lane's waiting rows cannot change under it."""
         with self._backend.transaction() as tx:
             if lease.kind == "leader":
                 held = tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl)
@@ -168,6 +170,8 @@ class Ownership:
                 raise LeaseLostError(
                     f"{lease.name!r} is no longer owned by {lease.owner} at epoch {lease.epoch}"
                 )
+            if lock_lane:
+                tx.lock_lane(lease.name)
             yield
 
     def wanting_owner(self, limit: int = 16) -> list[str]:
