@@ -53,6 +53,14 @@ def lease_row(url: str, key: str = KEY) -> tuple[Any, ...] | None:
         ).fetchone()
 
 
+def listening(url: str, instance_id: str) -> bool:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT probe_ready FROM instances WHERE instance_id = %s", (instance_id,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
 async def two(make_gateway, tmp_path: Path, shared: dict[str, Any]):
     hub = Hub()
     a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
@@ -149,3 +157,28 @@ async def test_no_agent_call_starts_once_the_lease_may_have_moved_on(
     await asyncio.to_thread(own.heartbeat)  # renewed: its sweep brings the lane back
     await until(lambda: len(a.transcript()) == 2, "answered after the renewal")
     assert hub.max_active[KEY] == 1
+
+
+@pytest.mark.parametrize("poll_only", [False, True])
+async def test_the_owner_of_a_lane_hears_of_work_another_instance_accepted(
+    shared, make_gateway, tmp_path, poll_only
+):
+    # With hints, no sweep runs within the test (its first is half a minute away): the
+    # NOTIFY alone wakes the owner. Poll-only, the owner's sweep finds its lane.
+    shared["store"] = {
+        **shared["store"],
+        "poll_only": poll_only,
+        "sweep_seconds": 0.05 if poll_only else 30,
+    }
+    _hub, a, b = await two(make_gateway, tmp_path, shared)
+    own = a.runner.presence.ownership
+    await until(lambda: listening(shared["store"]["url"], own.instance_id), "A listens")
+    lease = own.claim(KEY)  # A owns the lane, with no worker on it (idle, kept warm)
+    assert lease is not None
+    a.runner.leases._held[KEY] = lease
+    receipt = await b.adapter.receive("hello", message_id="m1", wait=False)
+    assert receipt.status.value == "queued"
+    await until(lambda: len(a.transcript()) == 2, "A ran what B accepted")
+    assert a.adapter.texts() == ["re: hello"]
+    assert b.adapter.texts() == []
+    assert b.runner.leases.claims_refused >= 1

@@ -147,5 +147,6 @@ class LaneLeases:
             else:
                 return
             self.sweeps += 1
+            own.reap_vanished()
             for key in own.wanting_owner(SWEEP_BATCH):
                 wake(key)

@@ -114,15 +114,15 @@ def open_ownership(backend: Backend, config: GatewayConfig) -> Ownership | None:
 
 
 def open_wakeups(config: GatewayConfig, on_key: Callable[[str], None]) -> Wakeups | None:
-    """The listener for this instance's wake-up hints; None on SQLite or with
-    `store.poll_only` (the sweep alone then finds waiting lanes)."""
+    """This instance's own connection on a shared database (its liveness lock, and its
+    wake-up hints unless `store.poll_only`); None on SQLite."""
     url = config.store.url
-    if not is_postgres_url(url) or config.store.poll_only:
+    if not is_postgres_url(url):
         return None
     assert url is not None
     from sessiongate.store.postgres.wakeups import Wakeups
 
-    return Wakeups(url, on_key)
+    return Wakeups(url, on_key, hints=not config.store.poll_only)
 
 
 def open_memory_backend() -> Backend:

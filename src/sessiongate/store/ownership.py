@@ -44,6 +44,8 @@ DEFAULT_HEARTBEAT_SECONDS = 2.0
 # Workers stop starting agent calls and sends this long before the lease could expire: the
 # database's clock and ours agree on a single host, not to the millisecond on several.
 DEADLINE_MARGIN_SECONDS = 2.0
+# A heartbeat this many intervals old gets the liveness probe (`reap_vanished`).
+LIVENESS_LATE = 1.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,19 @@ class Ownership:
         expire their leases; the ids reaped."""
         with self._backend.transaction() as tx:
             return tx.mark_dead(self.ttl if stale_after is None else stale_after)
+
+    def reap_vanished(self) -> list[str]:
+        """Declare dead at once the instances whose heartbeat is late and whose process is
+        gone (its liveness lock is free): a SIGKILL moves lanes on within about a heartbeat,
+        not a TTL. A paused or partitioned process keeps its lock, so the TTL decides there."""
+        if not self.connected:
+            return []
+        late = self.heartbeat_interval * LIVENESS_LATE
+        try:
+            with self._backend.transaction() as tx:
+                return tx.reap_vanished(self.instance_id, late)
+        except StoreUnavailableError:
+            return []
 
     def instances(self) -> list[dict[str, Any]]:
         with self._backend.transaction() as tx:

@@ -20,15 +20,18 @@ if TYPE_CHECKING:
 __all__ = [
     "claim_lane",
     "claim_leader",
+    "drop_liveness",
     "heartbeat",
     "hold_lane",
     "hold_leader",
+    "hold_liveness",
     "lane_in_flight",
     "lanes_wanting_owner",
     "list_instances",
     "lock_lane",
     "mark_dead",
     "nudge_lane_owner",
+    "reap_vanished",
     "register_instance",
     "release_lane",
     "release_leader",
@@ -69,6 +72,16 @@ SELECT w.session_key FROM (
 ) w LEFT JOIN lane_lease l ON l.session_key = w.session_key
 WHERE l.owner IS NULL OR l.expires_at <= now() OR l.owner = %(owner)s
 ORDER BY random() LIMIT %(limit)s
+"""
+# Instances whose heartbeat is late and whose liveness lock is free: their process is gone.
+# The lock is tried last, and only on rows that passed the rest (a CASE keeps the order).
+_VANISHED = """
+UPDATE instances SET state = 'dead'
+WHERE state = 'live' AND probe_ready AND instance_id <> %(me)s
+  AND CASE WHEN heartbeat_at < now() - make_interval(secs => %(late)s) THEN
+      pg_try_advisory_xact_lock(hashtextextended('sessiongate:instance:' || instance_id, 0))
+      ELSE false END
+RETURNING instance_id
 """
 _IN_FLIGHT = """
 SELECT id FROM turns
@@ -149,6 +162,38 @@ def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
         "AND heartbeat_at < now() - make_interval(secs => %s) RETURNING instance_id",
         (stale_after,),
     ).fetchall()
+    dead = [r[0] for r in rows]
+    if dead:
+        conn.execute(
+            "UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+        conn.execute(
+            "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+    return dead
+
+
+def hold_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
+    """On the instance's own long-lived connection: the session lock whose release (the
+    process gone, its socket closed) tells the others at once; then say it is held."""
+    conn.execute(
+        "SELECT pg_advisory_lock(hashtextextended('sessiongate:instance:' || %s, 0))",
+        (instance_id,),
+    )
+    conn.execute("UPDATE instances SET probe_ready = true WHERE instance_id = %s", (instance_id,))
+
+
+def drop_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
+    conn.execute(
+        "SELECT pg_advisory_unlock(hashtextextended('sessiongate:instance:' || %s, 0))",
+        (instance_id,),
+    )
+
+
+def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[str]:
+    """Instances with a heartbeat `late` seconds old whose process is gone become dead, and
+    their leases expire now (a takeover still raises each epoch)."""
+    rows = conn.execute(_VANISHED, {"me": me, "late": late}).fetchall()
     dead = [r[0] for r in rows]
     if dead:
         conn.execute(
