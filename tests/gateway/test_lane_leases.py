@@ -31,6 +31,7 @@ def shared(pg_schema) -> dict[str, Any]:
             "lease_ttl_seconds": 3,
             "heartbeat_seconds": 0.5,
             "sweep_seconds": 0.05,
+            "lane_idle_seconds": 0,
         },
         "mirror_sessions_json": False,
         "busy_input_mode": "queue",
@@ -82,8 +83,8 @@ async def test_a_turn_runs_under_its_lanes_lease_and_the_idle_lane_is_given_back
     hub.release()
     await reply
     assert a.transcript() == [("user", "hello"), ("assistant", "re: hello")]
-    owner, _, _ = lease_row(pg_schema.url)
-    assert owner is None  # idle: given back, so any instance can take the next message
+    # Idle past `lane_idle_seconds`: given back, so any instance can take the next message.
+    await until(lambda: lease_row(pg_schema.url)[0] is None, "the idle lane given back")
 
 
 async def test_another_instance_accepts_but_the_owner_runs_the_lane_in_order(

@@ -87,6 +87,7 @@ class LanesResult:
     retries: int = 0
     failover_kill_s: list[float] = field(default_factory=list)
     failover_pause_s: list[float] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -227,12 +228,20 @@ async def inject(
     gap = cfg.seconds / (len(kinds) + 1)
     for kind in kinds:
         await asyncio.sleep(gap)
-        name = rng.choice(sorted(gateways))
-        gateway = gateways[name]
-        if not gateway.is_up or gateway.proc is None:
+        up = {n: g for n, g in gateways.items() if g.is_up and g.proc is not None}
+        if not up:
             continue
-        pid = gateway.proc.pid
-        lanes = owned_lanes_with_work(admin, pid)
+        owning = {n: owned_lanes_with_work(admin, g.proc.pid) for n, g in up.items()}  # type: ignore[union-attr]
+        # A kill or a pause hits an owner in the middle of its turns: the busiest instance.
+        name = (
+            rng.choice(sorted(up))
+            if kind == "terminate"
+            else max(sorted(up), key=lambda n: (len(owning[n]), rng.random()))
+        )
+        gateway = up[name]
+        assert gateway.proc is not None
+        lanes = owning[name]
+        result.faults.append(f"{kind} {name} at {time.time():.1f} owning {len(lanes)}")
         if kind == "kill":
             at = time.time()
             await gateway.kill()

@@ -10,8 +10,9 @@ runner's path is what it always was. On PostgreSQL (DESIGN decision 12):
   paused or partitioned instance that wakes finds it lost, nothing of the write commits, the
   outcome is dropped (`fenced_commits`), and the successor reruns or recovers the turn;
 - past `may_act()` (the lease may already have moved on) no agent call or send starts;
-- an idle lane is given back (`release`), refused while a row waits, so the last worker to
-  leave a lane never strands a message accepted meanwhile;
+- an idle lane's lease is kept `store.lane_idle_seconds` (its next message needs no claim,
+  and its agent stays warm here), then given back, refused while a row waits, so a message
+  accepted meanwhile is never stranded;
 - a lane this instance could not take is hinted to its owner (`NOTIFY`) unless
   `store.poll_only`; the sweep (`sweep`) is the ground truth either way: lanes with waiting
   work and no live owner, or owned here without a worker, every `store.sweep_seconds` ± 30 %.
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from typing import TYPE_CHECKING
 
 from sessiongate.errors import LeaseLostError, StoreUnavailableError
@@ -46,7 +48,13 @@ class LaneLeases:
         self.ownership = ownership
         self._hints = not config.store.poll_only
         self._sweep_seconds = config.store.sweep_seconds
+        self._linger = config.store.lane_idle_seconds
         self._held: dict[str, Lease] = {}
+        # Held lanes without a worker, since when (monotonic): given back after the linger.
+        self._idle: dict[str, float] = {}
+        # Held lanes whose journal may hold a turn no worker here is running: claimed from
+        # another owner, or left by a worker of this instance that stopped short.
+        self._unsettled: set[str] = set()
         self.claims = 0
         self.claims_refused = 0
         self.sweeps = 0
@@ -84,7 +92,27 @@ class LaneLeases:
             return None
         self.claims += 1
         self._held[key] = lease
+        self._unsettled.add(key)
         return True
+
+    def busy(self, key: str) -> None:
+        """A worker has the lane: it is not idle."""
+        self._idle.pop(key, None)
+
+    def idle(self, key: str) -> None:
+        """The lane's worker found no more work: the lease lingers, then goes back."""
+        if key in self._held:
+            self._idle[key] = time.monotonic()
+
+    def unsettled(self, key: str) -> bool:
+        return key in self._unsettled
+
+    def settle(self, key: str, *, settled: bool = True) -> None:
+        """Whether what the lane's journal holds is accounted for by a worker here."""
+        if settled:
+            self._unsettled.discard(key)
+        elif key in self._held:
+            self._unsettled.add(key)
 
     @contextlib.contextmanager
     def fence(self, key: str, *, lock_lane: bool = False) -> Iterator[None]:
@@ -102,7 +130,7 @@ class LaneLeases:
                 yield
         except LeaseLostError:
             if self._held.get(key) == lease:
-                del self._held[key]
+                self.forget(key)
             raise
 
     def in_flight(self, key: str) -> list[int]:
@@ -122,15 +150,32 @@ class LaneLeases:
             return True
         if not own.release(lease):
             return False
-        del self._held[key]
+        self.forget(key)
         return True
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
+        self._idle.pop(key, None)
+        self._unsettled.discard(key)
 
     def forget_all(self) -> None:
         """After a rejoin under a new id: every lease of the old id has moved on."""
         self._held.clear()
+        self._idle.clear()
+        self._unsettled.clear()
+
+    def _release_idle(self, wake: Callable[[str], None]) -> None:
+        due = time.monotonic() - self._linger
+        for key, since in list(self._idle.items()):
+            if since > due or self._idle.get(key) != since:
+                continue
+            try:
+                if not self.release(key):
+                    # A row arrived meanwhile: the lane has work, and stays ours.
+                    self._idle.pop(key, None)
+                    wake(key)
+            except StoreUnavailableError:
+                return
 
     async def sweep(self, stop: asyncio.Event, wake: Callable[[str], None]) -> None:
         """Until `stop`: every `store.sweep_seconds` ± 30 %, wake the lanes with waiting work
@@ -150,3 +195,4 @@ class LaneLeases:
             own.reap_vanished()
             for key in own.wanting_owner(SWEEP_BATCH):
                 wake(key)
+            self._release_idle(wake)

@@ -37,6 +37,7 @@ their own modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -468,6 +469,12 @@ class GatewayRunner:
                     return
                 if not self.leases.may_act():
                     return  # the lease may be moving on: the sweep brings the lane back
+                if self.leases.shared and not self.lane_store.has_pending(lane.key):
+                    # One read, not a fenced transaction, at the end of every burst: a row
+                    # accepted after it wakes this lane again (here at once; from another
+                    # instance by its hint, or the sweep).
+                    self.leases.idle(lane.key)
+                    return
                 with self.leases.fence(lane.key, lock_lane=True):
                     found = self._router.claim_next(
                         lane.key, user_message=self._executor.claim_user_message
@@ -480,16 +487,17 @@ class GatewayRunner:
                     await self.refuse_archived(found.entry, item.source, event=item.event_kind)
                     continue
                 if found.claim is None:
-                    # Idle: the lease goes back, unless a row arrived meanwhile (then loop).
-                    if self.leases.release(lane.key):
-                        return
-                    continue
+                    # Idle: the lease lingers for the lane's next message, then goes back.
+                    self.leases.idle(lane.key)
+                    return
                 await self._executor.run(lane, found.claim, resumed=False)
         except LeaseLostError:
-            # Another instance owns the lane now (or may): it recovers what this one left.
-            self.leases.forget(lane.key)
+            # The lease moved on (the fence let it go here), or may have (past `may_act`):
+            # whoever owns the lane next recovers the turn this worker left.
+            self.leases.settle(lane.key, settled=False)
             log.warning("lane lease lost; the lane moves on", extra={"session_key": lane.key})
         except Exception:
+            self.leases.settle(lane.key, settled=False)
             # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
             self._counters.lane_errors += 1
             log.exception("lane worker failed", extra={"session_key": lane.key})
@@ -500,9 +508,13 @@ class GatewayRunner:
         """Hold the lane's lease before its worker does anything (shared database); True
         once held, after recovering what an earlier owner left on it."""
         try:
-            if self.leases.acquire(lane.key) is None:
+            taken = self.leases.acquire(lane.key)
+            if taken is None:
                 return False
-            await self._recover_lane(lane)
+            self.leases.busy(lane.key)
+            if taken or self.leases.unsettled(lane.key):
+                await self._recover_lane(lane)
+                self.leases.settle(lane.key)
         except StoreUnavailableError:
             log.warning("lane not taken: the database is away", extra={"session_key": lane.key})
             return False
@@ -621,41 +633,22 @@ class GatewayRunner:
         # System events never interrupt and never merge: each is its own queued turn.
         kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
         inbound = event.to_inbound()
-        claim: Claim | None = None
-        acceptance: Acceptance | None = None
-        with self.lane_store.atomic():
-            if self.leases.shared:
-                # The lane's writer lock before the route's row lock, in the order a claim
-                # takes them, so an accept (a merge into the waiting slot) and the owner's
-                # claim of that slot never interleave, and never deadlock.
-                self.lane_store.lock_lane(self._key_of(event))
-            routed = self.route(
-                source,
-                event_kind=event.event_kind,
-                session_key=event.session_key,
-                visible_session_id=event.visible_session_id,
-            )
-            entry = routed.entry
-            # On a shared database the lane's lease comes first (its worker claims it), so
-            # the turn is never claimed in the accepting transaction there.
-            startable = (
-                not routed.busy
-                and self._gate.is_set()
-                and not self._stopping
-                and not self.leases.shared
-            )
-            if routed.archived:
-                acceptance = None  # refused below; nothing is written
-            elif startable:
-                acceptance, claim = self.lane_store.accept_and_claim(
-                    inbound,
-                    entry=entry,
-                    kind=kind,
-                    cap=self.config.queue_cap,
-                    user_message=self._executor.claim_user_message,
-                )
-            else:
-                acceptance = self.accept(entry, inbound, kind)
+        key = self._key_of(event)
+        # On a shared database a turn is claimed in its accepting transaction only on a lane
+        # this instance holds (its lease lingering after its last turn), under the fence;
+        # elsewhere the lane's worker claims the lease first.
+        held = (
+            self.leases.shared
+            and self.leases.holds(key)
+            and not self.leases.unsettled(key)
+            and self._lanes.is_free(key)
+            and self.leases.may_act()
+        )
+        try:
+            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
+        except LeaseLostError:
+            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, False)
+        entry = routed.entry
         if (
             watch is not None
             and acceptance is not None
@@ -681,6 +674,46 @@ class GatewayRunner:
                 entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, claim.turn.id
             )
         return await future
+
+    def _accept_routed(
+        self, event: MessageEvent, inbound: Inbound, kind: InboxKind, key: str, held: bool
+    ) -> tuple[Routed, Acceptance | None, Claim | None]:
+        """Route and accept one message in one transaction, claiming its turn at once when
+        the lane is free (and, on a shared database, `held` here: then under the fence, and
+        `LeaseLostError` means nothing was written)."""
+        shared = self.leases.shared
+        fence = self.leases.fence(key, lock_lane=True) if held else contextlib.nullcontext()
+        with fence, self.lane_store.atomic():
+            if shared and not held:
+                # The lane's writer lock before the route's row lock, in the order a claim
+                # takes them, so an accept (a merge into the waiting slot) and the owner's
+                # claim of that slot never interleave, and never deadlock.
+                self.lane_store.lock_lane(key)
+            routed = self.route(
+                event.source,
+                event_kind=event.event_kind,
+                session_key=event.session_key,
+                visible_session_id=event.visible_session_id,
+            )
+            entry = routed.entry
+            startable = (
+                not routed.busy
+                and self._gate.is_set()
+                and not self._stopping
+                and (not shared or (held and entry.session_key == key))
+            )
+            if routed.archived:
+                return routed, None, None  # refused by the caller; nothing is written
+            if startable:
+                acceptance, claim = self.lane_store.accept_and_claim(
+                    inbound,
+                    entry=entry,
+                    kind=kind,
+                    cap=self.config.queue_cap,
+                    user_message=self._executor.claim_user_message,
+                )
+                return routed, acceptance, claim
+            return routed, self.accept(entry, inbound, kind), None
 
     def _normalise(self, event: MessageEvent) -> MessageEvent:
         adapter = self._delivery.adapter_for(event.source.platform)

@@ -197,7 +197,8 @@ class LaneStore:
         """The lane's writer lock, to the end of the caller's transaction (inside `atomic()`):
         what every accept takes (`_accept`), taken earlier by a caller that must order it
         before other row locks (on one database several instances share)."""
-        with self._db_for_key(session_key).transaction() as conn:
+        # One statement in the caller's transaction: no savepoint of its own to pay for.
+        with self._db_for_key(session_key).read() as conn:
             conn.lock_lane(session_key)
 
     def resolve(self, source: SessionSource) -> tuple[str, SessionEntry | None]:
