@@ -68,6 +68,9 @@ class LanesConfig:
     terminates: int = 2
     echo_delay: float = 0.05
     seed: int = 1
+    ttl: float = TTL
+    heartbeat: float = HEARTBEAT
+    sweep: float = SWEEP
 
 
 @dataclass
@@ -255,7 +258,7 @@ async def inject(
             gateway._up.clear()  # the load sends elsewhere meanwhile
             faults_seen.append(Fault(kind, at, lanes))
             result.pauses += 1
-            await asyncio.sleep(2 * TTL)
+            await asyncio.sleep(2 * cfg.ttl)
             gateway.proc.send_signal(signal.SIGCONT)
             gateway._up.set()
         else:
@@ -278,6 +281,26 @@ def drained(admin: Any) -> bool:
     return int(waiting) == 0
 
 
+def stuck(admin: Any) -> dict[str, Any]:
+    """What is left when the lanes do not drain (for the report)."""
+    return {
+        "inbox": admin.execute(
+            "SELECT id, session_key, state, turn_id FROM inbox ORDER BY id LIMIT 10"
+        ).fetchall(),
+        "turns": admin.execute(
+            "SELECT id, session_key, state, attempt FROM turns "
+            "WHERE state IN ('accepted', 'running', 'replied') LIMIT 10"
+        ).fetchall(),
+        "leases": admin.execute(
+            "SELECT session_key, owner, epoch, expires_at > now() FROM lane_lease "
+            "WHERE owner IS NOT NULL LIMIT 25"
+        ).fetchall(),
+        "instances": admin.execute(
+            "SELECT instance_id, pid, state, probe_ready, now() - heartbeat_at FROM instances"
+        ).fetchall(),
+    }
+
+
 async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Path) -> LanesResult:
     import psycopg
 
@@ -288,9 +311,9 @@ async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Pa
         name = f"i{k}"
         env = clean_env(
             SESSIONGATE_STORE__URL=instance_url(server, schema, name),
-            SESSIONGATE_STORE__LEASE_TTL_SECONDS=str(TTL),
-            SESSIONGATE_STORE__HEARTBEAT_SECONDS=str(HEARTBEAT),
-            SESSIONGATE_STORE__SWEEP_SECONDS=str(SWEEP),
+            SESSIONGATE_STORE__LEASE_TTL_SECONDS=str(cfg.ttl),
+            SESSIONGATE_STORE__HEARTBEAT_SECONDS=str(cfg.heartbeat),
+            SESSIONGATE_STORE__SWEEP_SECONDS=str(cfg.sweep),
             SESSIONGATE_AGENT__ECHO__DELAY_SECONDS=str(cfg.echo_delay),
             SESSIONGATE_BUSY_INPUT_MODE="queue",
             SESSIONGATE_STUCK_LOOP_THRESHOLD="1000",
@@ -313,7 +336,10 @@ async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Pa
             await asyncio.sleep(cfg.seconds / (cfg.kills + cfg.pauses + cfg.terminates + 1))
             load.stop.set()
             await asyncio.gather(*chats)
-        await poll_until(lambda: drained(admin), guard=60 + 4 * TTL, interval=0.2)
+        try:
+            await poll_until(lambda: drained(admin), guard=60 + 4 * cfg.ttl, interval=0.2)
+        except TimeoutError:
+            result.problems.append(f"not drained: {stuck(admin)}")
     finally:
         for gateway in gateways.values():
             if gateway.proc is not None and gateway.proc.returncode is None:
@@ -436,6 +462,9 @@ def main() -> None:
     parser.add_argument("--terminates", type=int, default=6)
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ttl", type=float, default=TTL, help="lease TTL (10 is the default)")
+    parser.add_argument("--heartbeat", type=float, default=HEARTBEAT)
+    parser.add_argument("--sweep", type=float, default=SWEEP)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     import postgres_support
@@ -450,6 +479,9 @@ def main() -> None:
         pauses=args.pauses,
         terminates=args.terminates,
         seed=args.seed,
+        ttl=args.ttl,
+        heartbeat=args.heartbeat,
+        sweep=args.sweep,
     )
     try:
         with tempfile.TemporaryDirectory() as work:

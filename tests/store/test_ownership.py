@@ -254,3 +254,17 @@ def test_a_vanished_process_is_reaped_at_once_and_a_silent_live_one_is_not(pair,
     assert b.claim("lane") is not None  # its lane moves on now, at a higher epoch
     with pytest.raises(LeaseLostError):
         a.heartbeat()
+
+
+def test_a_claim_whose_answer_was_lost_is_taken_again_at_a_new_epoch(pair):
+    (_, _, a), (_, _, b) = pair
+    lost = a.claim("k")  # committed, but say the connection died before the answer came
+    assert lost is not None
+    again = a.claim("k")
+    assert again is not None
+    assert again.epoch == lost.epoch + 1  # whatever the lost answer's holder did is fenced
+    assert b.claim("k") is None
+    with pytest.raises(LeaseLostError), a.fenced(lost):
+        pass
+    with a.fenced(again):
+        pass

@@ -155,7 +155,9 @@ class Ownership:
 
     def claim(self, session_key: str) -> Lease | None:
         """Take a free or expired lane (its epoch rises); None if another instance holds it
-        or the database is unreachable."""
+        or the database is unreachable. A lane this instance owns already is taken again at
+        a new epoch: callers claim only what they do not know they hold, so that is a claim
+        whose answer was lost with the connection."""
         if not self.connected:
             return None
         try:

@@ -40,13 +40,17 @@ __all__ = [
 
 # A claim never waits: a lease row locked by its owner's fenced commit (or by a paused owner
 # in the middle of one) is skipped, and the sweep asks again later, so a pause cannot stall
-# the claimer's one writer connection, and with it every other lane of that instance.
+# the claimer's one writer connection, and with it every other lane of that instance. A lease
+# the claimer already owns is taken again at a new epoch: it claims only lanes it does not
+# know it holds, so that is a claim whose answer its connection lost (its heartbeat would
+# renew that lease forever, and no one else could take the lane).
 _CLAIM_LANE = """
 UPDATE lane_lease SET owner = %(owner)s, epoch = epoch + 1,
     expires_at = now() + make_interval(secs => %(ttl)s)
 WHERE session_key = (
     SELECT session_key FROM lane_lease
-    WHERE session_key = %(key)s AND (owner IS NULL OR expires_at <= now())
+    WHERE session_key = %(key)s
+      AND (owner IS NULL OR expires_at <= now() OR owner = %(owner)s)
     FOR UPDATE SKIP LOCKED)
 RETURNING epoch
 """
