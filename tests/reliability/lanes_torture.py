@@ -360,30 +360,36 @@ def check(admin: Any, sent: dict[str, list[Sent]], result: LanesResult) -> None:
     acked = {s.token: s for items in sent.values() for s in items if s.acked_at is not None}
     result.acked = len(acked)
     rows = admin.execute(
-        "SELECT s.session_key, e.role, e.content FROM entries e "
+        "SELECT s.session_key, e.role, e.content, e.idem FROM entries e "
         "JOIN sessions s ON s.sid = e.sid WHERE e.type = 'message' AND e.on_path = 1 "
         "ORDER BY s.session_key, s.started_at, e.depth"
     ).fetchall()
     where: dict[str, int] = {}
     order: dict[str, list[int]] = {}
     previous: dict[str, tuple[str, str]] = {}
-    for key, role, content in rows:
+    idem_of: dict[str, str] = {}
+    for key, role, content, idem in rows:
         if not str(key or "").startswith(CHAT_KEY):
             continue
         chat = str(key).removeprefix(CHAT_KEY)
         before = previous.get(chat)
+        before_idem = idem_of.get(chat)
         previous[chat] = (role, str(content))
+        idem_of[chat] = str(idem)
         if role == "assistant":
             # One reply per turn, right after its user message: a turn run twice would
             # leave two replies (or a reply without its user message).
             if before is None or before[0] != "user" or content != f"echo: {before[1]}":
                 result.duplicated += 1
-                result.problems.append(f"chat {chat}: reply {str(content)[:60]!r} after {before}")
+                result.problems.append(
+                    f"chat {chat}: reply {str(content)[:60]!r} ({idem}) after {before} "
+                    f"({before_idem})"
+                )
             continue
         if role != "user":
             continue
         if before is not None and before[0] == "user":
-            result.problems.append(f"chat {chat}: {before[1][:60]!r} has no reply")
+            result.problems.append(f"chat {chat}: {before[1][:60]!r} ({before_idem}) has no reply")
         result.turns += 1
         tokens = str(content).split("\n")
         if len(tokens) > 1:

@@ -437,6 +437,12 @@ class GatewayRunner:
     async def _lane_worker(self, lane: Lane) -> None:
         try:
             if self.leases.shared and not await self._take_lane(lane):
+                if lane.first is not None:
+                    # Claimed by its accept just before the lease could no longer be acted
+                    # on: the turn stays `running`, for the recovery of the lane's next
+                    # worker here (or of its next owner).
+                    lane.first = None
+                    self.leases.settle(lane.key, settled=False)
                 if lane.job is not None:
                     # `compact` took the lease just before; lost since, the compaction's own
                     # compare-and-set on the transcript still refuses a write that raced.

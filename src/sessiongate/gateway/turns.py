@@ -113,6 +113,7 @@ STORAGE_NOTICE = (
 # (under a millisecond); longer ones on a worker thread.
 _INLINE_CONTEXT_ENTRIES = 400
 _STORE_RETRY_FIRST = 0.05
+_CONTEXT_READ_ATTEMPTS = 4
 _STORE_RETRY_MAX = 5.0
 
 
@@ -309,6 +310,21 @@ class TurnExecutor:
         adapter = self._delivery.adapter_for(platform)
         return None if adapter is None else adapter.pii_safe
 
+    async def _request_retried(
+        self, claim: Claim, progress: TurnProgress, *, resumed: bool
+    ) -> tuple[TurnRequest, SessionEntry | None]:
+        """`_request`, read again when the store was unavailable: the first statement on a
+        connection the server dropped (a restart, an operator's `pg_terminate_backend`)
+        fails, and the next one reconnects. Its writes are keyed, so a retry doubles nothing."""
+        delay = _STORE_RETRY_FIRST
+        for _ in range(_CONTEXT_READ_ATTEMPTS - 1):
+            try:
+                return await self._request(claim, progress, resumed=resumed)
+            except StoreUnavailableError:
+                await asyncio.sleep(delay)
+                delay *= 2
+        return await self._request(claim, progress, resumed=resumed)
+
     async def _request(
         self, claim: Claim, progress: TurnProgress, *, resumed: bool
     ) -> tuple[TurnRequest, SessionEntry | None]:
@@ -404,7 +420,7 @@ class TurnExecutor:
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
         try:
             self._publish_user(claim, progress)
-            request, entry = await self._request(claim, progress, resumed=resumed)
+            request, entry = await self._request_retried(claim, progress, resumed=resumed)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
