@@ -21,6 +21,12 @@ One runner per home: `start()` takes `<home>/gateway.lock` (see `recovery.HomeLo
 recovery reads the journal, and `stop()` releases it after the clean-shutdown marker is written;
 a second runner on a live home fails with `HomeInUseError` and touches nothing.
 
+Several instances on one PostgreSQL database (`lane_leases.py`): each has its own home, any of
+them accepts a message, and a lane's turns run only on the instance holding its lease, every
+write of a turn fenced by it; start-up recovers nothing of the shared journal, each lane is
+recovered by the worker that takes it over (`_recover_lane`), and a sweep plus LISTEN/NOTIFY
+hints wake lanes whose work arrived elsewhere. On SQLite all of that is a no-op.
+
 Every task has an owner: the runner's `TaskGroup` (lane workers, the recovery task, the
 housekeeping watcher of spec §10 over the runner's agent cache), held by a
 supervisor task that `stop()` awaits; each turn's agent call runs in a per-turn group owned by

@@ -44,8 +44,9 @@ DEFAULT_HEARTBEAT_SECONDS = 2.0
 # Workers stop starting agent calls and sends this long before the lease could expire: the
 # database's clock and ours agree on a single host, not to the millisecond on several.
 DEADLINE_MARGIN_SECONDS = 2.0
-# A heartbeat this many intervals old gets the liveness probe (`reap_vanished`).
-LIVENESS_LATE = 1.25
+# A heartbeat this many intervals late gets the liveness probe (`reap_vanished`): a free lock
+# is a process gone, and lateness only spares a live one a reconnect of its own connection.
+LIVENESS_LATE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
