@@ -210,3 +210,61 @@ def test_two_instances_routing_a_new_conversation_at_once_share_one_session(pair
         assert second.is_alive()  # waiting on the first's lock, not creating its own
     second.join(timeout=30)
     assert found == [first.session_id]
+
+
+def _age_heartbeat(store, name: str) -> None:
+    with store.database.transaction() as tx:
+        tx.conn.execute(
+            "UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE instance_id = %s",
+            (name,),
+        )
+
+
+def test_a_vanished_process_is_reaped_at_once_and_a_silent_live_one_is_not(pair, pg_schema):
+    from sessiongate.store.postgres.wakeups import Wakeups
+
+    (sa, _, a), (sb, _, b) = pair
+    link = Wakeups(pg_schema.url, lambda _key: None, hints=False)
+    link.listen("a")
+    lease = a.claim("lane")
+    assert lease is not None
+
+    def probe_ready() -> bool:
+        with sb.database.read() as tx:
+            row = tx.conn.execute(
+                "SELECT probe_ready FROM instances WHERE instance_id = 'a'"
+            ).fetchone()
+        return bool(row[0])
+
+    for _ in range(500):  # the link's thread takes the lock (a hang guard)
+        if probe_ready():
+            break
+        threading.Event().wait(0.01)
+    _age_heartbeat(sa, "a")
+    # Late but still holding its liveness lock (paused, or cut off): the TTL decides.
+    assert b.reap_vanished() == []
+    link.close()  # the process is gone: its session, and with it the lock
+    reaped: list[str] = []
+    for _ in range(500):  # the server ends the closed session a moment later (a hang guard)
+        reaped = b.reap_vanished()
+        if reaped:
+            break
+        threading.Event().wait(0.01)
+    assert reaped == ["a"]
+    assert b.claim("lane") is not None  # its lane moves on now, at a higher epoch
+    with pytest.raises(LeaseLostError):
+        a.heartbeat()
+
+
+def test_a_claim_whose_answer_was_lost_is_taken_again_at_a_new_epoch(pair):
+    (_, _, a), (_, _, b) = pair
+    lost = a.claim("k")  # committed, but say the connection died before the answer came
+    assert lost is not None
+    again = a.claim("k")
+    assert again is not None
+    assert again.epoch == lost.epoch + 1  # whatever the lost answer's holder did is fenced
+    assert b.claim("k") is None
+    with pytest.raises(LeaseLostError), a.fenced(lost):
+        pass
+    with a.fenced(again):
+        pass

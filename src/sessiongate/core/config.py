@@ -477,6 +477,24 @@ class StoreConfig(_Model):
         "(null) never prepares, for PgBouncer in transaction mode before 1.21, which cannot "
         "keep a connection's prepared statements.",
     )
+    sweep_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="On a shared PostgreSQL: how often (±30 % jitter) each instance looks for "
+        "lanes with waiting work and no live owner; the ground truth behind the wake-up hints.",
+    )
+    lane_idle_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="On a shared PostgreSQL: how long an instance keeps an idle lane's lease "
+        "(the lane's next message needs no claim, and its agent stays warm there) before it "
+        "gives the lane back.",
+    )
+    poll_only: bool = Field(
+        False,
+        description="On a shared PostgreSQL: no LISTEN/NOTIFY wake-ups, only the sweep (for a "
+        "pooler in transaction mode, such as PgBouncer, which cannot LISTEN).",
+    )
 
     @field_validator("url")
     @classmethod

@@ -20,6 +20,8 @@ from sessiongate.errors import LeaseLostError, SessiongateError
 from sessiongate.store.backends import open_ownership
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sessiongate.core.config import GatewayConfig
     from sessiongate.store.ownership import Ownership
     from sessiongate.store.session_store import SessionStore
@@ -34,7 +36,10 @@ class InstancePresence:
         self.ownership: Ownership | None = open_ownership(store.database, config)
         self.heartbeats = 0
         self.failures = 0
+        self.rejoins = 0
         self.lost = False
+        # Told the new id after a rejoin (the runner forgets its leases, listens again).
+        self.on_rejoin: Callable[[str], None] | None = None
 
     async def start(self) -> None:
         if self.ownership is not None:
@@ -59,10 +64,18 @@ class InstancePresence:
                 if own.connected:
                     await asyncio.to_thread(own.reap)
             except LeaseLostError:
-                # Declared dead by the others (a long pause): what it held has moved on.
-                self.lost = True
-                log.error("this instance was declared dead; it holds no leases")
-                return
+                # Declared dead by the others (a long pause): what it held has moved on. It
+                # comes back under a new id, so it can own lanes again.
+                log.error("this instance was declared dead; it holds no leases and rejoins")
+                try:
+                    await asyncio.to_thread(own.rejoin)
+                except SessiongateError:
+                    self.lost = True
+                    log.exception("rejoin failed; this instance claims nothing more")
+                    return
+                self.rejoins += 1
+                if self.on_rejoin is not None:
+                    self.on_rejoin(own.instance_id)
             except SessiongateError:
                 self.failures += 1
                 log.exception("instance heartbeat failed")

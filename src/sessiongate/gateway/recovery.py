@@ -58,6 +58,7 @@ __all__ = [
     "RESTART_COUNTS_FILE",
     "HomeLock",
     "RecoveryPlan",
+    "classify",
     "consume_clean_shutdown",
     "plan_recovery",
     "read_restart_counts",
@@ -195,7 +196,6 @@ def plan_recovery(
     if not plan.clean:
         plan.marked_recent = store.suspend_recently_active()
     counts = lane_store.restart_counts()
-    freshness = config.agent.gateway_auto_continue_freshness
     for turn in lane_store.turns_in_state(TurnState.ACCEPTED):
         claim = lane_store.get_claim(turn.id)
         if claim is None:
@@ -204,10 +204,10 @@ def plan_recovery(
                 extra={"turn_id": turn.id, "session_key": turn.session_key},
             )
             continue
-        age = (now - turn.accepted_at).total_seconds()
-        if age > freshness:
+        verdict = classify(turn, counts.get(turn.session_key, 0), config, now)
+        if verdict == "stale":
             plan.stale.append(claim)
-        elif counts.get(turn.session_key, 0) + 1 >= config.stuck_loop_threshold:
+        elif verdict == "stuck":
             plan.stuck.append(claim)
         else:
             plan.resume.append(turn)
@@ -230,6 +230,17 @@ def plan_recovery(
         },
     )
     return plan
+
+
+def classify(turn: Turn, restart_count: int, config: GatewayConfig, now: datetime) -> str:
+    """Step 4 for one `accepted` turn: "stale", "stuck" or "resume". The same rule decides a
+    lane taken over from a dead instance on a shared database (`runner._recover_lane`)."""
+    age = (now - turn.accepted_at).total_seconds()
+    if age > config.agent.gateway_auto_continue_freshness:
+        return "stale"
+    if restart_count + 1 >= config.stuck_loop_threshold:
+        return "stuck"
+    return "resume"
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -21,6 +21,12 @@ One runner per home: `start()` takes `<home>/gateway.lock` (see `recovery.HomeLo
 recovery reads the journal, and `stop()` releases it after the clean-shutdown marker is written;
 a second runner on a live home fails with `HomeInUseError` and touches nothing.
 
+Several instances on one PostgreSQL database (`lane_leases.py`): each has its own home, any of
+them accepts a message, and a lane's turns run only on the instance holding its lease, every
+write of a turn fenced by it; start-up recovers nothing of the shared journal, each lane is
+recovered by the worker that takes it over (`_recover_lane`), and a sweep plus LISTEN/NOTIFY
+hints wake lanes whose work arrived elsewhere. On SQLite all of that is a no-op.
+
 Every task has an owner: the runner's `TaskGroup` (lane workers, the recovery task, the
 housekeeping watcher of spec §10 over the runner's agent cache), held by a
 supervisor task that `stop()` awaits; each turn's agent call runs in a per-turn group owned by
@@ -37,6 +43,7 @@ their own modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,7 +52,13 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.core.bindings import agent_for
 from sessiongate.core.entry import ResumeReason
 from sessiongate.core.keys import build_session_key
-from sessiongate.errors import SessionBusyError, SessionNotFoundError, StaleWriteError
+from sessiongate.errors import (
+    LeaseLostError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StaleWriteError,
+    StoreUnavailableError,
+)
 from sessiongate.gateway import recovery
 from sessiongate.gateway.agent_cache import AgentCache
 from sessiongate.gateway.commands import CommandRunner, parse_command
@@ -54,6 +67,7 @@ from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
 from sessiongate.gateway.feed import EventFeed
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
+from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
@@ -63,6 +77,7 @@ from sessiongate.gateway.turns import (
     TurnCounters,
     TurnExecutor,
 )
+from sessiongate.store.backends import open_wakeups
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore, TurnState
 
 if TYPE_CHECKING:
@@ -163,6 +178,11 @@ class GatewayRunner:
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
         self.presence = InstancePresence(store, config)
+        # On a shared database a lane's turns run only under its lease (`lane_leases.py`).
+        self.leases = LaneLeases(self.presence.ownership, config)
+        self.presence.on_rejoin = self._rejoined
+        self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._home_lock = recovery.HomeLock(self.home)
         self._waiters = Waiters()
         self._turns = TurnCounters()
@@ -181,6 +201,8 @@ class GatewayRunner:
             counts_changed=self.write_restart_counts,
             drain_reason=lambda: self._drain_reason,
             host=self,
+            fence=self.leases.fence,
+            may_act=self.leases.may_act,
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
@@ -216,16 +238,27 @@ class GatewayRunner:
             return
         self._home_lock.acquire()
         self._started = True
+        self._loop = asyncio.get_running_loop()
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
-        plan = recovery.plan_recovery(
-            home=self.home,
-            store=self.store,
-            lane_store=self.lane_store,
-            config=self.config,
-            now=self.clock.now(),
-        )
+        # Registered before any worker claims a lane under this instance's id.
+        await self.presence.start()
+        if self.leases.shared:
+            # The journal is shared with live instances: nothing in it is this one's to
+            # recover until it owns the lane, and each lane is recovered by the worker that
+            # claims it (`_recover_lane`); the sweep finds the lanes with work.
+            plan = recovery.RecoveryPlan(
+                clean=True, pending_lanes=self.lane_store.lanes_with_pending()
+            )
+        else:
+            plan = recovery.plan_recovery(
+                home=self.home,
+                store=self.store,
+                lane_store=self.lane_store,
+                config=self.config,
+                now=self.clock.now(),
+            )
         notices = self._settle(plan)
         # The database is the truth; the file mirrors it from here on.
         self.write_restart_counts()
@@ -238,8 +271,11 @@ class GatewayRunner:
             self._lanes.ensure(key, self._lane_worker)
         self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
-        await self.presence.start()
         self._spawn(self.presence.run(self._housekeeping_stop))
+        if self.leases.shared:
+            self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
+            if self._wakeups is not None and self.presence.ownership is not None:
+                self._wakeups.listen(self.presence.ownership.instance_id)
         self._accepting = True
         self._ready.set()
         for adapter in self._delivery.adapters:
@@ -294,6 +330,8 @@ class GatewayRunner:
             except Exception:
                 log.exception("adapter stop failed", extra={"platform": str(adapter.platform)})
         self._housekeeping_stop.set()
+        if self._wakeups is not None:
+            await asyncio.to_thread(self._wakeups.close)
         await self.presence.stop()
         await self._agents.aclose_all()
         if self._recovery_task is not None:
@@ -382,6 +420,12 @@ class GatewayRunner:
         if self._stopping or not self._deliveries_done.is_set():
             return 0
         replied = self.lane_store.turns_in_state(TurnState.REPLIED)
+        if self.leases.shared:
+            # Another instance's replies are its own to deliver (and a dead one's are its
+            # successor's, at the lane's recovery).
+            if not self.leases.may_act():
+                return 0
+            replied = [t for t in replied if self.leases.holds(t.session_key)]
         return await self._delivery.redeliver(replied, now=self.clock.now())
 
     async def retry_delivery(self, turn_id: int) -> bool:
@@ -398,6 +442,19 @@ class GatewayRunner:
 
     async def _lane_worker(self, lane: Lane) -> None:
         try:
+            if self.leases.shared and not await self._take_lane(lane):
+                if lane.first is not None:
+                    # Claimed by its accept just before the lease could no longer be acted
+                    # on: the turn stays `running`, for the recovery of the lane's next
+                    # worker here (or of its next owner).
+                    lane.first = None
+                    self.leases.settle(lane.key, settled=False)
+                if lane.job is not None:
+                    # `compact` took the lease just before; lost since, the compaction's own
+                    # compare-and-set on the transcript still refuses a write that raced.
+                    job, lane.job = lane.job, None
+                    await job()
+                return
             if lane.job is not None:
                 job, lane.job = lane.job, None
                 await job()
@@ -422,9 +479,18 @@ class GatewayRunner:
                     continue
                 if self._stopping or self._lanes.is_held(lane.key):
                     return
-                found = self._router.claim_next(
-                    lane.key, user_message=self._executor.claim_user_message
-                )
+                if not self.leases.may_act():
+                    return  # the lease may be moving on: the sweep brings the lane back
+                if self.leases.shared and not self.lane_store.has_pending(lane.key):
+                    # One read, not a fenced transaction, at the end of every burst: a row
+                    # accepted after it wakes this lane again (here at once; from another
+                    # instance by its hint, or the sweep).
+                    self.leases.idle(lane.key)
+                    return
+                with self.leases.fence(lane.key, lock_lane=True):
+                    found = self._router.claim_next(
+                        lane.key, user_message=self._executor.claim_user_message
+                    )
                 if found.entry is not None:
                     self.discard(found.entry, found.dropped)
                 if found.refused is not None and found.entry is not None:
@@ -433,20 +499,98 @@ class GatewayRunner:
                     await self.refuse_archived(found.entry, item.source, event=item.event_kind)
                     continue
                 if found.claim is None:
+                    # Idle: the lease lingers for the lane's next message, then goes back.
+                    self.leases.idle(lane.key)
                     return
                 await self._executor.run(lane, found.claim, resumed=False)
+        except LeaseLostError:
+            # The lease moved on (the fence let it go here), or may have (past `may_act`):
+            # whoever owns the lane next recovers the turn this worker left.
+            self.leases.settle(lane.key, settled=False)
+            log.warning("lane lease lost; the lane moves on", extra={"session_key": lane.key})
         except Exception:
+            self.leases.settle(lane.key, settled=False)
             # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
             self._counters.lane_errors += 1
             log.exception("lane worker failed", extra={"session_key": lane.key})
         finally:
             self._lanes.release(lane)
 
+    async def _take_lane(self, lane: Lane) -> bool:
+        """Hold the lane's lease before its worker does anything (shared database); True
+        once held, after recovering what an earlier owner left on it."""
+        try:
+            taken = self.leases.acquire(lane.key)
+            if taken is None:
+                return False
+            self.leases.busy(lane.key)
+            if taken or self.leases.unsettled(lane.key):
+                await self._recover_lane(lane)
+                self.leases.settle(lane.key)
+        except StoreUnavailableError:
+            log.warning("lane not taken: the database is away", extra={"session_key": lane.key})
+            return False
+        return True
+
+    async def _recover_lane(self, lane: Lane) -> None:
+        """The lane's unfinished turns, as a crash recovery would settle them (`recovery.py`
+        steps 3-5), for one lane this instance owns now: a `running` turn was cut off (its
+        owner died, paused past its lease, or this instance lost the database), so it goes
+        back to `accepted`; an accepted turn is stale, stuck or resumed; a `replied` one is
+        delivered. Every write commits under the lane's lease."""
+        key = lane.key
+        for turn_id in self.leases.in_flight(key):
+            turn = self.lane_store.get_turn(turn_id)
+            if turn is None:
+                continue
+            if turn.state is TurnState.REPLIED:
+                if self.leases.may_act():
+                    await self._delivery.deliver_reply(key, turn.id, turn.source, turn.reply or "")
+                continue
+            if turn.state is TurnState.RUNNING:
+                with self.leases.fence(key):
+                    self.lane_store.requeue(
+                        turn.id, resume_reason=str(ResumeReason.RESTART_INTERRUPTED)
+                    )
+                log.info("took over a cut-off turn", extra={"session_key": key, "turn_id": turn_id})
+            claim = self.lane_store.get_claim(turn_id)
+            if claim is None:
+                continue
+            verdict = recovery.classify(
+                claim.turn, self.lane_store.restart_count(key), self.config, self.clock.now()
+            )
+            if verdict == "resume":
+                await self._run_resume(lane, turn_id)
+                continue
+            plan = recovery.RecoveryPlan(clean=False)
+            (plan.stale if verdict == "stale" else plan.stuck).append(claim)
+            for source, text, notice_turn in self._settle(plan):
+                if self.leases.may_act():
+                    await self._delivery.send(source, text, turn_id=notice_turn)
+
+    def _wake_lane(self, key: str) -> None:
+        """The sweep or a hint found work on `key`: a worker tries to take it."""
+        if not self._stopping and self._accepting and key not in self._lanes:
+            self._lanes.ensure(key, self._lane_worker)
+
+    def _hint_from_thread(self, key: str) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_lane, key)
+
+    def _rejoined(self, instance_id: str) -> None:
+        """Declared dead by the others (a long pause): this instance is back under a new id,
+        and nothing it held is its own any more."""
+        self.leases.forget_all()
+        if self._wakeups is not None:
+            self._wakeups.listen(instance_id)
+
     async def _run_resume(self, lane: Lane, turn_id: int) -> None:
         if self._stopping:
             return  # still `accepted`: it resumes at the next start
         try:
-            claim, count = self.lane_store.claim_resume(turn_id)
+            with self.leases.fence(lane.key):
+                claim, count = self.lane_store.claim_resume(turn_id)
         except (StaleWriteError, LookupError):
             log.exception("resume could not be claimed", extra={"turn_id": turn_id})
             return
@@ -501,29 +645,22 @@ class GatewayRunner:
         # System events never interrupt and never merge: each is its own queued turn.
         kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
         inbound = event.to_inbound()
-        claim: Claim | None = None
-        acceptance: Acceptance | None = None
-        with self.lane_store.atomic():
-            routed = self.route(
-                source,
-                event_kind=event.event_kind,
-                session_key=event.session_key,
-                visible_session_id=event.visible_session_id,
-            )
-            entry = routed.entry
-            startable = not routed.busy and self._gate.is_set() and not self._stopping
-            if routed.archived:
-                acceptance = None  # refused below; nothing is written
-            elif startable:
-                acceptance, claim = self.lane_store.accept_and_claim(
-                    inbound,
-                    entry=entry,
-                    kind=kind,
-                    cap=self.config.queue_cap,
-                    user_message=self._executor.claim_user_message,
-                )
-            else:
-                acceptance = self.accept(entry, inbound, kind)
+        key = self._key_of(event)
+        # On a shared database a turn is claimed in its accepting transaction only on a lane
+        # this instance holds (its lease lingering after its last turn), under the fence;
+        # elsewhere the lane's worker claims the lease first.
+        held = (
+            self.leases.shared
+            and self.leases.holds(key)
+            and not self.leases.unsettled(key)
+            and self._lanes.is_free(key)
+            and self.leases.may_act()
+        )
+        try:
+            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
+        except LeaseLostError:
+            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, False)
+        entry = routed.entry
         if (
             watch is not None
             and acceptance is not None
@@ -549,6 +686,46 @@ class GatewayRunner:
                 entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, claim.turn.id
             )
         return await future
+
+    def _accept_routed(
+        self, event: MessageEvent, inbound: Inbound, kind: InboxKind, key: str, held: bool
+    ) -> tuple[Routed, Acceptance | None, Claim | None]:
+        """Route and accept one message in one transaction, claiming its turn at once when
+        the lane is free (and, on a shared database, `held` here: then under the fence, and
+        `LeaseLostError` means nothing was written)."""
+        shared = self.leases.shared
+        fence = self.leases.fence(key, lock_lane=True) if held else contextlib.nullcontext()
+        with fence, self.lane_store.atomic():
+            if shared and not held:
+                # The lane's writer lock before the route's row lock, in the order a claim
+                # takes them, so an accept (a merge into the waiting slot) and the owner's
+                # claim of that slot never interleave, and never deadlock.
+                self.lane_store.lock_lane(key)
+            routed = self.route(
+                event.source,
+                event_kind=event.event_kind,
+                session_key=event.session_key,
+                visible_session_id=event.visible_session_id,
+            )
+            entry = routed.entry
+            startable = (
+                not routed.busy
+                and self._gate.is_set()
+                and not self._stopping
+                and (not shared or (held and entry.session_key == key))
+            )
+            if routed.archived:
+                return routed, None, None  # refused by the caller; nothing is written
+            if startable:
+                acceptance, claim = self.lane_store.accept_and_claim(
+                    inbound,
+                    entry=entry,
+                    kind=kind,
+                    cap=self.config.queue_cap,
+                    user_message=self._executor.claim_user_message,
+                )
+                return routed, acceptance, claim
+            return routed, self.accept(entry, inbound, kind), None
 
     def _normalise(self, event: MessageEvent) -> MessageEvent:
         adapter = self._delivery.adapter_for(event.source.platform)
@@ -713,6 +890,11 @@ class GatewayRunner:
         if self.store.get_session(session_key) is None:
             raise SessionNotFoundError(
                 f"no session with key {session_key!r}", session_key=session_key
+            )
+        if self.leases.shared and self.leases.acquire(session_key) is None:
+            raise SessionBusyError(
+                "another gateway instance runs this session's turns; compact it there",
+                session_key=session_key,
             )
         outcome: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 

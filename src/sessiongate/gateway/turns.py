@@ -49,6 +49,7 @@ from sessiongate.core.turn_events import (
 from sessiongate.errors import (
     AgentTurnError,
     InvalidEntryError,
+    LeaseLostError,
     SessionNotFoundError,
     StoreCorruptError,
     StoreUnavailableError,
@@ -67,6 +68,7 @@ from sessiongate.gateway.turn_progress import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from contextlib import AbstractContextManager
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
@@ -112,6 +114,7 @@ STORAGE_NOTICE = (
 # (under a millisecond); longer ones on a worker thread.
 _INLINE_CONTEXT_ENTRIES = 400
 _STORE_RETRY_FIRST = 0.05
+_CONTEXT_READ_ATTEMPTS = 4
 _STORE_RETRY_MAX = 5.0
 
 
@@ -208,6 +211,8 @@ class TurnExecutor:
         counts_changed: Callable[[], None],
         drain_reason: Callable[[], str],
         host: AgentHost | None = None,
+        fence: Callable[[str], AbstractContextManager[None]] | None = None,
+        may_act: Callable[[], bool] | None = None,
     ) -> None:
         self._store = store
         self._lane_store = lane_store
@@ -220,6 +225,11 @@ class TurnExecutor:
         self._counts_changed = counts_changed
         self._drain_reason = drain_reason
         self._host = host
+        # Many instances on one database (`lane_leases.py`): each write of a turn commits
+        # under its lane's lease, and nothing starts (an agent call, a send) once the lease
+        # may have moved on. On SQLite neither does anything.
+        self._fence = fence or (lambda _key: contextlib.nullcontext())
+        self._may_act = may_act or (lambda: True)
         self._release_due = False
 
     # ------------------------------------------------------------------ running
@@ -231,6 +241,12 @@ class TurnExecutor:
         lane.running = running
         user_message = self.user_message(claim)
         progress = TurnProgress(user_message, stored=0 if claim.user_entry_id is None else 1)
+        if not self._may_act():
+            # Its lease may be another instance's by now: the turn stays `running` for
+            # whoever owns the lane next (this instance again once its lease renews).
+            lane.running = None
+            self._answer(claim, ReceiptStatus.QUEUED, None)
+            raise LeaseLostError(f"not starting turn {turn.id}: the lease may have moved on")
         running.progress = progress
         try:
             log.info("turn started", extra={**extra, "attempt": turn.attempt, "resumed": resumed})
@@ -242,7 +258,7 @@ class TurnExecutor:
             if reason is CancelReason.DRAIN:
                 await self._until_stored(
                     claim,
-                    lambda: self._requeue(turn.id),
+                    lambda: self._requeue(claim),
                 )
                 log.info("turn left for resume after restart", extra=extra)
                 return
@@ -295,6 +311,21 @@ class TurnExecutor:
         (the platform registry decides)."""
         adapter = self._delivery.adapter_for(platform)
         return None if adapter is None else adapter.pii_safe
+
+    async def _request_retried(
+        self, claim: Claim, progress: TurnProgress, *, resumed: bool
+    ) -> tuple[TurnRequest, SessionEntry | None]:
+        """`_request`, read again when the store was unavailable: the first statement on a
+        connection the server dropped (a restart, an operator's `pg_terminate_backend`)
+        fails, and the next one reconnects. Its writes are keyed, so a retry doubles nothing."""
+        delay = _STORE_RETRY_FIRST
+        for _ in range(_CONTEXT_READ_ATTEMPTS - 1):
+            try:
+                return await self._request(claim, progress, resumed=resumed)
+            except StoreUnavailableError:
+                await asyncio.sleep(delay)
+                delay *= 2
+        return await self._request(claim, progress, resumed=resumed)
 
     async def _request(
         self, claim: Claim, progress: TurnProgress, *, resumed: bool
@@ -378,7 +409,8 @@ class TurnExecutor:
         except BaseException:
             # The worker itself is being cancelled (the runner is torn down without a drain):
             # leave the turn to be resumed, then let the cancellation go on.
-            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
+            with contextlib.suppress(LeaseLostError), self._fence(key):
+                self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
             raise
         finally:
             if self._agents.mark_idle(key):
@@ -390,7 +422,7 @@ class TurnExecutor:
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
         try:
             self._publish_user(claim, progress)
-            request, entry = await self._request(claim, progress, resumed=resumed)
+            request, entry = await self._request_retried(claim, progress, resumed=resumed)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:
@@ -462,9 +494,10 @@ class TurnExecutor:
         entry_id = None
         try:
             if progress.stored == number:
-                entry_id = self._lane_store.append_turn_messages(
-                    claim.turn, [message], first_index=number
-                )[0]
+                with self._fence(claim.turn.session_key):
+                    entry_id = self._lane_store.append_turn_messages(
+                        claim.turn, [message], first_index=number
+                    )[0]
                 progress.stored = number + 1
             else:
                 validate_message(message)  # it waits for the outcome: checked now all the same
@@ -564,8 +597,9 @@ class TurnExecutor:
             claim.item.id, status, reply=reply, turn_id=turn.id, session_id=turn.session_id
         )
 
-    async def _requeue(self, turn_id: int) -> None:
-        self._lane_store.requeue(turn_id, resume_reason=self._drain_reason())
+    async def _requeue(self, claim: Claim) -> None:
+        with self._fence(claim.turn.session_key):
+            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
 
     async def _until_stored(self, claim: Claim, commit: Callable[[], Awaitable[None]]) -> None:
         """Commit a turn's outcome, retrying while the disk refuses (full, read-only).
@@ -581,6 +615,11 @@ class TurnExecutor:
             try:
                 await commit()
                 return
+            except LeaseLostError:
+                # Fenced: nothing of the outcome committed, and the lane's next owner runs or
+                # recovers the turn; whoever waits here hears it is still queued.
+                self._answer(claim, ReceiptStatus.QUEUED, None)
+                raise
             except (StoreUnavailableError, StoreCorruptError) as exc:
                 if not told:
                     told = True
@@ -604,19 +643,20 @@ class TurnExecutor:
         receipt_only = self._delivery.adapter_for(claim.item.source.platform) is None
         appended: list[int | None] = []
         try:
-            counter_reset = self._lane_store.commit_reply(
-                claim,
-                messages,
-                reply=end.text,
-                input_tokens=progress.input_tokens,
-                output_tokens=progress.output_tokens,
-                cache_read_tokens=progress.cache_read_tokens,
-                cache_write_tokens=progress.cache_write_tokens,
-                cost_usd=progress.cost_usd,
-                delivered=receipt_only,
-                first_index=first,
-                appended=appended,
-            )
+            with self._fence(turn.session_key):
+                counter_reset = self._lane_store.commit_reply(
+                    claim,
+                    messages,
+                    reply=end.text,
+                    input_tokens=progress.input_tokens,
+                    output_tokens=progress.output_tokens,
+                    cache_read_tokens=progress.cache_read_tokens,
+                    cache_write_tokens=progress.cache_write_tokens,
+                    cost_usd=progress.cost_usd,
+                    delivered=receipt_only,
+                    first_index=first,
+                    appended=appended,
+                )
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "reply could not be stored",
@@ -632,7 +672,8 @@ class TurnExecutor:
         if final is not None and self._waiters.is_watched(claim.item.id):
             final_id = appended[-1] if appended else None
             self._waiters.publish(claim.item.id, StreamedMessage({**final, "id": final_id}))
-        if not receipt_only:
+        if not receipt_only and self._may_act():
+            # Past `may_act` the reply stays `replied`: the lane's next owner delivers it.
             await self._delivery.deliver_reply(
                 turn.session_key, turn.id, claim.item.source, end.text, stream=progress.reply_stream
             )
@@ -648,7 +689,8 @@ class TurnExecutor:
         suspend: bool = False,
     ) -> None:
         self.commit_failure(claim, progress, error=error, notice=notice, suspend=suspend)
-        await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
+        if self._may_act():
+            await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.FAILED, notice)
 
     def commit_failure(
@@ -670,14 +712,15 @@ class TurnExecutor:
             "metadata": {"exclude_from_context": True, "gateway_notice": "failed"},
         }
         messages, first = progress.unstored([notice_message])
-        self._lane_store.commit_failure(
-            claim,
-            error=error,
-            notice=notice,
-            messages=messages,
-            suspend=suspend,
-            first_index=first,
-        )
+        with self._fence(claim.turn.session_key):
+            self._lane_store.commit_failure(
+                claim,
+                error=error,
+                notice=notice,
+                messages=messages,
+                suspend=suspend,
+                first_index=first,
+            )
         self._counters.failed += 1
         log.warning(
             "turn failed",
@@ -693,7 +736,7 @@ class TurnExecutor:
         notice: str | None = None,
     ) -> None:
         self.commit_interrupted(claim, progress, reason=reason, notice=notice)
-        if notice is not None:
+        if notice is not None and self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.INTERRUPTED, notice)
 
@@ -711,9 +754,10 @@ class TurnExecutor:
         if isinstance(progress, dict):
             progress = self._stored_progress(claim, progress)
         messages, first = progress.unstored(progress.interrupted_tail(reason))
-        self._lane_store.commit_interrupted(
-            claim, reason=reason, messages=messages, notice=notice, first_index=first
-        )
+        with self._fence(claim.turn.session_key):
+            self._lane_store.commit_interrupted(
+                claim, reason=reason, messages=messages, notice=notice, first_index=first
+            )
         self._counters.interrupted += 1
         log.info(
             "turn interrupted",

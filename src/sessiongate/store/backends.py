@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sessiongate.core.config import GatewayConfig
     from sessiongate.store.ownership import Ownership
     from sessiongate.store.postgres.database import PostgresDatabase
+    from sessiongate.store.postgres.wakeups import Wakeups
     from sessiongate.store.protocol import Backend
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "open_copy_target",
     "open_memory_backend",
     "open_ownership",
+    "open_wakeups",
     "upgrade_database",
 ]
 
@@ -107,6 +111,18 @@ def open_ownership(backend: Backend, config: GatewayConfig) -> Ownership | None:
         ttl=config.store.lease_ttl_seconds,
         heartbeat=config.store.heartbeat_seconds,
     )
+
+
+def open_wakeups(config: GatewayConfig, on_key: Callable[[str], None]) -> Wakeups | None:
+    """This instance's own connection on a shared database (its liveness lock, and its
+    wake-up hints unless `store.poll_only`); None on SQLite."""
+    url = config.store.url
+    if not is_postgres_url(url):
+        return None
+    assert url is not None
+    from sessiongate.store.postgres.wakeups import Wakeups
+
+    return Wakeups(url, on_key, hints=not config.store.poll_only)
 
 
 def open_memory_backend() -> Backend:

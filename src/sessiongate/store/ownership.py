@@ -44,6 +44,9 @@ DEFAULT_HEARTBEAT_SECONDS = 2.0
 # Workers stop starting agent calls and sends this long before the lease could expire: the
 # database's clock and ours agree on a single host, not to the millisecond on several.
 DEADLINE_MARGIN_SECONDS = 2.0
+# A heartbeat this many intervals late gets the liveness probe (`reap_vanished`): a free lock
+# is a process gone, and lateness only spares a live one a reconnect of its own connection.
+LIVENESS_LATE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class Ownership:
         self.heartbeat_interval = heartbeat
         self.connected = True
         self.fenced_commits = 0
+        # Short TTLs (tests, tight failover) keep three quarters of the lease to act in.
+        self._margin = min(DEADLINE_MARGIN_SECONDS, ttl / 4)
         self._deadline = 0.0
         self._started = False
 
@@ -84,7 +89,7 @@ class Ownership:
         with self._backend.transaction() as tx:
             tx.register_instance(self.instance_id, socket.gethostname(), os.getpid())
         self._started = True
-        self._deadline = time.monotonic() + self.ttl - DEADLINE_MARGIN_SECONDS
+        self._deadline = time.monotonic() + self.ttl - self._margin
 
     def heartbeat(self) -> int:
         """Renew the instance and its leases (every `heartbeat_interval`); returns how many
@@ -110,7 +115,7 @@ class Ownership:
             raise LeaseLostError(
                 f"instance {self.instance_id} was declared dead; its leases have moved on"
             )
-        self._deadline = started + self.ttl - DEADLINE_MARGIN_SECONDS
+        self._deadline = started + self.ttl - self._margin
         return held
 
     def may_act(self) -> bool:
@@ -130,6 +135,19 @@ class Ownership:
         with self._backend.transaction() as tx:
             return tx.mark_dead(self.ttl if stale_after is None else stale_after)
 
+    def reap_vanished(self) -> list[str]:
+        """Declare dead at once the instances whose heartbeat is late and whose process is
+        gone (its liveness lock is free): a SIGKILL moves lanes on within about a heartbeat,
+        not a TTL. A paused or partitioned process keeps its lock, so the TTL decides there."""
+        if not self.connected:
+            return []
+        late = self.heartbeat_interval * LIVENESS_LATE
+        try:
+            with self._backend.transaction() as tx:
+                return tx.reap_vanished(self.instance_id, late)
+        except StoreUnavailableError:
+            return []
+
     def instances(self) -> list[dict[str, Any]]:
         with self._backend.transaction() as tx:
             return tx.list_instances()
@@ -138,7 +156,9 @@ class Ownership:
 
     def claim(self, session_key: str) -> Lease | None:
         """Take a free or expired lane (its epoch rises); None if another instance holds it
-        or the database is unreachable."""
+        or the database is unreachable. A lane this instance owns already is taken again at
+        a new epoch: callers claim only what they do not know they hold, so that is a claim
+        whose answer was lost with the connection."""
         if not self.connected:
             return None
         try:
@@ -150,8 +170,10 @@ class Ownership:
         return None if epoch is None else Lease(session_key, self.instance_id, epoch)
 
     @contextlib.contextmanager
-    def fenced(self, lease: Lease) -> Iterator[None]:
-        """One transaction that commits only while `lease` holds at its epoch."""
+    def fenced(self, lease: Lease, *, lock_lane: bool = False) -> Iterator[None]:
+        """One transaction that commits only while `lease` holds at its epoch; with
+        `lock_lane`, it also holds the lane's writer lock (as accepts do), so what it reads of
+        the lane's waiting rows cannot change under it."""
         with self._backend.transaction() as tx:
             if lease.kind == "leader":
                 held = tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl)
@@ -166,7 +188,37 @@ class Ownership:
                 raise LeaseLostError(
                     f"{lease.name!r} is no longer owned by {lease.owner} at epoch {lease.epoch}"
                 )
+            if lock_lane:
+                tx.lock_lane(lease.name)
             yield
+
+    def wanting_owner(self, limit: int = 16) -> list[str]:
+        """Lanes with work and no live owner, or owned here: the sweep's ground truth."""
+        if not self.connected:
+            return []
+        try:
+            with self._backend.transaction() as tx:
+                return tx.lanes_wanting_owner(self.instance_id, limit)
+        except StoreUnavailableError:
+            self.connected = False
+            return []
+
+    def in_flight(self, lease: Lease) -> list[int]:
+        """The turns of the lane `lease` holds that an earlier owner may have left unfinished
+        (whatever is done with them commits under the fence, so a read without it is enough)."""
+        with self._backend.transaction() as tx:
+            return tx.lane_in_flight(lease.name)
+
+    def nudge(self, session_key: str) -> bool:
+        """Hint the lane's live owner (another instance) that work waits; False if none."""
+        with self._backend.transaction() as tx:
+            return tx.nudge_lane_owner(session_key, self.instance_id)
+
+    def rejoin(self) -> None:
+        """Come back under a new id after the others declared this instance dead: nothing it
+        held is its own any more, and its old id stays dead."""
+        self.instance_id = uuid.uuid4().hex
+        self.start()
 
     def release(self, lease: Lease) -> bool:
         """Give an idle lane up; refused (False) while anything waits on it, so a message

@@ -226,8 +226,24 @@ _V3 = [
     )""",
 ]
 
+# The per-lane writer lock: every accept upserts its lane's row first, so the accepts of one lane
+# commit one after another in the order they took it (and each inbox id is drawn under it,
+# after the previous accept's commit); an idle lane's release takes the same lock, so a message
+# accepted meanwhile is never left without an owner.
+# `probe_ready`: the instance holds a session advisory lock on its id on a connection of its
+# own, so once that lock is free its process is gone (a SIGKILL closes the socket at once) and
+# its lanes can move on without waiting out the lease (`leases.reap_vanished`).
+_V4 = [
+    """CREATE TABLE lane_seq (
+        session_key text PRIMARY KEY,
+        next_seq bigint NOT NULL
+    ) WITH (fillfactor = 80)""",
+    "ALTER TABLE instances ADD COLUMN probe_ready boolean NOT NULL DEFAULT false",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
     (3, "platform event claims, pairing, thread participation, sends", _V3),
+    (4, "the per-lane writer lock, the liveness lock of instances", _V4),
 ]

@@ -20,24 +20,80 @@ if TYPE_CHECKING:
 __all__ = [
     "claim_lane",
     "claim_leader",
+    "drop_liveness",
     "heartbeat",
     "hold_lane",
     "hold_leader",
+    "hold_liveness",
+    "lane_in_flight",
+    "lanes_wanting_owner",
     "list_instances",
+    "lock_lane",
     "mark_dead",
+    "nudge_lane_owner",
+    "reap_vanished",
     "register_instance",
     "release_lane",
     "release_leader",
     "stop_instance",
 ]
 
+# A claim never waits: a lease row locked by its owner's fenced commit (or by a paused owner
+# in the middle of one) is skipped, and the sweep asks again later, so a pause cannot stall
+# the claimer's one writer connection, and with it every other lane of that instance. A lease
+# the claimer already owns is taken again at a new epoch: it claims only lanes it does not
+# know it holds, so that is a claim whose answer its connection lost (its heartbeat would
+# renew that lease forever, and no one else could take the lane).
 _CLAIM_LANE = """
-INSERT INTO lane_lease AS l (session_key, owner, epoch, expires_at)
-VALUES (%(key)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
-ON CONFLICT (session_key) DO UPDATE
-    SET owner = excluded.owner, epoch = l.epoch + 1, expires_at = excluded.expires_at
-    WHERE l.owner IS NULL OR l.expires_at <= now()
+UPDATE lane_lease SET owner = %(owner)s, epoch = epoch + 1,
+    expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE session_key = (
+    SELECT session_key FROM lane_lease
+    WHERE session_key = %(key)s
+      AND (owner IS NULL OR expires_at <= now() OR owner = %(owner)s)
+    FOR UPDATE SKIP LOCKED)
 RETURNING epoch
+"""
+_CLAIM_NEW_LANE = """
+INSERT INTO lane_lease (session_key, owner, epoch, expires_at)
+VALUES (%(key)s, %(owner)s, 1, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (session_key) DO NOTHING
+RETURNING epoch
+"""
+_LOCK_LANE = """
+INSERT INTO lane_seq AS s (session_key, next_seq) VALUES (%s, 1)
+ON CONFLICT (session_key) DO UPDATE SET next_seq = s.next_seq + 1
+RETURNING next_seq
+"""
+# Lanes with work (a waiting row, a turn cut off or left for resume) and no live owner, or
+# owned here (a worker of this instance may have left while it still held the lease). Random
+# order: the survivors of a dead instance spread its lanes instead of all taking the first.
+_WANTING_OWNER = """
+SELECT w.session_key FROM (
+    SELECT DISTINCT session_key FROM inbox WHERE state = 'pending'
+    UNION
+    SELECT session_key FROM turns WHERE state IN ('accepted', 'running')
+) w LEFT JOIN lane_lease l ON l.session_key = w.session_key
+WHERE l.owner IS NULL OR l.expires_at <= now() OR l.owner = %(owner)s
+ORDER BY random() LIMIT %(limit)s
+"""
+# Instances whose heartbeat is late and whose liveness lock is free: their process is gone.
+# The lock is tried last, and only on rows that passed the rest (a CASE keeps the order).
+_VANISHED = """
+UPDATE instances SET state = 'dead'
+WHERE state = 'live' AND probe_ready AND instance_id <> %(me)s
+  AND CASE WHEN heartbeat_at < now() - make_interval(secs => %(late)s) THEN
+      pg_try_advisory_xact_lock(hashtextextended('sessiongate:instance:' || instance_id, 0))
+      ELSE false END
+RETURNING instance_id
+"""
+_IN_FLIGHT = """
+SELECT id FROM turns
+WHERE session_key = %s AND state IN ('accepted', 'running', 'replied') ORDER BY id
+"""
+_NUDGE = """
+SELECT pg_notify('sg_' || owner, session_key) FROM lane_lease
+WHERE session_key = %(key)s AND owner IS NOT NULL AND owner <> %(me)s AND expires_at > now()
 """
 _HOLD_LANE = """
 UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
@@ -121,9 +177,68 @@ def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
     return dead
 
 
+def hold_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
+    """On the instance's own long-lived connection: the session lock whose release (the
+    process gone, its socket closed) tells the others at once; then say it is held."""
+    conn.execute(
+        "SELECT pg_advisory_lock(hashtextextended('sessiongate:instance:' || %s, 0))",
+        (instance_id,),
+    )
+    conn.execute("UPDATE instances SET probe_ready = true WHERE instance_id = %s", (instance_id,))
+
+
+def drop_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
+    conn.execute(
+        "SELECT pg_advisory_unlock(hashtextextended('sessiongate:instance:' || %s, 0))",
+        (instance_id,),
+    )
+
+
+def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[str]:
+    """Instances with a heartbeat `late` seconds old whose process is gone become dead, and
+    their leases expire now (a takeover still raises each epoch)."""
+    rows = conn.execute(_VANISHED, {"me": me, "late": late}).fetchall()
+    dead = [r[0] for r in rows]
+    if dead:
+        conn.execute(
+            "UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+        conn.execute(
+            "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+        )
+    return dead
+
+
 def claim_lane(conn: psycopg.Connection[Any], key: str, owner: str, ttl: float) -> int | None:
-    row = conn.execute(_CLAIM_LANE, {"key": key, "owner": owner, "ttl": ttl}).fetchone()
+    params = {"key": key, "owner": owner, "ttl": ttl}
+    row = conn.execute(_CLAIM_LANE, params).fetchone()
+    if row is None:
+        # No free row: the lane may have none yet (its first claim), or a live owner.
+        row = conn.execute(_CLAIM_NEW_LANE, params).fetchone()
     return None if row is None else int(row[0])
+
+
+def lock_lane(conn: psycopg.Connection[Any], key: str) -> int:
+    """Take the lane's writer lock (to the end of the transaction); returns its sequence."""
+    row = conn.execute(_LOCK_LANE, (key,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def lanes_wanting_owner(conn: psycopg.Connection[Any], owner: str, limit: int) -> list[str]:
+    rows = conn.execute(_WANTING_OWNER, {"owner": owner, "limit": limit}).fetchall()
+    return [r[0] for r in rows]
+
+
+def lane_in_flight(conn: psycopg.Connection[Any], key: str) -> list[int]:
+    """The lane's turns a crash or a lost lease can leave unfinished (accepted, running,
+    replied), oldest first."""
+    return [int(r[0]) for r in conn.execute(_IN_FLIGHT, (key,)).fetchall()]
+
+
+def nudge_lane_owner(conn: psycopg.Connection[Any], key: str, me: str) -> bool:
+    """Tell the lane's live owner (another instance) that work waits: a hint, sent at commit."""
+    return conn.execute(_NUDGE, {"key": key, "me": me}).fetchone() is not None
 
 
 def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, ttl: float) -> bool:
@@ -132,6 +247,9 @@ def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, t
 
 
 def release_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int) -> bool:
+    # The accepts' lock first, then the check in a statement of its own: its snapshot is
+    # taken after every accept that held the lock has committed.
+    conn.execute("SELECT 1 FROM lane_seq WHERE session_key = %s FOR UPDATE", (key,))
     params = {"key": key, "owner": owner, "epoch": epoch}
     return conn.execute(_RELEASE_LANE, params).rowcount == 1
 

@@ -1439,6 +1439,21 @@ class PostgresTx(PostgresPlatformState):
     def release_lane(self, key: str, owner: str, epoch: int) -> bool:
         return leases.release_lane(self.conn, key, owner, epoch)
 
+    def lock_lane(self, session_key: str) -> None:
+        leases.lock_lane(self.conn, session_key)
+
+    def lanes_wanting_owner(self, owner: str, limit: int) -> list[str]:
+        return leases.lanes_wanting_owner(self.conn, owner, limit)
+
+    def lane_in_flight(self, key: str) -> list[int]:
+        return leases.lane_in_flight(self.conn, key)
+
+    def nudge_lane_owner(self, key: str, me: str) -> bool:
+        return leases.nudge_lane_owner(self.conn, key, me)
+
+    def reap_vanished(self, me: str, late: float) -> list[str]:
+        return leases.reap_vanished(self.conn, me, late)
+
     def claim_leader(self, name: str, owner: str, ttl: float) -> int | None:
         return leases.claim_leader(self.conn, name, owner, ttl)
 

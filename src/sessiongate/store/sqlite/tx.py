@@ -495,6 +495,9 @@ class SqliteTx(SqlitePlatformState):
     def count_pending(self, session_key: str) -> int:
         return inbox.count_pending(self.conn, session_key)
 
+    def lock_lane(self, session_key: str) -> None:
+        """Nothing to do: SQLite's one writer already serialises every accept."""
+
     def count_pending_all(self) -> int:
         return inbox.count_pending_all(self.conn)
 

@@ -1,0 +1,185 @@
+"""Two runners (two homes) on one PostgreSQL schema: a lane's turns run only under its lease,
+a stale owner's outcome is fenced, and the next owner recovers the turn it left.
+
+One `Hub` serves both runners, so `hub.max_active` sees a lane's turns across instances.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import pytest
+from gateway_support import HANG_GUARD_SECONDS, Hub
+
+from sessiongate.store.lanes import TurnState
+from sessiongate.store.ownership import Ownership
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+KEY = "agent:main:telegram:dm:chat"
+
+
+@pytest.fixture
+def shared(pg_schema) -> dict[str, Any]:
+    # A short TTL so a test's lease can be expired by hand; sweeps fast enough not to wait.
+    return {
+        "store": {
+            "url": pg_schema.url,
+            "lease_ttl_seconds": 3,
+            "heartbeat_seconds": 0.5,
+            "sweep_seconds": 0.05,
+            "lane_idle_seconds": 0,
+        },
+        "mirror_sessions_json": False,
+        "busy_input_mode": "queue",
+    }
+
+
+async def until(check, what: str) -> None:
+    """Yield to the runners until `check()` holds (a hang guard, not a timing check)."""
+    async with asyncio.timeout(HANG_GUARD_SECONDS):
+        while not check():  # noqa: ASYNC110  # the state is rows in the database
+            await asyncio.sleep(0.01)
+    assert check(), what
+
+
+def lease_row(url: str, key: str = KEY) -> tuple[Any, ...] | None:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT owner, epoch, expires_at > now() FROM lane_lease WHERE session_key = %s",
+            (key,),
+        ).fetchone()
+
+
+def listening(url: str, instance_id: str) -> bool:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT probe_ready FROM instances WHERE instance_id = %s", (instance_id,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
+async def two(make_gateway, tmp_path: Path, shared: dict[str, Any]):
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    b = await make_gateway(home=tmp_path / "b", hub=hub, **shared)
+    return hub, a, b
+
+
+async def test_a_turn_runs_under_its_lanes_lease_and_the_idle_lane_is_given_back(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    hub, a, _b = await two(make_gateway, tmp_path, shared)
+    hub.blocking = True
+    reply = asyncio.create_task(a.adapter.receive("hello", message_id="m1"))
+    await hub.next_started()
+    owner, epoch, live = lease_row(pg_schema.url)
+    assert owner == a.runner.presence.ownership.instance_id
+    assert live
+    assert epoch >= 1
+    hub.release()
+    await reply
+    assert a.transcript() == [("user", "hello"), ("assistant", "re: hello")]
+    # Idle past `lane_idle_seconds`: given back, so any instance can take the next message.
+    await until(lambda: lease_row(pg_schema.url)[0] is None, "the idle lane given back")
+
+
+async def test_another_instance_accepts_but_the_owner_runs_the_lane_in_order(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    hub, a, b = await two(make_gateway, tmp_path, shared)
+    hub.blocking = True
+    first = asyncio.create_task(a.adapter.receive("one", message_id="m1"))
+    await hub.next_started()
+    # B acks these after its commit; A owns the lane, so A runs them after "one", in order.
+    acks = [
+        await b.adapter.receive(text, message_id=f"b{i}", wait=False)
+        for i, text in enumerate(["two", "three"])
+    ]
+    assert [r.status.value for r in acks] == ["queued", "queued"]
+    hub.blocking = False
+    hub.release_all()
+    await first
+    await until(lambda: not a.lanes.queue_depth(KEY) and not a.runner.is_busy(KEY), "drained")
+    await until(lambda: len(a.transcript()) == 4, "both turns answered")
+    assert hub.max_active[KEY] == 1
+    users = [text for role, text in a.transcript() if role == "user"]
+    assert users[0] == "one"
+    # The slot merges what waited behind the running turn: one turn for both, in order.
+    assert "two" in users[1]
+    assert users[1].index("two") < users[1].index("three")
+
+
+async def test_a_stale_owner_is_fenced_and_the_next_owner_recovers_its_turn(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    hub, a, b = await two(make_gateway, tmp_path, shared)
+    hub.blocking = True
+    asyncio.create_task(a.adapter.receive("hello", message_id="m1"))  # noqa: RUF006
+    started = await hub.next_started()
+    # A pauses past its lease (as if SIGSTOPped): a thief takes the lane at a higher epoch.
+    with psycopg.connect(pg_schema.url) as conn:
+        conn.execute("UPDATE lane_lease SET expires_at = now() - interval '1 second'")
+    thief = Ownership(a.store.database, instance_id="thief", ttl=3, heartbeat=0.5)
+    thief.start()
+    lease = thief.claim(KEY)
+    assert lease is not None
+    hub.release(started.turn_id)
+    own = a.runner.presence.ownership
+    await until(lambda: own.fenced_commits >= 1, "A's outcome was fenced")
+    # Nothing of A's outcome committed: the journal still says running, no reply stored.
+    assert a.lanes.get_turn(started.turn_id).state is TurnState.RUNNING
+    assert [role for role, _ in a.transcript()] == ["user"]
+    # The thief dies; a live instance's sweep takes the lane and recovers the turn.
+    assert thief.release(lease)
+    hub.blocking = False
+    await until(lambda: a.lanes.get_turn(started.turn_id).state is TurnState.DELIVERED, "recovered")
+    assert a.transcript() == [("user", "hello"), ("assistant", "re: hello")]
+    assert hub.max_active[KEY] == 1
+    assert a.runner.statistics().fenced_commits >= 1
+    delivered = a.adapter.sent + b.adapter.sent
+    assert [m.text for m in delivered if m.text == "re: hello"] == ["re: hello"]
+
+
+async def test_no_agent_call_starts_once_the_lease_may_have_moved_on(
+    shared, make_gateway, tmp_path
+):
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    own = a.runner.presence.ownership
+    own._deadline = 0.0  # the last renewal is older than the lease may last
+    await a.adapter.receive("hello", message_id="m1", wait=False)
+    sweeps = a.runner.leases.sweeps
+    await until(lambda: a.runner.leases.sweeps >= sweeps + 3, "three sweeps")
+    assert hub.requests == []  # nothing started while A could not act
+    await asyncio.to_thread(own.heartbeat)  # renewed: its sweep brings the lane back
+    await until(lambda: len(a.transcript()) == 2, "answered after the renewal")
+    assert hub.max_active[KEY] == 1
+
+
+@pytest.mark.parametrize("poll_only", [False, True])
+async def test_the_owner_of_a_lane_hears_of_work_another_instance_accepted(
+    shared, make_gateway, tmp_path, poll_only
+):
+    # With hints, no sweep runs within the test (its first is half a minute away): the
+    # NOTIFY alone wakes the owner. Poll-only, the owner's sweep finds its lane.
+    shared["store"] = {
+        **shared["store"],
+        "poll_only": poll_only,
+        "sweep_seconds": 0.05 if poll_only else 30,
+    }
+    _hub, a, b = await two(make_gateway, tmp_path, shared)
+    own = a.runner.presence.ownership
+    await until(lambda: listening(shared["store"]["url"], own.instance_id), "A listens")
+    lease = own.claim(KEY)  # A owns the lane, with no worker on it (idle, kept warm)
+    assert lease is not None
+    a.runner.leases._held[KEY] = lease
+    receipt = await b.adapter.receive("hello", message_id="m1", wait=False)
+    assert receipt.status.value == "queued"
+    await until(lambda: len(a.transcript()) == 2, "A ran what B accepted")
+    assert a.adapter.texts() == ["re: hello"]
+    assert b.adapter.texts() == []
+    assert b.runner.leases.claims_refused >= 1
