@@ -170,7 +170,7 @@ class LeaderRole:
         self._lost.clear()
         self._renewed(started)
         self.takeovers += 1
-        log.info("leading", extra={"role": self.name, "epoch": lease.epoch})
+        log.info("leading the singular connection", extra={"role": self.name, "epoch": lease.epoch})
         return True
 
     async def _lead(self, connection: Callable[[], Coroutine[Any, Any, None]]) -> str:
