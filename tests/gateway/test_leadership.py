@@ -137,7 +137,7 @@ async def test_one_instance_leads_and_a_dead_leaders_role_moves_on(instances, cl
     for n in range(1, 4):
         await sleep.advance(own_a.heartbeat_interval)
         await settle(lambda n=n: role_a.renewals == n)
-    await settle(lambda: role_b.claims > 1)
+    await advance_until(sleep, own_a.heartbeat_interval, lambda: role_b.claims > 1)
     assert role_a.leading
     assert not role_b.leading
     assert conn_b.runs == 0

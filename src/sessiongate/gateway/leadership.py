@@ -94,7 +94,7 @@ class LeaderRole:
         self.takeovers = 0  # times this instance became the leader
         self.losses = 0  # times it lost the lead while leading
         self.renewals = 0
-        self.claims = 0  # claims asked (refused ones included)
+        self.claims = 0  # claims answered (refused ones included)
         self._deadline = 0.0
         self._lost = asyncio.Event()
 
@@ -158,12 +158,13 @@ class LeaderRole:
     async def _claim(self) -> bool:
         assert self._own is not None
         started = self._clock.monotonic()
-        self.claims += 1
         try:
             lease = await asyncio.to_thread(self._own.claim_leader, self.name)
         except SessiongateError as exc:
             log.warning("leader claim failed", extra={"role": self.name, "error": str(exc)})
             return False
+        finally:
+            self.claims += 1
         if lease is None:
             return False
         self.lease = lease
