@@ -11,6 +11,12 @@ server, or the loopback stub in tests): the SDK's own `base_url` override, not a
 transport. Long polls use their own connection (the SDK's `get_updates_request`), so a wedged
 poll never blocks sends; `rebuild_poller` closes the old client before building the new one,
 so one token never has two live pollers.
+
+The hot calls (getUpdates, sendMessage) go through the SDK's own request path (`Bot._post`:
+its defaults, its parameter encoding, its HTTP client and its error mapping) but skip its
+object model: the updates come back as the Bot API's JSON, which the mapping reads anyway
+(building `Update` objects only to turn them back into dicts cost more than the mapping),
+and a send reads only the new message's id from the answer.
 """
 
 from __future__ import annotations
@@ -68,12 +74,18 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+# The most updates one getUpdates may answer (the Bot API's own maximum).
+_UPDATES_PER_POLL = 100
+# A long poll's read timeout: the poll's own timeout plus this.
+_POLL_SLACK = 10.0
 # The Bot API accepts at most 100 commands per scope (BOT_COMMANDS_TOO_MUCH beyond).
 MAX_COMMANDS = 100
-# Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, so
-# 16 parallel requests are more than it takes; more connections only make the HTTP pool's
-# per-request bookkeeping (a scan over every connection) dearer.
-_POOL_SIZE = 16
+# Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, which
+# 4 parallel requests carry at up to ~130 ms per round trip. Each connection more makes every
+# request dearer: httpcore scans the whole pool (and asks each socket whether it is readable)
+# for each request it assigns and each it finishes. Measured in `sessiongate bench` on the
+# loopback stub: 16 connections spent about 30 % more CPU per update than 4.
+_POOL_SIZE = 4
 
 # Bot API descriptions (lower-cased substrings) -> what they mean for a send.
 _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
@@ -158,6 +170,13 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
     return TransientSendError(message)
 
 
+class _Bot(Bot):
+    """The SDK's `Bot`, plus calls that answer the Bot API's JSON as it came."""
+
+    async def call_json(self, endpoint: str, data: dict[str, Any], **timeouts: float) -> Any:
+        return await self._post(endpoint, data, **timeouts)  # type: ignore[arg-type]
+
+
 class TelegramClient:
     def __init__(
         self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
@@ -171,15 +190,13 @@ class TelegramClient:
         self.bot = self._build()
         self._slots = asyncio.Semaphore(_POOL_SIZE)
 
-    def _build(self) -> Bot:
-        return Bot(
+    def _build(self) -> _Bot:
+        return _Bot(
             self._token,
             base_url=f"{self._base_url}/bot",
             base_file_url=f"{self._base_url}/file/bot",
             request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout),
-            get_updates_request=HTTPXRequest(
-                connection_pool_size=1, read_timeout=float(self._poll_timeout + 10)
-            ),
+            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=_POLL_SLACK),
         )
 
     async def _call(self, call: Callable[[], Awaitable[_T]], *, sending: bool = True) -> _T:
@@ -214,13 +231,16 @@ class TelegramClient:
     async def get_updates(self, offset: int | None) -> list[dict[str, Any]]:
         # Not through `_call`'s slots: the long poll has its own connection and must never
         # wait behind sends.
+        data: dict[str, Any] = {"timeout": self._poll_timeout, "limit": _UPDATES_PER_POLL}
+        if offset is not None:
+            data["offset"] = offset
         try:
-            updates = await self.bot.get_updates(
-                offset=offset, timeout=timedelta(seconds=self._poll_timeout)
+            updates = await self.bot.call_json(
+                "getUpdates", data, read_timeout=float(self._poll_timeout) + _POLL_SLACK
             )
         except TelegramError as exc:
             raise translate(exc, sending=False) from exc
-        return [update.to_dict() for update in updates]
+        return list(updates)
 
     async def delete_webhook(self, *, drop_pending_updates: bool) -> None:
         await self._call(
@@ -254,16 +274,16 @@ class TelegramClient:
         return int(target.thread_id)
 
     async def send_text(self, target: Target, text: str, *, markup: bool) -> str:
-        message = await self._call(
-            lambda: self.bot.send_message(
-                chat_id=target.chat_id,
-                text=text,
-                parse_mode=ParseMode.HTML if markup else None,
-                message_thread_id=self._thread(target),
-                reply_to_message_id=int(target.reply_to) if target.reply_to else None,
-            )
-        )
-        return str(message.message_id)
+        data: dict[str, Any] = {"chat_id": target.chat_id, "text": text}
+        if markup:
+            data["parse_mode"] = ParseMode.HTML
+        thread = self._thread(target)
+        if thread is not None:
+            data["message_thread_id"] = thread
+        if target.reply_to:
+            data["reply_parameters"] = {"message_id": int(target.reply_to)}
+        message = await self._call(lambda: self.bot.call_json("sendMessage", data))
+        return str(message["message_id"])
 
     async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:
         try:
