@@ -16,7 +16,8 @@ The hot calls (getUpdates, sendMessage) go through the SDK's own request path (`
 its defaults, its parameter encoding, its HTTP client and its error mapping) but skip its
 object model: the updates come back as the Bot API's JSON, which the mapping reads anyway
 (building `Update` objects only to turn them back into dicts cost more than the mapping),
-and a send reads only the new message's id from the answer.
+and a send reads only the new message's id from the answer. The SDK's HTTP transport is
+`transport.AiohttpRequest` (its `BaseRequest` on aiohttp), not its default on httpx.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import os
 import warnings
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import httpx
 
 # The SDK is migrating time periods from int to timedelta and warns on every int it builds
 # (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
@@ -47,7 +46,6 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from sessiongate.adapters.kit.errors import (
@@ -61,6 +59,7 @@ from sessiongate.adapters.kit.errors import (
     UnconfirmedSendError,
 )
 from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity
+from sessiongate.adapters.telegram.transport import NOT_SENT, AiohttpRequest, log as transport_log
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -81,10 +80,10 @@ _POLL_SLACK = 10.0
 # The Bot API accepts at most 100 commands per scope (BOT_COMMANDS_TOO_MUCH beyond).
 MAX_COMMANDS = 100
 # Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, which
-# 4 parallel requests carry at up to ~130 ms per round trip. Each connection more makes every
-# request dearer: httpcore scans the whole pool (and asks each socket whether it is readable)
-# for each request it assigns and each it finishes. Measured in `sessiongate bench` on the
-# loopback stub: 16 connections spent about 30 % more CPU per update than 4.
+# 4 parallel requests carry at up to ~130 ms per round trip. More gave nothing on the loopback
+# stub and cost CPU: on httpx, whose pool is scanned (each socket asked whether it is
+# readable) for every request, 16 connections took about 30 % more CPU per update than 4; on
+# aiohttp, 16 still took about 8 % more (`sessiongate bench`, docs/PERFORMANCE.md).
 _POOL_SIZE = 4
 
 # Bot API descriptions (lower-cased substrings) -> what they mean for a send.
@@ -100,7 +99,7 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
     ("topic_closed", PermanentSendError),
     ("message thread not found", PermanentSendError),
 )
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NOT_SENT = NOT_SENT
 
 
 class _TokenFilter(logging.Filter):
@@ -123,7 +122,7 @@ class _TokenFilter(logging.Filter):
 
 
 _TOKENS = _TokenFilter()
-for _name in ("httpx", "httpcore", "telegram"):
+for _name in ("telegram", transport_log.name):
     logging.getLogger(_name).addFilter(_TOKENS)
 
 
@@ -195,8 +194,10 @@ class TelegramClient:
             self._token,
             base_url=f"{self._base_url}/bot",
             base_file_url=f"{self._base_url}/file/bot",
-            request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout),
-            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=_POLL_SLACK),
+            request=AiohttpRequest(
+                connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout
+            ),
+            get_updates_request=AiohttpRequest(connection_pool_size=1, read_timeout=_POLL_SLACK),
         )
 
     async def _call(self, call: Callable[[], Awaitable[_T]], *, sending: bool = True) -> _T:
