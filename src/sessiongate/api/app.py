@@ -51,7 +51,7 @@ from sessiongate.api import (
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
-from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
+from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics, LeaderCollector
 from sessiongate.api.middleware import (
     BearerAuthMiddleware,
     BodyLimitMiddleware,
@@ -66,6 +66,7 @@ from sessiongate.api.uploads import UploadGate
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway import GatewayRunner
+    from sessiongate.gateway.leadership import Leadership
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["create_app"]
@@ -125,13 +126,25 @@ def _health_router() -> APIRouter:
     async def instances(request: Request) -> dict[str, Any]:
         runner: GatewayRunner = request.app.state.runner
         listed = await asyncio.to_thread(runner.presence.instances, lanes=runner.statistics().lanes)
+        leadership: Leadership | None = request.app.state.leadership
+        if leadership is not None and leadership.ownership is None:
+            # One instance on its own database leads what it runs; the database has no leases.
+            for row in listed:
+                row["leader_of"] = [n for n, leads in leadership.leading().items() if leads]
         return {"instances": listed}
 
     return router
 
 
-def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig) -> FastAPI:
-    """The FastAPI app serving `runner` and `store` with `config` (token, body limits)."""
+def create_app(
+    runner: GatewayRunner,
+    store: SessionStore,
+    config: GatewayConfig,
+    *,
+    leadership: Leadership | None = None,
+) -> FastAPI:
+    """The FastAPI app serving `runner` and `store` with `config` (token, body limits);
+    `leadership` adds which singular connections this instance leads to the metrics."""
     app = FastAPI(
         title="sessiongate",
         version=sessiongate.__version__,
@@ -144,6 +157,9 @@ def create_app(runner: GatewayRunner, store: SessionStore, config: GatewayConfig
     app.state.store = store
     app.state.config = config
     app.state.metrics = ApiMetrics(runner.statistics, adapters=lambda: runner.adapters)
+    app.state.leadership = leadership
+    if leadership is not None:
+        app.state.metrics.registry.register(LeaderCollector(leadership.leading))
     # Platform webhook receivers by platform name; `sessiongate run` fills it.
     app.state.hooks = {}
     # Bodies being read; the server closes it when it starts to stop (api/server.py).

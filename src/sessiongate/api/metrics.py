@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
-__all__ = ["CONTENT_TYPE_LATEST", "ApiMetrics", "PlatformCollector", "RunnerCollector"]
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "ApiMetrics",
+    "LeaderCollector",
+    "PlatformCollector",
+    "RunnerCollector",
+]
 
 # Named statistics fields → (metric name, kind, help); anything else goes out generically.
 _NAMED: dict[str, tuple[str, str, str]] = {
@@ -102,6 +108,23 @@ class PlatformCollector:
                     )
                 family.add_metric([platform], value)
         yield from families.values()
+
+
+class LeaderCollector:
+    """`sessiongate_leader{connection}`: 1 for each singular connection this instance leads."""
+
+    def __init__(self, leading: Callable[[], dict[str, bool]]) -> None:
+        self._leading = leading
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "sessiongate_leader",
+            "1 while this instance leads the singular platform connection",
+            labels=["connection"],
+        )
+        for name, leads in self._leading().items():
+            family.add_metric([name], 1.0 if leads else 0.0)
+        yield family
 
 
 class ApiMetrics:

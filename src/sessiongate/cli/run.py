@@ -37,6 +37,7 @@ from sessiongate.cli._common import (
 )
 from sessiongate.errors import SessiongateError
 from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway.leadership import Leadership
 from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:
@@ -93,8 +94,16 @@ async def _serve(
         agent_factory=agent_factory_for(config),
         adapters=adapters,
     )
+    # A long poll or a socket runs on the one instance leading it among those sharing the
+    # database, under the leases of the runner's instance presence (none on SQLite: this
+    # instance simply leads).
+    leadership = Leadership(runner.presence.ownership)
+    for adapter in adapters:
+        lead_with = getattr(adapter, "lead_with", None)
+        if lead_with is not None:
+            lead_with(leadership)
     try:
-        app = create_app(runner, store, config)
+        app = create_app(runner, store, config, leadership=leadership)
         app.state.hooks = {str(a.platform): a for a in adapters if hasattr(a, "receive_webhook")}
         # The platforms connect here: a refused token stops the start with its message.
         await runner.start()

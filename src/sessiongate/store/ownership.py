@@ -237,6 +237,12 @@ class Ownership:
             epoch = tx.claim_leader(name, self.instance_id, self.ttl)
         return None if epoch is None else Lease(name, self.instance_id, epoch, kind="leader")
 
+    def hold_leader(self, lease: Lease) -> bool:
+        """Renew a lead at its own epoch; False once it expired or a successor took it (the
+        check before each action of a singular connection)."""
+        with self._backend.transaction() as tx:
+            return tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl)
+
     def release_leader(self, lease: Lease) -> bool:
         with self._backend.transaction() as tx:
             return tx.release_leader(lease.name, lease.owner, lease.epoch)

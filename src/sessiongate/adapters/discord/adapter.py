@@ -39,6 +39,7 @@ from sessiongate.adapters.kit.watchdog import Watchdog
 from sessiongate.core.platform import Platform
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Sequence
 
     from sessiongate.adapters.kit.events import PlatformCommand
@@ -121,6 +122,7 @@ class DiscordAdapter(KitAdapter):
         self.synced: tuple[int, int, int] | None = None
         # When the gateway last delivered anything (an event or a heartbeat ack), by the clock.
         self._last_activity = self.clock.monotonic()
+        self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -150,8 +152,17 @@ class DiscordAdapter(KitAdapter):
         self.synced = await self.client.sync_commands(commands)
         log.info("discord application commands synced", extra={"changes": self.synced})
 
+    def singular_connection(self) -> str | None:
+        return "discord:gateway"
+
+    async def close_receiver(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None
+        await self.client.reset_gateway()
+
     async def run_receiver(self) -> None:
-        self.spawn(self._watch())
+        self._watcher = self.spawn(self._watch())
         while True:
             try:
                 await self.client.run_gateway()
@@ -195,7 +206,7 @@ class DiscordAdapter(KitAdapter):
     # ------------------------------------------------------------------ inbound
 
     def _on_dispatch(self, kind: str, data: dict[str, Any]) -> None:
-        if kind not in _HANDLED or self._stopped:
+        if kind not in _HANDLED or self._stopped or not self.leads():
             return
         try:
             self.spawn(self._handle(kind, data))

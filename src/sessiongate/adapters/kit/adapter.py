@@ -17,6 +17,10 @@ drops the event (so "the bot is silent" can be diagnosed):
    accepted; only then is the claim finished, and only then may the caller advance its
    offset or cursor. A hand-off that fails releases the claim, so the redelivery is processed.
 
+Receiving is a singular connection on some platforms (a long poll, a socket): with several
+instances on one database it runs under a leader lease (`gateway/leadership.py`) on one of
+them only, and `check_lead` / `leads` guard its actions; webhooks take events on every instance.
+
 Outbound, `send`: a turn is recorded `sending` before its first request leaves; a turn already
 sent (the gateway's resend after a crash) is dropped, and one a crash caught mid-send is
 recorded `unconfirmed` instead of being posted twice; a turn with an open
@@ -80,6 +84,7 @@ if TYPE_CHECKING:
     from sessiongate.adapters.kit.watchdog import Watchdog
     from sessiongate.core.clock import Clock
     from sessiongate.core.platform import Platform
+    from sessiongate.gateway.leadership import LeaderRole, Leadership
     from sessiongate.gateway.runner import GatewayRunner
 
 __all__ = ["COMMAND_REFUSAL", "HandoffError", "KitAdapter"]
@@ -183,6 +188,8 @@ class KitAdapter:
         self._stop = asyncio.Event()
         self._settled = asyncio.Event()
         self._stopped = False
+        self.leadership: Leadership | None = None
+        self.leader: LeaderRole | None = None
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -211,6 +218,15 @@ class KitAdapter:
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         """Register the gateway's commands with the platform (failure: raise, it is logged)."""
 
+    def singular_connection(self) -> str | None:
+        """The leader lease name of a receiver only one instance may run ("telegram:polling"),
+        or None when any number may (webhooks)."""
+        return None
+
+    async def close_receiver(self) -> None:
+        """Close what `run_receiver` opened once it is cancelled (this instance stopped
+        leading): the socket must not outlive the lead."""
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, runner: GatewayRunner) -> None:
@@ -229,7 +245,36 @@ class KitAdapter:
         ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(ready), name=f"{self.platform}")
         await ready.wait()
-        self.spawn(self.run_receiver())
+        self.spawn(self._receive())
+
+    def lead_with(self, leadership: Leadership) -> None:
+        """Run the singular receiver under `leadership`'s lease (before `start`)."""
+        self.leadership = leadership
+
+    async def _receive(self) -> None:
+        name = self.singular_connection()
+        if name is None or self.leadership is None:
+            await self.run_receiver()
+            return
+        self.leader = self.leadership.role(name)
+        await self.leader.run(self._receive_leading)
+
+    async def _receive_leading(self) -> None:
+        try:
+            await self.run_receiver()
+        finally:
+            self.receiving = False
+            await self.close_receiver()
+
+    async def check_lead(self) -> None:
+        """Before an action of the singular receiver that must not happen twice (confirming an
+        offset): raises `LeaseLostError` when this instance no longer leads it."""
+        if self.leader is not None:
+            await self.leader.check()
+
+    def leads(self) -> bool:
+        """The local half of `check_lead`, free enough for every event."""
+        return self.leader is None or self.leader.leading
 
     async def _supervise(self, ready: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:

@@ -170,6 +170,12 @@ class SlackAdapter(KitAdapter):
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         await self.client.set_commands(commands)
 
+    def singular_connection(self) -> str | None:
+        return "slack:socket" if self.config.mode == "socket" else None
+
+    async def close_receiver(self) -> None:
+        await self._close_socket()
+
     # ------------------------------------------------------------------ Socket Mode
 
     async def run_receiver(self) -> None:
@@ -243,6 +249,9 @@ class SlackAdapter(KitAdapter):
         from slack_sdk.socket_mode.response import SocketModeResponse
 
         self.watchdog.beat()
+        if not self.leads():
+            # Woken after the lead moved: unacknowledged, Slack gives it to the leader's socket.
+            return
         if request.retry_attempt:
             self.retries_seen += 1
         try:

@@ -14,6 +14,11 @@ Webhook: `POST /hooks/telegram` on the gateway's own HTTP server hands each upda
 constant time before it looks at the body; anything else is 401 and its body is never parsed.
 The update is claimed and accepted before the 200, so Telegram's retry of an update that got
 no answer finds it done.
+
+With several instances on one database, polling is a singular connection ("telegram:polling"):
+it runs on the instance leading that lease, which confirms it before each `getUpdates` (the
+call that confirms the offset), and drops a batch that arrives after its lead may have moved
+(it woke from a pause): the successor is given those updates again.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.telegram.client import PollConflictError, TelegramClient
 from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
 from sessiongate.core.platform import Platform
+from sessiongate.errors import LeaseLostError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -134,6 +140,9 @@ class TelegramAdapter(KitAdapter):
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         await self.client.set_commands(commands)
 
+    def singular_connection(self) -> str | None:
+        return "telegram:polling" if self.config.mode == "polling" else None
+
     async def resolve_media(self, file_id: str) -> str:
         """The download URL of an attachment reference's file (getFile)."""
         return await self.client.file_url(file_id)
@@ -146,6 +155,8 @@ class TelegramAdapter(KitAdapter):
             return
         assert self.me is not None
         while True:
+            # The offset sent confirms the updates before it: only the leader may say so.
+            await self.check_lead()
             try:
                 updates = await self.watchdog.guard(
                     self.client.get_updates(self.offset),
@@ -177,6 +188,8 @@ class TelegramAdapter(KitAdapter):
                 )
                 await self.sleep(delay)
                 continue
+            if not self.leads():
+                raise LeaseLostError("the poll answered after the lead may have moved")
             self.receiving = True
             try:
                 await self._admit_batch(updates)

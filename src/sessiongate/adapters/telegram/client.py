@@ -11,6 +11,13 @@ server, or the loopback stub in tests): the SDK's own `base_url` override, not a
 transport. Long polls use their own connection (the SDK's `get_updates_request`), so a wedged
 poll never blocks sends; `rebuild_poller` closes the old client before building the new one,
 so one token never has two live pollers.
+
+The hot calls (getUpdates, sendMessage) go through the SDK's own request path (`Bot._post`:
+its defaults, its parameter encoding, its HTTP client and its error mapping) but skip its
+object model: the updates come back as the Bot API's JSON, which the mapping reads anyway
+(building `Update` objects only to turn them back into dicts cost more than the mapping),
+and a send reads only the new message's id from the answer. The SDK's HTTP transport is
+`transport.AiohttpRequest` (its `BaseRequest` on aiohttp), not its default on httpx.
 """
 
 from __future__ import annotations
@@ -21,8 +28,6 @@ import os
 import warnings
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import httpx
 
 # The SDK is migrating time periods from int to timedelta and warns on every int it builds
 # (every 429 it parses): opting in to timedelta, which `_retry_after` reads, keeps it quiet.
@@ -41,7 +46,6 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
 from sessiongate.adapters.kit.errors import (
@@ -56,6 +60,7 @@ from sessiongate.adapters.kit.errors import (
     UnconfirmedSendError,
 )
 from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity
+from sessiongate.adapters.telegram.transport import NOT_SENT, AiohttpRequest, log as transport_log
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -70,12 +75,18 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+# The most updates one getUpdates may answer (the Bot API's own maximum).
+_UPDATES_PER_POLL = 100
+# A long poll's read timeout: the poll's own timeout plus this.
+_POLL_SLACK = 10.0
 # The Bot API accepts at most 100 commands per scope (BOT_COMMANDS_TOO_MUCH beyond).
 MAX_COMMANDS = 100
-# Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, so
-# 16 parallel requests are more than it takes; more connections only make the HTTP pool's
-# per-request bookkeeping (a scan over every connection) dearer.
-_POOL_SIZE = 16
+# Requests in flight at once. Telegram itself accepts about 30 messages a second per bot, which
+# 4 parallel requests carry at up to ~130 ms per round trip. More gave nothing on the loopback
+# stub and cost CPU: on httpx, whose pool is scanned (each socket asked whether it is
+# readable) for every request, 16 connections took about 30 % more CPU per update than 4; on
+# aiohttp, 16 still took about 8 % more (`sessiongate bench`, docs/PERFORMANCE.md).
+_POOL_SIZE = 4
 
 # Bot API descriptions (lower-cased substrings) -> what they mean for a send.
 _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
@@ -90,7 +101,7 @@ _BAD_REQUESTS: tuple[tuple[str, type[PlatformError]], ...] = (
     ("topic_closed", PermanentSendError),
     ("message thread not found", PermanentSendError),
 )
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NOT_SENT = NOT_SENT
 # sendPhoto takes images up to 10 MB; a larger one goes as a document (up to 50 MB).
 _PHOTO_LIMIT_BYTES = 10 * 1_048_576
 # An upload Telegram refuses for the file itself (413, or its size or type).
@@ -118,7 +129,7 @@ class _TokenFilter(logging.Filter):
 
 
 _TOKENS = _TokenFilter()
-for _name in ("httpx", "httpcore", "telegram"):
+for _name in ("telegram", transport_log.name):
     logging.getLogger(_name).addFilter(_TOKENS)
 
 
@@ -167,6 +178,13 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
     return TransientSendError(message)
 
 
+class _Bot(Bot):
+    """The SDK's `Bot`, plus calls that answer the Bot API's JSON as it came."""
+
+    async def call_json(self, endpoint: str, data: dict[str, Any], **timeouts: float) -> Any:
+        return await self._post(endpoint, data, **timeouts)  # type: ignore[arg-type]
+
+
 class TelegramClient:
     def __init__(
         self, token: str, *, base_url: str, poll_timeout: int = 30, read_timeout: float = 20.0
@@ -180,15 +198,15 @@ class TelegramClient:
         self.bot = self._build()
         self._slots = asyncio.Semaphore(_POOL_SIZE)
 
-    def _build(self) -> Bot:
-        return Bot(
+    def _build(self) -> _Bot:
+        return _Bot(
             self._token,
             base_url=f"{self._base_url}/bot",
             base_file_url=f"{self._base_url}/file/bot",
-            request=HTTPXRequest(connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout),
-            get_updates_request=HTTPXRequest(
-                connection_pool_size=1, read_timeout=float(self._poll_timeout + 10)
+            request=AiohttpRequest(
+                connection_pool_size=_POOL_SIZE, read_timeout=self._read_timeout
             ),
+            get_updates_request=AiohttpRequest(connection_pool_size=1, read_timeout=_POLL_SLACK),
         )
 
     async def _call(self, call: Callable[[], Awaitable[_T]], *, sending: bool = True) -> _T:
@@ -226,11 +244,16 @@ class TelegramClient:
         # Not through `_call`'s slots: the long poll has its own connection and must never
         # wait behind sends.
         wait = self._poll_timeout if poll_seconds is None else poll_seconds
+        data: dict[str, Any] = {"timeout": wait, "limit": _UPDATES_PER_POLL}
+        if offset is not None:
+            data["offset"] = offset
         try:
-            updates = await self.bot.get_updates(offset=offset, timeout=timedelta(seconds=wait))
+            updates = await self.bot.call_json(
+                "getUpdates", data, read_timeout=float(wait) + _POLL_SLACK
+            )
         except TelegramError as exc:
             raise translate(exc, sending=False) from exc
-        return [update.to_dict() for update in updates]
+        return list(updates)
 
     async def delete_webhook(self, *, drop_pending_updates: bool) -> None:
         await self._call(
@@ -269,16 +292,16 @@ class TelegramClient:
         return int(target.thread_id)
 
     async def send_text(self, target: Target, text: str, *, markup: bool) -> str:
-        message = await self._call(
-            lambda: self.bot.send_message(
-                chat_id=target.chat_id,
-                text=text,
-                parse_mode=ParseMode.HTML if markup else None,
-                message_thread_id=self._thread(target),
-                reply_to_message_id=int(target.reply_to) if target.reply_to else None,
-            )
-        )
-        return str(message.message_id)
+        data: dict[str, Any] = {"chat_id": target.chat_id, "text": text}
+        if markup:
+            data["parse_mode"] = ParseMode.HTML
+        thread = self._thread(target)
+        if thread is not None:
+            data["message_thread_id"] = thread
+        if target.reply_to:
+            data["reply_parameters"] = {"message_id": int(target.reply_to)}
+        message = await self._call(lambda: self.bot.call_json("sendMessage", data))
+        return str(message["message_id"])
 
     async def send_file(self, target: Target, file: OutboundFile) -> str:
         """sendPhoto for an image Telegram takes as a photo, else sendDocument."""

@@ -105,6 +105,9 @@ class BotApiStub:
         self.faults: dict[str, deque[Fault]] = {}
         self.hang_get_updates = False
         self.confirmed_offset = 0
+        # Telegram allows one getUpdates at a time per bot; more at once means two pollers.
+        self.polls_in_flight = 0
+        self.max_polls_in_flight = 0
         # (method, params) for every call, for tests that read the order of calls.
         self.log: list[tuple[str, dict[str, Any]]] = []
         self.on_call: Callable[[str, dict[str, Any]], None] | None = None
@@ -212,6 +215,14 @@ class BotApiStub:
                 "can_read_all_group_messages": False, "supports_inline_queries": False}  # fmt: skip
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        self.polls_in_flight += 1
+        self.max_polls_in_flight = max(self.max_polls_in_flight, self.polls_in_flight)
+        try:
+            return await self._get_updates(params)
+        finally:
+            self.polls_in_flight -= 1
+
+    async def _get_updates(self, params: dict[str, Any]) -> Any:
         offset = int(params.get("offset") or 0)
         if offset:
             # Telegram's rule: asking from `offset` confirms every update before it.
