@@ -187,6 +187,51 @@ def test_instances_list_heartbeats_lanes_and_roles_and_the_dead_are_reaped(pair)
     assert a.claim_leader("discord:gateway") is not None
 
 
+def test_an_instance_declared_dead_inside_a_transaction_loses_its_session_and_its_locks(pair):
+    # A process paused in the middle of a (pipelined) transaction holds its row locks, and the
+    # server's idle-in-transaction timeout never sees it idle: declaring it dead ends its
+    # session, so neither the reaper nor the successor waits for it to wake.
+    (_store_a, _, a), (store_b, _, b) = pair
+    lease = a.claim("k")
+    assert lease is not None
+    paused, wake = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    def paused_owner() -> None:
+        try:
+            with a.fenced(lease):
+                paused.set()
+                wake.wait(timeout=60)
+        except BaseException as exc:  # the commit of a session that was ended
+            outcome.append(exc)
+
+    owner = threading.Thread(target=paused_owner)
+    owner.start()
+    assert paused.wait(timeout=30)
+    with store_b.database.transaction() as tx:
+        # a's last heartbeat as old as its session; b's in the future (not stale itself)
+        tx.execute(  # type: ignore[attr-defined]
+            "UPDATE instances SET heartbeat_at = CASE instance_id WHEN 'b' "
+            "THEN now() + interval '1 hour' ELSE (SELECT backend_start FROM pg_stat_activity "
+            "WHERE pid = backend_pid) END"
+        )
+    reaped: list[list[str]] = []
+    reaper = threading.Thread(target=lambda: reaped.append(b.reap(stale_after=0)))
+    reaper.start()
+    reaper.join(timeout=30)
+    try:
+        assert not reaper.is_alive(), "the reaper waited for the paused instance"
+        assert reaped == [["a"]]
+        taken = b.claim("k")
+        assert taken is not None
+        assert taken.epoch == lease.epoch + 1
+    finally:
+        wake.set()
+        owner.join(timeout=30)
+        reaper.join(timeout=30)
+    assert outcome, "the paused owner's commit went through"
+
+
 def test_a_clean_stop_frees_the_leases_at_once(pair):
     (_, _, a), (_, _, b) = pair
     assert a.claim("k") is not None

@@ -241,9 +241,15 @@ _V4 = [
     "ALTER TABLE instances ADD COLUMN probe_ready boolean NOT NULL DEFAULT false",
 ]
 
+# `backend_pid`: the writer connection's server process as of the last heartbeat. An instance
+# declared dead may be paused inside a transaction whose row locks (its lease renewal's among
+# them) would hold its lanes until it wakes: declaring it dead also ends that session.
+_V5 = ["ALTER TABLE instances ADD COLUMN backend_pid integer"]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
     (3, "platform event claims, pairing, thread participation, sends", _V3),
     (4, "the per-lane writer lock, the liveness lock of instances", _V4),
+    (5, "the writer session of each instance", _V5),
 ]

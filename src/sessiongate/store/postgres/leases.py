@@ -109,7 +109,23 @@ _RENEW_LANES = """
 UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
 WHERE owner = %(owner)s AND expires_at > now()
 """
-_BEAT = "UPDATE instances SET heartbeat_at = now() WHERE instance_id = %s AND state = 'live'"
+_BEAT = """
+UPDATE instances SET heartbeat_at = now(), backend_pid = pg_backend_pid()
+WHERE instance_id = %s AND state = 'live'
+"""
+# The writer sessions of instances just declared dead. A session that started after the last
+# heartbeat is not theirs (a server process id is reused only once its session has ended).
+_END_WRITERS = """
+SELECT pg_terminate_backend(a.pid, 2000) FROM pg_stat_activity a
+JOIN instances i ON a.pid = i.backend_pid AND a.backend_start <= i.heartbeat_at
+WHERE i.instance_id = ANY(%s::text[]) AND a.pid <> pg_backend_pid()
+"""
+_END_STALE_WRITERS = """
+SELECT pg_terminate_backend(a.pid, 2000) FROM pg_stat_activity a
+JOIN instances i ON a.pid = i.backend_pid AND a.backend_start <= i.heartbeat_at
+WHERE i.state = 'live' AND i.heartbeat_at < now() - make_interval(secs => %s)
+  AND a.pid <> pg_backend_pid()
+"""
 # A leader renews its own lease at the same epoch, or takes a free or expired one (epoch + 1).
 _CLAIM_LEADER = """
 INSERT INTO leader_lease AS l (name, owner, epoch, expires_at)
@@ -138,7 +154,8 @@ FROM instances i ORDER BY i.started_at, i.instance_id
 
 def register_instance(conn: psycopg.Connection[Any], instance_id: str, host: str, pid: int) -> None:
     conn.execute(
-        "INSERT INTO instances (instance_id, host, pid) VALUES (%s, %s, %s)",
+        "INSERT INTO instances (instance_id, host, pid, backend_pid) "
+        "VALUES (%s, %s, %s, pg_backend_pid())",
         (instance_id, host, pid),
     )
 
@@ -161,6 +178,10 @@ def stop_instance(conn: psycopg.Connection[Any], instance_id: str) -> None:
 def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
     """Instances whose heartbeat is older than `stale_after` seconds become dead and their
     leases expire now; the takeover still raises each epoch."""
+    # Their writer sessions end first: one paused inside a transaction may hold the very
+    # instance row this update takes (a pipelined transaction never counts as "idle in
+    # transaction", so the server's timeout would not end it).
+    conn.execute(_END_STALE_WRITERS, (stale_after,)).fetchall()
     rows = conn.execute(
         "UPDATE instances SET state = 'dead' WHERE state = 'live' "
         "AND heartbeat_at < now() - make_interval(secs => %s) RETURNING instance_id",
@@ -168,12 +189,7 @@ def mark_dead(conn: psycopg.Connection[Any], stale_after: float) -> list[str]:
     ).fetchall()
     dead = [r[0] for r in rows]
     if dead:
-        conn.execute(
-            "UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
-        )
-        conn.execute(
-            "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
-        )
+        _expire_leases_of(conn, dead)
     return dead
 
 
@@ -194,18 +210,24 @@ def drop_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
     )
 
 
+def _expire_leases_of(conn: psycopg.Connection[Any], dead: list[str]) -> None:
+    # A dead instance paused mid-transaction holds its row locks until it wakes, and a
+    # pipelined transaction is never "idle in transaction" for the server's timeout to end it:
+    # end its writer session first, so neither these updates nor a successor's claim wait.
+    conn.execute(_END_WRITERS, (dead,)).fetchall()
+    conn.execute("UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,))
+    conn.execute(
+        "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
+    )
+
+
 def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[str]:
     """Instances with a heartbeat `late` seconds old whose process is gone become dead, and
     their leases expire now (a takeover still raises each epoch)."""
     rows = conn.execute(_VANISHED, {"me": me, "late": late}).fetchall()
     dead = [r[0] for r in rows]
     if dead:
-        conn.execute(
-            "UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
-        )
-        conn.execute(
-            "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
-        )
+        _expire_leases_of(conn, dead)
     return dead
 
 
