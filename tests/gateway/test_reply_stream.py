@@ -179,3 +179,23 @@ async def test_a_terminal_marks_the_abandoned_text_and_prints_the_retry_on_its_o
         await adapter.run()
     mark = RETRY_MARK.format(attempt=2)
     assert "".join(printed) == f"agent> The answer is {mark}\nagent> The answer is 42.\n"
+
+
+async def test_a_stream_starts_only_once_the_reply_has_taken_stream_after(start, clock):
+    adapter = EditingAdapter(min_edit_interval=1.0)
+    adapter.stream_after = 2.0  # type: ignore[attr-defined]
+    await start(adapter, TickingAgent(clock, ["a", "b", "c", "d", "e", "f", "g"], step=0.4))
+    await adapter.receive("go")
+    assert adapter.calls == [
+        ("start", "abcde"),  # t=2.0: the first delta past the hold
+        ("finish", "abcdefg"),  # t=2.8: too soon for an edit
+    ]
+
+
+async def test_a_quick_reply_within_stream_after_is_one_message_without_edits(start, clock):
+    adapter = EditingAdapter(min_edit_interval=1.0)
+    adapter.stream_after = 2.0  # type: ignore[attr-defined]
+    await start(adapter, TickingAgent(clock, ["x", "y", "z"], step=0.1))
+    await adapter.receive("go")
+    assert adapter.calls == []
+    assert adapter.texts() == ["xyz"]

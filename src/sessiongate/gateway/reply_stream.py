@@ -9,7 +9,9 @@ When the agent's model call is retried (`StreamRetry`), the text shown so far is
 turn's pieces start over, so the next edit replaces the message's text with the new attempt's
 (edits always carry the whole text, never an addition). An adapter with the optional
 `restart_stream(source, handle, *, attempt)` is told at once (a terminal, which can only
-append, marks the abandoned line); others simply get the next edit.
+append, marks the abandoned line); others simply get the next edit. An adapter's optional
+`stream_after` (seconds) holds the first post until the reply has been generating that long,
+so a quick reply is one message with no edits.
 
 The streamed message is a view, not the delivery: the reply is journalled `delivered` only
 after `finish` succeeds, and a reply whose stream broke is sent whole instead, so a failed
@@ -43,6 +45,7 @@ class ReplyStream:
         "_clock",
         "_handle",
         "_last_edit",
+        "_opened",
         "_source",
         "_timeout",
         "_turn_id",
@@ -65,6 +68,7 @@ class ReplyStream:
         self._handle: str | None = None
         self._last_edit = 0.0
         self._broken = False
+        self._opened = clock.monotonic()
 
     async def update(self, pieces: Sequence[str]) -> None:
         """The reply so far (its pieces): starts the message, or edits it when the interval
@@ -72,7 +76,10 @@ class ReplyStream:
         if self._broken:
             return
         now = self._clock.monotonic()
-        if self._handle is not None and now - self._last_edit < self._adapter.min_edit_interval:
+        if self._handle is None:
+            if now - self._opened < getattr(self._adapter, "stream_after", 0.0):
+                return  # a quick reply goes out whole: no preview, no edits
+        elif now - self._last_edit < self._adapter.min_edit_interval:
             return  # the next delta past the interval, or `finish`, shows this text
         text = "".join(pieces)  # only when shown: a long reply is not joined per delta
         if not text:

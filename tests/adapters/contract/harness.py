@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
+from sessiongate.core.turn_events import TextDelta, TurnEnd
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from sessiongate import SessionStore
     from sessiongate.adapters.kit import ClockSleep, KitAdapter, PlatformEvent
@@ -190,8 +191,11 @@ class BlockingEcho:
         self._gate = asyncio.Event()
         self.requests: list[TurnRequest] = []
 
-    def factory(self, key: str) -> BlockingEcho:
-        return self
+        # (clock, step, pieces): turns stream `pieces`, the clock moved `step` s before each.
+        self.stream: tuple[FakeClock, float, list[str]] | None = None
+
+    def factory(self, key: str) -> BlockingEcho | StreamingEcho:
+        return self if self.stream is None else StreamingEcho(self, *self.stream)
 
     async def run_turn(self, request: TurnRequest) -> TurnResult:
         self.requests.append(request)
@@ -210,6 +214,32 @@ class BlockingEcho:
     def release(self) -> None:
         self.blocking = False
         self._gate.set()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class StreamingEcho:
+    """A reply generated slowly (on the fake clock), for the streamed-edit path."""
+
+    def __init__(self, echo: BlockingEcho, clock: FakeClock, step: float, pieces: list[str]):
+        self.echo = echo
+        self.clock = clock
+        self.step = step
+        self.pieces = pieces
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[Any]:
+        self.echo.requests.append(request)
+        for piece in self.pieces:
+            self.clock.advance(self.step)
+            yield TextDelta(piece)
+        yield TurnEnd("".join(self.pieces))
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        raise AssertionError("a streaming agent is streamed")
+
+    async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        return "summary"
 
     async def aclose(self) -> None:
         return None

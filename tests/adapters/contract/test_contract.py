@@ -515,6 +515,28 @@ async def test_a_streamed_reply_is_one_message_edited_in_place(harness):
     assert all(b - a >= harness.edit_interval for a, b in itertools.pairwise(times))
 
 
+async def test_a_slow_reply_streams_through_the_gateway_into_one_message(harness):
+    """#25 end to end: the gateway streams a reply still being generated after the adapter's
+    `stream_after` into one message edited in place, and finishes it there."""
+    pieces = ["Once", " upon", " a", " time", ",", " the", " end."]
+    harness.agent.stream = (harness.clock, 0.5, pieces)
+    harness.push(Msg("tell me"))
+    await harness.settle()
+    (posted,) = harness.posted()
+    assert posted.text == "Once upon a time, the end."
+    assert harness.calls("send") == 1
+    assert harness.calls("edit") >= 2  # the previews, and the final text in place
+
+
+async def test_a_quick_reply_is_one_message_with_no_edits(harness):
+    """#25: a reply done before `stream_after` is sent once, never previewed."""
+    harness.agent.stream = (harness.clock, 0.1, ["quick", " answer"])
+    harness.push(Msg("hi"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["quick answer"]
+    assert harness.calls("edit") == 0
+
+
 async def test_a_streamed_reply_whose_final_edit_fails_is_posted_fresh(harness):
     """#25: never a preview and a final both: the preview is deleted."""
     source = harness.source(Msg("x"))

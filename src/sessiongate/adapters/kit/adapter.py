@@ -134,6 +134,9 @@ class KitAdapter:
     authorizes_senders: ClassVar[bool] = True
     # Telegram edits at most once a second per chat; platforms override.
     edit_interval: ClassVar[float] = 1.0
+    # A reply streams (one message edited in place) only once it has been generating this
+    # long: a quick reply arrives as one message, with no preview and no edit to spend.
+    stream_after: ClassVar[float] = 1.0
     # Seconds between typing calls: a little under how long the platform shows one (Telegram
     # about 5 s); platforms override.
     typing_interval: ClassVar[float] = 4.5
@@ -718,6 +721,27 @@ class KitAdapter:
             where = self.outbox.chunk_target(target, after + len(ids))
             ids += await self.outbox.deliver(where, "\n".join(notices))
         return ids
+
+    # The gateway's `StreamingAdapter`: the handle is the turn id, since the preview message
+    # may not exist yet (its first post waits out a rate limit); `send` finishes the stream.
+
+    @property
+    def min_edit_interval(self) -> float:
+        return self.edit_interval
+
+    async def start_stream(self, source: SessionSource, text: str, *, turn_id: int) -> str:
+        await self.open_stream(source, turn_id=turn_id).update(text)
+        return str(turn_id)
+
+    async def edit_stream(self, source: SessionSource, handle: str, text: str) -> None:
+        stream = self._streams.get(int(handle))
+        if stream is not None:
+            await stream.update(text)
+
+    async def finish_stream(
+        self, source: SessionSource, handle: str, text: str, *, turn_id: int
+    ) -> None:
+        await self.send(source, text, turn_id=turn_id)
 
     def open_stream(self, source: SessionSource, *, turn_id: int) -> EditStream:
         """An in-place streamed reply for `turn_id`; `send` for that turn finishes it."""
