@@ -6,8 +6,9 @@ and, on PostgreSQL, a fresh schema that all its instances share, dropped afterwa
 instances start one at a time (the first applies the migrations) and each must answer
 `GET /healthz` before the load begins. The load is `chats` concurrent chat clients over HTTP,
 each sending its next message only after the previous one was replied to, chat k always to
-instance k mod n (round robin), `turns` turns in all. A few warm-up turns per instance go
-first and are not counted.
+instance k mod n (round robin; a waiting request on an instance that does not own the chat's
+lane is not told of the owner's reply, docs/SCALING.md), `turns` turns in all. A few warm-up
+turns per instance go first and are not counted.
 
 The section is skipped with the reason without a PostgreSQL server (`--postgres-url` or
 `SESSIONGATE_BENCH_POSTGRES_URL`). The clients run in the benchmark's own process on the same
