@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway import GatewayRunner, MessageEvent
 
 __all__ = [
+    "GatewayServer",
     "GatewaySizes",
     "latency_summary",
     "main",
@@ -313,7 +314,7 @@ def _populate(home: Path, sessions: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- servers
 
 
-class _Server:
+class GatewayServer:
     """`sessiongate run` on 127.0.0.1 in a child process, stopped with SIGTERM."""
 
     def __init__(self, home: Path, *, timeout_s: float, env: dict[str, str] | None = None) -> None:
@@ -416,7 +417,7 @@ def _messages(count: int, chats: int, *, prefix: str, offset: int = 0) -> list[d
 
 
 def _measure_http(home: Path, sizes: GatewaySizes, *, timeout_s: float) -> dict[str, Any]:
-    server = _Server(home, timeout_s=timeout_s)
+    server = GatewayServer(home, timeout_s=timeout_s)
     try:
         asyncio.run(_drive(server.url, _messages(50, 50, prefix="warm"), concurrency=1))
         _, sequential = asyncio.run(
@@ -460,7 +461,7 @@ def _serve_known(
     home: Path, sizes: GatewaySizes, *, env: dict[str, str], timeout_s: float
 ) -> dict[str, Any]:
     """Serve a populated home, answer `memory_turns` requests, read the server's memory."""
-    server = _Server(home, env=env, timeout_s=timeout_s)
+    server = GatewayServer(home, env=env, timeout_s=timeout_s)
     try:
         chats = min(sizes.chats, sizes.known_sessions)
         asyncio.run(

@@ -32,6 +32,7 @@ from sessiongate.bench.contenders import (
     select_stores,
 )
 from sessiongate.bench.gateway import run_gateway_section
+from sessiongate.bench.instances import run_instances_section
 from sessiongate.bench.machine import describe_machine
 from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.postgres import postgres_url_from
@@ -123,6 +124,7 @@ def run_bench(
         "stores": stores,
         "skipped": skipped,
         "gateway": run_gateway_section(quick=quick, postgres_url=postgres_url_from(postgres_url)),
+        "instances": run_instances_section(postgres_url_from(postgres_url), quick=quick),
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),

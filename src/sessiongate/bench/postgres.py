@@ -53,10 +53,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_URL",
+    "bench_schema",
     "count_trace",
     "postgres_url_from",
     "run_postgres_section",
     "server_cpu_reader",
+    "server_problem",
     "traced_turns",
 ]
 
@@ -80,7 +82,7 @@ def run_postgres_section(
     """`{"status": "ok", "in_process": {...}}`, or skipped / error with the reason."""
     if url is None:
         return {"status": "skipped", "reason": HOW_TO}
-    problem = _server_problem(url)
+    problem = server_problem(url)
     if problem is not None:
         return {"status": "skipped", "reason": problem}
     command = [sys.executable, "-m", "sessiongate.bench.postgres", url]
@@ -101,7 +103,7 @@ def run_postgres_section(
     return {"status": "ok", "chats": chats, "turns": turns, "in_process": in_process}
 
 
-def _server_problem(url: str) -> str | None:
+def server_problem(url: str) -> str | None:
     try:
         import psycopg
     except ImportError:
@@ -117,7 +119,7 @@ def _server_problem(url: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _schema(url: str, *, settings: str = "") -> Iterator[str]:
+def bench_schema(url: str, *, settings: str = "") -> Iterator[str]:
     """A fresh schema on `url`; yields the URL that uses it (with the server `settings`,
     `-c name=value` options), drops it afterwards."""
     import psycopg
@@ -212,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chats", type=int)
     parser.add_argument("turns", type=int)
     args = parser.parse_args(argv)
-    with _schema(args.url) as url:
+    with bench_schema(args.url) as url:
         result = asyncio.run(measure_in_process(args.work / "a", args.chats, args.turns, url=url))
-    with _schema(args.url, settings=ASYNC_COMMIT) as url:
+    with bench_schema(args.url, settings=ASYNC_COMMIT) as url:
         result["async_commit"] = asyncio.run(
             measure_in_process(args.work / "b", args.chats, args.turns, url=url)
         )

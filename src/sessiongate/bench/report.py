@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.bench.instances import instances_lines
 from sessiongate.bench.streaming import streaming_goals
 
 if TYPE_CHECKING:
@@ -480,6 +481,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     else:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")
+    lines += instances_lines(results.get("instances", {}))
     lines += _telegram_lines(results.get("telegram", {}))
     tree = results.get("tree", {})
     if tree.get("status") == "ok":
