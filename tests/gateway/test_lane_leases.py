@@ -113,6 +113,27 @@ async def test_another_instance_accepts_but_the_owner_runs_the_lane_in_order(
     assert users[1].index("two") < users[1].index("three")
 
 
+async def test_a_caller_waiting_on_another_instance_gets_the_owners_reply(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    # Behind a load balancer the message that waits for its reply may land on an instance
+    # that does not own the lane: it is answered from the journal once the owner's turn ends.
+    hub, a, b = await two(make_gateway, tmp_path, shared)
+    hub.blocking = True
+    first = asyncio.create_task(a.adapter.receive("one", message_id="m1"))
+    await hub.next_started()
+    waiting = asyncio.create_task(b.adapter.receive("two", message_id="b1"))
+    await until(lambda: a.lanes.queue_depth(KEY) == 1, "B's message waits on A's lane")
+    hub.blocking = False
+    hub.release_all()
+    assert (await first).reply == "re: one"
+    async with asyncio.timeout(HANG_GUARD_SECONDS):
+        receipt = await waiting
+    assert receipt.status.value == "replied"
+    assert receipt.reply == "re: two"
+    assert hub.max_active[KEY] == 1
+
+
 async def test_a_stale_owner_is_fenced_and_the_next_owner_recovers_its_turn(
     shared, pg_schema, make_gateway, tmp_path
 ):

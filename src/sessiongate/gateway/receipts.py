@@ -99,5 +99,9 @@ class Waiters:
         for inbox_id in list(self._by_row) + list(self._watches):
             self.resolve(inbox_id, status)
 
+    def rows(self) -> list[int]:
+        """The inbox rows someone waits on or watches."""
+        return list(self._by_row.keys() | self._watches.keys())
+
     def __len__(self) -> int:
         return sum(len(entry[2]) for entry in self._by_row.values())

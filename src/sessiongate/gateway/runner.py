@@ -98,6 +98,14 @@ __all__ = ["ARCHIVED_NOTICE", "GatewayRunner", "RunnerStatistics"]
 
 log = logging.getLogger(__name__)
 
+# How often a caller waiting here for a turn another instance runs looks at the journal.
+REMOTE_OUTCOME_POLL_SECONDS = 0.25
+_REMOTE_OUTCOMES = {
+    TurnState.REPLIED: ReceiptStatus.REPLIED,
+    TurnState.DELIVERED: ReceiptStatus.REPLIED,
+    TurnState.FAILED: ReceiptStatus.FAILED,
+    TurnState.INTERRUPTED: ReceiptStatus.INTERRUPTED,
+}
 _SHUTTING_DOWN = "The gateway is shutting down; please send your message again shortly."
 ARCHIVED_NOTICE = (
     "This conversation is archived and takes no new messages; it has to be unarchived "
@@ -274,6 +282,7 @@ class GatewayRunner:
         self._spawn(self.presence.run(self._housekeeping_stop))
         if self.leases.shared:
             self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
+            self._spawn(self._follow_remote_outcomes(self._housekeeping_stop))
             if self._wakeups is not None and self.presence.ownership is not None:
                 self._wakeups.listen(self.presence.ownership.instance_id)
         self._accepting = True
@@ -853,6 +862,34 @@ class GatewayRunner:
         if future is None:
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, turn_id)
         return await future
+
+    async def _follow_remote_outcomes(self, stop: asyncio.Event) -> None:
+        """On a shared database a message accepted here may run on the instance owning its
+        lane: its waiting caller is answered from the journal once that turn has ended."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), REMOTE_OUTCOME_POLL_SECONDS)
+            except TimeoutError:
+                pass
+            else:
+                return
+            for inbox_id in self._waiters.rows():
+                try:
+                    turn = self.lane_store.get_turn(inbox_id)
+                except StoreUnavailableError:
+                    break
+                # A lane held here is answered by its own turn, with the richer receipt.
+                if turn is None or turn.inbox_id != inbox_id or self.leases.holds(turn.session_key):
+                    continue
+                status = _REMOTE_OUTCOMES.get(turn.state)
+                if status is not None:
+                    self._waiters.resolve(
+                        inbox_id,
+                        status,
+                        reply=turn.reply,
+                        turn_id=turn.id,
+                        session_id=turn.session_id,
+                    )
 
     async def _duplicate(self, seen: SeenRecord, *, wait: bool) -> Receipt:
         self._counters.duplicates += 1
