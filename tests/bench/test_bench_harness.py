@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sessiongate.bench import Sizes, run_bench
+from sessiongate.bench.postgres import ENV_URL
 from sessiongate.bench.report import NOTES_END, NOTES_START, write_markdown
 
 TINY = Sizes(
@@ -39,15 +40,19 @@ Bench = tuple[dict[str, Any], dict[str, Any], Path]
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
     root = tmp_path_factory.mktemp("bench")
     json_path = root / "results.json"
-    results = run_bench(
-        quick=True,
-        out_dir=root / "docs",
-        contenders=["sessiongate", "sqlite"],
-        json_path=json_path,
-        progress=False,
-        sizes=TINY,
-        work_dir=root / "work",
-    )
+    # Without a server named (as on a machine without PostgreSQL, whatever this one exports):
+    # test_bench_postgres.py and test_bench_instances.py measure those sections on a server.
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv(ENV_URL, raising=False)
+        results = run_bench(
+            quick=True,
+            out_dir=root / "docs",
+            contenders=["sessiongate", "sqlite"],
+            json_path=json_path,
+            progress=False,
+            sizes=TINY,
+            work_dir=root / "work",
+        )
     return results, json.loads(json_path.read_text()), root
 
 
