@@ -211,10 +211,6 @@ def drop_liveness(conn: psycopg.Connection[Any], instance_id: str) -> None:
 
 
 def _expire_leases_of(conn: psycopg.Connection[Any], dead: list[str]) -> None:
-    # A dead instance paused mid-transaction holds its row locks until it wakes, and a
-    # pipelined transaction is never "idle in transaction" for the server's timeout to end it:
-    # end its writer session first, so neither these updates nor a successor's claim wait.
-    conn.execute(_END_WRITERS, (dead,)).fetchall()
     conn.execute("UPDATE lane_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,))
     conn.execute(
         "UPDATE leader_lease SET expires_at = now() WHERE owner = ANY(%s::text[])", (dead,)
@@ -227,6 +223,9 @@ def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[s
     rows = conn.execute(_VANISHED, {"me": me, "late": late}).fetchall()
     dead = [r[0] for r in rows]
     if dead:
+        # Its liveness lock is free, but its writer may live on (only that other connection
+        # was cut): end it, so its row locks hold neither these updates nor a successor.
+        conn.execute(_END_WRITERS, (dead,)).fetchall()
         _expire_leases_of(conn, dead)
     return dead
 
