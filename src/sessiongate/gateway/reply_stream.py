@@ -47,6 +47,7 @@ class ReplyStream:
         "_last_edit",
         "_opened",
         "_source",
+        "_stream_after",
         "_timeout",
         "_turn_id",
     )
@@ -69,6 +70,7 @@ class ReplyStream:
         self._last_edit = 0.0
         self._broken = False
         self._opened = clock.monotonic()
+        self._stream_after: float = getattr(adapter, "stream_after", 0.0)
 
     async def update(self, pieces: Sequence[str]) -> None:
         """The reply so far (its pieces): starts the message, or edits it when the interval
@@ -77,7 +79,7 @@ class ReplyStream:
             return
         now = self._clock.monotonic()
         if self._handle is None:
-            if now - self._opened < getattr(self._adapter, "stream_after", 0.0):
+            if now - self._opened < self._stream_after:
                 return  # a quick reply goes out whole: no preview, no edits
         elif now - self._last_edit < self._adapter.min_edit_interval:
             return  # the next delta past the interval, or `finish`, shows this text
