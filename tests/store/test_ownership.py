@@ -86,6 +86,28 @@ def test_a_stale_owner_cannot_commit_an_outcome_and_nothing_of_it_is_written(pai
     assert turn.state == "running"  # still the successor's to resume, not replied
 
 
+def test_a_lost_lease_fails_the_transaction_even_when_nothing_reads_before_the_commit(pair):
+    (store_a, _lanes_a, a), (store_b, _, b) = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+    expire(store_a)
+    successor = b.claim(entry.session_key)
+    assert successor is not None
+    # The body only queues (the lane lock): the renewal's refusal comes with the commit's
+    # answer, and is still the lease's error.
+    with pytest.raises(LeaseLostError), a.fenced(lease, lock_lane=True):
+        pass
+    assert a.fenced_commits == 1
+    # A refusal inside a nested call (a savepoint made after the failed renewal) too.
+    with pytest.raises(LeaseLostError), a.fenced(lease):
+        store_a.suspend_session(entry.session_key)
+    assert a.fenced_commits == 2
+    assert store_b.get_session(entry.session_key).suspended is False
+    with b.fenced(successor):
+        pass  # the successor's lease is untouched
+
+
 def test_an_owner_commits_under_its_lease_and_the_commit_renews_it(pair):
     (store_a, _lanes_a, a), _ = pair
     entry = store_a.get_or_create_session(SOURCE)

@@ -4,9 +4,11 @@ DESIGN decision 12: a lane belongs to one instance at an epoch, and a turn's out
 only while that ownership holds. `fenced(lease)` is the outer transaction of an outcome: its
 first statement renews the lease at the lease's own epoch, and the `LaneStore` and
 `SessionStore` calls inside it become savepoints of that one transaction, so either all of the
-outcome commits under a lease still held, or `LeaseLostError` is raised and nothing does. The
-renewal's row lock lasts to the commit: a successor's takeover waits for it, then finds the
-lease unexpired and fails. Timeouts only decide when a lane may be taken over.
+outcome commits under a lease still held, or `LeaseLostError` is raised and nothing does. A
+lane's renewal fails the transaction itself, so its answer is not waited for on its own: the
+error may come with a later statement or the commit. The renewal's row lock lasts to the
+commit: a successor's takeover waits for it, then finds the lease unexpired and fails.
+Timeouts only decide when a lane may be taken over.
 
 The same holds for singular roles (`claim_leader`): a Telegram poller, a Discord socket, Slack
 Socket Mode run on the one instance leading their role, and `hold_leader` before each platform
@@ -174,23 +176,24 @@ class Ownership:
         """One transaction that commits only while `lease` holds at its epoch; with
         `lock_lane`, it also holds the lane's writer lock (as accepts do), so what it reads of
         the lane's waiting rows cannot change under it."""
-        with self._backend.transaction() as tx:
-            if lease.kind == "leader":
-                held = tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl)
-            else:
-                held = tx.hold_lane(lease.name, lease.owner, lease.epoch, self.ttl)
-            if not held:
-                self.fenced_commits += 1
-                log.warning(
-                    "write fenced: the lease moved on",
-                    extra={"lease": lease.name, "epoch": lease.epoch},
-                )
-                raise LeaseLostError(
-                    f"{lease.name!r} is no longer owned by {lease.owner} at epoch {lease.epoch}"
-                )
-            if lock_lane:
-                tx.lock_lane(lease.name)
-            yield
+        try:
+            with self._backend.transaction() as tx:
+                if lease.kind != "leader":
+                    tx.fence_lane(lease.name, lease.owner, lease.epoch, self.ttl)
+                elif not tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl):
+                    raise LeaseLostError(
+                        f"{lease.name!r} is no longer led by {lease.owner} at epoch {lease.epoch}"
+                    )
+                if lock_lane:
+                    tx.lock_lane(lease.name)
+                yield
+        except LeaseLostError:
+            self.fenced_commits += 1
+            log.warning(
+                "write fenced: the lease moved on",
+                extra={"lease": lease.name, "epoch": lease.epoch},
+            )
+            raise
 
     def wanting_owner(self, limit: int = 16) -> list[str]:
         """Lanes with work and no live owner, or owned here: the sweep's ground truth."""

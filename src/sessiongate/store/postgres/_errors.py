@@ -11,6 +11,7 @@ from psycopg import errors as pg_errors
 from sessiongate.errors import (
     ConflictError,
     InvalidEntryError,
+    LeaseLostError,
     StoreCorruptError,
     StoreUnavailableError,
 )
@@ -18,25 +19,32 @@ from sessiongate.errors import (
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["translate_errors"]
+__all__ = ["LEASE_LOST", "translate_errors"]
+
+# What `sg_fence_lane` raises when the lane's lease is no longer the transaction's to renew.
+LEASE_LOST = "SGL01"
 
 
 @contextlib.contextmanager
 def translate_errors() -> Iterator[None]:
     try:
         yield
-    except pg_errors.IntegrityError as exc:
-        raise ConflictError(f"the write conflicts with stored data: {exc}") from exc
-    except pg_errors.UntranslatableCharacter as exc:
-        raise InvalidEntryError(f"text the database cannot store: {exc}") from exc
-    except pg_errors.DataError as exc:
-        # NUL characters and the like: the input, not the database, is at fault.
-        raise InvalidEntryError(f"text the database cannot store: {exc}") from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-        raise StoreUnavailableError(f"the database is unavailable: {exc}") from exc
     except psycopg.Error as exc:
-        raise StoreCorruptError(f"database error: {exc}") from exc
+        raise _translated(exc) from exc
     except UnicodeEncodeError as exc:
         raise InvalidEntryError(
             "text must be valid Unicode (no lone surrogates such as \\ud800)"
         ) from exc
+
+
+def _translated(exc: psycopg.Error) -> Exception:
+    if exc.sqlstate == LEASE_LOST:
+        return LeaseLostError(exc.diag.message_primary or "the lane's lease moved on")
+    if isinstance(exc, pg_errors.IntegrityError):
+        return ConflictError(f"the write conflicts with stored data: {exc}")
+    if isinstance(exc, pg_errors.DataError):
+        # NUL characters and the like: the input, not the database, is at fault.
+        return InvalidEntryError(f"text the database cannot store: {exc}")
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return StoreUnavailableError(f"the database is unavailable: {exc}")
+    return StoreCorruptError(f"database error: {exc}")

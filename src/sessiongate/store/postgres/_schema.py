@@ -246,10 +246,29 @@ _V4 = [
 # them) would hold its lanes until it wakes: declaring it dead also ends that session.
 _V5 = ["ALTER TABLE instances ADD COLUMN backend_pid integer"]
 
+# The fence as a statement that fails its transaction: a renewal refused raises `SGL01`
+# (`_errors.LEASE_LOST`), so the renewal is sent with the transaction's next statements and
+# its answer is never waited for on its own (`PostgresTx.fence_lane`).
+_V6 = [
+    """CREATE FUNCTION sg_fence_lane(p_key text, p_owner text, p_epoch bigint, p_ttl float8)
+        RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE lane_lease SET expires_at = now() + make_interval(secs => p_ttl)
+        WHERE session_key = p_key AND owner = p_owner AND epoch = p_epoch
+          AND expires_at > now();
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'SGL01',
+                MESSAGE = format('lane %L is no longer owned by %s at epoch %s',
+                                 p_key, p_owner, p_epoch);
+        END IF;
+    END $$""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
     (3, "platform event claims, pairing, thread participation, sends", _V3),
     (4, "the per-lane writer lock, the liveness lock of instances", _V4),
     (5, "the writer session of each instance", _V5),
+    (6, "the lane fence as a statement that fails its transaction", _V6),
 ]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from sessiongate.errors import StoreUnavailableError
+from sessiongate.errors import LeaseLostError, StoreUnavailableError
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
@@ -204,13 +204,17 @@ class PostgresDatabase:
             with translate_errors():
                 yield
                 wire.settle()
-        except BaseException:
+        except BaseException as exc:
             del self._tx.notes[mark:]
             self._tx.forget_locks()
             # Rolled back and released: with it go the ones made inside it.
             del kept[_index_of(kept, name) :]
-            with translate_errors():
-                wire.undo_savepoint(name)
+            if not isinstance(exc, LeaseLostError):
+                # A lost lease failed the whole transaction, possibly before this savepoint
+                # was made (the renewal's answer comes with a later statement's): nothing
+                # to roll back to, and the transaction's own rollback follows.
+                with translate_errors():
+                    wire.undo_savepoint(name)
             raise
         else:
             kept[_index_of(kept, name)][1] = False

@@ -6,13 +6,13 @@ per lane; see `research/scaleout.md`):
   earlier owner;
 - a renewal touches only leases that have not expired, so an expired lease is claimed again
   under a new epoch, never revived;
-- `hold_lane` is the first statement of a fenced transaction: it renews the lease at the
-  caller's epoch or reports it lost, and its row lock lasts to the commit.
+- `fence_lane` is the first statement of a fenced transaction: it renews the lease at the
+  caller's epoch or fails the transaction, and its row lock lasts to the commit.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import psycopg
@@ -21,8 +21,8 @@ __all__ = [
     "claim_lane",
     "claim_leader",
     "drop_liveness",
+    "fence_lane",
     "heartbeat",
-    "hold_lane",
     "hold_leader",
     "hold_liveness",
     "lane_in_flight",
@@ -37,6 +37,12 @@ __all__ = [
     "release_leader",
     "stop_instance",
 ]
+
+
+class Executes(Protocol):
+    """A connection, or a cursor of the writer's pipeline whose answers nobody waits for."""
+
+    def execute(self, query: Any, params: Any = ..., /) -> Any: ...
 
 # A claim never waits: a lease row locked by its owner's fenced commit (or by a paused owner
 # in the middle of one) is skipped, and the sweep asks again later, so a pause cannot stall
@@ -63,7 +69,6 @@ RETURNING epoch
 _LOCK_LANE = """
 INSERT INTO lane_seq AS s (session_key, next_seq) VALUES (%s, 1)
 ON CONFLICT (session_key) DO UPDATE SET next_seq = s.next_seq + 1
-RETURNING next_seq
 """
 # Lanes with work (a waiting row, a turn cut off or left for resume) and no live owner, or
 # owned here (a worker of this instance may have left while it still held the lease). Random
@@ -94,10 +99,6 @@ WHERE session_key = %s AND state IN ('accepted', 'running', 'replied') ORDER BY 
 _NUDGE = """
 SELECT pg_notify('sg_' || owner, session_key) FROM lane_lease
 WHERE session_key = %(key)s AND owner IS NOT NULL AND owner <> %(me)s AND expires_at > now()
-"""
-_HOLD_LANE = """
-UPDATE lane_lease SET expires_at = now() + make_interval(secs => %(ttl)s)
-WHERE session_key = %(key)s AND owner = %(owner)s AND epoch = %(epoch)s AND expires_at > now()
 """
 # The lane is given up only when nothing waits on it, checked under the lease's row lock.
 _RELEASE_LANE = """
@@ -239,11 +240,9 @@ def claim_lane(conn: psycopg.Connection[Any], key: str, owner: str, ttl: float) 
     return None if row is None else int(row[0])
 
 
-def lock_lane(conn: psycopg.Connection[Any], key: str) -> int:
-    """Take the lane's writer lock (to the end of the transaction); returns its sequence."""
-    row = conn.execute(_LOCK_LANE, (key,)).fetchone()
-    assert row is not None
-    return int(row[0])
+def lock_lane(run: Executes, key: str) -> None:
+    """Take the lane's writer lock (to the end of the transaction); nothing to read back."""
+    run.execute(_LOCK_LANE, (key,))
 
 
 def lanes_wanting_owner(conn: psycopg.Connection[Any], owner: str, limit: int) -> list[str]:
@@ -262,9 +261,10 @@ def nudge_lane_owner(conn: psycopg.Connection[Any], key: str, me: str) -> bool:
     return conn.execute(_NUDGE, {"key": key, "me": me}).fetchone() is not None
 
 
-def hold_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int, ttl: float) -> bool:
-    params = {"key": key, "owner": owner, "epoch": epoch, "ttl": ttl}
-    return conn.execute(_HOLD_LANE, params).rowcount == 1
+def fence_lane(run: Executes, key: str, owner: str, epoch: int, ttl: float) -> None:
+    """Renew the lease at `epoch`, or fail the transaction (`_errors.LEASE_LOST`): sent with
+    the statements after it, its answer is never waited for on its own."""
+    run.execute("SELECT sg_fence_lane(%s, %s, %s, %s)", (key, owner, epoch, ttl))
 
 
 def release_lane(conn: psycopg.Connection[Any], key: str, owner: str, epoch: int) -> bool:

@@ -426,7 +426,15 @@ class PostgresTx(PostgresPlatformState):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("_sure", "conn", "in_transaction", "locked_keys", "locked_routes", "notes")
+    __slots__ = (
+        "_sure",
+        "conn",
+        "in_transaction",
+        "locked_keys",
+        "locked_lanes",
+        "locked_routes",
+        "notes",
+    )
 
     def __init__(
         self, conn: psycopg.Connection[Any], sure: psycopg.Cursor[Any] | None = None
@@ -441,6 +449,8 @@ class PostgresTx(PostgresPlatformState):
         self.locked_routes: dict[str, tuple[Any, ...]] = {}
         # Keys of routes that did not exist, whose advisory lock this transaction holds.
         self.locked_keys: set[str] = set()
+        # Lanes whose writer lock (`lock_lane`) this transaction holds.
+        self.locked_lanes: set[str] = set()
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -452,6 +462,7 @@ class PostgresTx(PostgresPlatformState):
         """The transaction ended, or a savepoint rolled back (and its locks went with it)."""
         self.locked_routes.clear()
         self.locked_keys.clear()
+        self.locked_lanes.clear()
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).
@@ -1433,14 +1444,18 @@ class PostgresTx(PostgresPlatformState):
     def claim_lane(self, key: str, owner: str, ttl: float) -> int | None:
         return leases.claim_lane(self.conn, key, owner, ttl)
 
-    def hold_lane(self, key: str, owner: str, epoch: int, ttl: float) -> bool:
-        return leases.hold_lane(self.conn, key, owner, epoch, ttl)
+    def fence_lane(self, key: str, owner: str, epoch: int, ttl: float) -> None:
+        leases.fence_lane(self._sure or self.conn, key, owner, epoch, ttl)
 
     def release_lane(self, key: str, owner: str, epoch: int) -> bool:
         return leases.release_lane(self.conn, key, owner, epoch)
 
     def lock_lane(self, session_key: str) -> None:
-        leases.lock_lane(self.conn, session_key)
+        # Once per transaction: the lock lasts to its end (a savepoint rolled back may take
+        # it with it, and then `forget_locks` forgets it here too).
+        if session_key not in self.locked_lanes:
+            leases.lock_lane(self._sure or self.conn, session_key)
+            self.locked_lanes.add(session_key)
 
     def lanes_wanting_owner(self, owner: str, limit: int) -> list[str]:
         return leases.lanes_wanting_owner(self.conn, owner, limit)
