@@ -222,10 +222,13 @@ def test_the_reply_outcome_commits_everything_once(store, lanes):
     assert lanes.get_item(claim.item.id) is None
     after = store.get_session(entry.session_key)
     assert (after.resume_pending, after.input_tokens, after.last_prompt_tokens) == (False, 7, 7)
-    # A second commit of the same turn is refused as a whole: no duplicate transcript rows.
+    # A second commit of the same turn is refused as a whole: no duplicate transcript rows,
+    # and nothing new of it (a message more, its usage) either.
+    more = [*messages, {"role": "assistant", "content": "again"}]
     with pytest.raises(StaleWriteError, match="only delivery remains"):
-        lanes.commit_reply(claim, messages, reply="hello")
+        lanes.commit_reply(claim, more, reply="again", input_tokens=5)
     assert len(store.load_transcript(entry.session_id)) == 2
+    assert store.get_session(entry.session_key).input_tokens == 7
     lanes.mark_delivered(claim.turn.id)
     assert lanes.get_turn(claim.turn.id).state is TurnState.DELIVERED
 
@@ -300,7 +303,7 @@ def test_requeue_then_resume_counts_the_attempt_and_the_restart(store, lanes):
     # A resume is dispatched only from `accepted`.
     with pytest.raises(StaleWriteError, match="running"):
         lanes.claim_resume(claim.turn.id)
-    assert lanes.commit_reply(resumed, [{"role": "user", "content": "hi"}], reply="ok") is True
+    assert lanes.commit_reply(resumed, [{"role": "user", "content": "hi"}], reply="ok")() is True
     assert lanes.restart_count(entry.session_key) == 0
 
 

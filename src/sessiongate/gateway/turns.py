@@ -665,7 +665,7 @@ class TurnExecutor:
             notice = failure_notice(timed_out=False, timeout=0)
             await self.fail(claim, progress, error=f"unstorable reply: {exc}", notice=notice)
             return
-        if counter_reset:
+        if counter_reset():
             self._counts_changed()
         self._counters.completed += 1
         log.info("turn replied", extra={"session_key": turn.session_key, "turn_id": turn.id})

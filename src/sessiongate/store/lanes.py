@@ -577,17 +577,22 @@ class LaneStore:
         delivered: bool = False,
         first_index: int = 0,
         appended: list[int | None] | None = None,
-    ) -> bool:
+    ) -> Callable[[], bool]:
         """The replied outcome in one transaction: transcript rows (idempotent per turn: the
         first of `messages` is the turn's number `first_index`, see `append_turn_messages`),
         usage, journal -> replied (-> delivered too when `delivered`: the reply has no channel
         but the receipt), inbox row deleted, `resume_pending` cleared, stuck-loop counter
-        reset. Returns whether a counter was reset; the new entry ids go to `appended`. Raises
-        `SessionNotFoundError` when the session row is gone (nothing is written then)."""
+        reset. Returns a function telling whether a counter was reset, to call once the
+        caller's outermost transaction committed (on a shared database the answer comes with
+        the commit's); the new entry ids go to `appended`. Raises `SessionNotFoundError` when
+        the session row is gone (nothing is written then)."""
         turn = claim.turn
         now = self._now()
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.finish_reply(turn.id, at=now, reply=reply, delivered=delivered)
+            # `record_turn` reads it after the append: sent now, it is answered with the
+            # append's own answer.
+            conn.prefetch_route(turn.session_key)
             ids = self._store.append_messages(
                 turn.session_id,
                 list(messages),
@@ -612,7 +617,7 @@ class LaneStore:
                 self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
             _finished(conn, turn, TurnState.REPLIED)
-            return conn.reset_restart_count(turn.session_key)
+            return conn.reset_restart_count_later(turn.session_key)
 
     def commit_failure(
         self,

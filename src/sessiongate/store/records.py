@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sessiongate.errors import StaleWriteError
+
 __all__ = [
     "MEMORY_ROW_BASE",
     "TRANSITIONS",
@@ -32,6 +34,7 @@ __all__ = [
     "iso_from_us",
     "loads",
     "merged_slot",
+    "refused_turn",
     "row_to_event",
     "row_to_message",
     "to_us",
@@ -227,6 +230,21 @@ WHY_NOT: dict[TurnState, str] = {
     TurnState.FAILED: "it has failed",
     TurnState.INTERRUPTED: "it was interrupted",
 }
+
+
+def refused_turn(
+    turn_id: int, to: TurnState, allowed: list[str], state: str | None
+) -> StaleWriteError:
+    """The error of a transition the journal refused; `state` is the turn's (None: no turn)."""
+    if state is None:
+        return StaleWriteError(f"no turn {turn_id}", turn_id=turn_id, expected=None)
+    current = TurnState(state)
+    return StaleWriteError(
+        f"turn {turn_id} cannot become {to}: {WHY_NOT[current]}",
+        turn_id=turn_id,
+        expected=allowed,
+        state=str(current),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,14 +15,17 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.records import TurnState, refused_turn
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LEASE_LOST", "translate_errors"]
+__all__ = ["LEASE_LOST", "TURN_REFUSED", "translate_errors"]
 
 # What `sg_fence_lane` raises when the lane's lease is no longer the transaction's to renew.
 LEASE_LOST = "SGL01"
+# What `sg_finish_reply` raises for a turn that is not running: the message is its state.
+TURN_REFUSED = "SGT01"
 
 
 @contextlib.contextmanager
@@ -40,6 +43,10 @@ def translate_errors() -> Iterator[None]:
 def _translated(exc: psycopg.Error) -> Exception:
     if exc.sqlstate == LEASE_LOST:
         return LeaseLostError(exc.diag.message_primary or "the lane's lease moved on")
+    if exc.sqlstate == TURN_REFUSED:
+        state = exc.diag.message_primary or None
+        turn_id = int(exc.diag.message_detail or 0)
+        return refused_turn(turn_id, TurnState.REPLIED, [str(TurnState.RUNNING)], state)
     if isinstance(exc, pg_errors.IntegrityError):
         return ConflictError(f"the write conflicts with stored data: {exc}")
     if isinstance(exc, pg_errors.DataError):

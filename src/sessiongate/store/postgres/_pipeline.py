@@ -51,6 +51,8 @@ class Wire:
         # For writes the store's input cannot make fail (`PostgresTx._send_sure`): like the
         # control statements, they need no sync before a savepoint is released.
         self.sure = conn.cursor()
+        # Cursors of the open transaction whose answers are read after the commit (`later`).
+        self._later: list[psycopg.Cursor[Any]] = []
         self._pipeline: contextlib.ExitStack | None = None
 
     def begin(self) -> None:
@@ -58,6 +60,14 @@ class Wire:
         stack.enter_context(self.conn.pipeline())
         self._pipeline = stack
         self.control("BEGIN")
+
+    def later(self) -> psycopg.Cursor[Any]:
+        """A cursor for a statement read after the commit, or read by the store only when it
+        needs it (a route fetched ahead): like the sure writes, nothing syncs for it before a
+        savepoint is released."""
+        cursor = self.conn.cursor()
+        self._later.append(cursor)
+        return cursor
 
     def control(self, sql: str) -> None:
         """`BEGIN`, `SAVEPOINT`, `RELEASE`, `COMMIT`: queued, answered with the next wait."""
@@ -69,13 +79,14 @@ class Wire:
         pipeline = self.conn._pipeline
         if pipeline is None:
             return
-        quiet = (self._control, self.sure)
+        quiet = (self._control, self.sure, *self._later)
         if any(item is not None and item[0] not in quiet for item in pipeline.result_queue):
             pipeline.sync()
 
     def commit(self) -> None:
         self.control("COMMIT")
         stack, self._pipeline = self._pipeline, None
+        self._later = []
         if stack is not None:
             stack.close()  # the sync: raises the error of any statement still unanswered
 
@@ -91,6 +102,7 @@ class Wire:
     def rollback(self) -> None:
         """Leave pipeline mode and roll back; a connection already gone has rolled back."""
         stack, self._pipeline = self._pipeline, None
+        self._later = []
         try:
             if stack is not None:
                 stack.close()

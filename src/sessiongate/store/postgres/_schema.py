@@ -246,9 +246,10 @@ _V4 = [
 # them) would hold its lanes until it wakes: declaring it dead also ends that session.
 _V5 = ["ALTER TABLE instances ADD COLUMN backend_pid integer"]
 
-# The fence as a statement that fails its transaction: a renewal refused raises `SGL01`
-# (`_errors.LEASE_LOST`), so the renewal is sent with the transaction's next statements and
-# its answer is never waited for on its own (`PostgresTx.fence_lane`).
+# Statements that fail their transaction instead of answering how many rows they touched, so
+# they are sent with the transaction's next statements and never waited for on their own: the
+# fence (a renewal refused raises `SGL01`, `_errors.LEASE_LOST`; `PostgresTx.fence_lane`) and
+# a reply's journal step (`SGT01`, `_errors.TURN_REFUSED`).
 _V6 = [
     """CREATE FUNCTION sg_fence_lane(p_key text, p_owner text, p_epoch bigint, p_ttl float8)
         RETURNS void LANGUAGE plpgsql AS $$
@@ -262,6 +263,21 @@ _V6 = [
                                  p_key, p_owner, p_epoch);
         END IF;
     END $$""",
+    # Running -> replied (or delivered), or `SGT01` with the turn's state (no row: none).
+    """CREATE FUNCTION sg_finish_reply(p_id bigint, p_to text, p_reply text, p_at bigint)
+        RETURNS void LANGUAGE plpgsql AS $$
+    DECLARE
+        found_state text;
+    BEGIN
+        UPDATE turns SET state = p_to, reply = p_reply, finished_at = sg_ts(p_at),
+            delivered_at = CASE WHEN p_to = 'delivered' THEN sg_ts(p_at) END
+        WHERE id = p_id AND state = 'running';
+        IF NOT FOUND THEN
+            SELECT state INTO found_state FROM turns WHERE id = p_id;
+            RAISE EXCEPTION USING ERRCODE = 'SGT01', MESSAGE = coalesce(found_state, ''),
+                DETAIL = p_id::text;
+        END IF;
+    END $$""",
 ]
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
@@ -270,5 +286,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (3, "platform event claims, pairing, thread participation, sends", _V3),
     (4, "the per-lane writer lock, the liveness lock of instances", _V4),
     (5, "the writer session of each instance", _V5),
-    (6, "the lane fence as a statement that fails its transaction", _V6),
+    (6, "the lane fence and a reply's journal step as statements that fail their transaction", _V6),
 ]

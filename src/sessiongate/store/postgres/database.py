@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from sessiongate.errors import LeaseLostError, StoreUnavailableError
+from sessiongate.errors import SessiongateError, StaleWriteError, StoreUnavailableError
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
@@ -104,7 +104,7 @@ class PostgresDatabase:
         self._closed = False
         self.conn = _connect(url, prepare_threshold)
         self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn, self._wire.sure)
+        self._tx = PostgresTx(self.conn, self._wire)
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
@@ -209,12 +209,16 @@ class PostgresDatabase:
             self._tx.forget_locks()
             # Rolled back and released: with it go the ones made inside it.
             del kept[_index_of(kept, name) :]
-            if not isinstance(exc, LeaseLostError):
-                # A lost lease failed the whole transaction, possibly before this savepoint
-                # was made (the renewal's answer comes with a later statement's): nothing
-                # to roll back to, and the transaction's own rollback follows.
+            try:
                 with translate_errors():
                     wire.undo_savepoint(name)
+            except SessiongateError:
+                if not isinstance(exc, StaleWriteError):
+                    raise
+                # A refusal that fails the transaction (a lost lease, a turn not running)
+                # may come with a statement of this savepoint, made after the refused one:
+                # the server never made the savepoint, and an outer one or the transaction
+                # rolls back instead. The refusal is the error to tell.
             raise
         else:
             kept[_index_of(kept, name)][1] = False
@@ -251,7 +255,7 @@ class PostgresDatabase:
         self.conn.close()
         self.conn = _connect(self._dsn, self._prepare_threshold)
         self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn, self._wire.sure)
+        self._tx = PostgresTx(self.conn, self._wire)
         return self.conn
 
     @contextlib.contextmanager
@@ -354,6 +358,7 @@ def upgrade(conn: psycopg.Connection[Any]) -> list[int]:
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, now())",
                 (version, name),
+                prepare=False,  # once per migration, at start: not worth a prepared statement
             )
             applied.append(version)
         _refuse_newer(done)

@@ -44,6 +44,7 @@ class Executes(Protocol):
 
     def execute(self, query: Any, params: Any = ..., /) -> Any: ...
 
+
 # A claim never waits: a lease row locked by its owner's fenced commit (or by a paused owner
 # in the middle of one) is skipped, and the sweep asks again later, so a pause cannot stall
 # the claimer's one writer connection, and with it every other lane of that instance. A lease

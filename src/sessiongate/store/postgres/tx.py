@@ -21,12 +21,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
-from sessiongate.errors import StaleWriteError
 from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
-    WHY_NOT,
     EntryRecord,
     InboxKind,
     InboxRow,
@@ -39,6 +37,7 @@ from sessiongate.store.records import (
     iso_from_us,
     loads,
     merged_slot,
+    refused_turn,
     to_us,
 )
 
@@ -47,6 +46,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     import psycopg
+
+    from sessiongate.store.postgres._pipeline import Wire
 
 __all__ = ["PostgresTx"]
 
@@ -252,11 +253,8 @@ _START_TURN = (
     "WHERE inbox.id = %(inbox)s AND inbox.state = 'pending' RETURNING inbox.id) "
     "SELECT (SELECT id FROM t), (SELECT count(*) FROM c)"
 )
-_FINISH_REPLY = (
-    "UPDATE turns SET state = %(to)s, reply = %(reply)s, finished_at = sg_ts(%(at)s), "
-    "delivered_at = CASE WHEN %(to)s = 'delivered' THEN sg_ts(%(at)s) END "
-    "WHERE id = %(id)s AND state = 'running'"
-)
+_FINISH_REPLY = "SELECT sg_finish_reply(%s, %s, %s, %s)"
+_RESET_RESTART_COUNT = "DELETE FROM restart_counts WHERE session_key = %s"
 _ADD_TOMBSTONE = {
     True: "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (%s, sg_ts(%s), %s) "
     "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
@@ -427,7 +425,9 @@ class PostgresTx(PostgresPlatformState):
     platform adapters keep is in `platform_state.py`."""
 
     __slots__ = (
+        "_prefetched",
         "_sure",
+        "_wire",
         "conn",
         "in_transaction",
         "locked_keys",
@@ -436,12 +436,12 @@ class PostgresTx(PostgresPlatformState):
         "notes",
     )
 
-    def __init__(
-        self, conn: psycopg.Connection[Any], sure: psycopg.Cursor[Any] | None = None
-    ) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], wire: Wire | None = None) -> None:
         self.conn = conn
-        # The writer's cursor for writes nothing reads the answer of (`_pipeline.py`).
-        self._sure = sure
+        # The writer's pipeline (`_pipeline.py`), and its cursor for writes nothing reads the
+        # answer of; None on a reader's connection.
+        self._wire = wire
+        self._sure = None if wire is None else wire.sure
         # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
         self.in_transaction = False
         # Routes this transaction holds locked, as read (`_route`); emptied by the database
@@ -451,6 +451,8 @@ class PostgresTx(PostgresPlatformState):
         self.locked_keys: set[str] = set()
         # Lanes whose writer lock (`lock_lane`) this transaction holds.
         self.locked_lanes: set[str] = set()
+        # Route reads sent ahead (`prefetch_route`), answered with a later statement's.
+        self._prefetched: dict[str, psycopg.Cursor[Any]] = {}
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -463,6 +465,7 @@ class PostgresTx(PostgresPlatformState):
         self.locked_routes.clear()
         self.locked_keys.clear()
         self.locked_lanes.clear()
+        self._prefetched.clear()
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).
@@ -505,7 +508,11 @@ class PostgresTx(PostgresPlatformState):
         row = self.locked_routes.get(session_key)
         if row is not None:
             return row
-        row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
+        ahead = self._prefetched.pop(session_key, None)
+        if ahead is not None:
+            row = ahead.fetchone()
+        else:
+            row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
         if row is None and session_key not in self.locked_keys:
             # Read again under the key's lock (to the commit): a route made meanwhile shows.
             self.conn.execute(_LOCK_KEY, (session_key,))
@@ -514,6 +521,18 @@ class PostgresTx(PostgresPlatformState):
         if row is not None:
             self.locked_routes[session_key] = row
         return row
+
+    def prefetch_route(self, session_key: str) -> None:
+        if (
+            self._wire is None
+            or not self.in_transaction
+            or session_key in self.locked_routes
+            or session_key in self._prefetched
+        ):
+            return
+        ahead = self._wire.later()
+        ahead.execute(_ROUTE + " FOR UPDATE", (session_key,))
+        self._prefetched[session_key] = ahead
 
     def get_route(self, session_key: str) -> SessionEntry | None:
         row = self._route(session_key)
@@ -1154,7 +1173,8 @@ class PostgresTx(PostgresPlatformState):
             raise LookupError(f"inbox row {inbox_id} is not pending")
 
     def delete_inbox_row(self, inbox_id: int) -> None:
-        self.conn.execute("DELETE FROM inbox WHERE id = %s", (inbox_id,))
+        # By key, of a row its turn holds: nothing of the input can make it fail.
+        self._send_sure("DELETE FROM inbox WHERE id = %s", (inbox_id,))
 
     def delete_pending_row(self, inbox_id: int) -> bool:
         return (
@@ -1358,22 +1378,14 @@ class PostgresTx(PostgresPlatformState):
         self._refuse(turn_id, to, allowed)
 
     def finish_reply(self, turn_id: int, *, at: int, reply: str, delivered: bool) -> None:
+        # A refusal fails the transaction (`_errors.TURN_REFUSED`): the answer is not waited
+        # for here, but comes with the next statement read, or the commit.
         to = TurnState.DELIVERED if delivered else TurnState.REPLIED
-        params = {"to": str(to), "reply": reply, "at": at, "id": turn_id}
-        if self._count(_FINISH_REPLY, params) != 1:
-            self._refuse(turn_id, TurnState.REPLIED, [str(TurnState.RUNNING)])
+        self._send_sure(_FINISH_REPLY, (turn_id, str(to), reply, at))
 
     def _refuse(self, turn_id: int, to: TurnState, allowed: list[str]) -> NoReturn:
         raw = self._one("SELECT state FROM turns WHERE id = %s", (turn_id,))
-        if raw is None:
-            raise StaleWriteError(f"no turn {turn_id}", turn_id=turn_id, expected=None)
-        current = TurnState(raw[0])
-        raise StaleWriteError(
-            f"turn {turn_id} cannot become {to}: {WHY_NOT[current]}",
-            turn_id=turn_id,
-            expected=allowed,
-            state=str(current),
-        )
+        raise refused_turn(turn_id, to, allowed, None if raw is None else raw[0])
 
     def prune_turns(self, before: int) -> int:
         return self._count(
@@ -1397,7 +1409,15 @@ class PostgresTx(PostgresPlatformState):
         return int(row[0])
 
     def reset_restart_count(self, session_key: str) -> bool:
-        return self._count("DELETE FROM restart_counts WHERE session_key = %s", (session_key,)) > 0
+        return self._count(_RESET_RESTART_COUNT, (session_key,)) > 0
+
+    def reset_restart_count_later(self, session_key: str) -> Callable[[], bool]:
+        if self._wire is None or not self.in_transaction:
+            reset = self.reset_restart_count(session_key)
+            return lambda: reset
+        cursor = self._wire.later()
+        cursor.execute(_RESET_RESTART_COUNT, (session_key,))
+        return lambda: cursor.rowcount > 0
 
     def merge_restart_counts(self, counts: dict[str, int], *, at: int) -> None:
         for key, count in counts.items():

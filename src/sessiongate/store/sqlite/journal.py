@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sessiongate.errors import StaleWriteError
-from sessiongate.store.records import TRANSITIONS, WHY_NOT, TurnRow, TurnState, dumps, loads
+from sessiongate.store.records import TRANSITIONS, TurnRow, TurnState, dumps, loads, refused_turn
 
 if TYPE_CHECKING:
     import sqlite3
@@ -198,15 +197,7 @@ def finish_reply(
 
 def _refuse(conn: sqlite3.Connection, turn_id: int, to: TurnState, allowed: list[str]) -> NoReturn:
     raw = conn.execute(_STATE_OF, (turn_id,)).fetchone()
-    if raw is None:
-        raise StaleWriteError(f"no turn {turn_id}", turn_id=turn_id, expected=None)
-    current = TurnState(raw[0])
-    raise StaleWriteError(
-        f"turn {turn_id} cannot become {to}: {WHY_NOT[current]}",
-        turn_id=turn_id,
-        expected=allowed,
-        state=str(current),
-    )
+    raise refused_turn(turn_id, to, allowed, None if raw is None else raw[0])
 
 
 def prune_turns(conn: sqlite3.Connection, before: int) -> int:

@@ -112,6 +112,9 @@ class SqliteTx(SqlitePlatformState):
     def get_route(self, session_key: str) -> SessionEntry | None:
         return routes.get_route(self.conn, session_key)
 
+    def prefetch_route(self, session_key: str) -> None:
+        """Nothing to do: a read here is a call, not a round trip."""
+
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
         return routes.get_route_with_parts(self.conn, session_key)
 
@@ -598,6 +601,10 @@ class SqliteTx(SqlitePlatformState):
 
     def reset_restart_count(self, session_key: str) -> bool:
         return journal.reset_restart_count(self.conn, session_key)
+
+    def reset_restart_count_later(self, session_key: str) -> Callable[[], bool]:
+        reset = self.reset_restart_count(session_key)
+        return lambda: reset
 
     def merge_restart_counts(self, counts: dict[str, int], *, at: int) -> None:
         return journal.merge_restart_counts(self.conn, counts, at=at)
