@@ -12,6 +12,7 @@ from sessiongate.core.transcript import build_model_context
 from sessiongate.errors import MessageIdConflictError, StaleWriteError
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind, LaneStore, TurnState
 from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
+from sessiongate.store.tree import INLINE_CONTEXT_ENTRIES
 
 if TYPE_CHECKING:
     from sessiongate import SessionStore
@@ -692,3 +693,34 @@ def test_a_turn_whose_row_id_an_older_journal_holds_takes_the_next_free_id(store
     # Each turn reads back only its own numbered messages.
     assert [m["content"] for _, _, m in lanes.turn_messages(first.turn)] == ["first"]
     assert [m["content"] for _, _, m in lanes.turn_messages(second.turn)] == ["second"]
+
+
+def _user_message(item, turn_id):
+    return {"role": "user", "content": item.text}
+
+
+def test_the_context_read_right_after_a_claim_holds_its_user_message(store, lanes):
+    entry = _entry(store)
+    _accept(lanes, entry, "hi")
+    claim = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
+    assert claim is not None and claim.user_entry_id is not None
+    context = store.short_model_context(entry.session_id, INLINE_CONTEXT_ENTRIES)
+    assert [m["content"] for m in context.messages] == ["hi"]
+
+
+def test_a_write_between_a_claim_and_its_context_read_is_in_the_context(store, lanes):
+    # PostgreSQL sends the context read with the claim's commit; a transaction after it must
+    # not be answered from that read.
+    entry = _entry(store)
+    _accept(lanes, entry, "hi")
+    lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
+    store.append_messages(entry.session_id, [{"role": "assistant", "content": "later"}])
+    context = store.short_model_context(entry.session_id, INLINE_CONTEXT_ENTRIES)
+    assert [m["content"] for m in context.messages] == ["hi", "later"]
+    # Another session's read right after a claim is its own, not the one sent ahead.
+    other = _entry(store, SessionSource(platform="telegram", chat_id="other"))
+    _accept(lanes, entry, "again")
+    store.append_messages(other.session_id, [{"role": "user", "content": "elsewhere"}])
+    lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
+    context = store.short_model_context(other.session_id, INLINE_CONTEXT_ENTRIES)
+    assert [m["content"] for m in context.messages] == ["elsewhere"]

@@ -65,6 +65,7 @@ from sessiongate.gateway.turn_progress import (
     resume_progress,
     tool_message,
 )
+from sessiongate.store.tree import INLINE_CONTEXT_ENTRIES
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -110,9 +111,8 @@ STORAGE_NOTICE = (
 
 
 # Backoff of the outcome retries while the disk refuses writes (seconds).
-# Transcripts up to this many entries on the active path build their context on the loop
-# (under a millisecond); longer ones on a worker thread.
-_INLINE_CONTEXT_ENTRIES = 400
+# The store sends this read with the claim's commit when the limits agree (`LaneStore`).
+_INLINE_CONTEXT_ENTRIES = INLINE_CONTEXT_ENTRIES
 _STORE_RETRY_FIRST = 0.05
 _CONTEXT_READ_ATTEMPTS = 4
 _STORE_RETRY_MAX = 5.0

@@ -36,6 +36,7 @@ from sessiongate.store.records import (
     from_us,
     to_us,
 )
+from sessiongate.store.tree import INLINE_CONTEXT_ENTRIES
 
 if TYPE_CHECKING:
     import contextlib
@@ -268,7 +269,7 @@ class LaneStore:
                 if acceptance.status is AcceptStatus.MERGED:
                     # Merged into the slot, then the slot claimed: one row fewer waits.
                     _queue_changed(conn, key, acceptance.depth - 1)
-            stored = self._store_user_message(item, turn_id, session_id, user_message)
+            stored = self._store_user_message(conn, item, turn_id, session_id, user_message)
         return acceptance, self._claim(turn_id, item, entry, now, user_entry_id=stored)
 
     def _accept(
@@ -442,7 +443,7 @@ class LaneStore:
             turn_id = self._journal(conn, session_key, session_id, item, now)
             conn.link_seen_to_turn(row.id, turn_id)
             _queue_changed(conn, session_key)
-            stored = self._store_user_message(item, turn_id, session_id, user_message)
+            stored = self._store_user_message(conn, item, turn_id, session_id, user_message)
         return self._claim(turn_id, item, None, now, session_id=session_id, user_entry_id=stored)
 
     def claim_item(
@@ -461,11 +462,12 @@ class LaneStore:
             turn_id = self._journal(conn, item.session_key, entry.session_id, item, now)
             conn.link_seen_to_turn(item.id, turn_id)
             _queue_changed(conn, item.session_key)
-            stored = self._store_user_message(item, turn_id, entry.session_id, user_message)
+            stored = self._store_user_message(conn, item, turn_id, entry.session_id, user_message)
         return self._claim(turn_id, item, entry, now, user_entry_id=stored)
 
     def _store_user_message(
         self,
+        conn: Tx,
         item: InboxItem,
         turn_id: int,
         session_id: str,
@@ -487,6 +489,9 @@ class LaneStore:
                 extra={"session_key": item.session_key, "turn_id": turn_id, "error": str(exc)},
             )
             return None
+        # The turn reads its context as soon as this commits: sent now, it comes with the
+        # commit's answer (on a backend whose reads are round trips).
+        conn.prefetch_context(session_id, INLINE_CONTEXT_ENTRIES)
         return ids[0]
 
     def _journal(

@@ -37,7 +37,11 @@ if TYPE_CHECKING:
     from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.records import SessionRow
 
-__all__ = ["ContextView", "TreeOps"]
+__all__ = ["INLINE_CONTEXT_ENTRIES", "ContextView", "TreeOps"]
+
+# Transcripts up to this many entries on the active path build their context on the loop
+# (under a millisecond; `short_model_context`); longer ones on a worker thread.
+INLINE_CONTEXT_ENTRIES = 400
 
 # Headlines look this far up a tip's path for the user message that names the branch.
 _HEADLINE_LOOKUP = 32
@@ -294,7 +298,8 @@ class TreeOps:
 
     def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
         """`model_context` when the active path holds at most `max_entries` entries, else None
-        (read it off the loop with `read_model_context`); one read either way."""
+        (read it off the loop with `read_model_context`); one read either way (none of its own
+        on PostgreSQL right after a claim, which sends it with its commit)."""
         with self._db_for_id(session_id).read() as conn:
             found = conn.session_context_events(session_id, max_entries)
         if found is None:

@@ -153,6 +153,7 @@ class PostgresDatabase:
                 return
             self._live_connection()
             wire = self._wire
+            self._tx.drop_context_ahead()
             with translate_errors():
                 wire.begin()
             self._depth = 1
@@ -162,6 +163,7 @@ class PostgresDatabase:
                     yield self._tx
             except BaseException:
                 wire.rollback()
+                self._tx.drop_context_ahead()
                 raise
             else:
                 try:

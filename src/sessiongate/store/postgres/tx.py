@@ -425,6 +425,7 @@ class PostgresTx(PostgresPlatformState):
     platform adapters keep is in `platform_state.py`."""
 
     __slots__ = (
+        "_context_ahead",
         "_prefetched",
         "_sure",
         "_wire",
@@ -453,6 +454,9 @@ class PostgresTx(PostgresPlatformState):
         self.locked_lanes: set[str] = set()
         # Route reads sent ahead (`prefetch_route`), answered with a later statement's.
         self._prefetched: dict[str, psycopg.Cursor[Any]] = {}
+        # A context read sent with a transaction's commit (`prefetch_context`), for the read
+        # right after it; dropped when the next transaction begins.
+        self._context_ahead: tuple[str, int | None, psycopg.Cursor[Any]] | None = None
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -997,10 +1001,26 @@ class PostgresTx(PostgresPlatformState):
         )
         return [_context_event(r) for r in rows]
 
+    def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
+        if self._wire is None or not self.in_transaction:
+            return
+        ahead = self._wire.later()
+        ahead.execute(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
+        self._context_ahead = (session_id, max_depth, ahead)
+
+    def drop_context_ahead(self) -> None:
+        """A transaction begins (or the one that sent it rolled back): what it may write
+        would not be in the read sent ahead."""
+        self._context_ahead = None
+
     def session_context_events(
         self, session_id: str, max_depth: int | None = None
     ) -> tuple[int, list[dict[str, Any]]] | None:
-        rows = self._all(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
+        ahead, self._context_ahead = self._context_ahead, None
+        if ahead is not None and ahead[:2] == (session_id, max_depth) and not self.in_transaction:
+            rows = ahead[2].fetchall()
+        else:
+            rows = self._all(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
         if not rows:
             return None
         return int(rows[0][0]), [_context_event(r[1:]) for r in rows if r[1] is not None]

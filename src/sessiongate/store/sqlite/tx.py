@@ -115,6 +115,9 @@ class SqliteTx(SqlitePlatformState):
     def prefetch_route(self, session_key: str) -> None:
         """Nothing to do: a read here is a call, not a round trip."""
 
+    def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
+        """Nothing to do, as for `prefetch_route`."""
+
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
         return routes.get_route_with_parts(self.conn, session_key)
 
