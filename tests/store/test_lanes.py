@@ -703,7 +703,8 @@ def test_the_context_read_right_after_a_claim_holds_its_user_message(store, lane
     entry = _entry(store)
     _accept(lanes, entry, "hi")
     claim = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
-    assert claim is not None and claim.user_entry_id is not None
+    assert claim is not None
+    assert claim.user_entry_id is not None
     context = store.short_model_context(entry.session_id, INLINE_CONTEXT_ENTRIES)
     assert [m["content"] for m in context.messages] == ["hi"]
 
