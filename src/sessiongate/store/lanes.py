@@ -226,7 +226,7 @@ class LaneStore:
         """
         now = self._now()
         with self._db_for_key(session_key).transaction() as conn:
-            acceptance, _ = self._accept(conn, inbound, session_key, kind, cap, now)
+            acceptance, _, _ = self._accept(conn, inbound, session_key, kind, cap, now)
             if acceptance.inbox_id is not None and acceptance.seen is None:
                 self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
             if acceptance.status is AcceptStatus.ACCEPTED:
@@ -250,14 +250,16 @@ class LaneStore:
         key, session_id = entry.session_key, entry.session_id
         now = self._now()
         with self._db_for_key(key).transaction() as conn:
-            acceptance, fresh = self._accept(conn, inbound, key, kind, cap, now)
+            acceptance, fresh, started = self._accept(
+                conn, inbound, key, kind, cap, now, start_for=session_id
+            )
             if acceptance.inbox_id is None or acceptance.seen is not None:
                 return acceptance, None
-            if fresh is not None and acceptance.depth == 1:
-                # The lane's only pending row is the one just written: claim it as built,
-                # without reading it back.
-                item = fresh
-                turn_id = self._journal(conn, key, session_id, item, now)
+            if fresh is not None and started is not None:
+                # The lane was idle: the row was written claimed by its running turn, and is
+                # claimed as built, without reading it back.
+                item, turn_id = fresh, started
+                _started(conn, key, session_id, turn_id)
                 self._remember(conn, inbound, key, session_id, item.id, now, turn_id=turn_id)
             else:
                 self._remember(conn, inbound, key, session_id, acceptance.inbox_id, now)
@@ -280,9 +282,12 @@ class LaneStore:
         kind: InboxKind,
         cap: int,
         now: int,
-    ) -> tuple[Acceptance, InboxItem | None]:
-        """The acceptance, and the new row when one was written (for claiming it unread).
-        The dedup record is the caller's to write (`_remember`), so it can name the turn."""
+        *,
+        start_for: str | None = None,
+    ) -> tuple[Acceptance, InboxItem | None, int | None]:
+        """The acceptance, the new row when one was written (for claiming it unread), and
+        with `start_for` (a session id) the turn started on it when the lane was idle. The
+        dedup record is the caller's to write (`_remember`), so it can name the turn."""
         source = inbound.source
         part: dict[str, Any] = {
             "text": inbound.text,
@@ -297,9 +302,10 @@ class LaneStore:
             seen = _select_seen(conn, inbound, session_key)
             if seen is not None:
                 depth = conn.count_pending(seen.session_key)
-                return Acceptance(
+                duplicate = Acceptance(
                     AcceptStatus.DUPLICATE, seen.inbox_id, depth, _seen(conn, seen)
-                ), None
+                )
+                return duplicate, None, None
         fields: dict[str, Any] = {
             "part": part,
             "media": list(inbound.media),
@@ -316,22 +322,26 @@ class LaneStore:
             "internal": inbound.internal,
             **fields,
         }
-        # An idle lane (the common case) takes the row at once; otherwise the slot and the
-        # cap decide, as the count found.
-        depth, inbox_id = (
-            conn.insert_inbox_row_if_idle(**row_fields)
-            if cap > 0
-            else (conn.count_pending(session_key), None)
-        )
+        # An idle lane (the common case) takes the row at once (and starts its turn, with
+        # `start_for`); otherwise the slot and the cap decide, as the count found.
+        started: int | None = None
+        if cap <= 0:
+            depth, inbox_id = conn.count_pending(session_key), None
+        elif start_for is not None:
+            depth, inbox_id, started = conn.start_row_if_idle(
+                session_id=start_for, started_at=now, **row_fields
+            )
+        else:
+            depth, inbox_id = conn.insert_inbox_row_if_idle(**row_fields)
         if inbox_id is None:
             slot = None
             if depth and kind is InboxKind.SLOT:
                 slot = conn.pending_slot(session_key)
             if slot is not None:
                 conn.merge_into_slot(slot, **fields)
-                return Acceptance(AcceptStatus.MERGED, slot.id, depth), None
+                return Acceptance(AcceptStatus.MERGED, slot.id, depth), None, None
             if depth >= cap:
-                return Acceptance(AcceptStatus.FULL, None, depth), None
+                return Acceptance(AcceptStatus.FULL, None, depth), None, None
             inbox_id = conn.insert_inbox_row(**row_fields)
         item = InboxItem(
             id=inbox_id,
@@ -349,7 +359,7 @@ class LaneStore:
             internal=inbound.internal,
             accepted_at=from_us(now),
         )
-        return Acceptance(AcceptStatus.ACCEPTED, inbox_id, depth + 1), item
+        return Acceptance(AcceptStatus.ACCEPTED, inbox_id, depth + 1), item, started
 
     def _remember(
         self,
@@ -506,7 +516,7 @@ class LaneStore:
             accepted_at=to_us(item.accepted_at),
             started_at=now,
         )
-        conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
+        _started(conn, session_key, session_id, turn_id)
         return turn_id
 
     def _claim(
@@ -955,7 +965,13 @@ def _queue_changed(conn: Tx, session_key: str, depth: int | None = None) -> None
     conn.note(Change(ChangeKind.QUEUE_CHANGED, session_key, depth=depth))
 
 
+def _started(conn: Tx, session_key: str, session_id: str, turn_id: int) -> None:
+    conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
+
+
 def _finished(conn: Tx, turn: Turn, status: TurnState) -> None:
+    # The lane's worker looks for more work right after: sent now, it comes with the commit.
+    conn.prefetch_pending(turn.session_key)
     conn.note(
         Change(
             ChangeKind.TURN_FINISHED,

@@ -251,6 +251,10 @@ class Tx(PlatformStateTx, Protocol):
     def delete_pending(self, session_key: str) -> list[int]: ...
     def delete_pending_events(self, session_key: str, *, keep: int | None = None) -> list[int]: ...
     def has_pending(self, session_key: str) -> bool: ...
+    def prefetch_pending(self, session_key: str) -> None:
+        """A hint, as `prefetch_context`: `has_pending` of the lane right after the commit."""
+        ...
+
     def count_pending(self, session_key: str) -> int: ...
     def lock_lane(self, session_key: str) -> None:
         """The lane's writer lock to the end of the transaction (a row lock on PostgreSQL,
@@ -280,6 +284,28 @@ class Tx(PlatformStateTx, Protocol):
         accepted_at: int,
         started_at: int,
     ) -> int: ...
+    def start_row_if_idle(
+        self,
+        *,
+        session_id: str,
+        started_at: int,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None, int | None]:
+        """`insert_inbox_row_if_idle`, then, when it wrote the row, `start_turn` of it for
+        `session_id`: (the count, the row's id, the turn's id), or (count, None, None). One
+        statement where the backend can (the first message of an idle lane starts so)."""
+        ...
+
     def start_turn(
         self,
         *,

@@ -153,7 +153,7 @@ class PostgresDatabase:
                 return
             self._live_connection()
             wire = self._wire
-            self._tx.drop_context_ahead()
+            self._tx.drop_reads_ahead()
             with translate_errors():
                 wire.begin()
             self._depth = 1
@@ -163,7 +163,7 @@ class PostgresDatabase:
                     yield self._tx
             except BaseException:
                 wire.rollback()
-                self._tx.drop_context_ahead()
+                self._tx.drop_reads_ahead()
                 raise
             else:
                 try:

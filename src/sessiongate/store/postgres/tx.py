@@ -223,6 +223,23 @@ _INSERT_INBOX_IF_IDLE = (
     "sg_ts(%s), sg_ts(%s) FROM d WHERE d.n = 0 RETURNING id) "
     "SELECT d.n, (SELECT id FROM ins) FROM d"
 )
+# `_INSERT_INBOX_IF_IDLE` of a row already claimed by the turn that `_START_TURN` would write,
+# in one statement: (count, new row's id, turn id). The row takes its id from the sequence
+# first, so it can name its turn (whose id is the row's when free, as `start_turn`'s).
+_START_ROW_IF_IDLE = (
+    "WITH d AS (SELECT count(*) AS n FROM inbox WHERE session_key = %s AND state = 'pending'), "
+    "ins AS (INSERT INTO inbox (id, state, turn_id, session_key, kind, text, parts, media, "
+    "message_id, message_ids, source, message_type, reply_to, event_kind, internal, "
+    "accepted_at, updated_at) "
+    "SELECT n.id, 'claimed', n.id, %s, %s, %s, %s::jsonb, %s::jsonb, %s, %s::jsonb, %s::jsonb, "
+    "%s, %s, %s, %s, sg_ts(%s), sg_ts(%s) "
+    "FROM (SELECT nextval('inbox_id_seq') AS id FROM d WHERE d.n = 0) n "
+    "RETURNING id, session_key, source, accepted_at), "
+    "t AS (INSERT INTO turns (id, session_key, session_id, inbox_id, state, source, "
+    "accepted_at, started_at) SELECT id, session_key, %s, id, 'running', source, accepted_at, "
+    "sg_ts(%s) FROM ins ON CONFLICT DO NOTHING RETURNING id) "
+    "SELECT d.n, (SELECT id FROM ins), (SELECT id FROM t) FROM d"
+)
 _MERGE = (
     "UPDATE inbox SET text = %s, parts = %s::jsonb, media = %s::jsonb, message_id = %s, "
     "message_ids = %s::jsonb, source = %s::jsonb, message_type = %s, reply_to = %s, "
@@ -255,6 +272,7 @@ _START_TURN = (
 )
 _FINISH_REPLY = "SELECT sg_finish_reply(%s, %s, %s, %s)"
 _RESET_RESTART_COUNT = "DELETE FROM restart_counts WHERE session_key = %s"
+_HAS_PENDING = "SELECT 1 FROM inbox WHERE session_key = %s AND state = 'pending' LIMIT 1"
 _ADD_TOMBSTONE = {
     True: "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (%s, sg_ts(%s), %s) "
     "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
@@ -426,6 +444,7 @@ class PostgresTx(PostgresPlatformState):
 
     __slots__ = (
         "_context_ahead",
+        "_pending_ahead",
         "_prefetched",
         "_sure",
         "_wire",
@@ -457,6 +476,8 @@ class PostgresTx(PostgresPlatformState):
         # A context read sent with a transaction's commit (`prefetch_context`), for the read
         # right after it; dropped when the next transaction begins.
         self._context_ahead: tuple[str, int | None, psycopg.Cursor[Any]] | None = None
+        # The same for the lane worker's look for more work after an outcome (`has_pending`).
+        self._pending_ahead: tuple[str, psycopg.Cursor[Any]] | None = None
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -1008,10 +1029,17 @@ class PostgresTx(PostgresPlatformState):
         ahead.execute(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
         self._context_ahead = (session_id, max_depth, ahead)
 
-    def drop_context_ahead(self) -> None:
-        """A transaction begins (or the one that sent it rolled back): what it may write
-        would not be in the read sent ahead."""
-        self._context_ahead = None
+    def prefetch_pending(self, session_key: str) -> None:
+        if self._wire is None or not self.in_transaction:
+            return
+        ahead = self._wire.later()
+        ahead.execute(_HAS_PENDING, (session_key,))
+        self._pending_ahead = (session_key, ahead)
+
+    def drop_reads_ahead(self) -> None:
+        """A transaction begins (or the one that sent them rolled back): what it may write
+        would not be in the reads sent ahead."""
+        self._context_ahead = self._pending_ahead = None
 
     def session_context_events(
         self, session_id: str, max_depth: int | None = None
@@ -1156,6 +1184,44 @@ class PostgresTx(PostgresPlatformState):
         assert row is not None
         return int(row[0]), row[1]
 
+    def start_row_if_idle(
+        self,
+        *,
+        session_id: str,
+        started_at: int,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None, int | None]:
+        values = _inbox_values(
+            session_key, kind, part, media, message_id, source, message_type, reply_to,
+            event_kind, internal, at,
+        )  # fmt: skip
+        row = self._one(_START_ROW_IF_IDLE, (session_key, *values, session_id, started_at))
+        assert row is not None
+        depth, inbox_id, turn_id = row
+        if inbox_id is None:
+            return int(depth), None, None
+        if turn_id is None:  # the id is taken (a journal from before the rule)
+            turn_id = self.insert_turn(
+                session_key=session_key,
+                session_id=session_id,
+                inbox_id=inbox_id,
+                source=source,
+                accepted_at=at,
+                started_at=started_at,
+            )
+            self._send_sure("UPDATE inbox SET turn_id = %s WHERE id = %s", (turn_id, inbox_id))
+        return int(depth), int(inbox_id), int(turn_id)
+
     def merge_into_slot(
         self,
         slot: InboxRow,
@@ -1217,11 +1283,10 @@ class PostgresTx(PostgresPlatformState):
         return sorted(r[0] for r in rows)
 
     def has_pending(self, session_key: str) -> bool:
-        row = self._one(
-            "SELECT 1 FROM inbox WHERE session_key = %s AND state = 'pending' LIMIT 1",
-            (session_key,),
-        )
-        return row is not None
+        ahead, self._pending_ahead = self._pending_ahead, None
+        if ahead is not None and ahead[0] == session_key and not self.in_transaction:
+            return ahead[1].fetchone() is not None
+        return self._one(_HAS_PENDING, (session_key,)) is not None
 
     def count_pending(self, session_key: str) -> int:
         row = self._one(

@@ -118,6 +118,9 @@ class SqliteTx(SqlitePlatformState):
     def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
         """Nothing to do, as for `prefetch_route`."""
 
+    def prefetch_pending(self, session_key: str) -> None:
+        """Nothing to do, as for `prefetch_route`."""
+
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
         return routes.get_route_with_parts(self.conn, session_key)
 
@@ -455,6 +458,48 @@ class SqliteTx(SqlitePlatformState):
             at=at,
         )
         return 0, inbox_id
+
+    def start_row_if_idle(
+        self,
+        *,
+        session_id: str,
+        started_at: int,
+        session_key: str,
+        kind: InboxKind,
+        part: dict[str, Any],
+        media: list[str],
+        message_id: str | None,
+        source: dict[str, Any],
+        message_type: str,
+        reply_to: str | None,
+        event_kind: str | None,
+        internal: bool,
+        at: int,
+    ) -> tuple[int, int | None, int | None]:
+        depth, inbox_id = self.insert_inbox_row_if_idle(
+            session_key=session_key,
+            kind=kind,
+            part=part,
+            media=media,
+            message_id=message_id,
+            source=source,
+            message_type=message_type,
+            reply_to=reply_to,
+            event_kind=event_kind,
+            internal=internal,
+            at=at,
+        )
+        if inbox_id is None:
+            return depth, None, None
+        turn_id = self.start_turn(
+            session_key=session_key,
+            session_id=session_id,
+            inbox_id=inbox_id,
+            source=source,
+            accepted_at=at,
+            started_at=started_at,
+        )
+        return depth, inbox_id, turn_id
 
     def merge_into_slot(
         self,
