@@ -120,7 +120,7 @@ def test_an_owner_commits_under_its_lease_and_the_commit_renews_it(pair):
 
 
 def test_a_takeover_waits_for_the_owners_fenced_commit_and_then_fails(pair):
-    (_store_a, _, a), (_, _, b) = pair
+    (store_a, _, a), (_, _, b) = pair
     lease = a.claim("k")
     assert lease is not None
     inside = threading.Event()
@@ -133,7 +133,9 @@ def test_a_takeover_waits_for_the_owners_fenced_commit_and_then_fails(pair):
     thief = threading.Thread(target=take_over)
     thief.start()
     with a.fenced(lease):
-        # The renewal's row lock is held to the commit: the takeover's upsert blocks on it.
+        # The renewal is sent with the transaction's next statements: once one was read, it
+        # has run, and its row lock is held to the commit. The takeover's upsert blocks on it.
+        store_a.get_session("agent:main:telegram:dm:none")
         inside.set()
         thief.join(timeout=0.5)
         assert thief.is_alive()

@@ -501,7 +501,8 @@ class LaneStore:
             return None
         # The turn reads its context as soon as this commits: sent now, it comes with the
         # commit's answer (on a backend whose reads are round trips).
-        conn.prefetch_context(session_id, INLINE_CONTEXT_ENTRIES)
+        after = self._store.kept_context_at(session_id)
+        conn.prefetch_context(session_id, INLINE_CONTEXT_ENTRIES, after)
         return ids[0]
 
     def _journal(

@@ -161,10 +161,22 @@ class Tx(PlatformStateTx, Protocol):
     def latest_reset_depth(self, sid: int) -> int: ...
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow: ...
     def load_context_events(self, sid: int) -> list[dict[str, Any]]: ...
-    def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
-        """A hint: `session_context_events` of the session is read right after this
-        transaction commits. A backend whose reads are round trips sends it now, answered with
-        the commit; the next transaction on the connection drops it unread."""
+    def prefetch_context(
+        self, session_id: str, max_depth: int | None, after: tuple[int, int] | None
+    ) -> None:
+        """A hint: `session_context_events` of the session (`session_context_tail` from
+        `after`, an entry id and its depth, when given) is read right after this transaction
+        commits. A backend whose reads are round trips sends it now, answered with the
+        commit; the next transaction on the connection drops it unread."""
+        ...
+
+    def session_context_tail(
+        self, session_id: str, max_depth: int | None, after_id: int, after_depth: int
+    ) -> tuple[int, list[dict[str, Any]], bool] | None:
+        """(leaf depth, events, continued): while the entry `after_id` is on the active path
+        at `after_depth`, the events below it (`continued`); otherwise the whole path, as
+        `session_context_events` gives it. No events when the leaf is deeper than
+        `max_depth`; None when there is no such session."""
         ...
 
     def session_context_events(

@@ -48,6 +48,7 @@ from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
 from sessiongate.store.backends import open_backend
 from sessiongate.store.changes import Change, ChangeKind
+from sessiongate.store.kept_contexts import KeptContexts
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
 from sessiongate.store.rows import RowOps
@@ -111,6 +112,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self.problems: list[str] = []
         self._closed = False
         self._listeners: list[Callable[[list[Change]], None]] = []
+        self._contexts = KeptContexts()
         self._mirror: SessionsMirror | None = None
         try:
             self._import_mirror_file()
@@ -784,6 +786,8 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     def _tell(self, notes: list[object]) -> None:
         changes = [note for note in notes if isinstance(note, Change)]
+        if any(change.kind is ChangeKind.SESSION_DELETED for change in changes):
+            self._contexts.clear()
         for listener in list(self._listeners):
             try:
                 listener(changes)

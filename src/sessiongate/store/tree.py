@@ -24,6 +24,7 @@ from sessiongate.errors import (
     SessionNotFoundError,
 )
 from sessiongate.store.changes import Change, ChangeKind
+from sessiongate.store.kept_contexts import Kept, KeptContexts, context_copy, extended
 from sessiongate.store.records import iso_from_us, to_us
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class ContextView:
 
 class TreeOps:
     _db: Backend
+    _contexts: KeptContexts
     clock: Clock
     config: GatewayConfig
     sessions_dir: Path
@@ -299,13 +301,38 @@ class TreeOps:
     def short_model_context(self, session_id: str, max_entries: int) -> ModelContext | None:
         """`model_context` when the active path holds at most `max_entries` entries, else None
         (read it off the loop with `read_model_context`); one read either way (none of its own
-        on PostgreSQL right after a claim, which sends it with its commit)."""
+        on PostgreSQL right after a claim, which sends it with its commit).
+
+        The context is kept between calls (`kept_contexts.py`): the next read asks only for
+        the entries below the kept one, as long as that entry is still on the active path."""
+        kept = self._contexts.get(session_id)
         with self._db_for_id(session_id).read() as conn:
-            found = conn.session_context_events(session_id, max_entries)
-        if found is None:
+            if kept is None:
+                found = conn.session_context_events(session_id, max_entries)
+                tail = None if found is None else (found[0], found[1], False)
+            else:
+                tail = conn.session_context_tail(session_id, max_entries, kept.leaf_id, kept.depth)
+        if tail is None:
+            self._contexts.drop(session_id)
             return ModelContext()
-        depth, events = found
-        return None if depth > max_entries else build_model_context(events, owned=True)
+        depth, events, continued = tail
+        if depth > max_entries or not (continued or events):
+            self._contexts.drop(session_id)
+            return None if depth > max_entries else ModelContext()
+        if continued:
+            assert kept is not None
+            context = extended(kept, events)
+            events = [*kept.events, *events] if events else kept.events
+        else:
+            context = build_model_context(events, owned=True)
+        self._contexts.put(session_id, Kept(events[-1]["id"], depth, events, context))
+        return context_copy(context)
+
+    def kept_context_at(self, session_id: str) -> tuple[int, int] | None:
+        """(entry id, depth) of the session's kept context: where a read of its context can
+        start (`Tx.prefetch_context`)."""
+        kept = self._contexts.get(session_id)
+        return None if kept is None else (kept.leaf_id, kept.depth)
 
     def read_model_context(
         self, session_id: str, *, admission_entry_id: int | None = None

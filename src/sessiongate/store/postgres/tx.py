@@ -151,6 +151,21 @@ FROM s LEFT JOIN entries e ON e.sid = s.sid AND e.on_path = 1
     AND (%(max)s::bigint IS NULL OR (SELECT depth FROM leaf) <= %(max)s::bigint)
 ORDER BY e.depth
 """
+# `_SESSION_CONTEXT` of the part of the path below an entry, while that entry is on the path at
+# its depth (`kept` true); otherwise of the whole path.
+_SESSION_CONTEXT_TAIL = """
+WITH s AS (SELECT sid FROM sessions WHERE session_id = %(id)s),
+leaf AS (SELECT coalesce((SELECT depth FROM entries WHERE sid = (SELECT sid FROM s)
+    AND on_path = 1 ORDER BY depth DESC LIMIT 1), 0) AS depth),
+kept AS (SELECT EXISTS (SELECT 1 FROM entries WHERE id = %(after)s AND sid = (SELECT sid FROM s)
+    AND on_path = 1 AND depth = %(after_depth)s) AS ok)
+SELECT (SELECT depth FROM leaf), (SELECT ok FROM kept), e.id, e.type, e.role, e.content,
+    e.payload::text
+FROM s LEFT JOIN entries e ON e.sid = s.sid AND e.on_path = 1
+    AND (%(max)s::bigint IS NULL OR (SELECT depth FROM leaf) <= %(max)s::bigint)
+    AND (NOT (SELECT ok FROM kept) OR e.depth > %(after_depth)s)
+ORDER BY e.depth
+"""
 _HEADLINE_WALK = f"""
 WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
     SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role IS NOT DISTINCT FROM 'user', 0
@@ -475,7 +490,7 @@ class PostgresTx(PostgresPlatformState):
         self._prefetched: dict[str, psycopg.Cursor[Any]] = {}
         # A context read sent with a transaction's commit (`prefetch_context`), for the read
         # right after it; dropped when the next transaction begins.
-        self._context_ahead: tuple[str, int | None, psycopg.Cursor[Any]] | None = None
+        self._context_ahead: tuple[Any, psycopg.Cursor[Any]] | None = None
         # The same for the lane worker's look for more work after an outcome (`has_pending`).
         self._pending_ahead: tuple[str, psycopg.Cursor[Any]] | None = None
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
@@ -1022,12 +1037,30 @@ class PostgresTx(PostgresPlatformState):
         )
         return [_context_event(r) for r in rows]
 
-    def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
+    def prefetch_context(
+        self, session_id: str, max_depth: int | None, after: tuple[int, int] | None
+    ) -> None:
         if self._wire is None or not self.in_transaction:
             return
         ahead = self._wire.later()
-        ahead.execute(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
-        self._context_ahead = (session_id, max_depth, ahead)
+        if after is None:
+            ahead.execute(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
+        else:
+            params = {
+                "id": session_id,
+                "max": max_depth,
+                "after": after[0],
+                "after_depth": after[1],
+            }
+            ahead.execute(_SESSION_CONTEXT_TAIL, params)
+        self._context_ahead = ((session_id, max_depth, after), ahead)
+
+    def _read_ahead(self, asked: tuple[Any, ...]) -> list[tuple[Any, ...]] | None:
+        """The rows of the context read sent ahead when it is the one asked, else None."""
+        ahead, self._context_ahead = self._context_ahead, None
+        if ahead is None or ahead[0] != asked or self.in_transaction:
+            return None
+        return ahead[1].fetchall()
 
     def prefetch_pending(self, session_key: str) -> None:
         if self._wire is None or not self.in_transaction:
@@ -1044,14 +1077,24 @@ class PostgresTx(PostgresPlatformState):
     def session_context_events(
         self, session_id: str, max_depth: int | None = None
     ) -> tuple[int, list[dict[str, Any]]] | None:
-        ahead, self._context_ahead = self._context_ahead, None
-        if ahead is not None and ahead[:2] == (session_id, max_depth) and not self.in_transaction:
-            rows = ahead[2].fetchall()
-        else:
+        rows = self._read_ahead((session_id, max_depth, None))
+        if rows is None:
             rows = self._all(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
         if not rows:
             return None
         return int(rows[0][0]), [_context_event(r[1:]) for r in rows if r[1] is not None]
+
+    def session_context_tail(
+        self, session_id: str, max_depth: int | None, after_id: int, after_depth: int
+    ) -> tuple[int, list[dict[str, Any]], bool] | None:
+        rows = self._read_ahead((session_id, max_depth, (after_id, after_depth)))
+        if rows is None:
+            params = {"id": session_id, "max": max_depth, "after": after_id}
+            rows = self._all(_SESSION_CONTEXT_TAIL, {**params, "after_depth": after_depth})
+        if not rows:
+            return None
+        events = [_context_event(r[2:]) for r in rows if r[2] is not None]
+        return int(rows[0][0]), events, bool(rows[0][1])
 
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, tuple[Any, ...]]]:
         # `starts_with`, not a range: under the database's collation `:` and `;` need not be

@@ -420,13 +420,33 @@ _CONTEXT_PATH = (
 def load_context_events(conn: sqlite3.Connection, sid: int) -> list[dict[str, Any]]:
     """The active path as the slim events the model-context builder reads (no timestamps, no
     tree links): the hot read of every turn, so it fetches and builds only what it needs."""
-    rows = conn.execute(_CONTEXT_PATH, (sid,)).fetchall()
+    return _events(conn.execute(_CONTEXT_PATH, (sid,)).fetchall())
+
+
+def _events(rows: list[Any]) -> list[dict[str, Any]]:
     return [
         {"id": r[0], "type": r[1], "role": r[2], "content": r[3]}
         if r[4] is None
         else {"id": r[0], "type": r[1], "role": r[2], "content": r[3], **loads(r[4])}
         for r in rows
     ]
+
+
+_ON_PATH_AT = "SELECT 1 FROM entries WHERE id = ? AND sid = ? AND on_path = 1 AND depth = ?"
+_CONTEXT_BELOW = (
+    "SELECT id, type, role, content, payload FROM entries "
+    "WHERE sid = ? AND on_path = 1 AND depth > ? ORDER BY depth"
+)
+
+
+def context_events_below(
+    conn: sqlite3.Connection, sid: int, entry_id: int, depth: int
+) -> list[dict[str, Any]] | None:
+    """`load_context_events` of the part of the active path below the entry, or None when it
+    is not on the path at that depth (the path is no longer the one it ended)."""
+    if conn.execute(_ON_PATH_AT, (entry_id, sid, depth)).fetchone() is None:
+        return None
+    return _events(conn.execute(_CONTEXT_BELOW, (sid, depth)).fetchall())
 
 
 # The active path's messages whose idempotency key starts with a prefix: a range on the

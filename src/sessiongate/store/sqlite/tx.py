@@ -115,7 +115,9 @@ class SqliteTx(SqlitePlatformState):
     def prefetch_route(self, session_key: str) -> None:
         """Nothing to do: a read here is a call, not a round trip."""
 
-    def prefetch_context(self, session_id: str, max_depth: int | None) -> None:
+    def prefetch_context(
+        self, session_id: str, max_depth: int | None, after: tuple[int, int] | None
+    ) -> None:
         """Nothing to do, as for `prefetch_route`."""
 
     def prefetch_pending(self, session_key: str) -> None:
@@ -339,6 +341,21 @@ class SqliteTx(SqlitePlatformState):
         if max_depth is not None and row.leaf_depth > max_depth:
             return row.leaf_depth, []
         return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid)
+
+    def session_context_tail(
+        self, session_id: str, max_depth: int | None, after_id: int, after_depth: int
+    ) -> tuple[int, list[dict[str, Any]], bool] | None:
+        row = self.get_session_row(session_id)
+        if row is None:
+            return None
+        if max_depth is not None and row.leaf_depth > max_depth:
+            return row.leaf_depth, [], False
+        if row.leaf_id == after_id:
+            return row.leaf_depth, [], True  # the kept row says it: no read at all
+        tail = transcripts.context_events_below(self.conn, row.sid, after_id, after_depth)
+        if tail is None:
+            return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid), False
+        return row.leaf_depth, tail, True
 
     def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
         return transcripts.keyed_path_messages(self.conn, sid, prefix)
