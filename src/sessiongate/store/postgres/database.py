@@ -102,6 +102,7 @@ class PostgresDatabase:
         self._savepoints = 0
         self._kept: list[list[Any]] = []
         self._closed = False
+        self._reconnecting = False
         self.conn = _connect(url, prepare_threshold)
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire.sure)
@@ -243,9 +244,14 @@ class PostgresDatabase:
         transactions only, so nothing in flight is replayed."""
         if not self.conn.broken and not self.conn.closed:
             return self.conn
-        log.warning("reconnecting to the database", extra={"url": self.url})
+        if not self._reconnecting:
+            # Once per outage: every store call tries again until the server is back.
+            log.warning("reconnecting to the database", extra={"url": self.url})
+            self._reconnecting = True
         self.conn.close()
         self.conn = _connect(self._dsn, self._prepare_threshold)
+        self._reconnecting = False
+        log.info("reconnected to the database", extra={"url": self.url})
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire.sure)
         return self.conn
@@ -255,12 +261,32 @@ class PostgresDatabase:
         """A read-only snapshot on a pooled connection of its own: it never holds the writer."""
         if self._closed:
             raise StoreUnavailableError("the store is closed")
-        with translate_errors(), self._readers.connection() as reader:
-            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with translate_errors(), self._reader() as reader:
             try:
                 yield PostgresTx(reader)
             finally:
                 _rollback(reader)
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection with its snapshot begun. A pooled connection the server dropped
+        meanwhile (a restart ends every session) fails its `BEGIN`; the pool drops it when it
+        comes back broken, and the next one is tried, so no read after a restart fails for a
+        connection that was already dead. Costs nothing while the connections are good."""
+        for attempt in range(READER_POOL_SIZE + 1):
+            conn = self._readers.getconn()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            except psycopg.OperationalError:
+                self._readers.putconn(conn)
+                if attempt == READER_POOL_SIZE or not conn.broken:
+                    raise
+                continue
+            try:
+                yield conn
+            finally:
+                self._readers.putconn(conn)
+            return
 
     def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
         """(session_key, entry JSON) pairs from one snapshot, fetched in batches."""
