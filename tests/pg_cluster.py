@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -160,18 +159,3 @@ class PrivateCluster:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-
-def wait_ready(url: str, timeout: float = START_TIMEOUT) -> None:
-    """Until the server at `url` answers (after a restart, pg_ctl -w already waited)."""
-    import psycopg
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(url, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

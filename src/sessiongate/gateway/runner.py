@@ -517,6 +517,14 @@ class GatewayRunner:
             # whoever owns the lane next recovers the turn this worker left.
             self.leases.settle(lane.key, settled=False)
             log.warning("lane lease lost; the lane moves on", extra={"session_key": lane.key})
+        except StoreUnavailableError as exc:
+            # The database went away between turns (a restart): the rows wait in the inbox,
+            # and the sweep (or the next message) brings the lane back once it returns.
+            self.leases.settle(lane.key, settled=False)
+            log.warning(
+                "lane paused: the database is away",
+                extra={"session_key": lane.key, "error": str(exc)},
+            )
         except Exception:
             self.leases.settle(lane.key, settled=False)
             # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
