@@ -158,4 +158,3 @@ class PrivateCluster:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-

@@ -216,7 +216,12 @@ class GatewayRunner:
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
         )
         self._compactor = Compactor(
-            store=store, lane_store=self.lane_store, config=config, executor=self._executor
+            store=store,
+            lane_store=self.lane_store,
+            config=config,
+            executor=self._executor,
+            fence=self.leases.fence,
+            holds=self.leases.holds,
         )
         self._ready = asyncio.Event()  # start() finished (or stop() ran first)
         self._deliveries_done = asyncio.Event()  # recovered replies sent: resumes may run
@@ -459,8 +464,8 @@ class GatewayRunner:
                     lane.first = None
                     self.leases.settle(lane.key, settled=False)
                 if lane.job is not None:
-                    # `compact` took the lease just before; lost since, the compaction's own
-                    # compare-and-set on the transcript still refuses a write that raced.
+                    # `compact` took the lease just before and it is lost since: the job
+                    # answers its caller (`Compactor.run` refuses a lane not held here).
                     job, lane.job = lane.job, None
                     await job()
                 return
