@@ -49,6 +49,14 @@ _VERSIONS_TABLE = (
 )
 
 
+# How long the writer waits for a row lock before the call fails (`StoreUnavailableError`, a
+# 503 the client retries) when the URL sets no `lock_timeout` of its own. A peer cut off from
+# the server mid-transaction (or paused) holds its locks until it is declared dead; waiting on
+# one without a bound froze this instance's one writer, and with it its heartbeat and the very
+# reaper that would end the peer's session. Set after the migrations, whose advisory lock may
+# rightly be waited for longer.
+WRITER_LOCK_TIMEOUT = "2s"
+
 # psycopg's own default: a statement run this often on a connection becomes a prepared one.
 PREPARE_THRESHOLD = 5
 
@@ -126,6 +134,7 @@ class PostgresDatabase:
                 upgrade(self.conn)
             else:
                 _check_not_newer(self.conn)
+            _bound_lock_waits(self.conn)
             self._readers.open(wait=False)
         except BaseException:
             self.conn.close()
@@ -250,10 +259,12 @@ class PostgresDatabase:
             self._reconnecting = True
         self.conn.close()
         self.conn = _connect(self._dsn, self._prepare_threshold)
-        self._reconnecting = False
-        log.info("reconnected to the database", extra={"url": self.url})
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire.sure)
+        with translate_errors():
+            _bound_lock_waits(self.conn)
+        self._reconnecting = False
+        log.info("reconnected to the database", extra={"url": self.url})
         return self.conn
 
     @contextlib.contextmanager
@@ -335,6 +346,14 @@ class PostgresDatabase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _bound_lock_waits(conn: psycopg.Connection[Any]) -> None:
+    """`WRITER_LOCK_TIMEOUT` on the writer's session, unless the URL set one."""
+    conn.execute(
+        "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'",
+        (WRITER_LOCK_TIMEOUT,),
+    )
 
 
 def _index_of(kept: list[list[Any]], name: str) -> int:
