@@ -15,9 +15,10 @@ transcripts and the journal in the database:
 - every turn ended replied (delivered), none failed or interrupted;
 - fenced commits > 0 when there were pauses (read from the instances' logs).
 
-Failover: at each SIGKILL and SIGSTOP, the lanes the victim owned with work on them are noted;
-the failover time of a lane is from the fault to the next turn of that lane finishing (on
-another instance: a paused one cannot finish anything, a killed one is gone until restarted).
+Failover: at each SIGKILL, SIGSTOP and cut, the lanes the victim owned with work on them are
+noted (at a restart, every lane with work); the failover time of a lane is from the fault to
+the next turn of that lane finishing (on another instance: a paused one cannot finish
+anything, a killed one is gone until restarted).
 
 PostgreSQL restarts (`--restarts`) need a server of the run's own: the shared one serves
 other test runs. The run then makes a private cluster (`tests/pg_cluster.py`) and restarts it
@@ -25,7 +26,10 @@ at random times, alternately `pg_ctl restart -m fast` and an immediate stop (a c
 recovery at the start). Every session of every instance ends at once: turns in flight fail
 and are run again by the lane's owner, the writer, the readers and the wake-up listener
 reconnect, heartbeats resume. `pg_terminate_backend` of one instance's sessions is the same
-cut for one instance.
+cut for one instance. A silent cut (`--cuts`) puts a relay between each instance and the
+server (`cut_proxy.py`) and stops one instance's relay for 2 x TTL without closing anything:
+its statements wait for answers that do not come, the others take its lanes over once its
+lease expires, and what it commits after the link heals is fenced.
 
     python tests/reliability/lanes_torture.py --seconds 60 --kills 6 --pauses 6 --restarts 4 --json
 """
@@ -45,7 +49,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -53,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from cut_proxy import CutProxy  # noqa: E402
 from pg_cluster import PrivateCluster, cluster_problem  # noqa: E402
 from sg_process import GatewayProcess, clean_env, poll_until  # noqa: E402
 
@@ -84,6 +89,7 @@ class LanesConfig:
     pauses: int = 2
     terminates: int = 2
     restarts: int = 0  # PostgreSQL restarts, alternately fast and immediate (a private cluster)
+    cuts: int = 0  # one instance's database link cut silently for 2 x TTL (`cut_proxy.py`)
     echo_delay: float = 0.05
     seed: int = 1
     ttl: float = TTL
@@ -106,13 +112,16 @@ class LanesResult:
     pauses: int = 0
     terminates: int = 0
     restarts: int = 0
+    cuts: int = 0
     retries: int = 0
     failover_kill_s: list[float] = field(default_factory=list)
     failover_pause_s: list[float] = field(default_factory=list)
     # From the start of a restart to the lane's next turn finishing (the restart included).
     failover_restart_s: list[float] = field(default_factory=list)
+    failover_cut_s: list[float] = field(default_factory=list)
     # How often each line of `LOG_LINES` was logged, over all the instances.
     log_lines: dict[str, int] = field(default_factory=dict)
+    log_samples: dict[str, str] = field(default_factory=dict)
     faults: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -129,7 +138,7 @@ class LanesResult:
 
     def summary(self) -> dict[str, Any]:
         out = asdict(self)
-        for name in ("failover_kill_s", "failover_pause_s", "failover_restart_s"):
+        for name in ("failover_kill_s", "failover_pause_s", "failover_restart_s", "failover_cut_s"):
             out[name] = percentiles(getattr(self, name))
         out["problems"] = self.problems[:20]
         return out
@@ -282,10 +291,11 @@ async def inject(
     faults_seen: list[Fault],
     result: LanesResult,
     cluster: PrivateCluster | None = None,
+    proxies: dict[str, CutProxy] | None = None,
 ) -> None:
     rng = random.Random(cfg.seed)
     kinds = ["kill"] * cfg.kills + ["pause"] * cfg.pauses + ["terminate"] * cfg.terminates
-    kinds += ["restart"] * cfg.restarts
+    kinds += ["restart"] * cfg.restarts + ["cut"] * cfg.cuts
     rng.shuffle(kinds)
     gap = cfg.seconds / (len(kinds) + 1)
     for kind in kinds:
@@ -325,6 +335,14 @@ async def inject(
             result.kills += 1
             await asyncio.sleep(1.0)
             await gateway.start()
+        elif kind == "cut":
+            assert proxies is not None
+            at = time.time()
+            proxies[name].cut()  # the process runs on; its statements get no answer
+            faults_seen.append(Fault(kind, at, lanes))
+            result.cuts += 1
+            await asyncio.sleep(2 * cfg.ttl)
+            proxies[name].heal()
         elif kind == "pause":
             at = time.time()
             gateway.proc.send_signal(signal.SIGSTOP)
@@ -388,10 +406,21 @@ async def run_lanes_torture(
     result = LanesResult()
     admin = Admin(instance_url(server, schema, "driver"))
     gateways: dict[str, GatewayProcess] = {}
+    proxies: dict[str, CutProxy] = {}
     for k in range(cfg.instances):
         name = f"i{k}"
+        link = server
+        if cfg.cuts:
+            # Each instance reaches the server through a relay of its own, which can cut it.
+            parts = urlsplit(server)
+            proxies[name] = await CutProxy(
+                parts.hostname or "127.0.0.1", parts.port or 5432
+            ).start()
+            link = urlunsplit(
+                parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxies[name].port}")
+            )
         env = clean_env(
-            SESSIONGATE_STORE__URL=instance_url(server, schema, name),
+            SESSIONGATE_STORE__URL=instance_url(link, schema, name),
             SESSIONGATE_STORE__LEASE_TTL_SECONDS=str(cfg.ttl),
             SESSIONGATE_STORE__HEARTBEAT_SECONDS=str(cfg.heartbeat),
             SESSIONGATE_STORE__SWEEP_SECONDS=str(cfg.sweep),
@@ -413,8 +442,8 @@ async def run_lanes_torture(
         limits = httpx.Limits(max_connections=cfg.chats * 2, max_keepalive_connections=0)
         async with httpx.AsyncClient(limits=limits) as client:
             chats = [asyncio.create_task(load.chat(client, f"c{n}")) for n in range(cfg.chats)]
-            await inject(gateways, cfg, admin, schema, faults, result, cluster)
-            faults_total = cfg.kills + cfg.pauses + cfg.terminates + cfg.restarts
+            await inject(gateways, cfg, admin, schema, faults, result, cluster, proxies)
+            faults_total = cfg.kills + cfg.pauses + cfg.terminates + cfg.restarts + cfg.cuts
             await asyncio.sleep(cfg.seconds / (faults_total + 1))
             load.stop.set()
             await asyncio.gather(*chats)
@@ -427,6 +456,8 @@ async def run_lanes_torture(
             if gateway.proc is not None and gateway.proc.returncode is None:
                 gateway.proc.send_signal(signal.SIGCONT)
             await gateway.aclose()
+        for proxy in proxies.values():
+            await proxy.aclose()
     result.retries = load.retries
     check(admin, load.sent, result)
     failovers(admin, faults, result)
@@ -435,6 +466,11 @@ async def run_lanes_torture(
     result.log_lines = {
         label: sum(text.count(line) for text in logs) for label, line in LOG_LINES.items()
     }
+    # The first of each error line (with its traceback's last line), to tell what it was.
+    for line in (ln for text in logs for ln in text.splitlines()):
+        if '"level":"error"' in line.lower() or "lane worker failed" in line:
+            label = next((k for k, v in LOG_LINES.items() if v in line), "error")
+            result.log_samples.setdefault(label, line[-600:])
     admin.close()
     return result
 
@@ -541,6 +577,7 @@ def failovers(admin: Any, faults: list[Fault], result: LanesResult) -> None:
                 "kill": result.failover_kill_s,
                 "pause": result.failover_pause_s,
                 "restart": result.failover_restart_s,
+                "cut": result.failover_cut_s,
             }[fault.kind].append(seconds)
 
 
@@ -575,6 +612,9 @@ def main() -> None:
         default=0,
         help="PostgreSQL restarts, on a private cluster made for the run (--url is not used)",
     )
+    parser.add_argument(
+        "--cuts", type=int, default=0, help="silent cuts of one instance's database link"
+    )
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ttl", type=float, default=TTL, help="lease TTL (10 is the default)")
@@ -589,6 +629,7 @@ def main() -> None:
         pauses=args.pauses,
         terminates=args.terminates,
         restarts=args.restarts,
+        cuts=args.cuts,
         seed=args.seed,
         ttl=args.ttl,
         heartbeat=args.heartbeat,
