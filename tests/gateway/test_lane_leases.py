@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from gateway_support import HANG_GUARD_SECONDS, Hub
 
-from sessiongate.errors import LeaseLostError, SessionBusyError
+from sessiongate.errors import LeaseLostError, SessionBusyError, StoreUnavailableError
 from sessiongate.store.lanes import TurnState
 from sessiongate.store.ownership import Ownership
 
@@ -256,3 +256,38 @@ async def test_a_compaction_is_refused_at_once_when_the_lane_cannot_be_held(
     with pytest.raises(SessionBusyError):
         await a.runner.compact(key)
     assert hub.summarized == []  # no summary was asked for a lane it could not hold
+
+
+async def test_an_accept_whose_answer_was_lost_leaves_its_turn_first_in_line(
+    shared, make_gateway, tmp_path, monkeypatch
+):
+    # The connection dies with the answer of an accept that claimed its turn at once (a held
+    # lane): the turn is committed `running`, no worker runs it, and the client's retry is a
+    # duplicate. The lane's next message must not overtake it.
+    shared["store"] = {**shared["store"], "lane_idle_seconds": 60}  # the lease lingers, held
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    assert (await a.adapter.receive("one", message_id="m1")).status == "replied"
+    assert a.runner.leases.holds(KEY)
+    runner = a.runner
+    accept = runner._accept_routed
+
+    def answer_lost(*args, **kwargs):
+        monkeypatch.setattr(runner, "_accept_routed", accept)
+        accept(*args, **kwargs)  # committed ...
+        raise StoreUnavailableError("the database is unavailable: server closed the connection")
+
+    monkeypatch.setattr(runner, "_accept_routed", answer_lost)
+    with pytest.raises(StoreUnavailableError):
+        await a.adapter.receive("two", message_id="m2", wait=False)
+    assert (await a.adapter.receive("two", message_id="m2", wait=False)).status == "duplicate"
+    await a.adapter.receive("three", message_id="m3", wait=False)
+    await until(lambda: len(a.transcript()) == 6, "every message answered")
+    assert a.transcript() == [
+        ("user", "one"),
+        ("assistant", "re: one"),
+        ("user", "two"),
+        ("assistant", "re: two"),
+        ("user", "three"),
+        ("assistant", "re: three"),
+    ]

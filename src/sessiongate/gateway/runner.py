@@ -682,6 +682,13 @@ class GatewayRunner:
             routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
         except LeaseLostError:
             routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, False)
+        except StoreUnavailableError:
+            if held:
+                # The connection died with the commit's answer (a restart): the claim may have
+                # committed a running turn no worker here runs. Claimed here next, the lane's
+                # later rows would overtake it; its next worker recovers it first.
+                self.leases.settle(key, settled=False)
+            raise
         entry = routed.entry
         if (
             watch is not None
