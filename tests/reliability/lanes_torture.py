@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import random
+import shutil
 import signal
 import statistics
 import sys
@@ -643,6 +644,12 @@ def main() -> None:
             result = asyncio.run(run_on_private_cluster(cfg, Path(work)))
         else:
             result = asyncio.run(run_on_shared(cfg, args.url, Path(work)))
+        if not result.ok:
+            # The instances' logs, to read what happened to the turns the check names.
+            kept = Path(tempfile.mkdtemp(prefix="lanes-torture-"))
+            for log in Path(work).glob("*.log"):
+                shutil.copy(log, kept / log.name)
+            result.problems.append(f"instance logs kept in {kept}")
     print(json.dumps(result.summary(), indent=2) if args.json else result.summary())
     sys.exit(0 if result.ok else 1)
 

@@ -53,6 +53,7 @@ async def test_sized_lanes_torture(request, tmp_path):
         pauses=faults,
         terminates=faults,
         restarts=faults,
+        cuts=faults,
         seed=int(os.environ.get("LANES_SEED", "1")),
     )
     await _run(cfg, request, tmp_path)
