@@ -50,3 +50,16 @@ def pg_schema():
     schema = Schema()
     yield schema
     schema.drop()
+
+
+@pytest.fixture(scope="session")
+def private_cluster():
+    """A PostgreSQL cluster of this run's own (`pg_cluster.py`), which a test may restart or
+    crash; skips when this machine cannot make one (the reason says why)."""
+    from pg_cluster import PrivateCluster, cluster_problem
+
+    problem = cluster_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    with PrivateCluster() as cluster:
+        yield cluster

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from gateway_support import HANG_GUARD_SECONDS, Hub
 
+from sessiongate.errors import LeaseLostError, SessionBusyError, StoreUnavailableError
 from sessiongate.store.lanes import TurnState
 from sessiongate.store.ownership import Ownership
 
@@ -204,3 +205,89 @@ async def test_the_owner_of_a_lane_hears_of_work_another_instance_accepted(
     assert a.adapter.texts() == ["re: hello"]
     assert b.adapter.texts() == []
     assert b.runner.leases.claims_refused >= 1
+
+
+async def _talk(gateway, n: int = 4) -> str:
+    for i in range(n):
+        receipt = await gateway.adapter.receive(f"{i} {'word ' * 100}")
+    return receipt.session_key
+
+
+async def test_a_compaction_commits_only_while_its_instance_owns_the_lane(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    # The transcript's compare-and-set alone would let this one commit: the thief took the
+    # lane without writing to it yet (say, it has read the context for a turn). The fence
+    # refuses it, as it refuses a stale owner's turn outcome.
+    hub = Hub()
+    a = await make_gateway(
+        home=tmp_path / "a", hub=hub, **{**shared, "agent": {"context_window": 1000}}
+    )
+    key = await _talk(a)
+    hub.summary_gate = asyncio.Event()
+    compacting = asyncio.ensure_future(a.runner.compact(key))
+    await hub.summary_started.wait()
+    with psycopg.connect(pg_schema.url) as conn:  # A pauses past its lease mid-summary
+        conn.execute("UPDATE lane_lease SET expires_at = now() - interval '1 second'")
+    thief = Ownership(a.store.database, instance_id="thief", ttl=3, heartbeat=0.5)
+    thief.start()
+    assert thief.claim(key) is not None
+    hub.summary_gate.set()
+    with pytest.raises(LeaseLostError):
+        await compacting
+    session_id = a.store.get_session(key).session_id
+    assert all(e["type"] == "message" for e in a.store.load_events(session_id))
+    assert a.store.get_session(key).compaction_count == 0
+    assert a.runner.presence.ownership.fenced_commits >= 1
+
+
+async def test_a_compaction_is_refused_at_once_when_the_lane_cannot_be_held(
+    shared, pg_schema, make_gateway, tmp_path
+):
+    hub = Hub()
+    a = await make_gateway(
+        home=tmp_path / "a", hub=hub, **{**shared, "agent": {"context_window": 1000}}
+    )
+    key = await _talk(a)
+    await until(lambda: lease_row(pg_schema.url, key)[0] is None, "the idle lane given back")
+    thief = Ownership(a.store.database, instance_id="thief", ttl=3, heartbeat=0.5)
+    thief.start()
+    assert thief.claim(key) is not None
+    with pytest.raises(SessionBusyError):
+        await a.runner.compact(key)
+    assert hub.summarized == []  # no summary was asked for a lane it could not hold
+
+
+async def test_an_accept_whose_answer_was_lost_leaves_its_turn_first_in_line(
+    shared, make_gateway, tmp_path, monkeypatch
+):
+    # The connection dies with the answer of an accept that claimed its turn at once (a held
+    # lane): the turn is committed `running`, no worker runs it, and the client's retry is a
+    # duplicate. The lane's next message must not overtake it.
+    shared["store"] = {**shared["store"], "lane_idle_seconds": 60}  # the lease lingers, held
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    assert (await a.adapter.receive("one", message_id="m1")).status == "replied"
+    assert a.runner.leases.holds(KEY)
+    runner = a.runner
+    accept = runner._accept_routed
+
+    def answer_lost(*args, **kwargs):
+        monkeypatch.setattr(runner, "_accept_routed", accept)
+        accept(*args, **kwargs)  # committed ...
+        raise StoreUnavailableError("the database is unavailable: server closed the connection")
+
+    monkeypatch.setattr(runner, "_accept_routed", answer_lost)
+    with pytest.raises(StoreUnavailableError):
+        await a.adapter.receive("two", message_id="m2", wait=False)
+    assert (await a.adapter.receive("two", message_id="m2", wait=False)).status == "duplicate"
+    await a.adapter.receive("three", message_id="m3", wait=False)
+    await until(lambda: len(a.transcript()) == 6, "every message answered")
+    assert a.transcript() == [
+        ("user", "one"),
+        ("assistant", "re: one"),
+        ("user", "two"),
+        ("assistant", "re: two"),
+        ("user", "three"),
+        ("assistant", "re: three"),
+    ]

@@ -15,15 +15,23 @@ transcripts and the journal in the database:
 - every turn ended replied (delivered), none failed or interrupted;
 - fenced commits > 0 when there were pauses (read from the instances' logs).
 
-Failover: at each SIGKILL and SIGSTOP, the lanes the victim owned with work on them are noted;
-the failover time of a lane is from the fault to the next turn of that lane finishing (on
-another instance: a paused one cannot finish anything, a killed one is gone until restarted).
+Failover: at each SIGKILL, SIGSTOP and cut, the lanes the victim owned with work on them are
+noted (at a restart, every lane with work); the failover time of a lane is from the fault to
+the next turn of that lane finishing (on another instance: a paused one cannot finish
+anything, a killed one is gone until restarted).
 
-A PostgreSQL restart is left out on purpose: the server is shared with other engineers'
-test runs, and restarting it would fail theirs. `pg_terminate_backend` of one instance's
-sessions exercises the same reconnect path for that instance.
+PostgreSQL restarts (`--restarts`) need a server of the run's own: the shared one serves
+other test runs. The run then makes a private cluster (`tests/pg_cluster.py`) and restarts it
+at random times, alternately `pg_ctl restart -m fast` and an immediate stop (a crash: WAL
+recovery at the start). Every session of every instance ends at once: turns in flight fail
+and are run again by the lane's owner, the writer, the readers and the wake-up listener
+reconnect, heartbeats resume. `pg_terminate_backend` of one instance's sessions is the same
+cut for one instance. A silent cut (`--cuts`) puts a relay between each instance and the
+server (`cut_proxy.py`) and stops one instance's relay for 2 x TTL without closing anything:
+its statements wait for answers that do not come, the others take its lanes over once its
+lease expires, and what it commits after the link heals is fenced.
 
-    python tests/reliability/lanes_torture.py --seconds 60 --kills 6 --pauses 6 --json
+    python tests/reliability/lanes_torture.py --seconds 60 --kills 6 --pauses 6 --restarts 4 --json
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import asyncio
 import contextlib
 import json
 import random
+import shutil
 import signal
 import statistics
 import sys
@@ -41,7 +50,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -49,6 +58,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from cut_proxy import CutProxy  # noqa: E402
+from pg_cluster import PrivateCluster, cluster_problem  # noqa: E402
 from sg_process import GatewayProcess, clean_env, poll_until  # noqa: E402
 
 TTL = 3.0  # seconds: a pause of 2 x TTL always outlives a lease
@@ -56,6 +67,18 @@ HEARTBEAT = 0.5
 SWEEP = 0.5
 REQUEST_TIMEOUT = 2.0
 CHAT_KEY = "agent:main:api:dm:"
+# Lines of the instances' logs worth counting in the report: how they rode through.
+LOG_LINES = {
+    "reconnects": "reconnecting to the database",
+    "database_lost": "lost the database",
+    "database_back": "the database is back",
+    "hints_lost": "wake-up hints lost",
+    "hints_back": "wake-up hints are back",
+    "declared_dead": "this instance was declared dead",
+    "lane_errors": "lane worker failed",
+    "turns_left": "lane lease lost",
+    "heartbeat_errors": "instance heartbeat failed",
+}
 
 
 @dataclass
@@ -66,6 +89,8 @@ class LanesConfig:
     kills: int = 2
     pauses: int = 2
     terminates: int = 2
+    restarts: int = 0  # PostgreSQL restarts, alternately fast and immediate (a private cluster)
+    cuts: int = 0  # one instance's database link cut silently for 2 x TTL (`cut_proxy.py`)
     echo_delay: float = 0.05
     seed: int = 1
     ttl: float = TTL
@@ -87,9 +112,17 @@ class LanesResult:
     kills: int = 0
     pauses: int = 0
     terminates: int = 0
+    restarts: int = 0
+    cuts: int = 0
     retries: int = 0
     failover_kill_s: list[float] = field(default_factory=list)
     failover_pause_s: list[float] = field(default_factory=list)
+    # From the start of a restart to the lane's next turn finishing (the restart included).
+    failover_restart_s: list[float] = field(default_factory=list)
+    failover_cut_s: list[float] = field(default_factory=list)
+    # How often each line of `LOG_LINES` was logged, over all the instances.
+    log_lines: dict[str, int] = field(default_factory=dict)
+    log_samples: dict[str, str] = field(default_factory=dict)
     faults: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -106,7 +139,7 @@ class LanesResult:
 
     def summary(self) -> dict[str, Any]:
         out = asdict(self)
-        for name in ("failover_kill_s", "failover_pause_s"):
+        for name in ("failover_kill_s", "failover_pause_s", "failover_restart_s", "failover_cut_s"):
             out[name] = percentiles(getattr(self, name))
         out["problems"] = self.problems[:20]
         return out
@@ -132,6 +165,32 @@ def instance_url(server: str, schema: str, name: str) -> str:
     options = quote(f"-csearch_path={schema} -cidle_in_transaction_session_timeout=1000")
     joiner = "&" if "?" in server else "?"
     return f"{server}{joiner}options={options}&application_name={schema}-{name}"
+
+
+class Admin:
+    """The driver's own connection, opened again after a restart ended it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn: Any = None
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        import psycopg
+
+        for attempt in range(50):
+            try:
+                if self.conn is None or self.conn.closed or self.conn.broken:
+                    self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+                return self.conn.execute(query, params)
+            except psycopg.OperationalError:
+                if attempt == 49:
+                    raise
+                time.sleep(0.1)  # the server is coming back: pg_ctl waits, this rarely runs
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
 
 
 # ---------------------------------------------------------------------------- load
@@ -217,6 +276,14 @@ class Fault:
     lanes: list[str]
 
 
+def lanes_with_work(conn: Any) -> list[str]:
+    rows = conn.execute(
+        "SELECT DISTINCT session_key FROM inbox UNION "
+        "SELECT session_key FROM turns WHERE state IN ('accepted', 'running')"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 async def inject(
     gateways: dict[str, GatewayProcess],
     cfg: LanesConfig,
@@ -224,9 +291,12 @@ async def inject(
     schema: str,
     faults_seen: list[Fault],
     result: LanesResult,
+    cluster: PrivateCluster | None = None,
+    proxies: dict[str, CutProxy] | None = None,
 ) -> None:
     rng = random.Random(cfg.seed)
     kinds = ["kill"] * cfg.kills + ["pause"] * cfg.pauses + ["terminate"] * cfg.terminates
+    kinds += ["restart"] * cfg.restarts + ["cut"] * cfg.cuts
     rng.shuffle(kinds)
     gap = cfg.seconds / (len(kinds) + 1)
     for kind in kinds:
@@ -244,6 +314,20 @@ async def inject(
         gateway = up[name]
         assert gateway.proc is not None
         lanes = owning[name]
+        if kind == "restart":
+            assert cluster is not None
+            lanes = lanes_with_work(admin)
+            # Alternately a clean restart and a crash: a crash's recovery replays the WAL.
+            crash = result.restarts % 2 == 1
+            result.faults.append(
+                f"{'crash' if crash else 'restart'} postgres at {time.time():.1f} "
+                f"with {len(lanes)} lanes at work"
+            )
+            at = time.time()
+            await asyncio.to_thread(cluster.crash if crash else cluster.restart)
+            faults_seen.append(Fault(kind, at, lanes))
+            result.restarts += 1
+            continue
         result.faults.append(f"{kind} {name} at {time.time():.1f} owning {len(lanes)}")
         if kind == "kill":
             at = time.time()
@@ -252,6 +336,14 @@ async def inject(
             result.kills += 1
             await asyncio.sleep(1.0)
             await gateway.start()
+        elif kind == "cut":
+            assert proxies is not None
+            at = time.time()
+            proxies[name].cut()  # the process runs on; its statements get no answer
+            faults_seen.append(Fault(kind, at, lanes))
+            result.cuts += 1
+            await asyncio.sleep(2 * cfg.ttl)
+            proxies[name].heal()
         elif kind == "pause":
             at = time.time()
             gateway.proc.send_signal(signal.SIGSTOP)
@@ -301,16 +393,35 @@ def stuck(admin: Any) -> dict[str, Any]:
     }
 
 
-async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Path) -> LanesResult:
-    import psycopg
-
+async def run_lanes_torture(
+    cfg: LanesConfig,
+    server: str,
+    schema: str,
+    work: Path,
+    cluster: PrivateCluster | None = None,
+) -> LanesResult:
+    """The run on `schema` of `server`; restarts (`cfg.restarts`) need `cluster`, the private
+    server `server` is then on."""
+    if cfg.restarts and cluster is None:
+        raise ValueError("PostgreSQL restarts need a private cluster (tests/pg_cluster.py)")
     result = LanesResult()
-    admin = psycopg.connect(instance_url(server, schema, "driver"), autocommit=True)
+    admin = Admin(instance_url(server, schema, "driver"))
     gateways: dict[str, GatewayProcess] = {}
+    proxies: dict[str, CutProxy] = {}
     for k in range(cfg.instances):
         name = f"i{k}"
+        link = server
+        if cfg.cuts:
+            # Each instance reaches the server through a relay of its own, which can cut it.
+            parts = urlsplit(server)
+            proxies[name] = await CutProxy(
+                parts.hostname or "127.0.0.1", parts.port or 5432
+            ).start()
+            link = urlunsplit(
+                parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxies[name].port}")
+            )
         env = clean_env(
-            SESSIONGATE_STORE__URL=instance_url(server, schema, name),
+            SESSIONGATE_STORE__URL=instance_url(link, schema, name),
             SESSIONGATE_STORE__LEASE_TTL_SECONDS=str(cfg.ttl),
             SESSIONGATE_STORE__HEARTBEAT_SECONDS=str(cfg.heartbeat),
             SESSIONGATE_STORE__SWEEP_SECONDS=str(cfg.sweep),
@@ -332,8 +443,9 @@ async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Pa
         limits = httpx.Limits(max_connections=cfg.chats * 2, max_keepalive_connections=0)
         async with httpx.AsyncClient(limits=limits) as client:
             chats = [asyncio.create_task(load.chat(client, f"c{n}")) for n in range(cfg.chats)]
-            await inject(gateways, cfg, admin, schema, faults, result)
-            await asyncio.sleep(cfg.seconds / (cfg.kills + cfg.pauses + cfg.terminates + 1))
+            await inject(gateways, cfg, admin, schema, faults, result, cluster, proxies)
+            faults_total = cfg.kills + cfg.pauses + cfg.terminates + cfg.restarts + cfg.cuts
+            await asyncio.sleep(cfg.seconds / (faults_total + 1))
             load.stop.set()
             await asyncio.gather(*chats)
         try:
@@ -345,13 +457,21 @@ async def run_lanes_torture(cfg: LanesConfig, server: str, schema: str, work: Pa
             if gateway.proc is not None and gateway.proc.returncode is None:
                 gateway.proc.send_signal(signal.SIGCONT)
             await gateway.aclose()
+        for proxy in proxies.values():
+            await proxy.aclose()
     result.retries = load.retries
     check(admin, load.sent, result)
     failovers(admin, faults, result)
-    result.fenced = sum(
-        (work / f"{name}.log").read_text(errors="replace").count("write fenced")
-        for name in gateways
-    )
+    logs = [(work / f"{name}.log").read_text(errors="replace") for name in gateways]
+    result.fenced = sum(text.count("write fenced") for text in logs)
+    result.log_lines = {
+        label: sum(text.count(line) for text in logs) for label, line in LOG_LINES.items()
+    }
+    # The first of each error line (with its traceback's last line), to tell what it was.
+    for line in (ln for text in logs for ln in text.splitlines()):
+        if '"level":"error"' in line.lower() or "lane worker failed" in line:
+            label = next((k for k, v in LOG_LINES.items() if v in line), "error")
+            result.log_samples.setdefault(label, line[-600:])
     admin.close()
     return result
 
@@ -454,9 +574,30 @@ def failovers(admin: Any, faults: list[Fault], result: LanesResult) -> None:
             if row is None or row[0] is None:
                 continue
             seconds = row[0] / 1e6 - fault.at
-            (result.failover_kill_s if fault.kind == "kill" else result.failover_pause_s).append(
-                seconds
-            )
+            {
+                "kill": result.failover_kill_s,
+                "pause": result.failover_pause_s,
+                "restart": result.failover_restart_s,
+                "cut": result.failover_cut_s,
+            }[fault.kind].append(seconds)
+
+
+def make_schema(server: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+
+
+async def run_on_private_cluster(cfg: LanesConfig, work: Path) -> LanesResult:
+    """The run on a cluster of its own (made, restarted and removed here): what restarts
+    need (`cluster_problem()` says whether this machine can make one)."""
+    with PrivateCluster() as cluster:
+        make_schema(cluster.url, "sg_lanes")
+        result = await run_lanes_torture(cfg, cluster.url, "sg_lanes", work, cluster)
+        if not result.ok:
+            result.problems.append(f"server log:{cluster.tail()}")
+        return result
 
 
 def main() -> None:
@@ -466,6 +607,15 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=6)
     parser.add_argument("--pauses", type=int, default=6)
     parser.add_argument("--terminates", type=int, default=6)
+    parser.add_argument(
+        "--restarts",
+        type=int,
+        default=0,
+        help="PostgreSQL restarts, on a private cluster made for the run (--url is not used)",
+    )
+    parser.add_argument(
+        "--cuts", type=int, default=0, help="silent cuts of one instance's database link"
+    )
     parser.add_argument("--chats", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ttl", type=float, default=TTL, help="lease TTL (10 is the default)")
@@ -473,30 +623,48 @@ def main() -> None:
     parser.add_argument("--sweep", type=float, default=SWEEP)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    import postgres_support
-    from postgres_support import Schema
-
-    postgres_support.SERVER_URL = args.url
-    schema = Schema()
     cfg = LanesConfig(
         chats=args.chats,
         seconds=args.seconds,
         kills=args.kills,
         pauses=args.pauses,
         terminates=args.terminates,
+        restarts=args.restarts,
+        cuts=args.cuts,
         seed=args.seed,
         ttl=args.ttl,
         heartbeat=args.heartbeat,
         sweep=args.sweep,
     )
+    with tempfile.TemporaryDirectory() as work:
+        if cfg.restarts:
+            problem = cluster_problem()
+            if problem is not None:
+                sys.exit(f"cannot restart PostgreSQL here: {problem}")
+            result = asyncio.run(run_on_private_cluster(cfg, Path(work)))
+        else:
+            result = asyncio.run(run_on_shared(cfg, args.url, Path(work)))
+        if not result.ok:
+            # The instances' logs, to read what happened to the turns the check names.
+            kept = Path(tempfile.mkdtemp(prefix="lanes-torture-"))
+            for log in Path(work).glob("*.log"):
+                shutil.copy(log, kept / log.name)
+            result.problems.append(f"instance logs kept in {kept}")
+    print(json.dumps(result.summary(), indent=2) if args.json else result.summary())
+    sys.exit(0 if result.ok else 1)
+
+
+async def run_on_shared(cfg: LanesConfig, url: str, work: Path) -> LanesResult:
+    import postgres_support
+    from postgres_support import Schema
+
+    postgres_support.SERVER_URL = url
+    schema = Schema()
     try:
-        with tempfile.TemporaryDirectory() as work:
-            result = asyncio.run(run_lanes_torture(cfg, args.url, schema.name, Path(work)))
+        return await run_lanes_torture(cfg, url, schema.name, work)
     finally:
         with contextlib.suppress(Exception):
             schema.drop()
-    print(json.dumps(result.summary(), indent=2) if args.json else result.summary())
-    sys.exit(0 if result.ok else 1)
 
 
 if __name__ == "__main__":

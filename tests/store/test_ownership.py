@@ -337,3 +337,43 @@ def test_a_claim_whose_answer_was_lost_is_taken_again_at_a_new_epoch(pair):
         pass
     with a.fenced(again):
         pass
+
+
+def test_a_lock_held_by_a_cut_off_peer_fails_the_call_instead_of_freezing_the_writer(
+    pair, pg_schema
+):
+    import psycopg
+
+    from sessiongate.errors import StoreUnavailableError
+    from sessiongate.store.postgres import database
+
+    (store_a, lanes_a, _a), _ = pair
+    writer = store_a.database.conn  # type: ignore[attr-defined]
+    assert writer.execute("SHOW lock_timeout").fetchone() == (database.WRITER_LOCK_TIMEOUT,)
+    writer.execute("SET lock_timeout = '200ms'")  # shorter, for the test's sake
+    # A peer whose link went silent mid-transaction: its lane lock stays held until the
+    # server ends its session (after it is declared dead, a TTL away).
+    with psycopg.connect(pg_schema.url) as peer:
+        peer.execute("INSERT INTO lane_seq (session_key, next_seq) VALUES ('k', 1)")
+        peer.commit()
+        peer.execute("SELECT 1 FROM lane_seq WHERE session_key = 'k' FOR UPDATE")
+        outcome: list[BaseException | None] = []
+
+        def accept_on_that_lane() -> None:
+            try:
+                with lanes_a.atomic():
+                    lanes_a.lock_lane("k")
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=accept_on_that_lane)
+        worker.start()
+        worker.join(timeout=30)  # a hang guard: without the bound it waits for the peer
+        assert not worker.is_alive()
+        peer.rollback()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], StoreUnavailableError)
+    # The writer goes on: its heartbeat, its reaper, its other lanes.
+    with lanes_a.atomic():
+        lanes_a.lock_lane("k")

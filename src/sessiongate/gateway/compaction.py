@@ -13,6 +13,13 @@ have not moved meanwhile (`StaleWriteError` otherwise), together with the entry'
 `compaction_count`. The runner runs it on the lane as it runs a turn, so no turn runs alongside
 and messages that arrive meanwhile queue behind it.
 
+On a database several instances share, the lane's lease decides as it does for a turn's
+outcome: no summary is asked for while this instance does not hold the lane
+(`SessionBusyError`), and the entry commits inside the lane's fence, so an instance that paused
+past its lease mid-summary writes nothing (`LeaseLostError`, a `StaleWriteError`) even when the
+lane's new owner has not touched the transcript yet (the compare-and-set alone would let it
+through while that owner, say, runs a turn on the context it read before).
+
 An explicit compaction (`POST .../compact`, `sessions compact`, `/compress`) compacts: it keeps
 only the newest turn (less if that alone is over the quarter) and summarises everything before
 it, however small the context. The size threshold (nothing while the context fits the kept
@@ -27,6 +34,7 @@ compaction, when the context fits or the summary would not shrink it; the answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,12 +50,14 @@ from sessiongate.core.transcript import (
 from sessiongate.errors import (
     AgentTurnError,
     SessionArchivedError,
+    SessionBusyError,
     SessionNotFoundError,
     StaleWriteError,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+    from contextlib import AbstractContextManager
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.turns import TurnExecutor
@@ -149,11 +159,17 @@ class Compactor:
         lane_store: LaneStore,
         config: GatewayConfig,
         executor: TurnExecutor,
+        fence: Callable[[str], AbstractContextManager[None]] | None = None,
+        holds: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
         self._lane_store = lane_store
         self._config = config
         self._executor = executor
+        # A shared database: the lane's fence around the commit, and whether the lane is held
+        # here (`LaneLeases.fence`, `LaneLeases.holds`). On SQLite neither does anything.
+        self._fence = fence or (lambda _key: contextlib.nullcontext())
+        self._holds = holds or (lambda _key: True)
 
     async def run(
         self,
@@ -173,6 +189,11 @@ class Compactor:
         if entry.archived:
             raise SessionArchivedError(
                 "the session is archived; unarchive it to compact it", session_key=session_key
+            )
+        if not self._holds(session_key):
+            raise SessionBusyError(
+                "another gateway instance runs this session's turns; compact it there",
+                session_key=session_key,
             )
         session_id = entry.session_id
         generation = self._store.transcript_generation(session_id)
@@ -211,7 +232,7 @@ class Compactor:
             "tokens_after": after,
             "reason": None,
         }
-        with self._lane_store.atomic():
+        with self._fence(session_key), self._lane_store.atomic():
             current = self._store.get_session(session_key)
             if (
                 current is None

@@ -16,7 +16,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.errors import LeaseLostError, SessiongateError
+from sessiongate.errors import LeaseLostError, SessiongateError, StoreUnavailableError
 from sessiongate.store.backends import open_ownership
 
 if TYPE_CHECKING:
@@ -76,6 +76,11 @@ class InstancePresence:
                 self.rejoins += 1
                 if self.on_rejoin is not None:
                     self.on_rejoin(own.instance_id)
+            except StoreUnavailableError as exc:
+                # The heartbeat itself says so once (`Ownership.heartbeat`); the reap after it
+                # can still meet the outage's start.
+                self.failures += 1
+                log.warning("instance heartbeat failed", extra={"error": str(exc)})
             except SessiongateError:
                 self.failures += 1
                 log.exception("instance heartbeat failed")

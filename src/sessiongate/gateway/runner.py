@@ -216,7 +216,12 @@ class GatewayRunner:
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
         )
         self._compactor = Compactor(
-            store=store, lane_store=self.lane_store, config=config, executor=self._executor
+            store=store,
+            lane_store=self.lane_store,
+            config=config,
+            executor=self._executor,
+            fence=self.leases.fence,
+            holds=self.leases.holds,
         )
         self._ready = asyncio.Event()  # start() finished (or stop() ran first)
         self._deliveries_done = asyncio.Event()  # recovered replies sent: resumes may run
@@ -459,8 +464,8 @@ class GatewayRunner:
                     lane.first = None
                     self.leases.settle(lane.key, settled=False)
                 if lane.job is not None:
-                    # `compact` took the lease just before; lost since, the compaction's own
-                    # compare-and-set on the transcript still refuses a write that raced.
+                    # `compact` took the lease just before and it is lost since: the job
+                    # answers its caller (`Compactor.run` refuses a lane not held here).
                     job, lane.job = lane.job, None
                     await job()
                 return
@@ -517,6 +522,14 @@ class GatewayRunner:
             # whoever owns the lane next recovers the turn this worker left.
             self.leases.settle(lane.key, settled=False)
             log.warning("lane lease lost; the lane moves on", extra={"session_key": lane.key})
+        except StoreUnavailableError as exc:
+            # The database went away between turns (a restart): the rows wait in the inbox,
+            # and the sweep (or the next message) brings the lane back once it returns.
+            self.leases.settle(lane.key, settled=False)
+            log.warning(
+                "lane paused: the database is away",
+                extra={"session_key": lane.key, "error": str(exc)},
+            )
         except Exception:
             self.leases.settle(lane.key, settled=False)
             # Logged and counted; the lane's rows stay in the inbox for the next dispatch.
@@ -669,6 +682,13 @@ class GatewayRunner:
             routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
         except LeaseLostError:
             routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, False)
+        except StoreUnavailableError:
+            if held:
+                # The connection died with the commit's answer (a restart): the claim may have
+                # committed a running turn no worker here runs. Claimed here next, the lane's
+                # later rows would overtake it; its next worker recovers it first.
+                self.leases.settle(key, settled=False)
+            raise
         entry = routed.entry
         if (
             watch is not None

@@ -114,8 +114,12 @@ STORAGE_NOTICE = (
 # The store sends this read with the claim's commit when the limits agree (`LaneStore`).
 _INLINE_CONTEXT_ENTRIES = INLINE_CONTEXT_ENTRIES
 _STORE_RETRY_FIRST = 0.05
-_CONTEXT_READ_ATTEMPTS = 4
 _STORE_RETRY_MAX = 5.0
+# A turn's request is read again this often (backoff capped at `_CONTEXT_RETRY_MAX`: about 20
+# seconds in all) while the store is away: a PostgreSQL restart takes seconds, a crash
+# recovery a few more.
+_CONTEXT_READ_ATTEMPTS = 24
+_CONTEXT_RETRY_MAX = 1.0
 
 
 def failure_notice(*, timed_out: bool, timeout: int) -> str:
@@ -140,6 +144,9 @@ class _AgentDone:
     error: str | None = None
     timed_out: bool = False
     notice: str | None = None  # the agent's own word for the user, when it gave one
+    # The store stayed away until the lease could have moved on, before the agent ran: the
+    # turn stays `running`, for the lane's next worker (here or on its next owner).
+    left: bool = False
 
 
 def _conversation(session_id: str, entry: SessionEntry | None) -> str:
@@ -253,6 +260,9 @@ class TurnExecutor:
             done = await self._call_agent(claim, running, progress, resumed=resumed)
         finally:
             lane.running = None
+        if done is not None and done.left:
+            self._answer(claim, ReceiptStatus.QUEUED, None)
+            raise LeaseLostError(f"turn {turn.id} left: the store was away past the lease")
         if done is None:
             reason = running.cancel_reason or CancelReason.DRAIN
             if reason is CancelReason.DRAIN:
@@ -315,16 +325,20 @@ class TurnExecutor:
     async def _request_retried(
         self, claim: Claim, progress: TurnProgress, *, resumed: bool
     ) -> tuple[TurnRequest, SessionEntry | None]:
-        """`_request`, read again when the store was unavailable: the first statement on a
+        """`_request`, read again while the store is unavailable: the first statement on a
         connection the server dropped (a restart, an operator's `pg_terminate_backend`)
-        fails, and the next one reconnects. Its writes are keyed, so a retry doubles nothing."""
+        fails, and the statements after it fail until the server is back. Its writes are
+        keyed, so a retry doubles nothing. Past `may_act` (the outage outlasted what the
+        lease allows) it raises `LeaseLostError`: the turn is not this worker's to fail."""
         delay = _STORE_RETRY_FIRST
         for _ in range(_CONTEXT_READ_ATTEMPTS - 1):
             try:
                 return await self._request(claim, progress, resumed=resumed)
             except StoreUnavailableError:
                 await asyncio.sleep(delay)
-                delay *= 2
+                delay = min(delay * 2, _CONTEXT_RETRY_MAX)
+            if not self._may_act():
+                raise LeaseLostError(f"turn {claim.turn.id}: the store is away past the lease")
         return await self._request(claim, progress, resumed=resumed)
 
     async def _request(
@@ -422,7 +436,10 @@ class TurnExecutor:
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
         try:
             self._publish_user(claim, progress)
-            request, entry = await self._request_retried(claim, progress, resumed=resumed)
+            try:
+                request, entry = await self._request_retried(claim, progress, resumed=resumed)
+            except LeaseLostError:
+                return _AgentDone(None, left=True)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
             async with timeout:

@@ -49,6 +49,14 @@ _VERSIONS_TABLE = (
 )
 
 
+# How long the writer waits for a row lock before the call fails (`StoreUnavailableError`, a
+# 503 the client retries) when the URL sets no `lock_timeout` of its own. A peer cut off from
+# the server mid-transaction (or paused) holds its locks until it is declared dead; waiting on
+# one without a bound froze this instance's one writer, and with it its heartbeat and the very
+# reaper that would end the peer's session. Set after the migrations, whose advisory lock may
+# rightly be waited for longer.
+WRITER_LOCK_TIMEOUT = "2s"
+
 # psycopg's own default: a statement run this often on a connection becomes a prepared one.
 PREPARE_THRESHOLD = 5
 
@@ -102,6 +110,7 @@ class PostgresDatabase:
         self._savepoints = 0
         self._kept: list[list[Any]] = []
         self._closed = False
+        self._reconnecting = False
         self.conn = _connect(url, prepare_threshold)
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire)
@@ -125,6 +134,7 @@ class PostgresDatabase:
                 upgrade(self.conn)
             else:
                 _check_not_newer(self.conn)
+            _bound_lock_waits(self.conn)
             self._readers.open(wait=False)
         except BaseException:
             self.conn.close()
@@ -253,11 +263,18 @@ class PostgresDatabase:
         transactions only, so nothing in flight is replayed."""
         if not self.conn.broken and not self.conn.closed:
             return self.conn
-        log.warning("reconnecting to the database", extra={"url": self.url})
+        if not self._reconnecting:
+            # Once per outage: every store call tries again until the server is back.
+            log.warning("reconnecting to the database", extra={"url": self.url})
+            self._reconnecting = True
         self.conn.close()
         self.conn = _connect(self._dsn, self._prepare_threshold)
         self._wire = Wire(self.conn)
         self._tx = PostgresTx(self.conn, self._wire)
+        with translate_errors():
+            _bound_lock_waits(self.conn)
+        self._reconnecting = False
+        log.info("reconnected to the database", extra={"url": self.url})
         return self.conn
 
     @contextlib.contextmanager
@@ -265,12 +282,32 @@ class PostgresDatabase:
         """A read-only snapshot on a pooled connection of its own: it never holds the writer."""
         if self._closed:
             raise StoreUnavailableError("the store is closed")
-        with translate_errors(), self._readers.connection() as reader:
-            reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with translate_errors(), self._reader() as reader:
             try:
                 yield PostgresTx(reader)
             finally:
                 _rollback(reader)
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection with its snapshot begun. A pooled connection the server dropped
+        meanwhile (a restart ends every session) fails its `BEGIN`; the pool drops it when it
+        comes back broken, and the next one is tried, so no read after a restart fails for a
+        connection that was already dead. Costs nothing while the connections are good."""
+        for attempt in range(READER_POOL_SIZE + 1):
+            conn = self._readers.getconn()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            except psycopg.OperationalError:
+                self._readers.putconn(conn)
+                if attempt == READER_POOL_SIZE or not conn.broken:
+                    raise
+                continue
+            try:
+                yield conn
+            finally:
+                self._readers.putconn(conn)
+            return
 
     def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
         """(session_key, entry JSON) pairs from one snapshot, fetched in batches."""
@@ -319,6 +356,14 @@ class PostgresDatabase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _bound_lock_waits(conn: psycopg.Connection[Any]) -> None:
+    """`WRITER_LOCK_TIMEOUT` on the writer's session, unless the URL set one."""
+    conn.execute(
+        "SELECT set_config('lock_timeout', %s, false) WHERE current_setting('lock_timeout') = '0'",
+        (WRITER_LOCK_TIMEOUT,),
+    )
 
 
 def _index_of(kept: list[list[Any]], name: str) -> int:

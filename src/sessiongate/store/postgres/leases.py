@@ -85,9 +85,15 @@ ORDER BY random() LIMIT %(limit)s
 """
 # Instances whose heartbeat is late and whose liveness lock is free: their process is gone.
 # The lock is tried last, and only on rows that passed the rest (a CASE keeps the order).
+# Not in the first `RESTART_GRACE_SECONDS` after the server started: a restart ends every
+# session, every liveness lock goes with them, and a free one then means a listener not
+# connected again yet, not a process gone (the TTL decides meanwhile). A crash of one server
+# process resets every session without a new start time: there the probe can still reap live
+# instances, which rejoin under new ids (their writes stay fenced).
 _VANISHED = """
 UPDATE instances SET state = 'dead'
 WHERE state = 'live' AND probe_ready AND instance_id <> %(me)s
+  AND pg_postmaster_start_time() < now() - make_interval(secs => %(grace)s)
   AND CASE WHEN heartbeat_at < now() - make_interval(secs => %(late)s) THEN
       pg_try_advisory_xact_lock(hashtextextended('sessiongate:instance:' || instance_id, 0))
       ELSE false END
@@ -128,6 +134,9 @@ JOIN instances i ON a.pid = i.backend_pid AND a.backend_start <= i.heartbeat_at
 WHERE i.state = 'live' AND i.heartbeat_at < now() - make_interval(secs => %s)
   AND a.pid <> pg_backend_pid()
 """
+# Long enough for every instance's listener to connect again after a restart (it retries
+# within a second, `wakeups.py`), and shorter than a lease TTL.
+RESTART_GRACE_SECONDS = 5.0
 # A leader renews its own lease at the same epoch, or takes a free or expired one (epoch + 1).
 _CLAIM_LEADER = """
 INSERT INTO leader_lease AS l (name, owner, epoch, expires_at)
@@ -222,7 +231,8 @@ def _expire_leases_of(conn: psycopg.Connection[Any], dead: list[str]) -> None:
 def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[str]:
     """Instances with a heartbeat `late` seconds old whose process is gone become dead, and
     their leases expire now (a takeover still raises each epoch)."""
-    rows = conn.execute(_VANISHED, {"me": me, "late": late}).fetchall()
+    params = {"me": me, "late": late, "grace": RESTART_GRACE_SECONDS}
+    rows = conn.execute(_VANISHED, params).fetchall()
     dead = [r[0] for r in rows]
     if dead:
         # Its liveness lock is free, but its writer may live on (only that other connection

@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 # How often the listener looks up from the socket (a new channel, a stop); never a delay of a
 # hint, which arrives the moment it is sent.
 _POLL_SECONDS = 0.5
+# Reconnects back off from the first to the last: after a server restart the liveness lock
+# is taken again within about a second of the server's return (the others' probe waits for
+# it, `leases.RESTART_GRACE_SECONDS`).
+_RETRY_FIRST_SECONDS = 0.1
 _RETRY_SECONDS = 1.0
 
 
@@ -59,18 +63,21 @@ class Wakeups:
 
     def _run(self) -> None:
         failed = False
+        delay = _RETRY_FIRST_SECONDS
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
                     if failed:
                         log.info("wake-up hints are back")
                     failed = False
+                    delay = _RETRY_FIRST_SECONDS
                     self._serve(conn)
             except psycopg.Error as exc:
                 if not failed:
                     log.warning("wake-up hints lost; the sweep goes on", extra={"error": str(exc)})
                 failed = True
-                self._stop.wait(_RETRY_SECONDS)
+                self._stop.wait(delay)
+                delay = min(delay * 2, _RETRY_SECONDS)
 
     def _serve(self, conn: psycopg.Connection[Any]) -> None:
         current: str | None = None
