@@ -15,9 +15,9 @@ duplicate, a command), or `error` (`code`, `message`).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.jsontext import json_encoder
 from sessiongate.core.turn_events import StreamRetry, TextDelta
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ _ERROR_CODES = {"failed": "turn_failed", "unavailable": "unavailable"}
 _MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
 
 
-# One encoder for every event: `json.dumps` with options builds a new one per call, which was
-# a good part of a delta's cost.
-_to_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+# One encoder for every event (`core/jsontext.py`): building one per call was a good part of
+# a delta's cost.
+_to_json = json_encoder(default=str)
 
 
 def sse_event(name: str, data: dict[str, Any]) -> str:
