@@ -85,10 +85,8 @@ async def event_stream(
     try:
         yield _OPENING
         while True:
-            try:
-                async with asyncio.timeout(keepalive):
-                    got = await sub.next_batch(limit=_BATCH_EVENTS)
-            except TimeoutError:
+            got = await sub.next_batch(limit=_BATCH_EVENTS, max_wait=keepalive)
+            if got == []:
                 yield _KEEPALIVE
                 continue
             if got is None:
