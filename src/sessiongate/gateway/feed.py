@@ -25,6 +25,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.jsontext import json_encoder
@@ -108,7 +109,13 @@ class FeedEvent:
     def frame(self) -> bytes:
         """The server-sent-events frame (`id`, `event`, one `data` line of JSON)."""
         if self._frame is None:
-            data = _encode(self.payload())
+            # `payload()`'s JSON without building it: the id (`<hex>-<n>`) and the ISO time
+            # need no escaping, and the type's fields are encoded as they are.
+            fields = _encode(self.data)
+            data = (
+                f'{{"id":"{self.id}","type":{encode_basestring(self.type)},'
+                f'"at":"{self._stamp.iso()}"{"," + fields[1:] if len(fields) > 2 else "}"}'
+            )
             self._frame = f"id: {self.id}\nevent: {self.type}\ndata: {data}\n\n".encode()
         return self._frame
 
