@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sessiongate.core.jsontext import json_encoder
 from sessiongate.store.changes import Change, ChangeKind
@@ -353,11 +353,14 @@ class EventFeed:
                 return Reset(reason, self._id(head))
             ring, size, key = self._ring, self._max, sub.session_key
             if key is None:
+                # Every slot from `_first` to the head holds its event: slices, not a loop.
                 end = min(head + 1, sub.cursor + limit)
-                out = [e for s in range(sub.cursor, end) if (e := ring[s % size]) is not None]
+                start, count = sub.cursor % size, end - sub.cursor
                 sub.cursor = end
-                return out
-            out = []
+                if start + count <= size:
+                    return cast("list[FeedEvent]", ring[start : start + count])
+                return cast("list[FeedEvent]", ring[start:] + ring[: start + count - size])
+            out: list[FeedEvent] = []
             seq = sub.cursor
             while seq <= head and len(out) < limit:
                 event = ring[seq % size]
