@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 from unittest.mock import ANY
+from urllib.parse import quote
 
 import httpx
 
@@ -16,6 +17,7 @@ from fake_openai import Broken, Call, Calls, Reply
 from live_server import serving
 from sessiongate.api.app import create_app
 from sessiongate.api.server import build_server
+from sse import SSEReader
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -166,3 +168,58 @@ async def test_a_stream_broken_mid_way_is_shown_once_after_its_retry(make_gatewa
         final,
     ]
     assert len(gw.server.requests) == 3
+
+
+async def test_a_stream_retry_shows_on_the_live_feed_as_turn_retry(make_gateway) -> None:
+    gw = await make_gateway(max_retries=2, retry_backoff_seconds=0)
+    gw.server.script(Broken(["Half a "]), Reply(["Whole ", "reply."]))
+    async with (
+        serving(create_app(gw.runner, gw.store, gw.runner.config)) as server,
+        httpx.AsyncClient(base_url=base_url(server), timeout=GUARD_SECONDS) as http,
+        http.stream("GET", "/v1/events") as feed,
+        asyncio.timeout(GUARD_SECONDS),
+    ):
+        assert feed.status_code == 200
+        body = {"chat_id": "fay", "text": "hello", "stream": True}
+        async with http.stream("POST", "/v1/messages", json=body) as response:
+            turn = [event async for event in sse(response)]
+        seen = await SSEReader(feed).until("turn.finished")
+    accepted = turn[0][1]
+    assert [name for name, _ in turn].count("retry") == 1
+    kinds = [event.event for event in seen]
+    # Between the turn's start and its end, in the order it happened.
+    assert kinds.index("turn.started") < kinds.index("turn.retry") < kinds.index("turn.finished")
+    [retry] = [event for event in seen if event.event == "turn.retry"]
+    assert retry.data == {
+        "id": retry.id,
+        "type": "turn.retry",
+        "at": ANY,
+        "session_key": accepted["session_key"],
+        "session_id": accepted["session_id"],
+        "turn_id": accepted["turn_id"],
+        "attempt": 2,
+        "reason": "agent_unavailable",
+    }
+    assert seen[-1].data["status"] == "replied"
+
+
+async def test_an_incognito_turn_s_retry_stays_off_the_live_feed(make_gateway) -> None:
+    gw = await make_gateway(max_retries=2, retry_backoff_seconds=0)
+    gw.server.script(Broken(["Half a "]), Reply(["Whole."]), Reply(["Seen."]))
+    async with (
+        serving(create_app(gw.runner, gw.store, gw.runner.config)) as server,
+        httpx.AsyncClient(base_url=base_url(server), timeout=GUARD_SECONDS) as http,
+        http.stream("GET", "/v1/events") as feed,
+        asyncio.timeout(GUARD_SECONDS),
+    ):
+        created = await http.post("/v1/sessions", json={"chat_id": "gil", "incognito": True})
+        assert created.status_code == 201, created.text
+        path = f"/v1/sessions/{quote(created.json()['session_key'], safe='')}/messages"
+        async with http.stream("POST", path, json={"text": "psst", "stream": True}) as response:
+            hidden = [event async for event in sse(response)]
+        assert [name for name, _ in hidden].count("retry") == 1
+        # A turn of an ordinary session after it: the feed has said all it will of the first.
+        sent = await http.post("/v1/messages", json={"chat_id": "hal", "text": "hello"})
+        seen = await SSEReader(feed).until("turn.finished", turn_id=sent.json()["turn_id"])
+    assert "turn.retry" not in [event.event for event in seen]
+    assert all(event.data["session_key"] != created.json()["session_key"] for event in seen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -167,3 +168,30 @@ def test_an_update_is_left_out_beside_a_stronger_event_of_its_session(clock):
 def test_feed_settings_are_checked():
     with pytest.raises(ValueError, match="max_events"):
         FeedConfig(history_events=100, max_events=10)
+
+
+async def test_a_frame_is_its_payload_as_one_json_line(clock):
+    feed = make_feed(clock)
+    sub = feed.subscribe()
+    feed.publish("queue.changed", {"session_key": 'k "é"\n', "depth": 3, "none": None})
+    feed.publish("bench.end", {})
+    batch = await sub.next_batch()
+    assert isinstance(batch, list)
+    assert len(batch) == 2
+    for event in batch:
+        head, data = event.frame().decode().removesuffix("\n\n").split("\ndata: ")
+        assert head == f"id: {event.id}\nevent: {event.type}"
+        assert json.loads(data) == event.payload()
+
+
+async def test_a_reader_gets_every_event_in_order_across_the_ring_wrapping(clock):
+    feed = make_feed(clock, max_events=7, history_events=7, max_lag_events=7)
+    sub = feed.subscribe()
+    seen: list[int] = []
+    for round_ in range(5):
+        publish(feed, 3 + round_ % 3)
+        while (batch := await sub.next_batch(limit=4, max_wait=0)) != []:
+            assert isinstance(batch, list)
+            seen.extend(event.seq for event in batch)
+    assert seen == list(range(1, len(seen) + 1))
+    assert len(seen) == 3 + 4 + 5 + 3 + 4

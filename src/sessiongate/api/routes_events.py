@@ -79,16 +79,17 @@ async def event_stream(
     """The bytes of the stream: an opening, then frames as events come; ends with the feed.
 
     The first event after a quiet spell goes out at once; after each write the stream waits
-    `batch` seconds, so a burst goes out in a few large writes instead of one per commit
-    (each wake-up of a subscriber is time the turns' event loop does not have).
+    for the next multiple of `batch` seconds on the loop's clock, so a burst goes out in a few
+    large writes instead of one per commit (each wake-up of a subscriber is time the turns'
+    event loop does not have), and every busy stream wakes at the same instant: one pass of
+    the loop serves them all.
     """
+    loop = asyncio.get_running_loop()
     try:
         yield _OPENING
         while True:
-            try:
-                async with asyncio.timeout(keepalive):
-                    got = await sub.next_batch(limit=_BATCH_EVENTS)
-            except TimeoutError:
+            got = await sub.next_batch(limit=_BATCH_EVENTS, max_wait=keepalive)
+            if got == []:
                 yield _KEEPALIVE
                 continue
             if got is None:
@@ -100,6 +101,6 @@ async def event_stream(
                 if len(got) >= _BATCH_EVENTS:
                     continue  # more is waiting: no pause while catching up
             if batch:
-                await asyncio.sleep(batch)
+                await asyncio.sleep(batch - loop.time() % batch)
     finally:
         sub.close()

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import StreamingResponse  # noqa: TC002 (the routes' return annotation)
 
 from sessiongate.api.auth import require_operator
 
@@ -40,7 +40,7 @@ from sessiongate.api.metrics import ApiMetrics  # noqa: TC001
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import MessageIn, MessageOut, SessionMessageIn
 from sessiongate.api.sources import source_of
-from sessiongate.api.sse import turn_events
+from sessiongate.api.sse import HeldStartResponse, turn_events
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
 from sessiongate.errors import (
@@ -168,7 +168,7 @@ async def _run(
             receipt.reply or "storage refused the write", session_key=receipt.session_key
         )
     if watch is not None:
-        return StreamingResponse(
+        return HeldStartResponse(
             turn_events(receipt, watch if status == "queued" else None),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -15,31 +15,58 @@ duplicate, a command), or `error` (`code`, `message`).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any
 
+from starlette.responses import StreamingResponse
+
+from sessiongate.core.jsontext import json_encoder
 from sessiongate.core.turn_events import StreamRetry, TextDelta
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from starlette.types import Send
+
     from sessiongate.gateway.receipts import Receipt
     from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
-__all__ = ["sse_event", "turn_events"]
+__all__ = ["HeldStartResponse", "sse_event", "turn_events"]
 
 # The receipt statuses that end a stream with `error`, and the code each one gets.
 _ERROR_CODES = {"failed": "turn_failed", "unavailable": "unavailable"}
 _MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
 
 
-# One encoder for every event: `json.dumps` with options builds a new one per call, which was
-# a good part of a delta's cost.
-_to_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+# One encoder for every event (`core/jsontext.py`): building one per call was a good part of
+# a delta's cost.
+_to_json = json_encoder(default=str)
 
 
 def sse_event(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {_to_json(data)}\n\n"
+
+
+class HeldStartResponse(StreamingResponse):
+    """A stream whose status line and headers leave with its first chunk, not before it.
+
+    A turn's first chunk (`accepted` and, most often, the first deltas) is ready one pass of
+    the loop later; sent back to back, the headers and it reach the client together, which
+    reads them in one wake-up instead of two (and the server makes its two writes in one
+    step). Each wake-up on a busy machine is a chance to wait for a core.
+    """
+
+    async def stream_response(self, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        started = False
+        async for chunk in self.body_iterator:
+            body = chunk if isinstance(chunk, bytes | memoryview) else chunk.encode(self.charset)
+            if not started:
+                started = True
+                await send({**start, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        if not started:
+            await send({**start, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

@@ -471,8 +471,10 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines.append(
                 f"- live feed: {_n(feed['turns_per_s_0'])} turns/s with no subscriber, "
                 f"{_n(feed['turns_per_s_subscribed'])} with {feed['subscribers']} "
-                f"(medians of {feed['rounds']} alternating rounds; {feed['events_per_turn']} "
-                f"events a turn, {feed['resets']} resets); the feed alone costs "
+                f"(medians of {feed['rounds']} rounds, each phase first in turn; "
+                f"{feed['slowdown']:+.1%} by the rounds' paired ratios; "
+                f"{feed['events_per_turn']} events a turn, {feed['resets']} resets); the feed "
+                "alone costs "
                 f"{isolated['publish_us_per_turn']} µs a turn to publish, "
                 f"{isolated['publish_and_deliver_us_per_turn']} µs with the subscribers "
                 "(unbatched)"

@@ -265,9 +265,9 @@ class FeedConfig(_Model):
         0.05,
         ge=0,
         le=5,
-        description="After sending, a stream waits this long and then sends what came "
-        "meanwhile in one write: a busy gateway wakes each subscriber at most this often "
-        "(0: a write per commit).",
+        description="After sending, a stream waits until the next multiple of this (every "
+        "stream alike) and then sends what came meanwhile in one write: a busy gateway wakes "
+        "its subscribers at most this often, all in one pass (0: a write per commit).",
     )
 
     @model_validator(mode="after")

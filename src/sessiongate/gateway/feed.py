@@ -25,8 +25,10 @@ import secrets
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from json.encoder import encode_basestring
+from typing import TYPE_CHECKING, Any, cast
 
+from sessiongate.core.jsontext import json_encoder
 from sessiongate.store.changes import Change, ChangeKind
 
 if TYPE_CHECKING:
@@ -48,8 +50,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RESET = "reset"
-# One encoder for every frame: `json.dumps` with options builds a new one per call.
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# One encoder for every frame (`core/jsontext.py`).
+_encode = json_encoder(separators=(",", ":"))
 _SESSION_KINDS = frozenset(
     {
         ChangeKind.SESSION_CREATED,
@@ -107,7 +109,13 @@ class FeedEvent:
     def frame(self) -> bytes:
         """The server-sent-events frame (`id`, `event`, one `data` line of JSON)."""
         if self._frame is None:
-            data = _encode(self.payload())
+            # `payload()`'s JSON without building it: the id (`<hex>-<n>`) and the ISO time
+            # need no escaping, and the type's fields are encoded as they are.
+            fields = _encode(self.data)
+            data = (
+                f'{{"id":"{self.id}","type":{encode_basestring(self.type)},'
+                f'"at":"{self._stamp.iso()}"{"," + fields[1:] if len(fields) > 2 else "}"}'
+            )
             self._frame = f"id: {self.id}\nevent: {self.type}\ndata: {data}\n\n".encode()
         return self._frame
 
@@ -149,20 +157,32 @@ class Subscription:
         self.cursor = cursor  # the seq of the next event this reader wants
         self.session_key = session_key
         self.pending_reset: Reset | None = None
-        self.wake = asyncio.Event()
+        # Set only while the reader waits: a publish wakes the waiting readers alone.
+        self.waiter: asyncio.Future[None] | None = None
 
-    async def next_batch(self, *, limit: int = 500) -> list[FeedEvent] | Reset | None:
-        """The next events (at most `limit`) or a `Reset`; waits while there are none.
-        None once the feed is closed (the gateway stops)."""
+    async def next_batch(
+        self, *, limit: int = 500, max_wait: float | None = None
+    ) -> list[FeedEvent] | Reset | None:
+        """The next events (at most `limit`) or a `Reset`; waits while there are none, at most
+        `max_wait` seconds (then `[]`). None once the feed is closed (the gateway stops).
+
+        A reader that is behind gets its events without waiting, so a busy feed costs no
+        timer and no wake-up per batch: those are only made when the reader caught up."""
         while True:
-            got = self._feed.read(self, limit=limit)
+            got = self._feed.read(self, limit=limit, wait=True)
             if got is None or isinstance(got, Reset) or got:
                 return got
-            self.wake.clear()
-            got = self._feed.read(self, limit=limit)  # published between read and clear
-            if got is None or isinstance(got, Reset) or got:
-                return got
-            await self.wake.wait()
+            waiter = self.waiter
+            assert waiter is not None
+            try:
+                if max_wait is None:
+                    await waiter
+                else:
+                    await asyncio.wait_for(waiter, max_wait)
+            except TimeoutError:
+                return []
+            finally:
+                self._feed.stop_waiting(self, waiter)
 
     def close(self) -> None:
         self._feed.unsubscribe(self)
@@ -179,6 +199,7 @@ class EventFeed:
         self._next = 1  # seq the next event gets
         self._lock = threading.Lock()
         self._subscribers: set[Subscription] = set()
+        self._waiting: list[Subscription] = []  # caught up, each with its `waiter`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._resets = 0
@@ -240,11 +261,15 @@ class EventFeed:
             self._drop_oldest()
 
     def _wake_all(self) -> None:
-        if not self._subscribers:
+        """Wake the readers that wait (those still behind read on without being told)."""
+        if not self._waiting:
             return
         if threading.get_ident() == self._loop_thread:
-            for sub in self._subscribers:
-                sub.wake.set()
+            with self._lock:
+                waiting, self._waiting = self._waiting, []
+            for sub in waiting:
+                if sub.waiter is not None and not sub.waiter.done():
+                    sub.waiter.set_result(None)
         elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake_all)
 
@@ -273,6 +298,16 @@ class EventFeed:
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             self._subscribers.discard(sub)
+            if sub in self._waiting:
+                self._waiting.remove(sub)
+
+    def stop_waiting(self, sub: Subscription, waiter: asyncio.Future[None]) -> None:
+        """`sub` no longer waits on `waiter` (it was woken, timed out or cancelled)."""
+        with self._lock:
+            if sub.waiter is waiter:
+                sub.waiter = None
+                if sub in self._waiting:
+                    self._waiting.remove(sub)
 
     def _resume_point(self, last_event_id: str) -> tuple[int, str | None]:
         epoch, _, raw = last_event_id.strip().rpartition("-")
@@ -285,9 +320,24 @@ class EventFeed:
             return seq, "expired"
         return seq, None
 
-    def read(self, sub: Subscription, *, limit: int) -> list[FeedEvent] | Reset | None:
+    def read(
+        self, sub: Subscription, *, limit: int, wait: bool = False
+    ) -> list[FeedEvent] | Reset | None:
         """The subscriber's next events from the ring (moving its cursor), a `Reset`, or None
-        when the feed is closed."""
+        when the feed is closed. With `wait`, a reader that got nothing is given a `waiter`
+        that the next publish resolves: in the same locked step, so no event falls between."""
+        got = self._read(sub, limit)
+        if wait and got == []:
+            with self._lock:
+                if self._next - 1 < sub.cursor and not self._closed:
+                    if sub.waiter is None:
+                        sub.waiter = asyncio.get_running_loop().create_future()
+                        self._waiting.append(sub)
+                    return got
+            return self.read(sub, limit=limit, wait=wait)
+        return got
+
+    def _read(self, sub: Subscription, limit: int) -> list[FeedEvent] | Reset | None:
         with self._lock:
             if self._closed:
                 return None
@@ -303,11 +353,14 @@ class EventFeed:
                 return Reset(reason, self._id(head))
             ring, size, key = self._ring, self._max, sub.session_key
             if key is None:
+                # Every slot from `_first` to the head holds its event: slices, not a loop.
                 end = min(head + 1, sub.cursor + limit)
-                out = [e for s in range(sub.cursor, end) if (e := ring[s % size]) is not None]
+                start, count = sub.cursor % size, end - sub.cursor
                 sub.cursor = end
-                return out
-            out = []
+                if start + count <= size:
+                    return cast("list[FeedEvent]", ring[start : start + count])
+                return cast("list[FeedEvent]", ring[start:] + ring[: start + count - size])
+            out: list[FeedEvent] = []
             seq = sub.cursor
             while seq <= head and len(out) < limit:
                 event = ring[seq % size]

@@ -211,6 +211,7 @@ class GatewayRunner:
             host=self,
             fence=self.leases.fence,
             may_act=self.leases.may_act,
+            feed=self.feed,
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.agent import Agent, AgentFactory, AgentHost
     from sessiongate.gateway.agent_cache import AgentCache
     from sessiongate.gateway.delivery import Delivery
+    from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Waiters
     from sessiongate.store.lanes import Claim, InboxItem, LaneStore
     from sessiongate.store.session_store import SessionStore
@@ -220,6 +221,7 @@ class TurnExecutor:
         host: AgentHost | None = None,
         fence: Callable[[str], AbstractContextManager[None]] | None = None,
         may_act: Callable[[], bool] | None = None,
+        feed: EventFeed | None = None,
     ) -> None:
         self._store = store
         self._lane_store = lane_store
@@ -232,6 +234,8 @@ class TurnExecutor:
         self._counts_changed = counts_changed
         self._drain_reason = drain_reason
         self._host = host
+        # The live feed: a stream retry is no store change, so the executor tells it itself.
+        self._feed = feed
         # Many instances on one database (`lane_leases.py`): each write of a turn commits
         # under its lane's lease, and nothing starts (an agent call, a send) once the lease
         # may have moved on. On SQLite neither does anything.
@@ -494,6 +498,7 @@ class TurnExecutor:
                     # stored partial alike.
                     progress.restart()
                     publish(inbox_id, event)
+                    self._publish_retry(claim, event)
                     if reply is not None:
                         await reply.restart(event.attempt)
         finally:
@@ -555,6 +560,23 @@ class TurnExecutor:
         if stored and stored[0][0] == 0:
             progress.resume_from(resume_progress(stored).messages)
         return progress
+
+    def _publish_retry(self, claim: Claim, retry: StreamRetry) -> None:
+        """`turn.retry` on the live feed; left out for incognito sessions, like their store
+        changes."""
+        turn = claim.turn
+        if self._feed is None or self._store.is_incognito(turn.session_key):
+            return
+        self._feed.publish(
+            "turn.retry",
+            {
+                "session_key": turn.session_key,
+                "session_id": turn.session_id,
+                "turn_id": turn.id,
+                "attempt": retry.attempt,
+                "reason": retry.reason,
+            },
+        )
 
     def _publish_user(self, claim: Claim, progress: TurnProgress) -> None:
         if self._waiters.is_watched(claim.item.id):
