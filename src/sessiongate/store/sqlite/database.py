@@ -360,10 +360,10 @@ class Database:
         A PASSIVE pass copies the log as it was when the pass began, and a writer that never
         pauses commits more while it copies, so the log is never wholly in the database when
         the next transaction begins: SQLite never starts it over and it grows without end
-        (250 MB after 50,000 messages), each commit extending the file instead of rewriting
-        pages the OS already holds. Past `WAL_RESTART_FRAMES` the frames committed during the
-        pass are copied with the writer held off (a few pages, milliseconds, once per ~16 MB
-        of log), so the next transaction starts the log over.
+        (247 MB after 27,000 messages in 4,000 conversations), each commit extending the file
+        instead of rewriting pages the OS already holds. Past `WAL_RESTART_FRAMES` the frames
+        committed during the passes are copied with the writer held off (a few pages, once
+        per ~16 MB of log), so the next transaction starts the log over.
         """
         frames = _passive_checkpoint(conn)
         if frames < WAL_RESTART_FRAMES:
