@@ -14,6 +14,7 @@ import pytest
 
 from sessiongate import SessionSource, SessionStore
 from sessiongate.errors import StoreCorruptError, StoreUnavailableError
+from sessiongate.store.sqlite import database
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -124,6 +125,45 @@ def test_the_wal_is_checkpointed_off_the_writer(store: SessionStore, store_dir: 
     wal = store_dir / "state.db-wal"
     # PASSIVE checkpoints let SQLite reuse the log from the start instead of growing it.
     assert wal.stat().st_size < 16 * 1024 * 1024
+
+
+def test_a_log_that_writes_never_let_finish_is_started_over(
+    store: SessionStore, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A PASSIVE pass copies the log as it was when it began; a commit that lands meanwhile
+    # leaves the log unfinished, and under writes that never pause it would never start over.
+    sid = lane(store)
+    db = store.database
+    for i in range(20):
+        store.append_messages(sid, turn(f"t{i}"))
+    real = database._passive_checkpoint
+    passes: list[int] = []
+
+    def pass_with_a_commit_meanwhile(conn: sqlite3.Connection) -> int:
+        if len(passes) >= 2:  # the pass under the writer's lock: nothing can land meanwhile
+            return real(conn)
+        # A reader's snapshot from before the commit stands for the pass's own: the pass
+        # copies up to it, as a pass copies what the log held when it began.
+        with contextlib.closing(sqlite3.connect(store_dir / "state.db")) as before:
+            before.execute("BEGIN")
+            before.execute("SELECT count(*) FROM entries").fetchone()
+            store.append_messages(sid, turn(f"meanwhile {len(passes)}"))
+            frames = real(conn)
+            before.rollback()
+        passes.append(frames)
+        return frames
+
+    monkeypatch.setattr(database, "WAL_RESTART_FRAMES", 8)
+    monkeypatch.setattr(database, "_passive_checkpoint", pass_with_a_commit_meanwhile)
+    done = db.checkpoints
+    db.checkpoint_now()
+    assert db.wait_checkpoints(done + 1, timeout=30)
+    store.append_messages(sid, turn("after"))
+    with contextlib.closing(sqlite3.connect(store_dir / "state.db")) as probe:
+        _, frames, _ = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    # Started over: the log holds the last append's pages, not the 23 commits before it.
+    assert frames < 8, passes
+    assert [m["content"] for m in store.load_transcript(sid)][-4::2] == ["meanwhile 1", "after"]
 
 
 def test_an_index_without_its_structure_record_is_rebuilt(make_store, store_dir: Path):

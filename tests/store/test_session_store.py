@@ -360,6 +360,52 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert statements[1] == "PRAGMA data_version"
 
 
+@pytest.mark.sqlite_only
+def test_a_new_conversation_and_its_first_turn_are_ten_statements(store: SessionStore):
+    store.get_or_create_session(dm("earlier"))  # not the connection's first transaction
+    statements: list[str] = []
+    conn = store.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        with store.atomic():
+            sid = store.get_or_create_session(dm()).session_id
+            store.append_messages(sid, [*turn("a"), {"role": "user", "content": "b"}])
+    finally:
+        conn.set_trace_callback(None)
+    # Begin, the key's route (none), the session row, the route, a savepoint for the append,
+    # 3 inserts, release, commit: the row the transaction just wrote is not checked against
+    # other connections' commits (`PRAGMA data_version`) nor read back.
+    assert [s.strip().split(" (")[0][:22] for s in statements] == [
+        "BEGIN IMMEDIATE",
+        "SELECT data, platform,",
+        "INSERT INTO sessions",
+        "INSERT INTO routes",
+        "SAVEPOINT sp1",
+        "INSERT INTO entries",
+        "INSERT INTO entries",
+        "INSERT INTO entries",
+        "RELEASE sp1",
+        "COMMIT",
+    ]
+    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "ok", "b"]
+
+
+def test_a_conversation_created_in_a_transaction_is_appended_under_its_leaf(make_store):
+    """The row a transaction created is used as written; after its commit it is kept like
+    any other and dropped when another connection commits."""
+    first, second = make_store(), make_store()
+    with first.atomic():
+        sid = first.get_or_create_session(dm()).session_id
+        first.append_messages(sid, turn("one"))
+        first.append_messages(sid, turn("two"))
+    second.append_messages(sid, turn("three"))
+    first.append_messages(sid, turn("four"))
+    contents = [m["content"] for m in first.load_transcript(sid)]
+    assert contents == ["one", "ok", "two", "ok", "three", "ok", "four", "ok"]
+    events = first.load_events(sid)
+    assert [e["parent_id"] for e in events[1:]] == [e["id"] for e in events[:-1]]
+
+
 def test_appends_from_two_stores_on_one_database_chain_in_order(make_store):
     """A session row one store keeps is dropped when another connection commits: each
     append goes under the leaf the other one wrote, never a stale one."""

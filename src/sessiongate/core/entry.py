@@ -206,7 +206,18 @@ def _source_dict(source: SessionSource) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1024)
 def _compact_source_dict(source: SessionSource) -> dict[str, Any]:
-    return {k: v for k, v in source.to_dict().items() if v is not None and v is not False}
+    # One pass over the fields, not `to_dict` and a filter of it: a new conversation's source
+    # is always a miss of this cache.
+    out: dict[str, Any] = {}
+    for name in _SOURCE_FIELD_NAMES:
+        value = getattr(source, name)
+        if value is None or value is False:
+            continue
+        out[name] = str(value) if isinstance(value, (Platform, ChatType)) else value
+    return out
+
+
+_SOURCE_FIELD_NAMES = tuple(f.name for f in fields(SessionSource))
 
 
 def next_action(entry: SessionEntry) -> EntryAction:

@@ -63,12 +63,19 @@ class SessionSource:
     role_authorized: bool = False
 
     def __post_init__(self) -> None:
-        # Normalise once at the edge so every rule below can trust the types.
-        object.__setattr__(self, "platform", Platform(self.platform))
-        object.__setattr__(self, "chat_type", ChatType.parse(self.chat_type))
-        object.__setattr__(self, "chat_id", _text(self.chat_id) or "")
+        # Normalise once at the edge so every rule below can trust the types. Values that are
+        # already normal (members, non-empty `str`) are left as they are: a source is built
+        # for every inbound message, a new conversation's first among them.
+        if self.platform.__class__ is not Platform:
+            object.__setattr__(self, "platform", Platform(self.platform))
+        if self.chat_type.__class__ is not ChatType:
+            object.__setattr__(self, "chat_type", ChatType.parse(self.chat_type))
+        if self.chat_id.__class__ is not str or not self.chat_id:
+            object.__setattr__(self, "chat_id", _text(self.chat_id) or "")
         for name in _OPTIONAL_TEXT:
-            object.__setattr__(self, name, _text(getattr(self, name)))
+            value = getattr(self, name)
+            if value is not None and (value.__class__ is not str or not value):
+                object.__setattr__(self, name, _text(value))
 
     @property
     def participant_id(self) -> str | None:

@@ -52,7 +52,7 @@ class SqliteTx(SqlitePlatformState):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
-    __slots__ = ("_checked", "_keeps_rows", "_rows", "_version", "conn", "notes")
+    __slots__ = ("_checked", "_created", "_keeps_rows", "_rows", "_version", "conn", "notes")
 
     def __init__(self, conn: sqlite3.Connection, *, keeps_rows: bool = False) -> None:
         self.conn = conn
@@ -68,12 +68,20 @@ class SqliteTx(SqlitePlatformState):
         self._rows: dict[str, SessionRow] = {}
         self._version: int | None = None
         self._checked = False
+        # Rows this transaction created, current whatever another connection did before it
+        # began: a new conversation's first append needs no `data_version` check.
+        self._created: dict[str, SessionRow] = {}
 
     def end_transaction(self, *, committed: bool) -> None:
         """Called by `Database` as a transaction ends (`committed=False`: rolled back, or a
         savepoint was)."""
         if not committed:
             self._rows.clear()
+        elif self._created:
+            if len(self._rows) + len(self._created) > _ROWS_KEPT:
+                self._rows.clear()
+            self._rows.update(self._created)
+        self._created.clear()
         self._checked = False
 
     def _validate(self) -> None:
@@ -84,8 +92,16 @@ class SqliteTx(SqlitePlatformState):
                 self._version = version
             self._checked = True
 
+    def _forget(self) -> None:
+        """Another write to sessions or entries: no kept row can be trusted."""
+        self._rows.clear()
+        self._created.clear()
+
     def _keep(self, row: SessionRow) -> None:
         if not self._keeps_rows:
+            return
+        if row.session_id in self._created:
+            self._created[row.session_id] = row
             return
         # A row written under this transaction's write lock needs no check of its own: a later
         # transaction compares `data_version` with the value read before this one began (read
@@ -102,11 +118,11 @@ class SqliteTx(SqlitePlatformState):
     # Raw statements, for SQLite's own diagnostics and its fault-injection tests; the store
     # above never calls them (they are not part of the protocol).
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
-        self._rows.clear()
+        self._forget()
         return self.conn.execute(sql, params)
 
     def executemany(self, sql: str, params: Iterable[Any]) -> sqlite3.Cursor:
-        self._rows.clear()
+        self._forget()
         return self.conn.executemany(sql, params)
 
     def get_route(self, session_key: str) -> SessionEntry | None:
@@ -195,6 +211,9 @@ class SqliteTx(SqlitePlatformState):
     def get_session_row(self, session_id: str) -> SessionRow | None:
         if not self._keeps_rows or not self.conn.in_transaction:
             return transcripts.get_session_row(self.conn, session_id)
+        row = self._created.get(session_id)
+        if row is not None:
+            return row
         self._validate()
         row = self._rows.get(session_id)
         if row is None:
@@ -215,7 +234,7 @@ class SqliteTx(SqlitePlatformState):
         started_at: int,
         header: dict[str, Any],
     ) -> SessionRow:
-        self._rows.clear()
+        self._forget()
         return transcripts.create_session_row(
             self.conn,
             session_id=session_id,
@@ -242,15 +261,18 @@ class SqliteTx(SqlitePlatformState):
             started_at=started_at,
             header=header,
         )
-        self._keep(row)
+        if self._keeps_rows:
+            if self._version is None:
+                self._validate()  # see `_keep`
+            self._created[row.session_id] = row
         return row.session_id
 
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
-        self._rows.clear()
+        self._forget()
         return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
 
     def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
-        self._rows.clear()
+        self._forget()
         return transcripts.save_counters(self.conn, sid, counters)
 
     def load_counters(self, sid: int) -> dict[str, Any] | None:
@@ -269,7 +291,7 @@ class SqliteTx(SqlitePlatformState):
         return lookups.sessions_of_lane(self.conn, session_key, session_id)
 
     def delete_session_rows(self, sid: int) -> None:
-        self._rows.clear()
+        self._forget()
         return lookups.delete_session_rows(self.conn, sid)
 
     def insert_entries(
@@ -312,11 +334,11 @@ class SqliteTx(SqlitePlatformState):
     def move_leaf(
         self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
     ) -> SessionRow:
-        self._rows.clear()
+        self._forget()
         return transcripts.move_leaf(self.conn, session, target_id, release_keys=release_keys)
 
     def release_off_path_keys(self, sid: int, keys: Sequence[str]) -> None:
-        self._rows.clear()
+        self._forget()
         return lookups.release_off_path_keys(self.conn, sid, keys)
 
     def list_tips(self, sid: int) -> list[int]:
@@ -326,7 +348,7 @@ class SqliteTx(SqlitePlatformState):
         return transcripts.latest_reset_depth(self.conn, sid)
 
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow:
-        self._rows.clear()
+        self._forget()
         return transcripts.copy_path(self.conn, source, target, upto_depth)
 
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
