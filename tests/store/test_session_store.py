@@ -867,3 +867,11 @@ def test_a_deleted_incognito_key_answers_deleted(store: SessionStore):
     assert store.delete_session(ghost.session_key)
     assert store.tombstone(ghost.session_key) == "deleted"
     assert "was deleted" in store.missing_message(ghost.session_key)
+
+
+def test_a_route_read_back_after_its_write_is_not_decoded_again(store):
+    # The backend tells the decoded entries the text it writes, in the form the database
+    # gives it back (jsonb reorders keys on PostgreSQL): the next read shares the object.
+    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id="decoded"))
+    written = store.set_session_fields(entry.session_key, label="Zoë's chat", input_tokens=3)
+    assert store.get_session(entry.session_key) is written

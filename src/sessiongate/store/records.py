@@ -10,10 +10,13 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import StaleWriteError
 
 __all__ = [
@@ -29,12 +32,14 @@ __all__ = [
     "SessionRow",
     "TurnRow",
     "TurnState",
+    "decoded_entry",
     "dumps",
     "from_us",
     "iso_from_us",
     "loads",
     "merged_slot",
     "refused_turn",
+    "remember_entry",
     "row_to_event",
     "row_to_message",
     "to_us",
@@ -312,3 +317,31 @@ class PairingRow:
     created_at: int
     expires_at: int
     approved_at: int | None
+
+
+# Entries are frozen, so one decoded from the same stored text can be shared. A backend tells
+# the text it writes (`remember_entry`), so the next read of that route, usually the turn's
+# outcome a moment later, skips JSON decoding and validation (`decoded_entry`).
+_DECODED: OrderedDict[str, SessionEntry] = OrderedDict()
+_DECODED_MAX = 4096
+_DECODED_LOCK = threading.Lock()
+
+
+def decoded_entry(text: str) -> SessionEntry:
+    """The routing entry stored as `text` (JSON)."""
+    with _DECODED_LOCK:
+        entry = _DECODED.get(text)
+        if entry is not None:
+            _DECODED.move_to_end(text)
+            return entry
+    entry = SessionEntry.from_dict(loads(text))
+    remember_entry(text, entry)
+    return entry
+
+
+def remember_entry(text: str, entry: SessionEntry) -> None:
+    """`text` is how `entry` reads back from the database."""
+    with _DECODED_LOCK:
+        _DECODED[text] = entry
+        if len(_DECODED) > _DECODED_MAX:
+            _DECODED.popitem(last=False)

@@ -14,12 +14,11 @@ SQLite, is the natural next step once the two have settled.
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
 from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
@@ -33,11 +32,13 @@ from sessiongate.store.records import (
     SessionRow,
     TurnRow,
     TurnState,
+    decoded_entry,
     dumps,
     iso_from_us,
     loads,
     merged_slot,
     refused_turn,
+    remember_entry,
     to_us,
 )
 
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
     import psycopg
 
+    from sessiongate.core.entry import SessionEntry
     from sessiongate.store.postgres._pipeline import Wire
 
 __all__ = ["PostgresTx"]
@@ -305,10 +307,28 @@ _META_SET = (
 )
 
 
-@functools.lru_cache(maxsize=4096)
-def _entry_from(data: str) -> SessionEntry:
-    # Entries are frozen, so one decoded from the same stored text can be shared.
-    return SessionEntry.from_dict(loads(data))
+def _jsonb_order(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonb_order(value[k]) for k in sorted(value, key=_jsonb_key)}
+    if isinstance(value, list):
+        return [_jsonb_order(item) for item in value]
+    return value
+
+
+def _jsonb_key(key: str) -> tuple[int, bytes]:
+    raw = key.encode()
+    return len(raw), raw
+
+
+def _route_data(entry: SessionEntry) -> str:
+    """The route's JSON, told to the decoded entries as `jsonb` gives it back (keys by length,
+    then bytes; `", "` and `": "`), so the next read of it is not decoded again. A text that
+    comes back otherwise (a float's digits) is simply decoded."""
+    data = entry.to_dict(compact=True)
+    remember_entry(
+        json.dumps(_jsonb_order(data), ensure_ascii=False, separators=(", ", ": ")), entry
+    )
+    return dumps(data)
 
 
 def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]:
@@ -326,7 +346,7 @@ def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]
         "suspended": bool(entry.suspended),
         "resume_pending": bool(entry.resume_pending),
         "label": entry.label,
-        "data": dumps(entry.to_dict(compact=True)),
+        "data": _route_data(entry),
     }
 
 
@@ -576,13 +596,13 @@ class PostgresTx(PostgresPlatformState):
 
     def get_route(self, session_key: str) -> SessionEntry | None:
         row = self._route(session_key)
-        return None if row is None else _entry_from(row[0])
+        return None if row is None else decoded_entry(row[0])
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
         row = self._route(session_key)
         if row is None:
             return None
-        return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
+        return decoded_entry(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def get_route_parts(self, session_key: str) -> KeyParts | None:
         row = self._route(session_key)
@@ -596,7 +616,7 @@ class PostgresTx(PostgresPlatformState):
         """One UPDATE when the key already routes to this session id, else the upsert."""
         values = _route_values(entry, parts)
         locked = self.locked_routes.pop(entry.session_key, None)
-        if locked is not None and _sure_update(_entry_from(locked[0]), entry, values):
+        if locked is not None and _sure_update(decoded_entry(locked[0]), entry, values):
             self._send_sure(_PUT_ROUTE, values)
             return
         if not self._count(_PUT_ROUTE, values):
@@ -610,7 +630,7 @@ class PostgresTx(PostgresPlatformState):
 
     def route_by_session_id(self, session_id: str) -> SessionEntry | None:
         row = self._one("SELECT data::text FROM routes WHERE session_id = %s", (session_id,))
-        return None if row is None else _entry_from(row[0])
+        return None if row is None else decoded_entry(row[0])
 
     def iter_routes(self, *, since: datetime | None = None) -> Iterator[SessionEntry]:
         if since is None:
@@ -621,7 +641,7 @@ class PostgresTx(PostgresPlatformState):
                 "ORDER BY updated_at DESC",
                 (to_us(since),),
             )
-        return (_entry_from(r[0]) for r in rows)
+        return (decoded_entry(r[0]) for r in rows)
 
     def count_routes(self) -> int:
         row = self._one("SELECT count(*) FROM routes")
@@ -653,7 +673,7 @@ class PostgresTx(PostgresPlatformState):
         rows = self._all(_PAGE, params)
         total = self._one(_PAGE_COUNT, params)
         assert total is not None
-        return [_entry_from(r[0]) for r in rows], int(total[0])
+        return [decoded_entry(r[0]) for r in rows], int(total[0])
 
     def label_taken(self, label: str, *, except_key: str | None = None) -> bool:
         row = self._one(

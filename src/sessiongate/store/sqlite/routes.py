@@ -6,18 +6,18 @@ here, so they can never disagree with it.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from sessiongate.core.entry import SessionEntry
 from sessiongate.core.keys import KeyParts
-from sessiongate.store.sqlite._codec import dumps, loads, to_us
+from sessiongate.store.records import decoded_entry, remember_entry
+from sessiongate.store.sqlite._codec import dumps, to_us
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterator
     from datetime import datetime
+
+    from sessiongate.core.entry import SessionEntry
 
 __all__ = [
     "count_routes",
@@ -67,32 +67,7 @@ _COUNT = "SELECT count(*) FROM routes"
 
 def get_route(conn: sqlite3.Connection, session_key: str) -> SessionEntry | None:
     row = conn.execute(_SELECT_DATA, (session_key,)).fetchone()
-    return None if row is None else _entry_from(row[0])
-
-
-# Entries are frozen, so one decoded from the same stored text can be shared: the hot path
-# (`get_or_create_session` on a known key) then skips JSON decoding and validation.
-_DECODED: OrderedDict[str, SessionEntry] = OrderedDict()
-_DECODED_MAX = 4096
-_DECODED_LOCK = threading.Lock()
-
-
-def _entry_from(data: str) -> SessionEntry:
-    with _DECODED_LOCK:
-        entry = _DECODED.get(data)
-        if entry is not None:
-            _DECODED.move_to_end(data)
-            return entry
-    entry = SessionEntry.from_dict(loads(data))
-    _remember(data, entry)
-    return entry
-
-
-def _remember(data: str, entry: SessionEntry) -> None:
-    with _DECODED_LOCK:
-        _DECODED[data] = entry
-        if len(_DECODED) > _DECODED_MAX:
-            _DECODED.popitem(last=False)
+    return None if row is None else decoded_entry(row[0])
 
 
 _SELECT_WITH_PARTS = (
@@ -107,7 +82,7 @@ def get_route_with_parts(
     row = conn.execute(_SELECT_WITH_PARTS, (session_key,)).fetchone()
     if row is None:
         return None
-    return _entry_from(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
+    return decoded_entry(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
 
 def get_route_parts(conn: sqlite3.Connection, session_key: str) -> KeyParts | None:
@@ -121,7 +96,7 @@ def upsert_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts 
     row = _route_row(entry)
     row.update(_parts_columns(entry, parts))
     conn.execute(_UPSERT, row)
-    _remember(str(row["data"]), entry)
+    remember_entry(str(row["data"]), entry)
 
 
 def put_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | None = None) -> None:
@@ -133,7 +108,7 @@ def put_route(conn: sqlite3.Connection, entry: SessionEntry, parts: KeyParts | N
             parts = get_route_parts(conn, entry.session_key)
         row.update(_parts_columns(entry, parts))
         conn.execute(_UPSERT, row)
-    _remember(str(row["data"]), entry)
+    remember_entry(str(row["data"]), entry)
 
 
 def delete_route(conn: sqlite3.Connection, session_key: str) -> bool:
@@ -142,7 +117,7 @@ def delete_route(conn: sqlite3.Connection, session_key: str) -> bool:
 
 def route_by_session_id(conn: sqlite3.Connection, session_id: str) -> SessionEntry | None:
     row = conn.execute(_BY_SESSION_ID, (session_id,)).fetchone()
-    return None if row is None else _entry_from(row[0])
+    return None if row is None else decoded_entry(row[0])
 
 
 def iter_routes(
@@ -150,7 +125,7 @@ def iter_routes(
 ) -> Iterator[SessionEntry]:
     cursor = conn.execute(_ALL) if since is None else conn.execute(_ALL_SINCE, (to_us(since),))
     for (data,) in cursor:
-        yield _entry_from(data)
+        yield decoded_entry(data)
 
 
 def count_routes(conn: sqlite3.Connection) -> int:
@@ -212,7 +187,7 @@ def list_route_page(
     }
     rows = conn.execute(_PAGE, params).fetchall()
     total = int(conn.execute(_PAGE_COUNT, params).fetchone()[0])
-    return [_entry_from(r[0]) for r in rows], total
+    return [decoded_entry(r[0]) for r in rows], total
 
 
 def _parts_columns(entry: SessionEntry, parts: KeyParts | None) -> dict[str, object]:
