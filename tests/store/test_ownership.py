@@ -7,12 +7,18 @@ by sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
 
 from sessiongate import GatewayConfig, SessionSource, SessionStore
-from sessiongate.errors import LeaseLostError
+from sessiongate.errors import (
+    InvalidEntryError,
+    LeaseLostError,
+    SessionNotFoundError,
+    StoreCorruptError,
+)
 from sessiongate.store.lanes import Inbound, InboxKind, LaneStore
 from sessiongate.store.ownership import Ownership
 
@@ -377,3 +383,43 @@ def test_a_lock_held_by_a_cut_off_peer_fails_the_call_instead_of_freezing_the_wr
     # The writer goes on: its heartbeat, its reaper, its other lanes.
     with lanes_a.atomic():
         lanes_a.lock_lane("k")
+
+
+def test_inside_a_fence_a_failed_call_that_was_passed_over_commits_nothing(pair):
+    # The fence's nested calls make no savepoints: a caller that catches one's failure and
+    # goes on would commit what it wrote, so the commit refuses instead.
+    (store_a, _lanes_a, a), _ = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+
+    def pass_over_a_failure() -> None:
+        with a.fenced(lease):
+            store_a.append_messages(entry.session_id, [{"role": "user", "content": "kept?"}])
+            with contextlib.suppress(SessionNotFoundError):
+                store_a.append_messages(
+                    "20260101_000000_deadbeef", [{"role": "user", "content": "x"}]
+                )
+
+    with pytest.raises(StoreCorruptError, match="nothing was committed"):
+        pass_over_a_failure()
+    assert store_a.load_transcript(entry.session_id) == []
+
+
+def test_inside_a_fence_a_savepoint_rolls_back_only_its_own_failed_call(pair):
+    (store_a, _lanes_a, a), _ = pair
+    entry = store_a.get_or_create_session(SOURCE)
+    lease = a.claim(entry.session_key)
+    assert lease is not None
+
+    def fails_after_a_write() -> None:
+        with store_a.database.savepoint():
+            store_a.append_messages(entry.session_id, [{"role": "assistant", "content": "gone"}])
+            store_a.append_messages(entry.session_id, [{"role": "user", "content": "bad\x00"}])
+
+    with a.fenced(lease):
+        store_a.append_messages(entry.session_id, [{"role": "user", "content": "kept"}])
+        with pytest.raises(InvalidEntryError):
+            fails_after_a_write()
+        store_a.append_messages(entry.session_id, [{"role": "assistant", "content": "after"}])
+    assert [m["content"] for m in store_a.load_transcript(entry.session_id)] == ["kept", "after"]

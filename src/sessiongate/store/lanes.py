@@ -490,9 +490,10 @@ class LaneStore:
         if build is None:
             return None
         try:
-            ids = self._store.append_messages(
-                session_id, [build(item, turn_id)], idempotency_key=_idem(turn_id)
-            )
+            with self._db_for_key(item.session_key).savepoint():
+                ids = self._store.append_messages(
+                    session_id, [build(item, turn_id)], idempotency_key=_idem(turn_id)
+                )
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "user message not stored at the claim",
@@ -688,12 +689,13 @@ class LaneStore:
         if not messages:
             return
         try:
-            self._store.append_messages(
-                turn.session_id,
-                list(messages),
-                idempotency_key=_idem(turn.id),
-                first_index=first_index,
-            )
+            with self._db_for_key(turn.session_key).savepoint():
+                self._store.append_messages(
+                    turn.session_id,
+                    list(messages),
+                    idempotency_key=_idem(turn.id),
+                    first_index=first_index,
+                )
         except SessionNotFoundError:
             # The session was deleted while the turn ran; the journal still records the turn.
             log.warning(

@@ -177,7 +177,8 @@ class Ownership:
         `lock_lane`, it also holds the lane's writer lock (as accepts do), so what it reads of
         the lane's waiting rows cannot change under it."""
         try:
-            with self._backend.transaction() as tx:
+            # No savepoints: nothing inside a fence goes on after a failed call (`transaction`).
+            with self._backend.transaction(savepoints=False) as tx:
                 if lease.kind != "leader":
                     tx.fence_lane(lease.name, lease.owner, lease.epoch, self.ttl)
                 elif not tx.hold_leader(lease.name, lease.owner, lease.epoch, self.ttl):

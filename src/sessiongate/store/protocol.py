@@ -385,6 +385,12 @@ class Backend(Protocol):
     on_commit: Callable[[list[object]], None] | None
 
     def transaction(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def savepoint(self) -> contextlib.AbstractContextManager[Tx]:
+        """`transaction()`, rolled back alone when nested, also in a transaction whose nested
+        calls make no savepoints (`LeaseBackend.transaction`): for a call whose caller handles
+        its failure and goes on."""
+        ...
+
     def read(self) -> contextlib.AbstractContextManager[Tx]: ...
     def snapshot(self) -> contextlib.AbstractContextManager[Tx]: ...
     def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
@@ -439,4 +445,8 @@ class LeaseBackend(Protocol):
 
     url: str
 
-    def transaction(self) -> contextlib.AbstractContextManager[LeaseTx]: ...
+    def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[LeaseTx]:
+        """With `savepoints=False` nested calls make none (except `savepoint()`), and one
+        that fails dooms the transaction: for the fence, whose callers never go on after a
+        failed call inside it."""
+        ...

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from sessiongate.errors import SessiongateError, StaleWriteError, StoreUnavailableError
+from sessiongate.errors import (
+    SessiongateError,
+    StaleWriteError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
@@ -105,6 +110,10 @@ class PostgresDatabase:
         self._dsn = url
         self.lock = threading.RLock()
         self._depth = 0
+        # Nested calls of the open transaction make no savepoints (`transaction`), and one of
+        # them failed.
+        self._bare = False
+        self._doomed = False
         # Savepoints made in the open transaction, and those not released yet, in order:
         # [name, still open] (`_savepoint`).
         self._savepoints = 0
@@ -141,8 +150,15 @@ class PostgresDatabase:
             raise
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[PostgresTx]:
+    def transaction(self, *, savepoints: bool = True) -> Iterator[PostgresTx]:
         """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints.
+
+        With `savepoints=False` (the fence's transactions, whose callers never go on after a
+        failed nested call) nested calls make none, except `savepoint()`: a savepoint is a
+        statement of its own, and it was a quarter of a turn's. A nested call that raises
+        without one dooms the transaction: should its error be caught and the transaction
+        carried on to the commit, the commit refuses (`StoreCorruptError`) and rolls back,
+        so what the failed call wrote can never commit.
 
         The transaction runs in pipeline mode (`_pipeline.py`): a statement waits for the
         server only when its result is read, and carries everything queued before it, so
@@ -158,8 +174,12 @@ class PostgresDatabase:
             if self._closed:
                 raise StoreUnavailableError("the store is closed")
             if self._depth:
-                with self._savepoint():
-                    yield self._tx
+                if self._bare:
+                    with self._bare_call():
+                        yield self._tx
+                else:
+                    with self._savepoint():
+                        yield self._tx
                 return
             self._live_connection()
             wire = self._wire
@@ -167,10 +187,16 @@ class PostgresDatabase:
             with translate_errors():
                 wire.begin()
             self._depth = 1
+            self._bare = not savepoints
             self._tx.in_transaction = True
             try:
                 with translate_errors():
                     yield self._tx
+                if self._doomed:
+                    raise StoreCorruptError(
+                        "a store call failed inside a transaction that could not roll it back "
+                        "alone, and the failure was passed over: nothing was committed"
+                    )
             except BaseException:
                 wire.rollback()
                 self._tx.drop_reads_ahead()
@@ -185,6 +211,7 @@ class PostgresDatabase:
                 notes = self._tx.notes
             finally:
                 self._depth = 0
+                self._bare = self._doomed = False
                 self._savepoints = 0
                 self._kept.clear()
                 self._tx.in_transaction = False
@@ -192,6 +219,34 @@ class PostgresDatabase:
                 self._tx.notes = []
         if notes and self.on_commit is not None:
             self.on_commit(notes)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[PostgresTx]:
+        """`transaction()`, with a savepoint when nested even in a transaction opened without
+        them: for a call whose failure its caller handles and then goes on."""
+        with self.lock:
+            if not self._depth:
+                with self.transaction() as tx:
+                    yield tx
+                return
+            doomed = self._doomed
+            try:
+                with self._savepoint():
+                    yield self._tx
+            except BaseException:
+                self._doomed = doomed  # rolled back: with it what failed inside it
+                raise
+
+    @contextlib.contextmanager
+    def _bare_call(self) -> Iterator[None]:
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._doomed = True
+            raise
+        finally:
+            self._depth -= 1
 
     @contextlib.contextmanager
     def _savepoint(self) -> Iterator[None]:

@@ -171,6 +171,10 @@ class Database:
                 [("inbox", base - 1), ("turns", base - 1)],
             )
 
+    def savepoint(self) -> contextlib.AbstractContextManager[SqliteTx]:
+        """`transaction()`: here every nested call is rolled back alone already."""
+        return self.transaction()
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SqliteTx]:
         """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints.
