@@ -83,6 +83,10 @@ def test_the_section_measures_one_instance_on_a_real_server(pg_schema):
     # One transaction routes, accepts and claims; one commits the outcome.
     assert inproc["transactions_per_turn"] == pytest.approx(2.0, abs=0.05)
     assert inproc["statements_per_turn"] >= inproc["round_trips_per_turn"] >= 2
+    # A chat's first turn creates its session and takes its lane: more of everything.
+    first = inproc["first_turn"]
+    assert first["round_trips_per_turn"] > inproc["round_trips_per_turn"]
+    assert first["transactions_per_turn"] > inproc["transactions_per_turn"]
     gateway = {
         "status": "ok",
         "in_process": {"turns_per_s": 1000.0, "overhead_ms": {"p50_ms": 1.0, "p99_ms": 2.0}},

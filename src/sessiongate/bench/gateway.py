@@ -202,17 +202,24 @@ async def measure_in_process(
                 raise RuntimeError(f"turn not replied: {receipt}")
         elapsed = time.perf_counter() - started
         cpu, server = time.process_time() - cpu, server_cpu() - server_before
-        sample = [event(i) for i in range(turns, turns + 200)]
+        counts: dict[str, Any]
         if url is None:
+            sample = [event(i) for i in range(turns, turns + 200)]
             traced = await _traced_turns(store, runner, sample)
-            counts: dict[str, float] = {
+            counts = {
                 "transactions_per_turn": round(traced.count("BEGIN IMMEDIATE") / len(sample), 2),
                 "statements_per_turn": round(len(traced) / len(sample), 1),
             }
         else:
             from sessiongate.bench.postgres import traced_turns
 
-            counts = await traced_turns(store, runner, sample)
+            # A known chat's turn (what most turns are), and a chat's first one apart: it
+            # creates the session and takes the lane's lease.
+            known = [event(i) for i in range(min(200, turns))]
+            steady = await traced_turns(store, runner, known)
+            first = await traced_turns(store, runner, [event(i, "first") for i in range(100)])
+            per_turn = {k: v for k, v in first.items() if k.endswith("_per_turn")}
+            counts = {**steady, "first_turn": per_turn}
     finally:
         await runner.stop()
         store.close()
