@@ -88,8 +88,10 @@ async def event_stream(
     try:
         yield _OPENING
         while True:
-            got = await sub.next_batch(limit=_BATCH_EVENTS, max_wait=keepalive)
-            if got == []:
+            try:
+                async with asyncio.timeout(keepalive):
+                    got = await sub.next_batch(limit=_BATCH_EVENTS)
+            except TimeoutError:
                 yield _KEEPALIVE
                 continue
             if got is None:

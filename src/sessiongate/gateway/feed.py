@@ -28,7 +28,6 @@ from datetime import timedelta
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, cast
 
-from sessiongate.core.jsontext import json_encoder
 from sessiongate.store.changes import Change, ChangeKind
 
 if TYPE_CHECKING:
@@ -50,8 +49,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RESET = "reset"
-# One encoder for every frame (`core/jsontext.py`).
-_encode = json_encoder(separators=(",", ":"))
+# One encoder for every frame: `json.dumps` with options builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _SESSION_KINDS = frozenset(
     {
         ChangeKind.SESSION_CREATED,
@@ -157,32 +156,20 @@ class Subscription:
         self.cursor = cursor  # the seq of the next event this reader wants
         self.session_key = session_key
         self.pending_reset: Reset | None = None
-        # Set only while the reader waits: a publish wakes the waiting readers alone.
-        self.waiter: asyncio.Future[None] | None = None
+        self.wake = asyncio.Event()
 
-    async def next_batch(
-        self, *, limit: int = 500, max_wait: float | None = None
-    ) -> list[FeedEvent] | Reset | None:
-        """The next events (at most `limit`) or a `Reset`; waits while there are none, at most
-        `max_wait` seconds (then `[]`). None once the feed is closed (the gateway stops).
-
-        A reader that is behind gets its events without waiting, so a busy feed costs no
-        timer and no wake-up per batch: those are only made when the reader caught up."""
+    async def next_batch(self, *, limit: int = 500) -> list[FeedEvent] | Reset | None:
+        """The next events (at most `limit`) or a `Reset`; waits while there are none.
+        None once the feed is closed (the gateway stops)."""
         while True:
-            got = self._feed.read(self, limit=limit, wait=True)
+            got = self._feed.read(self, limit=limit)
             if got is None or isinstance(got, Reset) or got:
                 return got
-            waiter = self.waiter
-            assert waiter is not None
-            try:
-                if max_wait is None:
-                    await waiter
-                else:
-                    await asyncio.wait_for(waiter, max_wait)
-            except TimeoutError:
-                return []
-            finally:
-                self._feed.stop_waiting(self, waiter)
+            self.wake.clear()
+            got = self._feed.read(self, limit=limit)  # published between read and clear
+            if got is None or isinstance(got, Reset) or got:
+                return got
+            await self.wake.wait()
 
     def close(self) -> None:
         self._feed.unsubscribe(self)
@@ -199,7 +186,6 @@ class EventFeed:
         self._next = 1  # seq the next event gets
         self._lock = threading.Lock()
         self._subscribers: set[Subscription] = set()
-        self._waiting: list[Subscription] = []  # caught up, each with its `waiter`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._resets = 0
@@ -261,15 +247,11 @@ class EventFeed:
             self._drop_oldest()
 
     def _wake_all(self) -> None:
-        """Wake the readers that wait (those still behind read on without being told)."""
-        if not self._waiting:
+        if not self._subscribers:
             return
         if threading.get_ident() == self._loop_thread:
-            with self._lock:
-                waiting, self._waiting = self._waiting, []
-            for sub in waiting:
-                if sub.waiter is not None and not sub.waiter.done():
-                    sub.waiter.set_result(None)
+            for sub in self._subscribers:
+                sub.wake.set()
         elif self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake_all)
 
@@ -298,16 +280,6 @@ class EventFeed:
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             self._subscribers.discard(sub)
-            if sub in self._waiting:
-                self._waiting.remove(sub)
-
-    def stop_waiting(self, sub: Subscription, waiter: asyncio.Future[None]) -> None:
-        """`sub` no longer waits on `waiter` (it was woken, timed out or cancelled)."""
-        with self._lock:
-            if sub.waiter is waiter:
-                sub.waiter = None
-                if sub in self._waiting:
-                    self._waiting.remove(sub)
 
     def _resume_point(self, last_event_id: str) -> tuple[int, str | None]:
         epoch, _, raw = last_event_id.strip().rpartition("-")
@@ -320,24 +292,9 @@ class EventFeed:
             return seq, "expired"
         return seq, None
 
-    def read(
-        self, sub: Subscription, *, limit: int, wait: bool = False
-    ) -> list[FeedEvent] | Reset | None:
+    def read(self, sub: Subscription, *, limit: int) -> list[FeedEvent] | Reset | None:
         """The subscriber's next events from the ring (moving its cursor), a `Reset`, or None
-        when the feed is closed. With `wait`, a reader that got nothing is given a `waiter`
-        that the next publish resolves: in the same locked step, so no event falls between."""
-        got = self._read(sub, limit)
-        if wait and got == []:
-            with self._lock:
-                if self._next - 1 < sub.cursor and not self._closed:
-                    if sub.waiter is None:
-                        sub.waiter = asyncio.get_running_loop().create_future()
-                        self._waiting.append(sub)
-                    return got
-            return self.read(sub, limit=limit, wait=wait)
-        return got
-
-    def _read(self, sub: Subscription, limit: int) -> list[FeedEvent] | Reset | None:
+        when the feed is closed."""
         with self._lock:
             if self._closed:
                 return None
