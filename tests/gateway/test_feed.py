@@ -190,7 +190,7 @@ async def test_a_reader_gets_every_event_in_order_across_the_ring_wrapping(clock
     seen: list[int] = []
     for round_ in range(5):
         publish(feed, 3 + round_ % 3)
-        while (batch := await sub.next_batch(limit=4, max_wait=0)) != []:
+        while (batch := feed.read(sub, limit=4)) != []:
             assert isinstance(batch, list)
             seen.extend(event.seq for event in batch)
     assert seen == list(range(1, len(seen) + 1))
