@@ -217,7 +217,8 @@ async def measure_in_process(
             # creates the session and takes the lane's lease.
             known = [event(i) for i in range(min(200, turns))]
             steady = await traced_turns(store, runner, known)
-            first = await traced_turns(store, runner, [event(i, "first") for i in range(100)])
+            fresh = [event(i, f"first{i}-") for i in range(100)]  # a chat of its own each
+            first = await traced_turns(store, runner, fresh)
             per_turn = {k: v for k, v in first.items() if k.endswith("_per_turn")}
             counts = {**steady, "first_turn": per_turn}
     finally:
