@@ -171,9 +171,16 @@ class Database:
                 [("inbox", base - 1), ("turns", base - 1)],
             )
 
-    def savepoint(self) -> contextlib.AbstractContextManager[SqliteTx]:
-        """`transaction()`: here every nested call is rolled back alone already."""
-        return self.transaction()
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[SqliteTx]:
+        """`transaction()`, and nested nothing more: here every nested call is rolled back
+        alone already (a savepoint, or the first writer's rule below)."""
+        with self.lock:
+            if self._depth:
+                yield self._tx
+                return
+            with self.transaction() as tx:
+                yield tx
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[SqliteTx]:
