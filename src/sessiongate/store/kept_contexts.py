@@ -16,7 +16,7 @@ What a caller gets is a copy: the messages list and each message are its own to 
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.transcript import ModelContext, build_model_context
@@ -38,7 +38,7 @@ class Kept:
     leaf_id: int
     depth: int
     events: list[dict[str, Any]]
-    context: ModelContext = field(default_factory=ModelContext)
+    context: ModelContext
 
 
 class KeptContexts:

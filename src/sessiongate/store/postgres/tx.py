@@ -320,6 +320,12 @@ def _jsonb_key(key: str) -> tuple[int, bytes]:
     return len(raw), raw
 
 
+def _tail_params(
+    session_id: str, max_depth: int | None, after_id: int, after_depth: int
+) -> dict[str, Any]:
+    return {"id": session_id, "max": max_depth, "after": after_id, "after_depth": after_depth}
+
+
 def _route_data(entry: SessionEntry) -> str:
     """The route's JSON, told to the decoded entries as `jsonb` gives it back (keys by length,
     then bytes; `", "` and `": "`), so the next read of it is not decoded again. A text that
@@ -1066,13 +1072,7 @@ class PostgresTx(PostgresPlatformState):
         if after is None:
             ahead.execute(_SESSION_CONTEXT, {"id": session_id, "max": max_depth})
         else:
-            params = {
-                "id": session_id,
-                "max": max_depth,
-                "after": after[0],
-                "after_depth": after[1],
-            }
-            ahead.execute(_SESSION_CONTEXT_TAIL, params)
+            ahead.execute(_SESSION_CONTEXT_TAIL, _tail_params(session_id, max_depth, *after))
         self._context_ahead = ((session_id, max_depth, after), ahead)
 
     def _read_ahead(self, asked: tuple[Any, ...]) -> list[tuple[Any, ...]] | None:
@@ -1109,8 +1109,8 @@ class PostgresTx(PostgresPlatformState):
     ) -> tuple[int, list[dict[str, Any]], bool] | None:
         rows = self._read_ahead((session_id, max_depth, (after_id, after_depth)))
         if rows is None:
-            params = {"id": session_id, "max": max_depth, "after": after_id}
-            rows = self._all(_SESSION_CONTEXT_TAIL, {**params, "after_depth": after_depth})
+            params = _tail_params(session_id, max_depth, after_id, after_depth)
+            rows = self._all(_SESSION_CONTEXT_TAIL, params)
         if not rows:
             return None
         events = [_context_event(r[2:]) for r in rows if r[2] is not None]
