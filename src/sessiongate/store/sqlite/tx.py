@@ -499,43 +499,18 @@ class SqliteTx(SqlitePlatformState):
         return 0, inbox_id
 
     def start_row_if_idle(
-        self,
-        *,
-        session_id: str,
-        started_at: int,
-        session_key: str,
-        kind: InboxKind,
-        part: dict[str, Any],
-        media: list[str],
-        message_id: str | None,
-        source: dict[str, Any],
-        message_type: str,
-        reply_to: str | None,
-        event_kind: str | None,
-        internal: bool,
-        at: int,
+        self, *, session_id: str, started_at: int, **row: Any
     ) -> tuple[int, int | None, int | None]:
-        depth, inbox_id = self.insert_inbox_row_if_idle(
-            session_key=session_key,
-            kind=kind,
-            part=part,
-            media=media,
-            message_id=message_id,
-            source=source,
-            message_type=message_type,
-            reply_to=reply_to,
-            event_kind=event_kind,
-            internal=internal,
-            at=at,
-        )
+        # `row` is `insert_inbox_row_if_idle`'s, as the protocol names it.
+        depth, inbox_id = self.insert_inbox_row_if_idle(**row)
         if inbox_id is None:
             return depth, None, None
         turn_id = self.start_turn(
-            session_key=session_key,
+            session_key=row["session_key"],
             session_id=session_id,
             inbox_id=inbox_id,
-            source=source,
-            accepted_at=at,
+            source=row["source"],
+            accepted_at=row["at"],
             started_at=started_at,
         )
         return depth, inbox_id, turn_id
