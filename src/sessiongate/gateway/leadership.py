@@ -230,11 +230,16 @@ class LeaderRole:
         return True
 
     async def _release(self) -> None:
-        lease, self.lease = self.lease, None
+        lease = self.lease
         if lease is None or self._own is None:
             return
-        with contextlib.suppress(SessiongateError):
-            await asyncio.to_thread(self._own.release_leader, lease)
+        # `lease` reads None only once the database has let it go, so whoever sees the
+        # role idle may claim the lead at once.
+        try:
+            with contextlib.suppress(SessiongateError):
+                await asyncio.to_thread(self._own.release_leader, lease)
+        finally:
+            self.lease = None
 
     # ------------------------------------------------------------------ the clock
 
