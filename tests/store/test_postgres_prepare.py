@@ -38,3 +38,58 @@ def test_the_default_prepares_what_repeats(pg_schema, tmp_path):
 def test_a_negative_threshold_is_refused():
     with pytest.raises(ValueError, match="prepare_threshold"):
         GatewayConfig(store={"prepare_threshold": -1})  # type: ignore[arg-type]
+
+
+# What the writer's pipeline does when an error ends it: a statement that reached the
+# threshold in the same pipeline had its `Parse` skipped by the server.
+_STATEMENT = "SELECT %s::int + 1"
+
+
+def _wire(pg_schema):
+    import psycopg
+
+    from sessiongate.store.postgres._pipeline import Wire
+
+    conn = psycopg.connect(pg_schema.url, autocommit=True)
+    conn.prepare_threshold = 5
+    for i in range(5):
+        conn.execute(_STATEMENT, (i,))
+    for _ in range(2):  # a rollback psycopg has seen before no longer clears its cache
+        conn.execute("ROLLBACK")
+    return conn, Wire(conn)
+
+
+def test_a_parse_an_aborted_pipeline_skipped_is_not_taken_for_prepared(pg_schema):
+    import psycopg
+
+    conn, wire = _wire(pg_schema)
+    with conn:
+        wire.begin()
+        conn.cursor().execute("SELECT 1/0")
+        conn.cursor().execute(_STATEMENT, (1,))  # its sixth run: the one that prepares it
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            wire.commit()
+        wire.rollback()
+        wire.begin()
+        cursor = conn.cursor()
+        cursor.execute(_STATEMENT, (2,))
+        assert cursor.fetchone() == (3,)
+        wire.commit()
+
+
+def test_the_same_inside_a_savepoint_that_is_rolled_back(pg_schema):
+    import psycopg
+
+    conn, wire = _wire(pg_schema)
+    with conn:
+        wire.begin()
+        wire.control("SAVEPOINT s")
+        conn.cursor().execute("SELECT 1/0")
+        conn.cursor().execute(_STATEMENT, (1,))
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            wire.settle()
+        wire.undo_savepoint("s")
+        cursor = conn.cursor()
+        cursor.execute(_STATEMENT, (2,))
+        assert cursor.fetchone() == (3,)
+        wire.commit()

@@ -93,6 +93,7 @@ class Wire:
     def undo_savepoint(self, name: str) -> None:
         """Roll back to `name` and release it, after draining what an error left behind."""
         self._drain()
+        _forget_prepared(self.conn)
         self.control(f"ROLLBACK TO SAVEPOINT {name}")
         self.control(f"RELEASE SAVEPOINT {name}")
         pipeline = self.conn._pipeline
@@ -108,6 +109,7 @@ class Wire:
                 stack.close()
         except psycopg.Error:
             log.debug("pipeline ended with an error before the rollback", exc_info=True)
+        _forget_prepared(self.conn)
         try:
             self.conn.execute("ROLLBACK")
         except psycopg.Error:
@@ -122,3 +124,15 @@ class Wire:
         except psycopg.Error:
             # Already raised (or about to be) as the reason for this rollback.
             log.debug("pipeline drained with an error", exc_info=True)
+
+
+def _forget_prepared(conn: psycopg.Connection[Any]) -> None:
+    """Forget the connection's prepared statements (the server's go with the next statement,
+    as `DEALLOCATE ALL`) after a pipeline ended in an error.
+
+    psycopg records a statement as prepared when it sends its `Parse`, but an error earlier
+    in the same pipeline makes the server skip that `Parse`, and nothing tells psycopg: each
+    later use of the statement failed with "prepared statement does not exist", on that
+    connection for good. Statements are prepared again after the usual number of runs.
+    """
+    conn._prepared.clear()
