@@ -68,3 +68,33 @@ async def test_a_real_server_answers_and_shuts_down_cleanly(store, config, runne
     finally:
         await runner.stop()
     assert store.get_session(key) is not None
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+async def test_a_server_that_owns_its_process_freezes_the_heap_once_it_listens(
+    store, config, runner, freeze
+):
+    import gc
+
+    await runner.start()
+    gc.unfreeze()
+    ready = asyncio.Event()
+    server = build_server(
+        create_app(runner, store, config),
+        host="127.0.0.1",
+        port=0,
+        graceful_timeout=5,
+        install_signal_handlers=False,
+        on_ready=lambda host, port: ready.set(),
+        freeze_heap=freeze,
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(30):
+            await ready.wait()
+        assert (gc.get_freeze_count() > 0) is freeze
+    finally:
+        gc.unfreeze()  # the rest of the test run collects as before
+        server.should_exit = True
+        await serving
+        await runner.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import threading
@@ -53,9 +54,11 @@ class GatewayServer(uvicorn.Server):
         on_ready: Callable[[str, int], None] | None = None,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
         uploads: UploadGate | None = None,
+        freeze_heap: bool = False,
     ) -> None:
         super().__init__(config)
         self.install_signal_handlers = install_signal_handlers
+        self.freeze_heap = freeze_heap
         self.on_ready = on_ready
         self.on_shutdown = on_shutdown
         self.uploads = uploads
@@ -95,6 +98,9 @@ class GatewayServer(uvicorn.Server):
             return
         bound = self.servers[0].sockets[0].getsockname()
         self.bound = (str(bound[0]), int(bound[1]))
+        if self.freeze_heap:
+            gc.collect()
+            gc.freeze()
         if self.on_ready is not None:
             self.on_ready(*self.bound)
 
@@ -138,6 +144,7 @@ def build_server(
     install_signal_handlers: bool = True,
     on_ready: Callable[[str, int], None] | None = None,
     on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    freeze_heap: bool = False,
     **uvicorn_options: Any,
 ) -> GatewayServer:
     """A server for `app` on `host:port` (0 picks a free port; see `GatewayServer.bound`).
@@ -147,7 +154,8 @@ def build_server(
     and before uvicorn waits `graceful_timeout` for the open requests.
 
     Logging is left to the caller's configuration (`sessiongate.logs`), and uvicorn's access
-    log is off: request counts are in `/metrics`.
+    log is off: request counts are in `/metrics`. `freeze_heap` is for a process the server
+    owns (see the module docstring); an embedding process keeps its garbage collector as is.
     """
     config = uvicorn.Config(
         app,
@@ -165,4 +173,5 @@ def build_server(
         on_ready=on_ready,
         on_shutdown=on_shutdown,
         uploads=getattr(app.state, "uploads", None),
+        freeze_heap=freeze_heap,
     )

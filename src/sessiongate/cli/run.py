@@ -121,6 +121,7 @@ async def _serve(
             on_ready=announce,
             # The drain runs while the requests still wait, so each gets its answer.
             on_shutdown=runner.stop,
+            freeze_heap=True,
         )
         try:
             await server.serve()
