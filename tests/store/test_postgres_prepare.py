@@ -45,51 +45,64 @@ def test_a_negative_threshold_is_refused():
 _STATEMENT = "SELECT %s::int + 1"
 
 
-def _wire(pg_schema):
+@pytest.fixture
+def wired(pg_schema):
+    """A connection whose `_STATEMENT` is one run from being prepared, its `Wire`, and a
+    second connection holding an advisory lock (to keep a statement of the first waiting)."""
     import psycopg
 
     from sessiongate.store.postgres._pipeline import Wire
 
     conn = psycopg.connect(pg_schema.url, autocommit=True)
+    blocker = psycopg.connect(pg_schema.url, autocommit=True)
     conn.prepare_threshold = 5
     for i in range(5):
         conn.execute(_STATEMENT, (i,))
     for _ in range(2):  # a rollback psycopg has seen before no longer clears its cache
         conn.execute("ROLLBACK")
-    return conn, Wire(conn)
+        with conn.transaction():
+            for control in ("SAVEPOINT s", "ROLLBACK TO SAVEPOINT s", "RELEASE SAVEPOINT s"):
+                conn.execute(control)
+    blocker.execute("SELECT pg_advisory_lock(7)")
+    with conn, blocker:
+        yield conn, Wire(conn), blocker
 
 
-def test_a_parse_an_aborted_pipeline_skipped_is_not_taken_for_prepared(pg_schema):
+def _fail_before_the_prepare(conn, blocker) -> None:
+    """Queue a statement that waits on the lock, then the run that prepares `_STATEMENT`,
+    then cancel the first: the error comes after both were sent, whatever the timing."""
+    conn.cursor().execute("SELECT pg_advisory_xact_lock(7)")
+    conn.cursor().execute(_STATEMENT, (1,))
+    blocker.execute("SELECT pg_cancel_backend(%s)", (conn.info.backend_pid,))
+
+
+def test_a_parse_an_aborted_pipeline_skipped_is_not_taken_for_prepared(wired):
     import psycopg
 
-    conn, wire = _wire(pg_schema)
-    with conn:
-        wire.begin()
-        conn.cursor().execute("SELECT 1/0")
-        conn.cursor().execute(_STATEMENT, (1,))  # its sixth run: the one that prepares it
-        with pytest.raises(psycopg.errors.DivisionByZero):
-            wire.commit()
-        wire.rollback()
-        wire.begin()
-        cursor = conn.cursor()
-        cursor.execute(_STATEMENT, (2,))
-        assert cursor.fetchone() == (3,)
+    conn, wire, blocker = wired
+    wire.begin()
+    _fail_before_the_prepare(conn, blocker)
+    with pytest.raises(psycopg.errors.QueryCanceled):
         wire.commit()
+    wire.rollback()
+    wire.begin()
+    cursor = conn.cursor()
+    cursor.execute(_STATEMENT, (2,))
+    assert cursor.fetchone() == (3,)
+    wire.commit()
 
 
-def test_the_same_inside_a_savepoint_that_is_rolled_back(pg_schema):
+def test_the_same_inside_a_savepoint_that_is_rolled_back(wired):
     import psycopg
 
-    conn, wire = _wire(pg_schema)
-    with conn:
-        wire.begin()
-        wire.control("SAVEPOINT s")
-        conn.cursor().execute("SELECT 1/0")
-        conn.cursor().execute(_STATEMENT, (1,))
-        with pytest.raises(psycopg.errors.DivisionByZero):
-            wire.settle()
-        wire.undo_savepoint("s")
-        cursor = conn.cursor()
-        cursor.execute(_STATEMENT, (2,))
-        assert cursor.fetchone() == (3,)
-        wire.commit()
+    conn, wire, blocker = wired
+    wire.begin()
+    wire.control("SAVEPOINT s")
+    _fail_before_the_prepare(conn, blocker)
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        wire.settle()
+    wire.undo_savepoint("s")
+    cursor = conn.cursor()
+    cursor.execute(_STATEMENT, (2,))
+    assert cursor.fetchone() == (3,)
+    wire.commit()
