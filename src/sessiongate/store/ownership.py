@@ -164,7 +164,8 @@ class Ownership:
         if not self.connected:
             return None
         try:
-            with self._backend.transaction() as tx:
+            # Each of the claim's statements stands alone (`postgres/leases.py`).
+            with self._backend.read() as tx:
                 epoch = tx.claim_lane(session_key, self.instance_id, self.ttl)
         except StoreUnavailableError:
             self.connected = False
@@ -201,7 +202,7 @@ class Ownership:
         if not self.connected:
             return []
         try:
-            with self._backend.transaction() as tx:
+            with self._backend.read() as tx:
                 return tx.lanes_wanting_owner(self.instance_id, limit)
         except StoreUnavailableError:
             self.connected = False
@@ -210,7 +211,7 @@ class Ownership:
     def in_flight(self, lease: Lease) -> list[int]:
         """The turns of the lane `lease` holds that an earlier owner may have left unfinished
         (whatever is done with them commits under the fence, so a read without it is enough)."""
-        with self._backend.transaction() as tx:
+        with self._backend.read() as tx:
             return tx.lane_in_flight(lease.name)
 
     def nudge(self, session_key: str) -> bool:

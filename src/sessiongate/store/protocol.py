@@ -450,3 +450,8 @@ class LeaseBackend(Protocol):
         that fails dooms the transaction: for the fence, whose callers never go on after a
         failed call inside it."""
         ...
+
+    def read(self) -> contextlib.AbstractContextManager[LeaseTx]:
+        """Statements outside a transaction, each committed on its own: for a lease statement
+        that needs no transaction around it (it saves the `BEGIN` and `COMMIT` round trips)."""
+        ...

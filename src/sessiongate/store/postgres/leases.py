@@ -243,6 +243,9 @@ def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[s
 
 
 def claim_lane(conn: psycopg.Connection[Any], key: str, owner: str, ttl: float) -> int | None:
+    """The lane's new epoch, or None. Each statement is whole on its own, so the claim needs
+    no transaction around it: a row another instance makes between the two is its claim,
+    and the insert then does nothing."""
     params = {"key": key, "owner": owner, "ttl": ttl}
     row = conn.execute(_CLAIM_LANE, params).fetchone()
     if row is None:
