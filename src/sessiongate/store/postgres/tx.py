@@ -494,6 +494,7 @@ class PostgresTx(PostgresPlatformState):
         "locked_keys",
         "locked_lanes",
         "locked_routes",
+        "missing_routes",
         "notes",
     )
 
@@ -510,6 +511,10 @@ class PostgresTx(PostgresPlatformState):
         self.locked_routes: dict[str, tuple[Any, ...]] = {}
         # Keys of routes that did not exist, whose advisory lock this transaction holds.
         self.locked_keys: set[str] = set()
+        # Those of them still missing when read under that lock: no other transaction can
+        # make them before this one ends, so a read again (the route's creation reads it
+        # once more) is answered here, until this transaction writes the route.
+        self.missing_routes: set[str] = set()
         # Lanes whose writer lock (`lock_lane`) this transaction holds.
         self.locked_lanes: set[str] = set()
         # Route reads sent ahead (`prefetch_route`), answered with a later statement's.
@@ -530,6 +535,7 @@ class PostgresTx(PostgresPlatformState):
         """The transaction ended, or a savepoint rolled back (and its locks went with it)."""
         self.locked_routes.clear()
         self.locked_keys.clear()
+        self.missing_routes.clear()
         self.locked_lanes.clear()
         self._prefetched.clear()
 
@@ -572,7 +578,7 @@ class PostgresTx(PostgresPlatformState):
         if not self.in_transaction:
             return self._one(_ROUTE, (session_key,))
         row = self.locked_routes.get(session_key)
-        if row is not None:
+        if row is not None or session_key in self.missing_routes:
             return row
         ahead = self._prefetched.pop(session_key, None)
         if ahead is not None:
@@ -586,6 +592,8 @@ class PostgresTx(PostgresPlatformState):
             row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
         if row is not None:
             self.locked_routes[session_key] = row
+        elif session_key in self.locked_keys:
+            self.missing_routes.add(session_key)
         return row
 
     def prefetch_route(self, session_key: str) -> None:
@@ -616,11 +624,13 @@ class PostgresTx(PostgresPlatformState):
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
         self.locked_routes.pop(entry.session_key, None)
+        self.missing_routes.discard(entry.session_key)
         self.conn.execute(_UPSERT_ROUTE, _route_values(entry, parts))
 
     def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
         """One UPDATE when the key already routes to this session id, else the upsert."""
         values = _route_values(entry, parts)
+        self.missing_routes.discard(entry.session_key)
         locked = self.locked_routes.pop(entry.session_key, None)
         if locked is not None and _sure_update(decoded_entry(locked[0]), entry, values):
             self._send_sure(_PUT_ROUTE, values)
