@@ -671,7 +671,9 @@ def test_turn_messages_are_keyed_by_turn_and_number_and_a_retry_is_a_noop(store,
 
 def test_a_turn_whose_row_id_an_older_journal_holds_takes_the_next_free_id(store, lanes):
     entry = _entry(store)
-    held = _accept(lanes, entry, "first").inbox_id
+    accepted = _accept(lanes, entry, "first")
+    held = accepted.inbox_id
+    assert accepted.turn_id() == held  # told the turn that will answer it
     # A journal from before turns took their row's id: some turn already has this one.
     with store.database.transaction() as conn:
         conn.insert_turn(
@@ -685,8 +687,9 @@ def test_a_turn_whose_row_id_an_older_journal_holds_takes_the_next_free_id(store
     first = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
     assert first.turn.id == held + 1
     lanes.commit_reply(first, [{"role": "user", "content": "first"}], reply="ok")
-    # The next row's id is the turn just drawn: it moves on again, never onto a taken id.
-    _accept(lanes, entry, "second")
+    # The next row's id is the turn just drawn: it moves on again, never onto a taken id,
+    # and its acceptance names no turn.
+    assert _accept(lanes, entry, "second").turn_id() is None
     second = lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
     assert second.item.id == held + 1
     assert second.turn.id == held + 2

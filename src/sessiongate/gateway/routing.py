@@ -117,11 +117,14 @@ class Router:
         key: str,
         *,
         user_message: Callable[[InboxItem, int], dict[str, Any]] | None = None,
+        pending: bool = False,
     ) -> NextTurn:
         """Route and claim the lane's next row between turns, in one transaction (with the
-        turn's user message, built by `user_message`, see `LaneStore.claim_item`)."""
+        turn's user message, built by `user_message`, see `LaneStore.claim_item`). With
+        `pending`, the caller has just seen a row waiting, and the lane is not looked at
+        again before its row is read."""
         # Reads first: an empty lane (the end of every burst) costs one index probe.
-        if not self._lane_store.has_pending(key):
+        if not pending and not self._lane_store.has_pending(key):
             return NextTurn(None)
         item = self._lane_store.peek_next(key)
         if item is None:

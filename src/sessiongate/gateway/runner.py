@@ -504,7 +504,9 @@ class GatewayRunner:
                     return
                 with self.leases.fence(lane.key, lock_lane=True):
                     found = self._router.claim_next(
-                        lane.key, user_message=self._executor.claim_user_message
+                        lane.key,
+                        user_message=self._executor.claim_user_message,
+                        pending=self.leases.shared,  # seen just above
                     )
                 if found.entry is not None:
                     self.discard(found.entry, found.dropped)
@@ -856,12 +858,8 @@ class GatewayRunner:
             await self.notify(source, notice)
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUE_FULL, notice, None)
         assert acceptance.inbox_id is not None
-        # A turn takes its inbox row's id (`journal.insert_turn`), so a queued message already
-        # knows the turn that will answer it; unless a journal from before that rule used the
-        # id already (then the turn gets another, and the receipt names none).
-        turn_id: int | None = acceptance.inbox_id
-        if self.lane_store.get_turn(acceptance.inbox_id) is not None:
-            turn_id = None
+        # A queued message already knows the turn that will answer it (`Acceptance.turn_id`).
+        turn_id = acceptance.turn_id()
         if self._stopping:
             # Accepted while the runner drains: the row is durable and runs after the restart.
             return Receipt(key, entry.session_id, ReceiptStatus.QUEUED, None, turn_id)

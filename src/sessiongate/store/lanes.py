@@ -19,7 +19,7 @@ import enum
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.source import SessionSource
@@ -110,6 +110,17 @@ class Acceptance:
     inbox_id: int | None
     depth: int  # the lane's pending rows after this call (the slot counts one)
     seen: SeenRecord | None = None
+    # Whether a journal from before turns took their row's id holds that id already; asked
+    # in the accepting transaction, answered once it committed (`turn_id`).
+    id_taken: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
+
+    def turn_id(self) -> int | None:
+        """The id of the turn that will answer the accepted row: a turn takes its row's id,
+        unless an old journal holds it (then another, and this names none). Call it after
+        the accepting transaction committed."""
+        if self.inbox_id is None or (self.id_taken is not None and self.id_taken()):
+            return None
+        return self.inbox_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +238,12 @@ class LaneStore:
         now = self._now()
         with self._db_for_key(session_key).transaction() as conn:
             acceptance, _, _ = self._accept(conn, inbound, session_key, kind, cap, now)
-            if acceptance.inbox_id is not None and acceptance.seen is None:
-                self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
+            if acceptance.inbox_id is None or acceptance.seen is not None:
+                return acceptance
+            self._remember(conn, inbound, session_key, session_id, acceptance.inbox_id, now)
             if acceptance.status is AcceptStatus.ACCEPTED:
                 _queue_changed(conn, session_key, acceptance.depth)
-            return acceptance
+            return replace(acceptance, id_taken=conn.turn_id_taken(acceptance.inbox_id))
 
     def accept_and_claim(
         self,
@@ -762,6 +774,8 @@ class LaneStore:
     def peek_next(self, session_key: str) -> InboxItem | None:
         """The row `claim_next` would claim, without claiming it."""
         with self._db_for_key(session_key).read() as conn:
+            # Routing the row reads the lane's route next: sent now, it comes with the row.
+            conn.prefetch_route(session_key)
             row = conn.next_pending(session_key)
         return None if row is None else _item(row)
 

@@ -285,6 +285,12 @@ class Tx(PlatformStateTx, Protocol):
 
     # -- the turn journal, stuck-loop counters and markers
     def get_turn(self, turn_id: int) -> TurnRow | None: ...
+    def turn_id_taken(self, turn_id: int) -> Callable[[], bool]:
+        """Whether the journal holds a turn `turn_id`, told by the returned function once the
+        transaction committed (on a backend whose reads are round trips, it comes with the
+        commit's answer)."""
+        ...
+
     def turns_in_state(self, state: TurnState) -> list[TurnRow]: ...
     def insert_turn(
         self,

@@ -133,6 +133,7 @@ _INSERT_ENTRY = (
 # `get_session_row` and the first entry's insert in one statement: the session (its leaf as
 # it was before the insert) and the new id, NULL when the entry's key is already taken; no
 # row when there is no such session (and then nothing is inserted).
+_TURN_EXISTS = "SELECT 1 FROM turns WHERE id = %s"
 _APPEND_FIRST = f"""
 WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
     leaf_id, depth, mdepth, generation, header) AS ({_GET_SESSION.strip()}),
@@ -1434,6 +1435,14 @@ class PostgresTx(PostgresPlatformState):
     def get_turn(self, turn_id: int) -> TurnRow | None:
         raw = self._one(f"SELECT {_TURN} FROM turns WHERE id = %s", (turn_id,))  # noqa: S608
         return None if raw is None else _turn(raw)
+
+    def turn_id_taken(self, turn_id: int) -> Callable[[], bool]:
+        if self._wire is None or not self.in_transaction:
+            taken = self._one(_TURN_EXISTS, (turn_id,)) is not None
+            return lambda: taken
+        ahead = self._wire.later()
+        ahead.execute(_TURN_EXISTS, (turn_id,))
+        return lambda: ahead.fetchone() is not None
 
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
         rows = self._all(

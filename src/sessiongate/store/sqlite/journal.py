@@ -112,6 +112,10 @@ def get_turn(conn: sqlite3.Connection, turn_id: int) -> TurnRow | None:
     return None if raw is None else _turn(raw)
 
 
+def turn_exists(conn: sqlite3.Connection, turn_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is not None
+
+
 def turns_in_state(conn: sqlite3.Connection, state: TurnState) -> list[TurnRow]:
     return [_turn(raw) for raw in conn.execute(_IN_STATE, (str(state),))]
 

@@ -591,6 +591,10 @@ class SqliteTx(SqlitePlatformState):
     def get_turn(self, turn_id: int) -> TurnRow | None:
         return journal.get_turn(self.conn, turn_id)
 
+    def turn_id_taken(self, turn_id: int) -> Callable[[], bool]:
+        taken = journal.turn_exists(self.conn, turn_id)
+        return lambda: taken
+
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
         return journal.turns_in_state(self.conn, state)
 
