@@ -28,8 +28,12 @@ run: $(RUNTIME)
 chat: $(RUNTIME)
 	$(BIN)/sessiongate chat $(ARGS)
 
+# The suite runs on two workers (pytest-xdist), a test file per worker at a time, so a
+# file's shared fixtures are built once; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 check: $(STAMP)
 	$(BIN)/ruff format --no-cache --check src tests benchmarks

@@ -97,7 +97,10 @@ def api(gateway: SyncGateway) -> Iterator[Api]:
     client.client.close()
 
 
-@pytest.fixture(scope="session")
+# One browser per test file, not per run: Playwright's sync API keeps an event loop running
+# on the main thread while it is open, and the asyncio tests of any file after it (the suite
+# runs files in any order across workers) could not start their own.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
