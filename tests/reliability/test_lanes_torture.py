@@ -36,10 +36,10 @@ async def _run(cfg: LanesConfig, request, tmp_path):
     return result
 
 
-async def test_three_instances_share_lanes_under_kills_pauses_terminations_and_restarts(
+async def test_three_instances_share_lanes_under_kills_pauses_terminations_restarts_and_cuts(
     request, tmp_path
 ):
-    cfg = LanesConfig(seconds=16, kills=2, pauses=2, terminates=1, restarts=2)
+    cfg = LanesConfig(seconds=18, kills=2, pauses=2, terminates=1, restarts=2, cuts=1)
     await _run(cfg, request, tmp_path)
 
 
