@@ -4,7 +4,9 @@ event feed).
 The store notes each change inside the transaction that makes it (`Tx.note`), and the backend
 (SQLite or PostgreSQL) hands the list to the store's listeners after the commit, so a
 rolled-back write is never told and a told one is durable. Listeners run on the committing
-thread and must be quick: the feed only appends to a ring buffer.
+thread and must be quick: the feed only appends to a ring buffer. A note may be a function,
+for a change whose figures come with the commit's answer (on PostgreSQL, a count read with
+the commit instead of before it): `told` calls it once the transaction committed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Change", "ChangeKind"]
+__all__ = ["Change", "ChangeKind", "told"]
 
 
 class ChangeKind(StrEnum):
@@ -38,3 +40,8 @@ class Change:
     turn_id: int | None = None
     status: str | None = None
     depth: int | None = None
+
+
+def told(notes: list[object]) -> list[object]:
+    """The committed transaction's notes as its listeners get them (see the module docstring)."""
+    return [note() if callable(note) else note for note in notes]

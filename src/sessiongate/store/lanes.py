@@ -976,10 +976,13 @@ def _seen_row(
 
 
 def _queue_changed(conn: Tx, session_key: str, depth: int | None = None) -> None:
-    """Note the lane's new number of waiting rows (counted when not known)."""
-    if depth is None:
-        depth = conn.count_pending(session_key)
-    conn.note(Change(ChangeKind.QUEUE_CHANGED, session_key, depth=depth))
+    """Note the lane's new number of waiting rows (counted when not known: the count comes
+    with the commit)."""
+    if depth is not None:
+        conn.note(Change(ChangeKind.QUEUE_CHANGED, session_key, depth=depth))
+        return
+    counted = conn.count_pending_later(session_key)
+    conn.note(lambda: Change(ChangeKind.QUEUE_CHANGED, session_key, depth=counted()))
 
 
 def _started(conn: Tx, session_key: str, session_id: str, turn_id: int) -> None:

@@ -268,6 +268,11 @@ class Tx(PlatformStateTx, Protocol):
         ...
 
     def count_pending(self, session_key: str) -> int: ...
+    def count_pending_later(self, session_key: str) -> Callable[[], int]:
+        """`count_pending` here, told by the returned function once the transaction committed
+        (on a backend whose reads are round trips, it comes with the commit's answer)."""
+        ...
+
     def lock_lane(self, session_key: str) -> None:
         """The lane's writer lock to the end of the transaction (a row lock on PostgreSQL,
         where several instances accept into one lane): accepts of a lane commit in order."""
@@ -370,7 +375,8 @@ class Tx(PlatformStateTx, Protocol):
     def note(self, change: object) -> None:
         """Record what this transaction changed; the backend tells its `on_commit` once the
         outermost transaction commits, and a rolled-back savepoint takes its notes back.
-        Only inside `transaction()`: a read has nothing to tell."""
+        Only inside `transaction()`: a read has nothing to tell. A function is called after
+        the commit, and what it returns is told (`changes.told`)."""
         ...
 
 

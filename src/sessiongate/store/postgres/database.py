@@ -24,6 +24,7 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.changes import told
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import translate_errors
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
@@ -218,7 +219,7 @@ class PostgresDatabase:
                 self._tx.forget_locks()
                 self._tx.notes = []
         if notes and self.on_commit is not None:
-            self.on_commit(notes)
+            self.on_commit(told(notes))
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[PostgresTx]:

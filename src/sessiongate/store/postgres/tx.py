@@ -134,6 +134,7 @@ _INSERT_ENTRY = (
 # it was before the insert) and the new id, NULL when the entry's key is already taken; no
 # row when there is no such session (and then nothing is inserted).
 _TURN_EXISTS = "SELECT 1 FROM turns WHERE id = %s"
+_COUNT_PENDING = "SELECT count(*) FROM inbox WHERE session_key = %s AND state = 'pending'"
 _APPEND_FIRST = f"""
 WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
     leaf_id, depth, mdepth, generation, header) AS ({_GET_SESSION.strip()}),
@@ -1363,11 +1364,21 @@ class PostgresTx(PostgresPlatformState):
         return self._one(_HAS_PENDING, (session_key,)) is not None
 
     def count_pending(self, session_key: str) -> int:
-        row = self._one(
-            "SELECT count(*) FROM inbox WHERE session_key = %s AND state = 'pending'",
-            (session_key,),
-        )
+        row = self._one(_COUNT_PENDING, (session_key,))
         return int(row[0]) if row else 0
+
+    def count_pending_later(self, session_key: str) -> Callable[[], int]:
+        if self._wire is None or not self.in_transaction:
+            count = self.count_pending(session_key)
+            return lambda: count
+        ahead = self._wire.later()
+        ahead.execute(_COUNT_PENDING, (session_key,))
+
+        def counted() -> int:
+            row = ahead.fetchone()
+            return int(row[0]) if row else 0
+
+        return counted
 
     def count_pending_all(self) -> int:
         row = self._one("SELECT count(*) FROM inbox WHERE state = 'pending'")

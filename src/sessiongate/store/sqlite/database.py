@@ -21,6 +21,7 @@ from sessiongate.errors import (
     StoreCorruptError,
     StoreUnavailableError,
 )
+from sessiongate.store.changes import told
 from sessiongate.store.records import MEMORY_ROW_BASE
 from sessiongate.store.sqlite import copy
 from sessiongate.store.sqlite._errors import SQLITE_ERRORS, translate_errors, translated
@@ -269,7 +270,7 @@ class Database:
                 tx.notes = []
                 tx.end_transaction(committed=committed)
         if notes and self.on_commit is not None:
-            self.on_commit(notes)
+            self.on_commit(told(notes))
 
     @contextlib.contextmanager
     def read(self) -> Iterator[SqliteTx]:

@@ -560,6 +560,10 @@ class SqliteTx(SqlitePlatformState):
     def count_pending(self, session_key: str) -> int:
         return inbox.count_pending(self.conn, session_key)
 
+    def count_pending_later(self, session_key: str) -> Callable[[], int]:
+        count = inbox.count_pending(self.conn, session_key)
+        return lambda: count
+
     def lock_lane(self, session_key: str) -> None:
         """Nothing to do: SQLite's one writer already serialises every accept."""
 
