@@ -728,3 +728,62 @@ def test_a_write_between_a_claim_and_its_context_read_is_in_the_context(store, l
     lanes.claim_next(entry.session_key, entry.session_id, user_message=_user_message)
     context = store.short_model_context(other.session_id, INLINE_CONTEXT_ENTRIES)
     assert [m["content"] for m in context.messages] == ["elsewhere"]
+
+
+def test_a_claim_inside_an_outer_transaction_tells_its_user_entry_after_the_commit(store, lanes):
+    # As the gateway claims: the accept and its claim inside the routing's transaction. On
+    # PostgreSQL the user message's append is answered with that commit, not before it.
+    from sessiongate.store.changes import ChangeKind
+
+    entry = _entry(store)
+    told: list = []
+    store.add_change_listener(told.extend)
+    with lanes.atomic():
+        _, claim = lanes.accept_and_claim(
+            Inbound(SOURCE, "hi"),
+            entry=entry,
+            kind=InboxKind.SLOT,
+            cap=32,
+            user_message=_user_message,
+        )
+    assert claim is not None
+    appended = [c.entry_id for c in told if c.kind is ChangeKind.TRANSCRIPT_APPENDED]
+    assert appended == [claim.user_entry_id]
+    assert claim.user_entry_id == claim.user_entry_id  # asked again: the same answer
+    assert [m["content"] for m in store.load_transcript(entry.session_id)] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("nul\x00inside", "Ann"), ("lone \ud800 surrogate", "Ann"), ("plain", "A\x00nn")],
+    ids=["nul", "surrogate", "nul-in-metadata"],
+)
+def test_a_user_message_the_database_could_refuse_is_left_to_the_outcome(store, lanes, text, name):
+    entry = _entry(store)
+    message = {"role": "user", "content": text, "metadata": {"sender": name}}
+    with lanes.atomic():
+        acceptance, claim = lanes.accept_and_claim(
+            Inbound(SOURCE, "hi"),
+            entry=entry,
+            kind=InboxKind.SLOT,
+            cap=32,
+            user_message=lambda item, turn_id: message,
+        )
+    # The claim stands (its row and turn committed). The message is stored as it is where
+    # the database takes it (SQLite takes NUL), else not at all: the outcome appends it again.
+    assert claim is not None
+    assert acceptance.status is AcceptStatus.ACCEPTED
+    assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
+    stored = [m["content"] for m in store.load_transcript(entry.session_id)]
+    assert stored == ([] if claim.user_entry_id is None else [text])
+
+
+def test_a_message_appended_ahead_to_a_session_gone_stores_nothing(store):
+    gone = store.get_or_create_session(SessionSource(platform="telegram", chat_id="gone"))
+    store.delete_session(gone.session_key)
+    with store.database.transaction():
+        entry_id = store.append_message_ahead(
+            gone.session_id, {"role": "user", "content": "x"}, idempotency_key="k"
+        )
+    # Not sent ahead here (SQLite), or sent and answered: no entry.
+    assert entry_id is None or entry_id() is None

@@ -43,5 +43,7 @@ class Change:
 
 
 def told(notes: list[object]) -> list[object]:
-    """The committed transaction's notes as its listeners get them (see the module docstring)."""
-    return [note() if callable(note) else note for note in notes]
+    """The committed transaction's notes as its listeners get them (see the module docstring):
+    a function's answer in its place, or nothing when it answers None."""
+    answers = (note() if callable(note) else note for note in notes)
+    return [note for note in answers if note is not None]

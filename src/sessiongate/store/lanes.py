@@ -16,6 +16,7 @@ removes work before its outcome commits. The SQL itself lives behind the storage
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import logging
@@ -169,7 +170,13 @@ class Claim:
     turn: Turn
     item: InboxItem
     entry: SessionEntry | None = None
-    user_entry_id: int | None = None
+    # Tells `user_entry_id` once the claim committed (on PostgreSQL the append's answer comes
+    # with the commit's).
+    user_entry: Callable[[], int | None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def user_entry_id(self) -> int | None:
+        return None if self.user_entry is None else self.user_entry()
 
 
 class LaneStore:
@@ -284,7 +291,7 @@ class LaneStore:
                     # Merged into the slot, then the slot claimed: one row fewer waits.
                     _queue_changed(conn, key, acceptance.depth - 1)
             stored = self._store_user_message(conn, item, turn_id, session_id, user_message)
-        return acceptance, self._claim(turn_id, item, entry, now, user_entry_id=stored)
+        return acceptance, self._claim(turn_id, item, entry, now, user_entry=stored)
 
     def _accept(
         self,
@@ -466,7 +473,7 @@ class LaneStore:
             conn.link_seen_to_turn(row.id, turn_id)
             _queue_changed(conn, session_key)
             stored = self._store_user_message(conn, item, turn_id, session_id, user_message)
-        return self._claim(turn_id, item, None, now, session_id=session_id, user_entry_id=stored)
+        return self._claim(turn_id, item, None, now, session_id=session_id, user_entry=stored)
 
     def claim_item(
         self,
@@ -485,7 +492,7 @@ class LaneStore:
             conn.link_seen_to_turn(item.id, turn_id)
             _queue_changed(conn, item.session_key)
             stored = self._store_user_message(conn, item, turn_id, entry.session_id, user_message)
-        return self._claim(turn_id, item, entry, now, user_entry_id=stored)
+        return self._claim(turn_id, item, entry, now, user_entry=stored)
 
     def _store_user_message(
         self,
@@ -494,18 +501,25 @@ class LaneStore:
         turn_id: int,
         session_id: str,
         build: Callable[[InboxItem, int], dict[str, Any]] | None,
-    ) -> int | None:
+    ) -> Callable[[], int | None] | None:
         """Append the claimed turn's user message (number 0 of the turn) inside the claim's
-        transaction; None when there is no builder or it was stored already. A message the
-        transcript refuses, or a session gone meanwhile, is left to the outcome commit, which
-        appends it again (or records its absence) without failing the claim."""
+        transaction; what tells its entry id once the claim committed (the id None when it
+        was stored already), or None when there is no builder. A message the transcript
+        refuses, or a session gone meanwhile, is left to the outcome commit, which appends it
+        again (or records its absence) without failing the claim."""
         if build is None:
             return None
+        message = build(item, turn_id)
         try:
-            with self._db_for_key(item.session_key).savepoint():
-                ids = self._store.append_messages(
-                    session_id, [build(item, turn_id)], idempotency_key=_idem(turn_id)
-                )
+            stored = self._store.append_message_ahead(
+                session_id, message, idempotency_key=_idem(turn_id)
+            )
+            if stored is None:
+                with self._db_for_key(item.session_key).savepoint():
+                    ids = self._store.append_messages(
+                        session_id, [message], idempotency_key=_idem(turn_id)
+                    )
+                stored = functools.partial(ids.__getitem__, 0)
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "user message not stored at the claim",
@@ -516,7 +530,7 @@ class LaneStore:
         # commit's answer (on a backend whose reads are round trips).
         after = self._store.kept_context_at(session_id)
         conn.prefetch_context(session_id, INLINE_CONTEXT_ENTRIES, after)
-        return ids[0]
+        return stored
 
     def _journal(
         self, conn: Tx, session_key: str, session_id: str, item: InboxItem, now: int
@@ -541,7 +555,7 @@ class LaneStore:
         now: int,
         *,
         session_id: str | None = None,
-        user_entry_id: int | None = None,
+        user_entry: Callable[[], int | None] | None = None,
     ) -> Claim:
         turn = Turn(
             id=turn_id,
@@ -559,7 +573,7 @@ class LaneStore:
             finished_at=None,
             delivered_at=None,
         )
-        return Claim(turn, item, entry, user_entry_id)
+        return Claim(turn, item, entry, user_entry)
 
     def claim_resume(self, turn_id: int) -> tuple[Claim, int]:
         """Dispatch an accepted (interrupted) turn again: accepted -> running, attempt + 1, and

@@ -143,6 +143,21 @@ class Tx(PlatformStateTx, Protocol):
         where the backend can (a transcript append is on every turn's path)."""
         ...
 
+    def sends_ahead(self) -> bool:
+        """Whether a write sent ahead (`append_entry_ahead`) saves a round trip here: in a
+        transaction on a backend whose statements are round trips."""
+        ...
+
+    def append_entry_ahead(
+        self, session_id: str, record: EntryRecord
+    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
+        """`append_entries` of one record, sent without waiting for its answer (where
+        `sends_ahead`): the returned function tells the result once the transaction
+        committed (and waits for it before). The record's text must be one the database
+        takes: nothing but the connection may fail the statement, whose error would come
+        with a later one."""
+        ...
+
     def entry_row(self, entry_id: int) -> EntryTuple | None: ...
     def all_entries(self, sid: int) -> list[EntryTuple]: ...
     def tips_with_headlines(

@@ -6,6 +6,7 @@ rewind by turns, and full-text search with its fallback.
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from sessiongate.store.records import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from sessiongate.core.clock import Clock
     from sessiongate.store.protocol import Backend, Tx
@@ -94,6 +95,43 @@ class TranscriptOps:
             row, ids = appended
             self._note_appended(conn, row, records, ids)
             return ids
+
+    def append_message_ahead(
+        self, session_id: str, message: Mapping[str, Any], *, idempotency_key: str
+    ) -> Callable[[], int | None] | None:
+        """`append_messages` of one message inside the caller's transaction, sent without
+        waiting for its answer where a write is a round trip: the returned function tells the
+        new entry id once the transaction committed (None: stored already, or the session is
+        gone). None, with nothing written, where that does not pay or the database could
+        refuse the text (the caller appends it the usual way)."""
+        with self._db_for_id(session_id).read() as conn:
+            if not conn.sends_ahead():
+                return None
+            record = _message_record(message, to_us(self.clock.now()), idempotency_key, 0)
+            _check_session_id(session_id)
+            if not _sure_text(record):
+                return None
+            appended = conn.append_entry_ahead(session_id, record)
+
+            def entry_id() -> int | None:
+                result = appended()
+                return None if result is None else result[1]
+
+            def change() -> Change | None:
+                result = appended()
+                if result is None or result[1] is None:
+                    return None
+                row, new_id = result
+                return Change(
+                    ChangeKind.TRANSCRIPT_APPENDED,
+                    row.session_key,
+                    row.session_id,
+                    entry_id=new_id,
+                    entry_type=record.type,
+                )
+
+            conn.note(change)
+            return entry_id
 
     def keyed_messages(
         self, session_id: str, idempotency_key: str
@@ -306,6 +344,22 @@ class TranscriptOps:
 def _check_session_id(session_id: str) -> None:
     if not is_safe_id(session_id):
         raise InvalidSessionIdError(f"invalid session id: {session_id!r}", session_id=session_id)
+
+
+def _sure_text(record: EntryRecord) -> bool:
+    """Whether every database takes the record's text as it is: UTF-8 without NUL (which
+    PostgreSQL's text and jsonb refuse, in the statement, where nothing can catch it alone)."""
+    texts = [record.content or ""]
+    if record.payload:
+        texts.append(json.dumps(record.payload, ensure_ascii=False, default=str))
+    for text in texts:
+        if "\x00" in text or "\\u0000" in text:
+            return False
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
 
 
 def _not_found(session_id: str) -> SessionNotFoundError:

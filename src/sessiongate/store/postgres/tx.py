@@ -14,6 +14,7 @@ SQLite, is the natural next step once the two have settled.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -451,6 +452,19 @@ def _turn(raw: tuple[Any, ...]) -> TurnRow:
     )
 
 
+def _append_first_params(session_id: str, record: EntryRecord) -> tuple[Any, ...]:
+    return (
+        session_id,
+        int(record.type == "message"),
+        record.type,
+        record.role,
+        record.content,
+        dumps(record.payload) if record.payload else None,
+        record.ts,
+        record.idem,
+    )
+
+
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:
     return SessionRow(
         s.sid,
@@ -880,19 +894,7 @@ class PostgresTx(PostgresPlatformState):
             return None if session is None else (session, [])
         first = records[0]
         is_message = first.type == "message"
-        raw = self._one(
-            _APPEND_FIRST,
-            (
-                session_id,
-                int(is_message),
-                first.type,
-                first.role,
-                first.content,
-                dumps(first.payload) if first.payload else None,
-                first.ts,
-                first.idem,
-            ),
-        )
+        raw = self._one(_APPEND_FIRST, _append_first_params(session_id, first))
         if raw is None:
             return None
         session = SessionRow(*raw[:12])
@@ -909,6 +911,26 @@ class PostgresTx(PostgresPlatformState):
             )
         rest, _ = self.insert_entries(after, records[1:])
         return session, [new_id, *rest]
+
+    def sends_ahead(self) -> bool:
+        return self._wire is not None and self.in_transaction
+
+    def append_entry_ahead(
+        self, session_id: str, record: EntryRecord
+    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
+        if self._wire is None or not self.in_transaction:
+            done = self.append_entries(session_id, [record])
+            result = None if done is None else (done[0], done[1][0])
+            return lambda: result
+        ahead = self._wire.later()
+        ahead.execute(_APPEND_FIRST, _append_first_params(session_id, record))
+
+        @functools.cache
+        def appended() -> tuple[SessionRow, int | None] | None:
+            raw = ahead.fetchone()
+            return None if raw is None else (SessionRow(*raw[:12]), raw[12])
+
+        return appended
 
     def entry_row(self, entry_id: int) -> tuple[Any, ...] | None:
         return self._one(f"SELECT {_ENTRY} FROM entries WHERE id = %s", (entry_id,))  # noqa: S608

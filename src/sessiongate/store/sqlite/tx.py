@@ -309,6 +309,17 @@ class SqliteTx(SqlitePlatformState):
             return None
         return row, self.insert_entries(row, records)[0]
 
+    def sends_ahead(self) -> bool:
+        """Never: a write here is a call, not a round trip."""
+        return False
+
+    def append_entry_ahead(
+        self, session_id: str, record: EntryRecord
+    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
+        appended = self.append_entries(session_id, [record])
+        result = None if appended is None else (appended[0], appended[1][0])
+        return lambda: result
+
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
 
