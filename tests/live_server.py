@@ -21,8 +21,11 @@ GUARD_SECONDS = 30.0
 
 
 @contextlib.asynccontextmanager
-async def serving(app: FastAPI, *, graceful_timeout: float = 5) -> AsyncIterator[GatewayServer]:
-    """`app` served until the block ends (`server.bound` is the address)."""
+async def serving(
+    app: FastAPI, *, graceful_timeout: float = 5, **options: Any
+) -> AsyncIterator[GatewayServer]:
+    """`app` served until the block ends (`server.bound` is the address); `options` go to
+    `build_server`."""
     ready = asyncio.Event()
     server = build_server(
         app,
@@ -31,6 +34,7 @@ async def serving(app: FastAPI, *, graceful_timeout: float = 5) -> AsyncIterator
         graceful_timeout=graceful_timeout,
         install_signal_handlers=False,
         on_ready=lambda host, port: ready.set(),
+        **options,
     )
     task = asyncio.create_task(server.serve())
     waiting = asyncio.create_task(ready.wait())

@@ -76,25 +76,13 @@ async def test_a_server_that_owns_its_process_freezes_the_heap_once_it_listens(
 ):
     import gc
 
+    from live_server import serving
+
     await runner.start()
     gc.unfreeze()
-    ready = asyncio.Event()
-    server = build_server(
-        create_app(runner, store, config),
-        host="127.0.0.1",
-        port=0,
-        graceful_timeout=5,
-        install_signal_handlers=False,
-        on_ready=lambda host, port: ready.set(),
-        freeze_heap=freeze,
-    )
-    serving = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(30):
-            await ready.wait()
-        assert (gc.get_freeze_count() > 0) is freeze
+        async with serving(create_app(runner, store, config), freeze_heap=freeze):
+            assert (gc.get_freeze_count() > 0) is freeze
     finally:
         gc.unfreeze()  # the rest of the test run collects as before
-        server.should_exit = True
-        await serving
         await runner.stop()

@@ -3,6 +3,8 @@ on PostgreSQL (never, for PgBouncer in transaction mode)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from sessiongate import GatewayConfig, SessionSource, SessionStore
@@ -70,10 +72,18 @@ def wired(pg_schema):
 
 def _fail_before_the_prepare(conn, blocker) -> None:
     """Queue a statement that waits on the lock, then the run that prepares `_STATEMENT`,
-    then cancel the first: the error comes after both were sent, whatever the timing."""
+    then cancel the first once the server waits in it: the error comes after both were
+    sent, whatever the timing (a cancel that arrived before it waited would be lost)."""
     conn.cursor().execute("SELECT pg_advisory_xact_lock(7)")
     conn.cursor().execute(_STATEMENT, (1,))
-    blocker.execute("SELECT pg_cancel_backend(%s)", (conn.info.backend_pid,))
+    pid = conn.info.backend_pid
+    deadline = time.monotonic() + 30  # a hang guard, never a timing assertion
+    while not blocker.execute(_WAITING, (pid,)).fetchone()[0]:
+        assert time.monotonic() < deadline, "the statement never waited on the lock"
+    blocker.execute("SELECT pg_cancel_backend(%s)", (pid,))
+
+
+_WAITING = "SELECT count(*) > 0 FROM pg_locks WHERE pid = %s AND NOT granted"
 
 
 def test_a_parse_an_aborted_pipeline_skipped_is_not_taken_for_prepared(wired):

@@ -509,8 +509,8 @@ class LaneStore:
         again (or records its absence) without failing the claim."""
         if build is None:
             return None
-        message = build(item, turn_id)
         try:
+            message = build(item, turn_id)
             stored = self._store.append_message_ahead(
                 session_id, message, idempotency_key=_idem(turn_id)
             )

@@ -1396,6 +1396,7 @@ class PostgresTx(PostgresPlatformState):
         ahead = self._wire.later()
         ahead.execute(_COUNT_PENDING, (session_key,))
 
+        @functools.cache
         def counted() -> int:
             row = ahead.fetchone()
             return int(row[0]) if row else 0
@@ -1475,7 +1476,7 @@ class PostgresTx(PostgresPlatformState):
             return lambda: taken
         ahead = self._wire.later()
         ahead.execute(_TURN_EXISTS, (turn_id,))
-        return lambda: ahead.fetchone() is not None
+        return functools.cache(lambda: ahead.fetchone() is not None)
 
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
         rows = self._all(
