@@ -68,8 +68,12 @@ def test_a_long_transcript_opens_on_its_newest_page_and_pages_upward(
                 break
             page.locator(".sentinel").scroll_into_view_if_needed()
             page.wait_for_timeout(50)
-        shown = messages.count()
-        first = page.locator(".message .text").first.inner_text()
+        # Counted and read in one step of the page: a page still on its way may land between
+        # two separate reads.
+        shown, first = page.evaluate(
+            "() => { const all = document.querySelectorAll('.message');"
+            " return [all.length, all[0].querySelector('.text').innerText]; }"
+        )
         assert first == f"question {(ENTRIES - shown) // 2}"
     finally:
         tabs.close(None)
