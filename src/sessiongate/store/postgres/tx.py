@@ -131,11 +131,11 @@ _INSERT_ENTRY = (
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s) "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
+_TURN_EXISTS = "SELECT 1 FROM turns WHERE id = %s"
+_COUNT_PENDING = "SELECT count(*) FROM inbox WHERE session_key = %s AND state = 'pending'"
 # `get_session_row` and the first entry's insert in one statement: the session (its leaf as
 # it was before the insert) and the new id, NULL when the entry's key is already taken; no
 # row when there is no such session (and then nothing is inserted).
-_TURN_EXISTS = "SELECT 1 FROM turns WHERE id = %s"
-_COUNT_PENDING = "SELECT count(*) FROM inbox WHERE session_key = %s AND state = 'pending'"
 _APPEND_FIRST = f"""
 WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
     leaf_id, depth, mdepth, generation, header) AS ({_GET_SESSION.strip()}),
@@ -915,15 +915,23 @@ class PostgresTx(PostgresPlatformState):
     def sends_ahead(self) -> bool:
         return self._wire is not None and self.in_transaction
 
+    def _sent_ahead(self, sql: str, params: Any) -> psycopg.Cursor[Any] | None:
+        """`sql` on a cursor whose answer is read after the commit (`Wire.later`), in the
+        writer's transaction; None elsewhere, where the caller runs it now."""
+        if self._wire is None or not self.in_transaction:
+            return None
+        cursor = self._wire.later()
+        cursor.execute(sql, params)
+        return cursor
+
     def append_entry_ahead(
         self, session_id: str, record: EntryRecord
     ) -> Callable[[], tuple[SessionRow, int | None] | None]:
-        if self._wire is None or not self.in_transaction:
+        ahead = self._sent_ahead(_APPEND_FIRST, _append_first_params(session_id, record))
+        if ahead is None:
             done = self.append_entries(session_id, [record])
             result = None if done is None else (done[0], done[1][0])
             return lambda: result
-        ahead = self._wire.later()
-        ahead.execute(_APPEND_FIRST, _append_first_params(session_id, record))
 
         @functools.cache
         def appended() -> tuple[SessionRow, int | None] | None:
@@ -1390,11 +1398,10 @@ class PostgresTx(PostgresPlatformState):
         return int(row[0]) if row else 0
 
     def count_pending_later(self, session_key: str) -> Callable[[], int]:
-        if self._wire is None or not self.in_transaction:
+        ahead = self._sent_ahead(_COUNT_PENDING, (session_key,))
+        if ahead is None:
             count = self.count_pending(session_key)
             return lambda: count
-        ahead = self._wire.later()
-        ahead.execute(_COUNT_PENDING, (session_key,))
 
         @functools.cache
         def counted() -> int:
@@ -1471,11 +1478,10 @@ class PostgresTx(PostgresPlatformState):
         return None if raw is None else _turn(raw)
 
     def turn_id_taken(self, turn_id: int) -> Callable[[], bool]:
-        if self._wire is None or not self.in_transaction:
+        ahead = self._sent_ahead(_TURN_EXISTS, (turn_id,))
+        if ahead is None:
             taken = self._one(_TURN_EXISTS, (turn_id,)) is not None
             return lambda: taken
-        ahead = self._wire.later()
-        ahead.execute(_TURN_EXISTS, (turn_id,))
         return functools.cache(lambda: ahead.fetchone() is not None)
 
     def turns_in_state(self, state: TurnState) -> list[TurnRow]:
@@ -1613,11 +1619,10 @@ class PostgresTx(PostgresPlatformState):
         return self._count(_RESET_RESTART_COUNT, (session_key,)) > 0
 
     def reset_restart_count_later(self, session_key: str) -> Callable[[], bool]:
-        if self._wire is None or not self.in_transaction:
+        cursor = self._sent_ahead(_RESET_RESTART_COUNT, (session_key,))
+        if cursor is None:
             reset = self.reset_restart_count(session_key)
             return lambda: reset
-        cursor = self._wire.later()
-        cursor.execute(_RESET_RESTART_COUNT, (session_key,))
         return lambda: cursor.rowcount > 0
 
     def merge_restart_counts(self, counts: dict[str, int], *, at: int) -> None:
