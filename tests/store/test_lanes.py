@@ -738,19 +738,26 @@ def test_a_claim_inside_an_outer_transaction_tells_its_user_entry_after_the_comm
     entry = _entry(store)
     told: list = []
     store.add_change_listener(told.extend)
+    _, claim = _claim_as_routed(lanes, entry, _user_message)
+    assert claim is not None
+    stored = claim.user_entry_id
+    assert stored is not None
+    assert claim.user_entry_id == stored  # asked again: the same answer
+    appended = [c.entry_id for c in told if c.kind is ChangeKind.TRANSCRIPT_APPENDED]
+    assert appended == [stored]
+    assert [m["content"] for m in store.load_transcript(entry.session_id)] == ["hi"]
+
+
+def _claim_as_routed(lanes, entry, user_message):
+    """`accept_and_claim` inside the routing's transaction, as the gateway calls it."""
     with lanes.atomic():
-        _, claim = lanes.accept_and_claim(
+        return lanes.accept_and_claim(
             Inbound(SOURCE, "hi"),
             entry=entry,
             kind=InboxKind.SLOT,
             cap=32,
-            user_message=_user_message,
+            user_message=user_message,
         )
-    assert claim is not None
-    appended = [c.entry_id for c in told if c.kind is ChangeKind.TRANSCRIPT_APPENDED]
-    assert appended == [claim.user_entry_id]
-    assert claim.user_entry_id == claim.user_entry_id  # asked again: the same answer
-    assert [m["content"] for m in store.load_transcript(entry.session_id)] == ["hi"]
 
 
 @pytest.mark.parametrize(
@@ -761,14 +768,7 @@ def test_a_claim_inside_an_outer_transaction_tells_its_user_entry_after_the_comm
 def test_a_user_message_the_database_could_refuse_is_left_to_the_outcome(store, lanes, text, name):
     entry = _entry(store)
     message = {"role": "user", "content": text, "metadata": {"sender": name}}
-    with lanes.atomic():
-        acceptance, claim = lanes.accept_and_claim(
-            Inbound(SOURCE, "hi"),
-            entry=entry,
-            kind=InboxKind.SLOT,
-            cap=32,
-            user_message=lambda item, turn_id: message,
-        )
+    acceptance, claim = _claim_as_routed(lanes, entry, lambda item, turn_id: message)
     # The claim stands (its row and turn committed). The message is stored as it is where
     # the database takes it (SQLite takes NUL), else not at all: the outcome appends it again.
     assert claim is not None
