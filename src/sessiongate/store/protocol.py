@@ -150,12 +150,12 @@ class Tx(PlatformStateTx, Protocol):
 
     def append_entry_ahead(
         self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
+    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
         """`append_entries` of one record, sent without waiting for its answer (where
         `sends_ahead`): the returned function tells the result once the transaction
-        committed (and waits for it before). The record's text must be one the database
-        takes: nothing but the connection may fail the statement, whose error would come
-        with a later one."""
+        committed (and waits for it before). None, with nothing sent, when the statement
+        could fail on the record's text (its error would come with a later statement, where
+        nothing can catch it alone): the caller appends it the usual way."""
         ...
 
     def entry_row(self, entry_id: int) -> EntryTuple | None: ...

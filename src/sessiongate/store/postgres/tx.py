@@ -465,6 +465,22 @@ def _append_first_params(session_id: str, record: EntryRecord) -> tuple[Any, ...
     )
 
 
+def _storable(record: EntryRecord) -> bool:
+    """Whether `text` and `jsonb` take the record as it is: UTF-8 without NUL (the server
+    refuses NUL in the statement; a lone surrogate fails before it is sent)."""
+    texts = [record.content or ""]
+    if record.payload:
+        texts.append(json.dumps(record.payload, ensure_ascii=False, default=str))
+    for text in texts:
+        if "\x00" in text or "\\u0000" in text:
+            return False
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:
     return SessionRow(
         s.sid,
@@ -926,12 +942,12 @@ class PostgresTx(PostgresPlatformState):
 
     def append_entry_ahead(
         self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
+    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
+        if not _storable(record):
+            return None
         ahead = self._sent_ahead(_APPEND_FIRST, _append_first_params(session_id, record))
         if ahead is None:
-            done = self.append_entries(session_id, [record])
-            result = None if done is None else (done[0], done[1][0])
-            return lambda: result
+            return None
 
         @functools.cache
         def appended() -> tuple[SessionRow, int | None] | None:

@@ -315,10 +315,8 @@ class SqliteTx(SqlitePlatformState):
 
     def append_entry_ahead(
         self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None]:
-        appended = self.append_entries(session_id, [record])
-        result = None if appended is None else (appended[0], appended[1][0])
-        return lambda: result
+    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
+        return None  # never `sends_ahead`
 
     def entry_row(self, entry_id: int) -> EntryTuple | None:
         return transcripts.entry_row(self.conn, entry_id)
