@@ -385,13 +385,19 @@ def test_a_lock_held_by_a_cut_off_peer_fails_the_call_instead_of_freezing_the_wr
         lanes_a.lock_lane("k")
 
 
+def _held_lane(store, own):
+    """SOURCE's session and its lane's lease, taken by `own`."""
+    entry = store.get_or_create_session(SOURCE)
+    lease = own.claim(entry.session_key)
+    assert lease is not None
+    return entry, lease
+
+
 def test_inside_a_fence_a_failed_call_that_was_passed_over_commits_nothing(pair):
     # The fence's nested calls make no savepoints: a caller that catches one's failure and
     # goes on would commit what it wrote, so the commit refuses instead.
     (store_a, _lanes_a, a), _ = pair
-    entry = store_a.get_or_create_session(SOURCE)
-    lease = a.claim(entry.session_key)
-    assert lease is not None
+    entry, lease = _held_lane(store_a, a)
 
     def pass_over_a_failure() -> None:
         with a.fenced(lease):
@@ -408,9 +414,7 @@ def test_inside_a_fence_a_failed_call_that_was_passed_over_commits_nothing(pair)
 
 def test_inside_a_fence_a_savepoint_rolls_back_only_its_own_failed_call(pair):
     (store_a, _lanes_a, a), _ = pair
-    entry = store_a.get_or_create_session(SOURCE)
-    lease = a.claim(entry.session_key)
-    assert lease is not None
+    entry, lease = _held_lane(store_a, a)
 
     def fails_after_a_write() -> None:
         with store_a.database.savepoint():
