@@ -88,6 +88,39 @@ async def test_a_turn_runs_under_its_lanes_lease_and_the_idle_lane_is_given_back
     await until(lambda: lease_row(pg_schema.url)[0] is None, "the idle lane given back")
 
 
+async def test_a_turn_claimed_on_a_lingering_lease_runs_once_though_the_sweep_comes_first(
+    shared, make_gateway, tmp_path
+):
+    # The accept claims the turn on the lane's lingering (idle) lease; the sweep's give-back
+    # of idle leases then runs before the lane's worker has started. The lease must not go
+    # back under the claimed turn, and the turn must not run twice (as claimed, and again as
+    # recovered by the worker that takes the lease anew).
+    shared["store"] = {**shared["store"], "lane_idle_seconds": 60}
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    assert (await a.adapter.receive("one", message_id="m1")).status == "replied"
+    leases = a.runner.leases
+    await until(lambda: not a.runner.is_busy(KEY), "the lane idle, its lease lingering")
+    assert leases.holds(KEY)
+    claims = leases.claims
+    queued = await a.adapter.receive("two", message_id="m2", wait=False)
+    # Claimed by its accept (a turn id at once), on the lease held: no claim of it again.
+    assert (queued.status, leases.claims) == ("queued", claims)
+    assert queued.turn_id is not None
+    leases._linger = 0  # the linger is over: the sweep would give an idle lease back now
+    leases._release_idle(lambda key: None)
+    await until(lambda: len(a.transcript()) == 4, "the second turn answered")
+    await until(lambda: not a.runner.is_busy(KEY), "the lane idle again")
+    assert [r.turn_id for r in hub.requests].count(queued.turn_id) == 1
+    assert a.lanes.get_turn(queued.turn_id).state is TurnState.DELIVERED
+    assert a.transcript() == [
+        ("user", "one"),
+        ("assistant", "re: one"),
+        ("user", "two"),
+        ("assistant", "re: two"),
+    ]
+
+
 async def test_another_instance_accepts_but_the_owner_runs_the_lane_in_order(
     shared, pg_schema, make_gateway, tmp_path
 ):

@@ -550,6 +550,9 @@ class GatewayRunner:
                 return False
             self.leases.busy(lane.key)
             if taken or self.leases.unsettled(lane.key):
+                # A turn claimed here under the lane's earlier lease is one of those recovered
+                # (resumed, or settled): it must not also run as claimed.
+                lane.first = None
                 await self._recover_lane(lane)
                 self.leases.settle(lane.key)
         except StoreUnavailableError:
@@ -708,7 +711,10 @@ class GatewayRunner:
             return await self.dispatch(
                 entry, source, acceptance, wait=wait, interrupt=kind is InboxKind.SLOT
             )
-        # The lane was free and nothing awaited since: its worker starts with this turn.
+        # The lane was free and nothing awaited since: its worker starts with this turn. Its
+        # lingering lease is no longer idle, so the sweep cannot give it back under the turn
+        # before the worker runs.
+        self.leases.busy(entry.session_key)
         future = (
             self._waiters.add(claim.item.id, entry.session_key, entry.session_id) if wait else None
         )
