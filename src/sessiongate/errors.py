@@ -37,6 +37,7 @@ __all__ = [
     "LeaseLostError",
     "MessageIdConflictError",
     "QueueFullError",
+    "RouteChangedError",
     "SessionArchivedError",
     "SessionBusyError",
     "SessionNotFoundError",
@@ -94,6 +95,13 @@ class LeaseLostError(StaleWriteError):
     because another instance took the lease over (a higher epoch) or it expired."""
 
     code = "lease_lost"
+
+
+class RouteChangedError(StaleWriteError):
+    """A transaction written over a route as its caller last saw it (`Tx.expect_route`)
+    found it changed, and nothing of it committed: run it again without the hint."""
+
+    code = "route_changed"
 
 
 class EntryNotFoundError(SessiongateError, LookupError):

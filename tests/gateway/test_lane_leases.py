@@ -88,6 +88,26 @@ async def test_a_turn_runs_under_its_lanes_lease_and_the_idle_lane_is_given_back
     await until(lambda: lease_row(pg_schema.url)[0] is None, "the idle lane given back")
 
 
+async def test_a_route_changed_on_another_instance_during_a_turn_is_kept_by_its_outcome(
+    shared, make_gateway, tmp_path
+):
+    # The outcome is written over the route as the claim saw it; B's change meanwhile makes
+    # that commit refused whole, and the outcome is committed again over the route read.
+    hub, a, b = await two(make_gateway, tmp_path, shared)
+    hub.blocking = True
+    reply = asyncio.create_task(a.adapter.receive("hello", message_id="m1"))
+    started = await hub.next_started()
+    b.store.set_session_fields(KEY, model_override="gpt-other")
+    hub.release()
+    assert (await reply).reply == "re: hello"
+    entry = a.store.get_session(KEY)
+    assert entry is not None
+    assert (entry.model_override, entry.input_tokens) == ("gpt-other", 10)
+    assert entry.last_activity_at is not None
+    await until(lambda: a.lanes.get_turn(started.turn_id).state is TurnState.DELIVERED, "sent")
+    assert a.transcript() == [("user", "hello"), ("assistant", "re: hello")]
+
+
 async def test_a_turn_claimed_on_a_lingering_lease_runs_once_though_the_sweep_comes_first(
     shared, make_gateway, tmp_path
 ):

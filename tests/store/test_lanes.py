@@ -304,7 +304,8 @@ def test_requeue_then_resume_counts_the_attempt_and_the_restart(store, lanes):
     # A resume is dispatched only from `accepted`.
     with pytest.raises(StaleWriteError, match="running"):
         lanes.claim_resume(claim.turn.id)
-    assert lanes.commit_reply(resumed, [{"role": "user", "content": "hi"}], reply="ok")() is True
+    stored = lanes.commit_reply(resumed, [{"role": "user", "content": "hi"}], reply="ok")
+    assert stored.counter_reset() is True
     assert lanes.restart_count(entry.session_key) == 0
 
 

@@ -50,6 +50,7 @@ from sessiongate.errors import (
     AgentTurnError,
     InvalidEntryError,
     LeaseLostError,
+    RouteChangedError,
     SessionNotFoundError,
     StoreCorruptError,
     StoreUnavailableError,
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Waiters
-    from sessiongate.store.lanes import Claim, InboxItem, LaneStore
+    from sessiongate.store.lanes import Claim, InboxItem, LaneStore, ReplyStored
     from sessiongate.store.session_store import SessionStore
     from sessiongate.store.tree import ContextView
 
@@ -678,24 +679,13 @@ class TurnExecutor:
         turn = claim.turn
         final = progress.final_message(end)
         messages, first = progress.unstored([] if final is None else [final])
-        # No adapter for the platform (the HTTP `api` channel): the receipt is the delivery.
-        receipt_only = self._delivery.adapter_for(claim.item.source.platform) is None
-        appended: list[int | None] = []
         try:
-            with self._fence(turn.session_key):
-                counter_reset = self._lane_store.commit_reply(
-                    claim,
-                    messages,
-                    reply=end.text,
-                    input_tokens=progress.input_tokens,
-                    output_tokens=progress.output_tokens,
-                    cache_read_tokens=progress.cache_read_tokens,
-                    cache_write_tokens=progress.cache_write_tokens,
-                    cost_usd=progress.cost_usd,
-                    delivered=receipt_only,
-                    first_index=first,
-                    appended=appended,
-                )
+            try:
+                # Over the route as the claim wrote it, unread; if it changed meanwhile, the
+                # commit is refused whole and made again with the route read.
+                stored = self._commit_reply(claim, progress, end, messages, first, claim.entry)
+            except RouteChangedError:
+                stored = self._commit_reply(claim, progress, end, messages, first, None)
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "reply could not be stored",
@@ -704,19 +694,48 @@ class TurnExecutor:
             notice = failure_notice(timed_out=False, timeout=0)
             await self.fail(claim, progress, error=f"unstorable reply: {exc}", notice=notice)
             return
-        if counter_reset():
+        if stored.counter_reset():
             self._counts_changed()
         self._counters.completed += 1
         log.info("turn replied", extra={"session_key": turn.session_key, "turn_id": turn.id})
         if final is not None and self._waiters.is_watched(claim.item.id):
+            appended = stored.entry_ids()
             final_id = appended[-1] if appended else None
             self._waiters.publish(claim.item.id, StreamedMessage({**final, "id": final_id}))
-        if not receipt_only and self._may_act():
+        if not self._receipt_only(claim) and self._may_act():
             # Past `may_act` the reply stays `replied`: the lane's next owner delivers it.
             await self._delivery.deliver_reply(
                 turn.session_key, turn.id, claim.item.source, end.text, stream=progress.reply_stream
             )
         self._answer(claim, ReceiptStatus.REPLIED, end.text)
+
+    def _commit_reply(
+        self,
+        claim: Claim,
+        progress: TurnProgress,
+        end: TurnEnd,
+        messages: list[dict[str, Any]],
+        first: int,
+        route_seen: SessionEntry | None,
+    ) -> ReplyStored:
+        with self._fence(claim.turn.session_key):
+            return self._lane_store.commit_reply(
+                claim,
+                messages,
+                reply=end.text,
+                input_tokens=progress.input_tokens,
+                output_tokens=progress.output_tokens,
+                cache_read_tokens=progress.cache_read_tokens,
+                cache_write_tokens=progress.cache_write_tokens,
+                cost_usd=progress.cost_usd,
+                delivered=self._receipt_only(claim),
+                first_index=first,
+                route_seen=route_seen,
+            )
+
+    def _receipt_only(self, claim: Claim) -> bool:
+        # No adapter for the platform (the HTTP `api` channel): the receipt is the delivery.
+        return self._delivery.adapter_for(claim.item.source.platform) is None
 
     async def fail(
         self,

@@ -179,6 +179,16 @@ class Claim:
         return None if self.user_entry is None else self.user_entry()
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyStored:
+    """What a replied outcome tells once the caller's outermost transaction committed (on a
+    shared database the answers come with the commit's): whether a stuck-loop counter was
+    reset, and the new entry ids of the turn's messages (None: stored already)."""
+
+    counter_reset: Callable[[], bool]
+    entry_ids: Callable[[], list[int | None]]
+
+
 class LaneStore:
     """The inbox, the journal and the recovery records of one `SessionStore`'s database."""
 
@@ -619,31 +629,39 @@ class LaneStore:
         cost_usd: float | None = None,
         delivered: bool = False,
         first_index: int = 0,
-        appended: list[int | None] | None = None,
-    ) -> Callable[[], bool]:
+        route_seen: SessionEntry | None = None,
+    ) -> ReplyStored:
         """The replied outcome in one transaction: transcript rows (idempotent per turn: the
         first of `messages` is the turn's number `first_index`, see `append_turn_messages`),
         usage, journal -> replied (-> delivered too when `delivered`: the reply has no channel
         but the receipt), inbox row deleted, `resume_pending` cleared, stuck-loop counter
-        reset. Returns a function telling whether a counter was reset, to call once the
-        caller's outermost transaction committed (on a shared database the answer comes with
-        the commit's); the new entry ids go to `appended`. Raises `SessionNotFoundError` when
-        the session row is gone (nothing is written then)."""
+        reset. Raises `SessionNotFoundError` when the session row is gone (nothing is written
+        then).
+
+        `route_seen` is the lane's route as the caller saw it written (the claim's entry):
+        where a read is a round trip, the outcome is written over it unread, and the commit
+        raises `RouteChangedError` (nothing committed) if it changed meanwhile; the caller
+        then commits again without it."""
         turn = claim.turn
         now = self._now()
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.finish_reply(turn.id, at=now, reply=reply, delivered=delivered)
-            # `record_turn` reads it after the append: sent now, it is answered with the
-            # append's own answer.
-            conn.prefetch_route(turn.session_key)
-            ids = self._store.append_messages(
-                turn.session_id,
-                list(messages),
-                idempotency_key=_idem(turn.id),
-                first_index=first_index,
-            )
-            if appended is not None:
-                appended.extend(ids)
+            if route_seen is not None and route_seen.session_id == turn.session_id:
+                conn.expect_route(route_seen)
+                ids = self._append_reply_ahead(turn, messages, first_index)
+            else:
+                # `record_turn` reads it after the append: sent now, it is answered with the
+                # append's own answer.
+                conn.prefetch_route(turn.session_key)
+                ids = None
+            if ids is None:
+                appended = self._store.append_messages(
+                    turn.session_id,
+                    list(messages),
+                    idempotency_key=_idem(turn.id),
+                    first_index=first_index,
+                )
+                ids = functools.partial(list, appended)
             self._store.record_turn(
                 turn.session_key,
                 input_tokens=input_tokens,
@@ -660,7 +678,22 @@ class LaneStore:
                 self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
             _finished(conn, turn, TurnState.REPLIED)
-            return conn.reset_restart_count_later(turn.session_key)
+            return ReplyStored(conn.reset_restart_count_later(turn.session_key), ids)
+
+    def _append_reply_ahead(
+        self, turn: Turn, messages: Sequence[dict[str, Any]], first_index: int
+    ) -> Callable[[], list[int | None]] | None:
+        """The reply's one message sent without waiting for its answer, where that pays;
+        None when the caller appends the usual way. A session gone meanwhile is no silent
+        miss: it went with its route, which the commit checks (`expect_route`)."""
+        if len(messages) != 1:
+            return None
+        entry_id = self._store.append_message_ahead(
+            turn.session_id, messages[0], idempotency_key=_idem(turn.id), number=first_index
+        )
+        if entry_id is None:
+            return None
+        return lambda: [entry_id()]
 
     def commit_failure(
         self,

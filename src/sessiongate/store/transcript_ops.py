@@ -96,17 +96,22 @@ class TranscriptOps:
             return ids
 
     def append_message_ahead(
-        self, session_id: str, message: Mapping[str, Any], *, idempotency_key: str
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        idempotency_key: str,
+        number: int = 0,
     ) -> Callable[[], int | None] | None:
-        """`append_messages` of one message inside the caller's transaction, sent without
-        waiting for its answer where a write is a round trip: the returned function tells the
-        new entry id once the transaction committed (None: stored already, or the session is
-        gone). None, with nothing written, where that does not pay or the database could
-        refuse the text (the caller appends it the usual way)."""
+        """`append_messages` of one message (number `number` of the key) inside the caller's
+        transaction, sent without waiting for its answer where a write is a round trip: the
+        returned function tells the new entry id once the transaction committed (None: stored
+        already, or the session is gone). None, with nothing written, where that does not pay
+        or the database could refuse the text (the caller appends it the usual way)."""
         with self._db_for_id(session_id).read() as conn:
             if not conn.sends_ahead():
                 return None
-            record = _message_record(message, to_us(self.clock.now()), idempotency_key, 0)
+            record = _message_record(message, to_us(self.clock.now()), idempotency_key, number)
             _check_session_id(session_id)
             appended = conn.append_entry_ahead(session_id, record)
             if appended is None:

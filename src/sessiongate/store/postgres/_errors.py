@@ -12,6 +12,7 @@ from sessiongate.errors import (
     ConflictError,
     InvalidEntryError,
     LeaseLostError,
+    RouteChangedError,
     StoreCorruptError,
     StoreUnavailableError,
 )
@@ -20,12 +21,14 @@ from sessiongate.store.records import TurnState, refused_turn
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LEASE_LOST", "TURN_REFUSED", "translate_errors"]
+__all__ = ["LEASE_LOST", "ROUTE_CHANGED", "TURN_REFUSED", "translate_errors"]
 
 # What `sg_fence_lane` raises when the lane's lease is no longer the transaction's to renew.
 LEASE_LOST = "SGL01"
 # What `sg_finish_reply` raises for a turn that is not running: the message is its state.
 TURN_REFUSED = "SGT01"
+# What `sg_put_route_seen` and `sg_route_seen` raise for a route that is no longer as seen.
+ROUTE_CHANGED = "SGR01"
 
 
 @contextlib.contextmanager
@@ -43,6 +46,8 @@ def translate_errors() -> Iterator[None]:
 def _translated(exc: psycopg.Error) -> Exception:
     if exc.sqlstate == LEASE_LOST:
         return LeaseLostError(exc.diag.message_primary or "the lane's lease moved on")
+    if exc.sqlstate == ROUTE_CHANGED:
+        return RouteChangedError(exc.diag.message_primary or "the route changed")
     if exc.sqlstate == TURN_REFUSED:
         state = exc.diag.message_primary or None
         turn_id = int(exc.diag.message_detail or 0)

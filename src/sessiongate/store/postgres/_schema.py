@@ -280,6 +280,37 @@ _V6 = [
     END $$""",
 ]
 
+_V7 = [
+    # A route written over as the writer last saw it, without reading it first: the
+    # outcome of a turn whose claim wrote the route. `SGR01` when it is no longer so (another
+    # instance's write, a reset, a deletion): the transaction fails, and is run again with
+    # the route read.
+    """CREATE FUNCTION sg_put_route_seen(p_seen jsonb, p_key text, p_sid text, p_updated bigint,
+            p_pinned bigint, p_archived bigint, p_suspended boolean, p_resume boolean,
+            p_label text, p_data jsonb)
+        RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE routes SET updated_at = sg_ts(p_updated), pinned_at = sg_ts(p_pinned),
+            archived_at = sg_ts(p_archived), suspended = p_suspended,
+            resume_pending = p_resume, label = p_label, data = p_data
+        WHERE session_key = p_key AND session_id = p_sid AND data = p_seen;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'SGR01',
+                MESSAGE = format('the route of %L changed since it was seen', p_key);
+        END IF;
+    END $$""",
+    # The same check for a route the transaction read so and did not write.
+    """CREATE FUNCTION sg_route_seen(p_seen jsonb, p_key text)
+        RETURNS void LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM routes WHERE session_key = p_key AND data = p_seen FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'SGR01',
+                MESSAGE = format('the route of %L changed since it was seen', p_key);
+        END IF;
+    END $$""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -287,4 +318,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (4, "the per-lane writer lock, the liveness lock of instances", _V4),
     (5, "the writer session of each instance", _V5),
     (6, "the lane fence and a reply's journal step as statements that fail their transaction", _V6),
+    (7, "a route written over as seen, checked at the server", _V7),
 ]

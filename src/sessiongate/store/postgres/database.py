@@ -193,6 +193,7 @@ class PostgresDatabase:
             try:
                 with translate_errors():
                     yield self._tx
+                    self._tx.check_seen()
                 if self._doomed:
                     raise StoreCorruptError(
                         "a store call failed inside a transaction that could not roll it back "

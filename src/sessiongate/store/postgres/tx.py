@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.core.keys import KeyParts
+from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
@@ -303,6 +304,12 @@ _ROUTE = (
     "SELECT data::text, platform, chat_type, chat_id, thread_id, participant_id FROM routes "
     "WHERE session_key = %s"
 )
+_PUT_ROUTE_SEEN = (
+    "SELECT sg_put_route_seen(%(seen)s::jsonb, %(session_key)s, %(session_id)s, "
+    "%(updated_at)s, %(pinned_at)s::bigint, %(archived_at)s::bigint, %(suspended)s, "
+    "%(resume_pending)s, %(label)s, %(data)s::jsonb)"
+)
+_ROUTE_SEEN = "SELECT sg_route_seen(%s::jsonb, %s)"
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
 _META_SET = (
     "INSERT INTO meta (key, value) VALUES (%s, %s) "
@@ -519,6 +526,8 @@ class PostgresTx(PostgresPlatformState):
         "_context_ahead",
         "_pending_ahead",
         "_prefetched",
+        "_seen",
+        "_seen_lost",
         "_sure",
         "_wire",
         "conn",
@@ -551,6 +560,10 @@ class PostgresTx(PostgresPlatformState):
         self.locked_lanes: set[str] = set()
         # Route reads sent ahead (`prefetch_route`), answered with a later statement's.
         self._prefetched: dict[str, psycopg.Cursor[Any]] = {}
+        # Routes as the caller saw them written (`expect_route`), not yet checked at the
+        # server; and whether a savepoint rolled back since one was (which fails the commit).
+        self._seen: dict[str, SessionEntry] = {}
+        self._seen_lost: bool | None = None
         # A context read sent with a transaction's commit (`prefetch_context`), for the read
         # right after it; dropped when the next transaction begins.
         self._context_ahead: tuple[Any, psycopg.Cursor[Any]] | None = None
@@ -565,6 +578,13 @@ class PostgresTx(PostgresPlatformState):
 
     def forget_locks(self) -> None:
         """The transaction ended, or a savepoint rolled back (and its locks went with it)."""
+        if not self.in_transaction:
+            self._seen.clear()
+            self._seen_lost = None
+        elif self._seen_lost is not None:
+            # What the savepoint wrote over a seen route is undone, and what was decided from
+            # that route can no longer be checked: the commit is refused (`check_seen`).
+            self._seen_lost = True
         self.locked_routes.clear()
         self.locked_keys.clear()
         self.missing_routes.clear()
@@ -640,21 +660,55 @@ class PostgresTx(PostgresPlatformState):
         ahead.execute(_ROUTE + " FOR UPDATE", (session_key,))
         self._prefetched[session_key] = ahead
 
+    def expect_route(self, entry: SessionEntry) -> None:
+        key = entry.session_key
+        if (
+            self._wire is None
+            or not self.in_transaction
+            or key in self.locked_routes
+            or key in self.missing_routes
+        ):
+            return
+        self._seen[key] = entry
+        if self._seen_lost is None:
+            self._seen_lost = False
+
+    def _check_seen(self, session_key: str) -> None:
+        """The seen route, if any, checked at the server now (with the next answer read), and
+        the route read as usual from here on."""
+        seen = self._seen.pop(session_key, None)
+        if seen is not None:
+            self._send_sure(_ROUTE_SEEN, (_route_data(seen), session_key))
+
+    def check_seen(self) -> None:
+        """Before the commit: the seen routes nothing wrote over are checked too; raises
+        `RouteChangedError` (the caller rolls back) when a savepoint undid a check."""
+        if self._seen_lost:
+            raise RouteChangedError("a savepoint rolled back over a route written as seen")
+        for key in list(self._seen):
+            self._check_seen(key)
+
     def get_route(self, session_key: str) -> SessionEntry | None:
+        seen = self._seen.get(session_key)
+        if seen is not None:
+            return seen
         row = self._route(session_key)
         return None if row is None else decoded_entry(row[0])
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
+        self._check_seen(session_key)
         row = self._route(session_key)
         if row is None:
             return None
         return decoded_entry(row[0]), KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def get_route_parts(self, session_key: str) -> KeyParts | None:
+        self._check_seen(session_key)
         row = self._route(session_key)
         return None if row is None else KeyParts(row[1] or "", row[2], row[3], row[4], row[5])
 
     def upsert_route(self, entry: SessionEntry, parts: KeyParts | None) -> None:
+        self._check_seen(entry.session_key)
         self.locked_routes.pop(entry.session_key, None)
         self.missing_routes.discard(entry.session_key)
         self.conn.execute(_UPSERT_ROUTE, _route_values(entry, parts))
@@ -662,6 +716,13 @@ class PostgresTx(PostgresPlatformState):
     def put_route(self, entry: SessionEntry, parts: KeyParts | None = None) -> None:
         """One UPDATE when the key already routes to this session id, else the upsert."""
         values = _route_values(entry, parts)
+        seen = self._seen.pop(entry.session_key, None)
+        if seen is not None:
+            if _sure_update(seen, entry, values):
+                self._send_sure(_PUT_ROUTE_SEEN, {**values, "seen": _route_data(seen)})
+                return
+            self._seen[entry.session_key] = seen
+            self._check_seen(entry.session_key)
         self.missing_routes.discard(entry.session_key)
         locked = self.locked_routes.pop(entry.session_key, None)
         if locked is not None and _sure_update(decoded_entry(locked[0]), entry, values):
@@ -673,6 +734,7 @@ class PostgresTx(PostgresPlatformState):
             self.upsert_route(entry, parts)
 
     def delete_route(self, session_key: str) -> bool:
+        self._check_seen(session_key)
         self.locked_routes.pop(session_key, None)
         return self._count("DELETE FROM routes WHERE session_key = %s", (session_key,)) > 0
 

@@ -131,6 +131,9 @@ class SqliteTx(SqlitePlatformState):
     def prefetch_route(self, session_key: str) -> None:
         """Nothing to do: a read here is a call, not a round trip."""
 
+    def expect_route(self, entry: SessionEntry) -> None:
+        """Nothing to do, as for `prefetch_route`: the route is read."""
+
     def prefetch_context(
         self, session_id: str, max_depth: int | None, after: tuple[int, int] | None
     ) -> None:
