@@ -236,12 +236,18 @@ async def measure_in_process(
 
 
 def _postgres_config(url: str) -> GatewayConfig:
-    """The store on `url`, with the instance's heartbeat (a transaction of its own on the
-    writer's connection every 2 s by default) out of the measured minutes, so the counted
-    round trips are the turns' own."""
+    """The store on `url`, with the instance's heartbeat and its sweep (each a transaction
+    of its own on the writer's connection, every 2 s and 1 s by default) out of the measured
+    minutes, so the counted round trips and commits are the turns' own (on a slow machine a
+    traced sample outlasted a sweep and counted its commit)."""
     from sessiongate import GatewayConfig
 
-    store = {"url": url, "heartbeat_seconds": 3600, "lease_ttl_seconds": 7200}
+    store = {
+        "url": url,
+        "heartbeat_seconds": 3600,
+        "lease_ttl_seconds": 7200,
+        "sweep_seconds": 3600,
+    }
     return GatewayConfig.model_validate({"store": store})
 
 

@@ -26,8 +26,9 @@ The same is measured again with `synchronous_commit=off` in the connection's opt
 Otherwise each of a turn's two commits waits for one WAL flush, and on a slow disk that alone
 bounds one instance's sequential turns.
 
-The trace covers the connection, not the task, so the instance's heartbeat (a transaction of
-its own every 2 s by default) is set to an hour for the measure: what is counted is the turns'.
+The trace covers the connection, not the task, so the instance's heartbeat and its sweep
+(each a transaction of its own, every 2 s and 1 s by default) are set to an hour for the
+measure: what is counted is the turns'.
 """
 
 from __future__ import annotations
