@@ -347,6 +347,12 @@ def _route_data(entry: SessionEntry) -> str:
     return dumps(data)
 
 
+def _seen_data(entry: SessionEntry) -> str:
+    """A seen route's JSON, for the server to compare as `jsonb`: any key order does, and
+    nothing will decode it, so it is not told to the decoded entries as `_route_data` is."""
+    return dumps(entry.to_dict(compact=True))
+
+
 def _route_values(entry: SessionEntry, parts: KeyParts | None) -> dict[str, Any]:
     return {
         "session_key": entry.session_key,
@@ -678,11 +684,12 @@ class PostgresTx(PostgresPlatformState):
         the route read as usual from here on."""
         seen = self._seen.pop(session_key, None)
         if seen is not None:
-            self._send_sure(_ROUTE_SEEN, (_route_data(seen), session_key))
+            self._send_sure(_ROUTE_SEEN, (_seen_data(seen), session_key))
 
     def check_seen(self) -> None:
         """Before the commit: the seen routes nothing wrote over are checked too; raises
-        `RouteChangedError` (the caller rolls back) when a savepoint undid a check."""
+        `RouteChangedError` (the caller rolls back) when a savepoint rolled back since a route
+        was seen."""
         if self._seen_lost:
             raise RouteChangedError("a savepoint rolled back over a route written as seen")
         for key in list(self._seen):
@@ -719,10 +726,9 @@ class PostgresTx(PostgresPlatformState):
         seen = self._seen.pop(entry.session_key, None)
         if seen is not None:
             if _sure_update(seen, entry, values):
-                self._send_sure(_PUT_ROUTE_SEEN, {**values, "seen": _route_data(seen)})
+                self._send_sure(_PUT_ROUTE_SEEN, {**values, "seen": _seen_data(seen)})
                 return
-            self._seen[entry.session_key] = seen
-            self._check_seen(entry.session_key)
+            self._send_sure(_ROUTE_SEEN, (_seen_data(seen), entry.session_key))
         self.missing_routes.discard(entry.session_key)
         locked = self.locked_routes.pop(entry.session_key, None)
         if locked is not None and _sure_update(decoded_entry(locked[0]), entry, values):
