@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE.parent))
 
 TTL = 1.5  # seconds; a pause of 2 x TTL always outlives a lease
 HEARTBEAT = 0.3
+READY_SECONDS = 120.0
 
 
 @dataclass
@@ -81,7 +82,10 @@ def child(url: str, name: str, events: Path, lanes: int, seed: int) -> None:
     rng = random.Random(seed)
     config = GatewayConfig(store={"url": url}, mirror_sessions_json=False)  # type: ignore[arg-type]
     store = SessionStore(Path(tempfile.mkdtemp()), config)
-    own = Ownership(store.database, instance_id=name, ttl=TTL, heartbeat=HEARTBEAT)  # type: ignore[arg-type]
+    # One instance id per process start, as the gateway has: a restarted child is a new owner.
+    own = Ownership(
+        store.database, instance_id=f"{name}-{os.getpid()}", ttl=TTL, heartbeat=HEARTBEAT
+    )  # type: ignore[arg-type]
     own.start()
     sessions = {
         f"lane{i}": store.get_or_create_session(
@@ -99,6 +103,7 @@ def child(url: str, name: str, events: Path, lanes: int, seed: int) -> None:
 
     threading.Thread(target=beat, daemon=True).start()
     out = events.open("a", buffering=1)
+    out.write(json.dumps({"event": "ready"}) + "\n")
     held: dict[str, Any] = {}
     n = 0
     while True:
@@ -115,9 +120,9 @@ def child(url: str, name: str, events: Path, lanes: int, seed: int) -> None:
             continue
         held[lane] = lease
         n += 1
-        turn = f"{name}-{os.getpid()}-{n}"
+        turn = f"{own.instance_id}-{n}"
         time.sleep(rng.uniform(0.002, 0.02))  # the agent's work, outside any transaction
-        body = {"turn": turn, "instance": name, "epoch": lease.epoch, "lane": lane}
+        body = {"turn": turn, "instance": own.instance_id, "epoch": lease.epoch, "lane": lane}
         try:
             with own.fenced(lease):
                 store.append_messages(
@@ -147,7 +152,9 @@ def _spawn(
         f"child({url!r}, {name!r}, __import__('pathlib').Path({str(events)!r}), "
         f"{cfg.lanes}, {seed})"
     )
-    return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
+    # Its stderr goes beside its events, so a child that dies says why.
+    with events.with_suffix(".err").open("ab") as err:
+        return subprocess.Popen([sys.executable, "-c", code], stderr=err)
 
 
 def run_fence_torture(
@@ -163,6 +170,9 @@ def run_fence_torture(
     rng.shuffle(faults)
     gap = cfg.seconds / (len(faults) + 1)
     try:
+        # The run's time counts from when every child is up: a loaded machine may take
+        # seconds to start three interpreters, and a fault before then tests nothing.
+        _wait_ready(procs, work)
         for fault in faults:
             time.sleep(gap)
             victim = rng.choice(names)
@@ -197,6 +207,26 @@ def run_fence_torture(
     return result
 
 
+def _wait_ready(procs: dict[str, subprocess.Popen[bytes]], work: Path) -> None:
+    deadline = time.monotonic() + READY_SECONDS
+    waiting = set(procs)
+    while waiting:
+        for name in list(waiting):
+            events = work / f"{name}.jsonl"
+            if events.exists() and '"ready"' in events.read_text():
+                waiting.discard(name)
+            elif procs[name].poll() is not None:
+                raise RuntimeError(f"{name} died starting: {_stderr(work, name)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not ready after {READY_SECONDS} s: {sorted(waiting)}")
+        time.sleep(0.05)
+
+
+def _stderr(work: Path, name: str) -> str:
+    path = work / f"{name}.err"
+    return path.read_text()[-2000:] if path.exists() else ""
+
+
 def check(url: str, work: Path, result: FenceResult) -> None:
     from sessiongate import GatewayConfig, SessionStore
 
@@ -207,7 +237,7 @@ def check(url: str, work: Path, result: FenceResult) -> None:
             event = json.loads(line)
             if event["event"] == "commit":
                 logged[event["turn"]] = event
-            else:
+            elif event["event"] == "fenced":
                 fenced.add(event["turn"])
     result.fenced = len(fenced)
     config = GatewayConfig(store={"url": url}, mirror_sessions_json=False)  # type: ignore[arg-type]
@@ -239,6 +269,8 @@ def check(url: str, work: Path, result: FenceResult) -> None:
     lost = [turn for turn in logged if turn not in seen]
     result.lost = len(lost)
     result.problems += [f"committed turn {t} is missing" for t in lost[:10]]
+    if not result.committed:
+        result.problems += [f"{p.stem}: {_stderr(work, p.stem)}" for p in work.glob("*.err")]
 
 
 def main() -> None:

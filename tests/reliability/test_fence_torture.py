@@ -14,7 +14,7 @@ from sg_process import selected_by_marker
 def _run(cfg, pg_schema, tmp_path):
     result = run_fence_torture(cfg, pg_schema.url, tmp_path, SERVER_URL, pg_schema.name)
     assert result.ok, result.problems
-    assert result.committed > 0
+    assert result.committed > 0, result.problems
     assert result.pauses == cfg.pauses
     if cfg.pauses:
         assert result.fenced > 0  # a paused owner woke up and was refused: the test bites
