@@ -429,6 +429,9 @@ async def test_an_idle_lanes_turn_costs_two_transactions(make_gateway):
     assert receipt.status == "replied"
     # One to route, accept and claim; one for the outcome (delivered with it: no adapter).
     assert traced.count("BEGIN IMMEDIATE") == 2
+    # Their calls take no savepoints, but for the user message's, whose failure the claim
+    # passes over (the turn runs without it).
+    assert sum(t.startswith("SAVEPOINT") for t in traced) == 1
     assert gw.lanes.get_turn(receipt.turn_id).state is TurnState.DELIVERED
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from sessiongate import SessionSource, SessionStore
-from sessiongate.errors import ConflictError
+from sessiongate.errors import ConflictError, StoreCorruptError
 
 
 def _two_routes(store: SessionStore):
@@ -100,3 +100,70 @@ def test_many_nested_calls_in_one_transaction_keep_their_own_rollbacks(store):
         assert all(tx.get_meta(f"lost{i}") is None for i in range(7, 300, 50))
         assert all(tx.get_meta(f"lost-outer{i}") is None for i in range(3, 300, 100))
         assert tx.get_route(second.session_key).label is None
+
+
+# A group opened with `savepoints=False` (the gateway's accepts) takes no savepoints for the
+# calls inside it: one that fails having written can then not be undone alone.
+
+
+def test_without_savepoints_a_failed_call_that_was_passed_over_commits_nothing(store):
+    _, second = _two_routes(store)
+    db = store.database
+
+    def pass_over_a_failure() -> None:
+        with db.transaction(savepoints=False) as tx:
+            tx.set_meta("before", "1")
+            with contextlib.suppress(ConflictError):
+                _take_label(store, second, meta="inside")  # writes, then fails
+            tx.set_meta("after", "3")
+
+    # On PostgreSQL a write whose result nobody reads is answered later, in pipeline mode:
+    # without a savepoint to sync it, its own error can surface at the commit instead.
+    with pytest.raises((StoreCorruptError, ConflictError)):
+        pass_over_a_failure()
+    with db.read() as tx:
+        assert (tx.get_meta("before"), tx.get_meta("inside"), tx.get_meta("after")) == (
+            None,
+            None,
+            None,
+        )
+        assert tx.get_route(second.session_key).label is None
+    with db.transaction() as tx:  # and the store works on afterwards
+        tx.set_meta("kept", "1")
+    with db.read() as tx:
+        assert tx.get_meta("kept") == "1"
+
+
+def test_without_savepoints_a_savepoint_still_rolls_back_only_its_own_call(store):
+    _, second = _two_routes(store)
+    db = store.database
+    with db.transaction(savepoints=False) as tx:
+        tx.set_meta("before", "1")
+        with pytest.raises(ConflictError), db.savepoint():
+            _take_label(store, second, meta="inside")
+        tx.set_meta("after", "3")
+    with db.read() as tx:
+        assert (tx.get_meta("before"), tx.get_meta("inside"), tx.get_meta("after")) == (
+            "1",
+            None,
+            "3",
+        )
+
+
+def test_a_group_without_savepoints_commits_a_new_conversation_with_its_first_turn(store):
+    source = SessionSource(platform="api", chat_id="new")
+    with store.atomic(savepoints=False):
+        entry = store.get_or_create_session(source)
+        store.append_messages(entry.session_id, [{"role": "user", "content": "hi"}])
+    assert [m["content"] for m in store.load_transcript(entry.session_id)] == ["hi"]
+
+    # An uncaught failure takes all of it back: the conversation too.
+    def fail_after_the_first_turn() -> None:
+        with store.atomic(savepoints=False):
+            entry = store.get_or_create_session(SessionSource(platform="api", chat_id="gone"))
+            store.append_messages(entry.session_id, [{"role": "user", "content": "hi"}])
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        fail_after_the_first_turn()
+    assert [e.session_key for e in store.list_sessions()] == [entry.session_key]

@@ -46,8 +46,9 @@ class SessiongateAdapter:
 
     def append_new(self, name: str, messages: list[dict[str, str]]) -> str:
         """A conversation's first turn: created and stored in one transaction, as the gateway
-        routes a new chat's first message in the transaction that accepts it."""
-        with self.store.atomic():
+        routes a new chat's first message in the transaction that accepts it (whose calls
+        take no savepoints)."""
+        with self.store.atomic(savepoints=False):
             entry = self.store.get_or_create_session(
                 SessionSource(platform=Platform.API, chat_id=name)
             )

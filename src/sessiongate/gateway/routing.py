@@ -129,7 +129,7 @@ class Router:
         item = self._lane_store.peek_next(key)
         if item is None:
             return NextTurn(None)
-        with self._lane_store.atomic():
+        with self._lane_store.atomic(savepoints=False):
             before = self._store.get_session(key)
             if before is not None and before.archived:
                 self._lane_store.drop_pending(item.id)

@@ -733,7 +733,8 @@ class GatewayRunner:
         `LeaseLostError` means nothing was written)."""
         shared = self.leases.shared
         fence = self.leases.fence(key, lock_lane=True) if held else contextlib.nullcontext()
-        with fence, self.lane_store.atomic():
+        # No call inside is caught and gone on from: the calls need no savepoints.
+        with fence, self.lane_store.atomic(savepoints=False):
             if shared and not held:
                 # The lane's writer lock before the route's row lock, in the order a claim
                 # takes them, so an accept (a merge into the waiting slot) and the owner's

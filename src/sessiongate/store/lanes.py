@@ -215,10 +215,10 @@ class LaneStore:
         memory = self._store.memory_database
         return [self._db] if memory is None else [self._db, memory]
 
-    def atomic(self) -> contextlib.AbstractContextManager[None]:
+    def atomic(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[object]:
         """Group several calls (and `SessionStore` calls) into one transaction (one on each
         database once incognito lanes exist): `SessionStore.atomic`."""
-        return self._store.atomic()
+        return self._store.atomic(savepoints=savepoints)
 
     # ------------------------------------------------------------------ accepting
 
@@ -644,7 +644,8 @@ class LaneStore:
         then commits again without it."""
         turn = claim.turn
         now = self._now()
-        with self._db_for_key(turn.session_key).transaction() as conn:
+        # Nothing inside is caught and gone on from: the calls need no savepoints.
+        with self._db_for_key(turn.session_key).transaction(savepoints=False) as conn:
             conn.finish_reply(turn.id, at=now, reply=reply, delivered=delivered)
             if route_seen is not None and route_seen.session_id == turn.session_id:
                 conn.expect_route(route_seen)

@@ -419,11 +419,15 @@ class Backend(Protocol):
     # the backend's lock; None tells no one.
     on_commit: Callable[[list[object]], None] | None
 
-    def transaction(self) -> contextlib.AbstractContextManager[Tx]: ...
+    def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[Tx]:
+        """With `savepoints=False` nested calls make none (except `savepoint()`), and one
+        that fails having written dooms the transaction (its commit refuses): for groups
+        whose callers never go on after a failed call inside them."""
+        ...
+
     def savepoint(self) -> contextlib.AbstractContextManager[Tx]:
         """`transaction()`, rolled back alone when nested, also in a transaction whose nested
-        calls make no savepoints (`LeaseBackend.transaction`): for a call whose caller handles
-        its failure and goes on."""
+        calls make no savepoints: for a call whose caller handles its failure and goes on."""
         ...
 
     def read(self) -> contextlib.AbstractContextManager[Tx]: ...

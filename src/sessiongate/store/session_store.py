@@ -626,16 +626,21 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
 
     # ------------------------------------------------------------------ lifecycle
 
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
+    def atomic(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[object]:
         """Group several calls into one transaction: each call inside becomes a savepoint,
         and all of it commits at the end or none of it (one on each database once incognito
-        lanes exist). A new conversation and its first turn, for one, commit together."""
-        if self._memory is None:  # the common case, without an exit stack's few microseconds
-            with self._db.transaction():
-                yield
-            return
-        with self._db.transaction(), self._memory.transaction():
+        lanes exist). A new conversation and its first turn, for one, commit together.
+
+        `savepoints=False` is for a caller that never goes on after a call inside failed
+        (the gateway): the calls take no savepoints, and a failed one that had written makes
+        the whole group refuse to commit (`StoreCorruptError`)."""
+        if self._memory is None:  # the common case, without a generator's few microseconds
+            return self._db.transaction(savepoints=savepoints)
+        return self._atomic_both(self._memory, savepoints)
+
+    @contextlib.contextmanager
+    def _atomic_both(self, memory: Backend, savepoints: bool) -> Iterator[None]:
+        with self._db.transaction(savepoints=savepoints), memory.transaction(savepoints=savepoints):
             yield
 
     def flush_mirror(self) -> str | None:

@@ -71,6 +71,10 @@ class Database:
         self._depth = 0
         # `conn.total_changes` when the open transaction began: whether it has written yet.
         self._changes_at_begin = 0
+        # A transaction opened with `savepoints=False`, and whether a call failed in it
+        # having written (see `transaction`).
+        self._bare = False
+        self._doomed = False
         self._closed = False
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -174,103 +178,38 @@ class Database:
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[SqliteTx]:
-        """`transaction()`, and nested nothing more: here every nested call is rolled back
-        alone already (a savepoint, or the first writer's rule below)."""
+        """`transaction()`, with a savepoint when nested even in a transaction opened without
+        them: for a call whose failure its caller handles and then goes on."""
         with self.lock:
-            if self._depth:
-                yield self._tx
+            if not self._depth:
+                with self.transaction() as tx:
+                    yield tx
                 return
-            with self.transaction() as tx:
-                yield tx
+            bare, doomed = self._bare, self._doomed
+            self._bare = False  # this call is a savepoint; the calls inside keep the mode
+            try:
+                with self.transaction() as tx:
+                    self._bare = bare
+                    yield tx
+            except BaseException:
+                self._doomed = doomed  # rolled back: with it what failed inside it
+                raise
+            finally:
+                self._bare = bare
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[SqliteTx]:
+    def transaction(self, *, savepoints: bool = True) -> _Transaction:
         """`BEGIN IMMEDIATE` … commit, or roll back and re-raise; nested calls are savepoints.
+
+        With `savepoints=False` (groups whose callers never go on after a failed call inside
+        them, as the gateway's) nested calls make none, except `savepoint()`. One that fails
+        having written dooms the transaction: should its error be caught and the group carried
+        on to the commit, the commit refuses (`StoreCorruptError`) and rolls back, so what the
+        failed call wrote can never commit.
 
         What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
         a rollback (of the transaction or of a savepoint) takes its notes back with it.
-
-        Every store call runs this, so it translates `sqlite3` errors with one `except` of its
-        own instead of nesting `translate_errors` (a few microseconds of every append).
         """
-        notes: list[object] = []
-        with self.lock:
-            if self._closed:
-                raise StoreUnavailableError("the store is closed")
-            conn = self.conn
-            tx = self._tx
-            if self._depth == 1 and conn.total_changes == self._changes_at_begin:
-                # The first call of a group (`atomic()`) that writes: a savepoint here would
-                # mark the transaction's empty start, so none is taken. If the call fails
-                # having written, the transaction is rolled back and begun again, which undoes
-                # exactly its writes (a SAVEPOINT and a RELEASE less per new conversation and
-                # per gateway message).
-                self._depth = 2
-                mark = len(tx.notes)
-                try:
-                    yield tx
-                except BaseException as exc:
-                    if conn.total_changes != self._changes_at_begin:
-                        conn.execute("ROLLBACK")
-                        conn.execute("BEGIN IMMEDIATE")
-                        self._changes_at_begin = conn.total_changes
-                    del tx.notes[mark:]
-                    tx.end_transaction(committed=False)
-                    if isinstance(exc, SQLITE_ERRORS):
-                        raise translated(exc) from exc
-                    raise
-                finally:
-                    self._depth = 1
-                return
-            if self._depth:
-                depth = self._depth
-                begin, undo, release = _savepoint_statements(depth)
-                conn.execute(begin)
-                self._depth = depth + 1
-                mark = len(tx.notes)
-                try:
-                    yield tx
-                except BaseException as exc:
-                    conn.execute(undo)
-                    conn.execute(release)
-                    del tx.notes[mark:]
-                    tx.end_transaction(committed=False)
-                    if isinstance(exc, SQLITE_ERRORS):
-                        raise translated(exc) from exc
-                    raise
-                else:
-                    conn.execute(release)
-                finally:
-                    self._depth = depth
-                return
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except SQLITE_ERRORS as exc:
-                raise translated(exc) from exc
-            self._changes_at_begin = conn.total_changes
-            self._depth = 1
-            committed = False
-            try:
-                yield tx
-                conn.execute("COMMIT")
-                committed = True
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, SQLITE_ERRORS):
-                    raise translated(exc) from exc
-                raise
-            else:
-                self._commits += 1
-                if self._commits % CHECKPOINT_EVERY_COMMITS == 0:
-                    self._checkpoint_due.set()
-                notes = tx.notes
-            finally:
-                self._depth = 0
-                tx.notes = []
-                tx.end_transaction(committed=committed)
-        if notes and self.on_commit is not None:
-            self.on_commit(told(notes))
+        return _Transaction(self, savepoints)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[SqliteTx]:
@@ -431,6 +370,140 @@ def _passive_checkpoint(conn: sqlite3.Connection) -> int:
     """A PASSIVE checkpoint; the frames the log held when it began."""
     row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     return int(row[1]) if row is not None else 0
+
+
+class _Transaction:
+    """One `Database.transaction()`: a class, not a generator, because every store call
+    enters one (a new conversation's first turn enters three) and a generator's context
+    manager costs several microseconds more each time.
+
+    What a nested call does is chosen as it enters:
+    - the first call of a group that writes takes no savepoint (it would mark the
+      transaction's empty start): if it fails having written, the transaction is rolled back
+      and begun again, which undoes exactly its writes;
+    - in a group opened with `savepoints=False` the others take none either, and one that
+      fails having written dooms the group;
+    - every other nested call is a savepoint.
+    """
+
+    __slots__ = ("_changes", "_db", "_depth", "_mark", "_mode", "_savepoints")
+
+    def __init__(self, db: Database, savepoints: bool) -> None:
+        self._db = db
+        self._savepoints = savepoints
+
+    def __enter__(self) -> SqliteTx:
+        db = self._db
+        db.lock.acquire()
+        try:
+            if db._closed:
+                raise StoreUnavailableError("the store is closed")
+            conn = db.conn
+            tx = db._tx
+            depth = self._depth = db._depth
+            if depth:
+                self._mark = len(tx.notes)
+                self._changes = conn.total_changes
+                if depth == 1 and self._changes == db._changes_at_begin:
+                    self._mode = "first"
+                elif db._bare:
+                    self._mode = "bare"
+                else:
+                    self._mode = "savepoint"
+                    conn.execute(_savepoint_statements(depth)[0])
+                db._depth = depth + 1
+                return tx
+            self._mode = "outer"
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except SQLITE_ERRORS as exc:
+                raise translated(exc) from exc
+            db._changes_at_begin = conn.total_changes
+            db._depth = 1
+            db._bare = not self._savepoints
+            return tx
+        except BaseException:
+            db.lock.release()
+            raise
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        db = self._db
+        if self._mode != "outer":
+            try:
+                self._end_nested(exc)
+            finally:
+                db.lock.release()
+            return
+        try:
+            notes = self._end(exc)
+        finally:
+            db.lock.release()
+        if notes and db.on_commit is not None:
+            db.on_commit(told(notes))
+
+    def _end_nested(self, exc: BaseException | None) -> None:
+        db = self._db
+        conn, tx, mode = db.conn, db._tx, self._mode
+        db._depth = self._depth
+        if exc is None:
+            if mode == "savepoint":
+                conn.execute(_savepoint_statements(self._depth)[2])
+            return
+        wrote = conn.total_changes != self._changes
+        if mode == "savepoint":
+            _, undo, release = _savepoint_statements(self._depth)
+            conn.execute(undo)
+            conn.execute(release)
+        elif mode == "first":
+            if wrote:
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                db._changes_at_begin = conn.total_changes
+        elif wrote:
+            db._doomed = True
+        del tx.notes[self._mark :]
+        tx.end_transaction(committed=False)
+        if isinstance(exc, SQLITE_ERRORS):
+            raise translated(exc) from exc
+
+    def _end(self, exc: BaseException | None) -> list[object]:
+        """Commit, or roll back and raise; what the transaction noted, once committed."""
+        db = self._db
+        conn, tx = db.conn, db._tx
+        committed = False
+        try:
+            if exc is None and db._doomed:
+                conn.execute("ROLLBACK")
+                raise StoreCorruptError(
+                    "a store call failed inside a transaction that could not roll it back "
+                    "alone, and the failure was passed over: nothing was committed"
+                )
+            if exc is not None:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, SQLITE_ERRORS):
+                    raise translated(exc) from exc
+                return []
+            try:
+                conn.execute("COMMIT")
+            except BaseException as failure:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(failure, SQLITE_ERRORS):
+                    raise translated(failure) from failure
+                raise
+            committed = True
+            db._commits += 1
+            if db._commits % CHECKPOINT_EVERY_COMMITS == 0:
+                db._checkpoint_due.set()
+            return tx.notes
+        finally:
+            db._depth = 0
+            db._bare = db._doomed = False
+            tx.notes = []
+            tx.end_transaction(committed=committed)
 
 
 @functools.cache
