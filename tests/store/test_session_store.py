@@ -390,6 +390,33 @@ def test_a_new_conversation_and_its_first_turn_are_ten_statements(store: Session
     assert [m["content"] for m in store.load_transcript(sid)] == ["a", "ok", "b"]
 
 
+@pytest.mark.sqlite_only
+def test_without_savepoints_a_new_conversation_and_its_first_turn_are_eight_statements(
+    store: SessionStore,
+):
+    store.get_or_create_session(dm("earlier"))
+    statements: list[str] = []
+    conn = store.database.conn
+    conn.set_trace_callback(statements.append)
+    try:
+        with store.atomic(savepoints=False):  # as the gateway's accept
+            sid = store.get_or_create_session(dm()).session_id
+            store.append_messages(sid, [*turn("a"), {"role": "user", "content": "b"}])
+    finally:
+        conn.set_trace_callback(None)
+    assert [s.strip().split(" (")[0][:22] for s in statements] == [
+        "BEGIN IMMEDIATE",
+        "SELECT data, platform,",
+        "INSERT INTO sessions",
+        "INSERT INTO routes",
+        "INSERT INTO entries",
+        "INSERT INTO entries",
+        "INSERT INTO entries",
+        "COMMIT",
+    ]
+    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "ok", "b"]
+
+
 def test_a_conversation_created_in_a_transaction_is_appended_under_its_leaf(make_store):
     """The row a transaction created is used as written; after its commit it is kept like
     any other and dropped when another connection commits."""
