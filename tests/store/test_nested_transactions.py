@@ -33,6 +33,11 @@ def _take_label(store: SessionStore, entry, *, meta: str | None = None) -> None:
         tx.upsert_route(dataclasses.replace(entry, label="taken"), None)
 
 
+def _metas(db) -> tuple[str | None, ...]:
+    with db.read() as tx:
+        return tuple(tx.get_meta(name) for name in ("before", "inside", "after"))
+
+
 def test_a_failed_write_raises_inside_its_savepoint_and_only_it_rolls_back(store):
     _, second = _two_routes(store)
     db = store.database
@@ -41,12 +46,8 @@ def test_a_failed_write_raises_inside_its_savepoint_and_only_it_rolls_back(store
         with pytest.raises(ConflictError):
             _take_label(store, second, meta="inside")
         tx.set_meta("after", "3")
+    assert _metas(db) == ("1", None, "3")
     with db.read() as tx:
-        assert (tx.get_meta("before"), tx.get_meta("inside"), tx.get_meta("after")) == (
-            "1",
-            None,
-            "3",
-        )
         assert tx.get_route(second.session_key).label is None
 
 
@@ -121,12 +122,8 @@ def test_without_savepoints_a_failed_call_that_was_passed_over_commits_nothing(s
     # without a savepoint to sync it, its own error can surface at the commit instead.
     with pytest.raises((StoreCorruptError, ConflictError)):
         pass_over_a_failure()
+    assert _metas(db) == (None, None, None)
     with db.read() as tx:
-        assert (tx.get_meta("before"), tx.get_meta("inside"), tx.get_meta("after")) == (
-            None,
-            None,
-            None,
-        )
         assert tx.get_route(second.session_key).label is None
     with db.transaction() as tx:  # and the store works on afterwards
         tx.set_meta("kept", "1")
@@ -142,12 +139,7 @@ def test_without_savepoints_a_savepoint_still_rolls_back_only_its_own_call(store
         with pytest.raises(ConflictError), db.savepoint():
             _take_label(store, second, meta="inside")
         tx.set_meta("after", "3")
-    with db.read() as tx:
-        assert (tx.get_meta("before"), tx.get_meta("inside"), tx.get_meta("after")) == (
-            "1",
-            None,
-            "3",
-        )
+    assert _metas(db) == ("1", None, "3")
 
 
 def test_a_group_without_savepoints_commits_a_new_conversation_with_its_first_turn(store):

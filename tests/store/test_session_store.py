@@ -360,60 +360,45 @@ def test_one_turn_is_one_transaction(store: SessionStore):
     assert statements[1] == "PRAGMA data_version"
 
 
-@pytest.mark.sqlite_only
-def test_a_new_conversation_and_its_first_turn_are_ten_statements(store: SessionStore):
-    store.get_or_create_session(dm("earlier"))  # not the connection's first transaction
-    statements: list[str] = []
-    conn = store.database.conn
-    conn.set_trace_callback(statements.append)
-    try:
-        with store.atomic():
-            sid = store.get_or_create_session(dm()).session_id
-            store.append_messages(sid, [*turn("a"), {"role": "user", "content": "b"}])
-    finally:
-        conn.set_trace_callback(None)
-    # Begin, the key's route (none), the session row, the route, a savepoint for the append,
-    # 3 inserts, release, commit: the row the transaction just wrote is not checked against
-    # other connections' commits (`PRAGMA data_version`) nor read back.
-    assert [s.strip().split(" (")[0][:22] for s in statements] == [
-        "BEGIN IMMEDIATE",
-        "SELECT data, platform,",
-        "INSERT INTO sessions",
-        "INSERT INTO routes",
-        "SAVEPOINT sp1",
-        "INSERT INTO entries",
-        "INSERT INTO entries",
-        "INSERT INTO entries",
-        "RELEASE sp1",
-        "COMMIT",
-    ]
-    assert [m["content"] for m in store.load_transcript(sid)] == ["a", "ok", "b"]
+_FIRST_TURN = [
+    "BEGIN IMMEDIATE",
+    "SELECT data, platform,",
+    "INSERT INTO sessions",
+    "INSERT INTO routes",
+    "INSERT INTO entries",
+    "INSERT INTO entries",
+    "INSERT INTO entries",
+    "COMMIT",
+]
 
 
 @pytest.mark.sqlite_only
-def test_without_savepoints_a_new_conversation_and_its_first_turn_are_eight_statements(
-    store: SessionStore,
+@pytest.mark.parametrize(
+    ("savepoints", "statements"),
+    [
+        # The append is a savepoint of its own: ten statements.
+        (True, [*_FIRST_TURN[:4], "SAVEPOINT sp1", *_FIRST_TURN[4:7], "RELEASE sp1", "COMMIT"]),
+        # As the gateway's accept: eight.
+        (False, _FIRST_TURN),
+    ],
+)
+def test_a_new_conversation_and_its_first_turn_are_few_statements(
+    store: SessionStore, savepoints: bool, statements: list[str]
 ):
-    store.get_or_create_session(dm("earlier"))
-    statements: list[str] = []
+    store.get_or_create_session(dm("earlier"))  # not the connection's first transaction
+    traced: list[str] = []
     conn = store.database.conn
-    conn.set_trace_callback(statements.append)
+    conn.set_trace_callback(traced.append)
     try:
-        with store.atomic(savepoints=False):  # as the gateway's accept
+        with store.atomic(savepoints=savepoints):
             sid = store.get_or_create_session(dm()).session_id
             store.append_messages(sid, [*turn("a"), {"role": "user", "content": "b"}])
     finally:
         conn.set_trace_callback(None)
-    assert [s.strip().split(" (")[0][:22] for s in statements] == [
-        "BEGIN IMMEDIATE",
-        "SELECT data, platform,",
-        "INSERT INTO sessions",
-        "INSERT INTO routes",
-        "INSERT INTO entries",
-        "INSERT INTO entries",
-        "INSERT INTO entries",
-        "COMMIT",
-    ]
+    # Begin, the key's route (none), the session row, the route, 3 inserts, commit: the row
+    # the transaction just wrote is not checked against other connections' commits
+    # (`PRAGMA data_version`) nor read back.
+    assert [s.strip().split(" (")[0][:22] for s in traced] == statements
     assert [m["content"] for m in store.load_transcript(sid)] == ["a", "ok", "b"]
 
 
