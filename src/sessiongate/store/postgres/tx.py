@@ -684,7 +684,10 @@ class PostgresTx(PostgresPlatformState):
         the route read as usual from here on."""
         seen = self._seen.pop(session_key, None)
         if seen is not None:
-            self._send_sure(_ROUTE_SEEN, (_seen_data(seen), session_key))
+            self._send_seen_check(seen)
+
+    def _send_seen_check(self, seen: SessionEntry) -> None:
+        self._send_sure(_ROUTE_SEEN, (_seen_data(seen), seen.session_key))
 
     def check_seen(self) -> None:
         """Before the commit: the seen routes nothing wrote over are checked too; raises
@@ -728,7 +731,7 @@ class PostgresTx(PostgresPlatformState):
             if _sure_update(seen, entry, values):
                 self._send_sure(_PUT_ROUTE_SEEN, {**values, "seen": _seen_data(seen)})
                 return
-            self._send_sure(_ROUTE_SEEN, (_seen_data(seen), entry.session_key))
+            self._send_seen_check(seen)
         self.missing_routes.discard(entry.session_key)
         locked = self.locked_routes.pop(entry.session_key, None)
         if locked is not None and _sure_update(decoded_entry(locked[0]), entry, values):
