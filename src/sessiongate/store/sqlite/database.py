@@ -474,15 +474,14 @@ class _Transaction:
         conn, tx = db.conn, db._tx
         committed = False
         try:
-            if exc is None and db._doomed:
-                conn.execute("ROLLBACK")
-                raise StoreCorruptError(
-                    "a store call failed inside a transaction that could not roll it back "
-                    "alone, and the failure was passed over: nothing was committed"
-                )
-            if exc is not None:
+            if exc is not None or db._doomed:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                if exc is None:
+                    raise StoreCorruptError(
+                        "a store call failed inside a transaction that could not roll it "
+                        "back alone, and the failure was passed over: nothing was committed"
+                    )
                 if isinstance(exc, SQLITE_ERRORS):
                     raise translated(exc) from exc
                 return []
