@@ -84,8 +84,11 @@ def child(url: str, name: str, events: Path, lanes: int, seed: int) -> None:
     store = SessionStore(Path(tempfile.mkdtemp()), config)
     # One instance id per process start, as the gateway has: a restarted child is a new owner.
     own = Ownership(
-        store.database, instance_id=f"{name}-{os.getpid()}", ttl=TTL, heartbeat=HEARTBEAT
-    )  # type: ignore[arg-type]
+        store.database,  # type: ignore[arg-type]
+        instance_id=f"{name}-{os.getpid()}",
+        ttl=TTL,
+        heartbeat=HEARTBEAT,
+    )
     own.start()
     sessions = {
         f"lane{i}": store.get_or_create_session(
@@ -212,14 +215,23 @@ def _wait_ready(procs: dict[str, subprocess.Popen[bytes]], work: Path) -> None:
     waiting = set(procs)
     while waiting:
         for name in list(waiting):
-            events = work / f"{name}.jsonl"
-            if events.exists() and '"ready"' in events.read_text():
+            if _first_event(work / f"{name}.jsonl") == "ready":
                 waiting.discard(name)
             elif procs[name].poll() is not None:
                 raise RuntimeError(f"{name} died starting: {_stderr(work, name)}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"not ready after {READY_SECONDS} s: {sorted(waiting)}")
         time.sleep(0.05)
+
+
+def _first_event(events: Path) -> str | None:
+    """The first event a child logged: `ready`, once it is up (read alone, not the file's
+    thousands of lines to come)."""
+    if not events.exists():
+        return None
+    with events.open() as lines:
+        first = lines.readline()
+    return json.loads(first)["event"] if first.endswith("\n") else None
 
 
 def _stderr(work: Path, name: str) -> str:
