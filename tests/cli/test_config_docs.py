@@ -34,6 +34,8 @@ def _other_value(key, default):
         return "postgresql://sessiongate@127.0.0.1/sessiongate"
     if isinstance(default, bool):
         return str(not default).lower()
+    if default is None and key.type.startswith("bool"):  # unset: decided elsewhere
+        return "false"
     if isinstance(default, (int, float)):
         return str(default + 1)
     choices = re.findall(r'`"([^"]*)"`', key.type)

@@ -641,12 +641,23 @@ def test_pragmas_are_set(store: SessionStore):
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
 
 
-def test_mirror_is_written_with_readme_first(store: SessionStore, store_dir: Path):
+def test_mirror_is_written_with_readme_first(make_store, store_dir: Path):
+    store = make_store(mirror_sessions_json=True)
     entry = store.get_or_create_session(dm())
     store.flush_mirror()
     data = json.loads((store_dir / "sessions.json").read_text())
     assert next(iter(data)) == "_README"
     assert data[entry.session_key]["session_id"] == entry.session_id
+
+
+def test_the_mirror_is_kept_on_sqlite_and_not_on_postgres_unless_asked(
+    make_store, store_dir: Path, store_url: str | None
+):
+    store = make_store()
+    store.get_or_create_session(dm())
+    store.flush_mirror()
+    assert store.config.keeps_sessions_mirror is (store_url is None)
+    assert (store_dir / "sessions.json").exists() is (store_url is None)
 
 
 @pytest.mark.sqlite_only

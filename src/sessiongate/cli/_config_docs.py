@@ -67,7 +67,8 @@ MEANINGS: dict[str, str] = {
     "synchronous": "SQLite durability: `NORMAL` survives a process crash, `FULL` also a power "
     "loss (slower writes).",
     "mirror_sessions_json": "Keep `sessions/sessions.json`, a read-only copy of the routing "
-    "entries for people and older tools.",
+    "entries for people and older tools; unset keeps it on SQLite and not on PostgreSQL, "
+    "where every instance would rewrite the whole table into its own copy.",
     "protected_session_keys": "Session keys that refuse archive and delete (e.g. an "
     "operator's main conversation).",
     "platforms.<name>.enabled": "Whether the platform is connected (it is listed in the "

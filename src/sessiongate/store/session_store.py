@@ -116,7 +116,7 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self._mirror: SessionsMirror | None = None
         try:
             self._import_mirror_file()
-            if config.mirror_sessions_json:
+            if config.keeps_sessions_mirror:
                 self._mirror = SessionsMirror(
                     self._db.stream_routes, self.json_path, on_written=self._remember_mirror_write
                 )
