@@ -188,6 +188,41 @@ async def test_a_caller_waiting_on_another_instance_gets_the_owners_reply(
     assert hub.max_active[KEY] == 1
 
 
+async def test_a_caller_waiting_on_a_lane_held_here_costs_the_journal_no_read(
+    shared, pg_schema, make_gateway, tmp_path, monkeypatch
+):
+    # The poll for remote outcomes skips rows whose lane this instance holds: their own turn
+    # answers them, and a read there would be a round trip in the running lane's way.
+    from sessiongate.gateway import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "REMOTE_OUTCOME_POLL_SECONDS", 0.01)
+    hub = Hub()
+    a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
+    polls: list[int] = []
+    reads: list[int] = []
+    rows, get_turn = a.runner._waiters.rows, a.runner.lane_store.get_turn
+
+    def counted_rows() -> dict[int, str]:
+        waiting = rows()
+        polls.append(len(waiting))
+        return waiting
+
+    def counted_get_turn(turn_id: int):
+        reads.append(turn_id)
+        return get_turn(turn_id)
+
+    monkeypatch.setattr(a.runner._waiters, "rows", counted_rows)
+    monkeypatch.setattr(a.runner.lane_store, "get_turn", counted_get_turn)
+    hub.blocking = True
+    first = asyncio.create_task(a.adapter.receive("one", message_id="m1"))
+    await hub.next_started()
+    await until(lambda: sum(1 for n in polls if n) >= 3, "three polls with a waiter")
+    assert reads == []
+    hub.blocking = False
+    hub.release_all()
+    assert (await first).reply == "re: one"
+
+
 async def test_a_stale_owner_is_fenced_and_the_next_owner_recovers_its_turn(
     shared, pg_schema, make_gateway, tmp_path
 ):

@@ -48,18 +48,18 @@ class Waiters:
 
     def __init__(self) -> None:
         self._by_row: dict[int, tuple[str, str | None, list[asyncio.Future[Receipt]]]] = {}
-        self._watches: dict[int, list[TurnWatch]] = {}
+        self._watches: dict[int, tuple[str, list[TurnWatch]]] = {}
 
-    def watch(self, inbox_id: int, watch: TurnWatch) -> None:
+    def watch(self, inbox_id: int, session_key: str, watch: TurnWatch) -> None:
         """Let `watch` follow the turn of row `inbox_id` (call it before any await after the
         row was accepted, so it sees the turn from its start)."""
-        self._watches.setdefault(inbox_id, []).append(watch)
+        self._watches.setdefault(inbox_id, (session_key, []))[1].append(watch)
 
     def publish(self, inbox_id: int, event: WatchEvent) -> None:
         """A delta, a retry or a persisted message of the row's turn, for its watchers."""
-        watches = self._watches.get(inbox_id)
-        if watches is not None:
-            for watch in watches:
+        watched = self._watches.get(inbox_id)
+        if watched is not None:
+            for watch in watched[1]:
                 watch.push(event)
 
     def is_watched(self, inbox_id: int) -> bool:
@@ -83,15 +83,19 @@ class Waiters:
         session_id: str | None = None,
     ) -> None:
         entry = self._by_row.pop(inbox_id, None)
-        watches = self._watches.pop(inbox_id, None)
-        if entry is None and watches is None:
+        watched = self._watches.pop(inbox_id, None)
+        if entry is None and watched is None:
             return
-        key, known_id, futures = entry if entry is not None else ("", None, [])
+        if entry is not None:
+            key, known_id, futures = entry
+        else:
+            assert watched is not None
+            key, known_id, futures = watched[0], None, []
         receipt = Receipt(key, session_id or known_id, status, reply, turn_id)
         for future in futures:
             if not future.done():
                 future.set_result(receipt)
-        for watch in watches or ():
+        for watch in watched[1] if watched is not None else ():
             watch.finish(receipt)
 
     def resolve_all(self, status: ReceiptStatus) -> None:
@@ -99,9 +103,11 @@ class Waiters:
         for inbox_id in list(self._by_row) + list(self._watches):
             self.resolve(inbox_id, status)
 
-    def rows(self) -> list[int]:
-        """The inbox rows someone waits on or watches."""
-        return list(self._by_row.keys() | self._watches.keys())
+    def rows(self) -> dict[int, str]:
+        """The inbox rows someone waits on or watches, with their lanes' keys."""
+        keys = {inbox_id: watched[0] for inbox_id, watched in self._watches.items()}
+        keys.update((inbox_id, entry[0]) for inbox_id, entry in self._by_row.items())
+        return keys
 
     def __len__(self) -> int:
         return sum(len(entry[2]) for entry in self._by_row.values())

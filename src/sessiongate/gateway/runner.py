@@ -703,7 +703,7 @@ class GatewayRunner:
             and acceptance.inbox_id is not None
         ):
             # Before any await: the turn cannot have produced anything yet.
-            self._waiters.watch(acceptance.inbox_id, watch)
+            self._waiters.watch(acceptance.inbox_id, entry.session_key, watch)
         self.discard(entry, routed.dropped)
         if acceptance is None:
             return await self.refuse_archived(entry, source, event=event.event_kind)
@@ -899,13 +899,16 @@ class GatewayRunner:
                 pass
             else:
                 return
-            for inbox_id in self._waiters.rows():
+            for inbox_id, key in self._waiters.rows().items():
+                # A lane held here is answered by its own turn, with the richer receipt: no
+                # read of the journal for it (it would be a round trip in the lane's way).
+                if self.leases.holds(key):
+                    continue
                 try:
                     turn = self.lane_store.get_turn(inbox_id)
                 except StoreUnavailableError:
                     break
-                # A lane held here is answered by its own turn, with the richer receipt.
-                if turn is None or turn.inbox_id != inbox_id or self.leases.holds(turn.session_key):
+                if turn is None or turn.inbox_id != inbox_id:
                     continue
                 status = _REMOTE_OUTCOMES.get(turn.state)
                 if status is not None:
