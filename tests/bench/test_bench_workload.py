@@ -56,6 +56,37 @@ def test_appends_with_creation_create_each_conversation_once_on_its_first_turn()
     assert result["first_turn_latency"]["n"] == result["conversations"]
 
 
+def _probe(messages: int, size: int, *, folded: bool = True) -> dict[str, Any]:
+    return {"messages": messages, "bytes": size, "checkpointed": folded}
+
+
+def test_disk_growth_leaves_out_a_probe_that_counted_the_wal() -> None:
+    probe = _probe
+    linear = [probe(0, 0), probe(100, 1_000), probe(200, 2_000), probe(300, 3_000)]
+    assert workload._growth(linear) == 1.0
+    # The measured case: a WAL the store's checkpointer held at the start and at the third
+    # quarter read as 3.3 for storage that grows linearly.
+    busy = [probe(0, 3_600, folded=False), probe(100, 1_000), probe(200, 2_000)]
+    assert workload._growth([*busy, probe(300, 13_000, folded=False), probe(400, 4_000)]) == 1.0
+    assert workload._growth(busy) is None  # too few folded probes to say
+
+
+def test_a_probe_folds_the_wal_into_the_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 500)
+    conn.commit()
+    assert (tmp_path / "state.db-wal").stat().st_size > 0
+    probe = workload.disk_bytes(tmp_path, [path])
+    assert probe["checkpointed"] is True
+    assert (tmp_path / "state.db-wal").stat().st_size == 0
+    conn.close()
+
+
 def test_turn_plan_is_the_same_for_every_store() -> None:
     assert turn_plan(random.Random(5), 50, 300) == turn_plan(random.Random(5), 50, 300)
 
