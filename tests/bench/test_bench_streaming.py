@@ -4,7 +4,12 @@ of the results and the counts are."""
 
 from __future__ import annotations
 
-from sessiongate.bench.streaming import StreamingSizes, run_streaming_section, streaming_goals
+from sessiongate.bench.streaming import (
+    StreamingSizes,
+    durable_plan,
+    run_streaming_section,
+    streaming_goals,
+)
 
 TINY = StreamingSizes(chats=5, turns=20, extra=4, first_deltas=5, deltas=300)
 
@@ -27,3 +32,12 @@ def test_the_streaming_section_measures_messages_first_deltas_and_a_burst():
 def test_a_missing_section_is_reported_as_not_measured():
     goals = streaming_goals({"streaming": {"status": "error", "reason": "boom"}})
     assert {goal["measured"] for goal in goals} == {"not measured: boom"}
+
+
+def test_both_kinds_of_turn_run_on_every_chat_and_each_goes_first_in_turn():
+    from collections import Counter
+
+    plan = durable_plan(4 * 2 * 6, chats=6)  # four rounds
+    assert Counter(plan) == {(chat, kind): 4 for chat in range(6) for kind in ("plain", "tools")}
+    firsts = [kind for i, (chat, kind) in enumerate(plan) if chat == 0 and i % 2 == 0]
+    assert firsts == ["plain", "tools", "plain", "tools"]

@@ -2,7 +2,8 @@
 
 - `durable_messages`: in process (`GatewayRunner.handle_message`), turns whose agent streams
   `extra` completed messages (assistant tool calls and tool results, each stored in its own
-  short transaction) against turns that stream none, over the same chats, interleaved:
+  short transaction) against turns that stream none, over the same chats, interleaved
+  (`durable_plan`: one of each kind per chat and round, the first kind alternating):
   `per_message_ms` is the difference of the median turn times divided by `extra` (and
   `per_message_mean_ms` the same of the means).
 - `first_delta`: a gateway serving HTTP in a child process, its agent stamping (on the
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from sessiongate.gateway.agent import TurnRequest
 
-__all__ = ["StreamingSizes", "main", "run_streaming_section", "streaming_goals"]
+__all__ = ["StreamingSizes", "durable_plan", "main", "run_streaming_section", "streaming_goals"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +163,19 @@ def _runner(home: Path) -> Any:
     return GatewayRunner(store, config, home=home, agent_factory=lambda _key: agent), store
 
 
+def durable_plan(turns: int, chats: int) -> list[tuple[int, str]]:
+    """(chat, kind) of each turn: every chat takes one turn of each kind per round, and the
+    kind that goes first changes every round, so both kinds run on the same transcripts and
+    after turns of both kinds. (With chat `i % chats` and an even number of chats, plain
+    turns went to even chats only and tool turns read their own, five times longer,
+    histories: that difference was counted as the extra messages' cost.)"""
+    plan = []
+    for i in range(turns):
+        chat, round_ = (i // 2) % chats, i // (2 * chats)
+        plan.append((chat, "tools" if (i + round_) % 2 else "plain"))
+    return plan
+
+
 async def _durable(home: Path, sizes: StreamingSizes) -> dict[str, Any]:
     from sessiongate import SessionSource
     from sessiongate.core.platform import Platform
@@ -171,10 +185,9 @@ async def _durable(home: Path, sizes: StreamingSizes) -> dict[str, Any]:
     await runner.start()
     times: dict[str, list[float]] = {"plain": [], "tools": []}
     try:
-        for i in range(sizes.turns * 2 + 100):
-            kind = "tools" if i % 2 else "plain"
+        for i, (chat, kind) in enumerate(durable_plan(sizes.turns * 2 + 100, sizes.chats)):
             text = f"tools {sizes.extra}" if kind == "tools" else "plain"
-            source = SessionSource(platform=Platform.API, chat_id=f"c{i % sizes.chats}")
+            source = SessionSource(platform=Platform.API, chat_id=f"c{chat}")
             t0 = time.perf_counter()
             receipt = await runner.handle_message(MessageEvent(source=source, text=text))
             if i >= 100:  # after a warm-up: imports, caches, statements
