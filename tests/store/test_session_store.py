@@ -660,6 +660,37 @@ def test_the_mirror_is_kept_on_sqlite_and_not_on_postgres_unless_asked(
     assert (store_dir / "sessions.json").exists() is (store_url is None)
 
 
+def test_homes_sharing_a_database_each_skip_their_own_unchanged_mirror(
+    tmp_path: Path, clock, store_url: str | None, monkeypatch: pytest.MonkeyPatch
+):
+    # Two instances on one PostgreSQL, each with its mirror turned on: each one's stamp is its
+    # own, so the other's write never makes a start parse its file again.
+    from sessiongate import GatewayConfig
+    from sessiongate.store import _imports
+
+    config = {"mirror_sessions_json": True, **({"store": {"url": store_url}} if store_url else {})}
+
+    def open_home(name: str) -> SessionStore:
+        return SessionStore(tmp_path / name, GatewayConfig(**config), clock=clock)  # type: ignore[arg-type]
+
+    for name in ("a", "b"):
+        with open_home(name) as store:
+            store.get_or_create_session(dm(name))
+            store.flush_mirror()
+    parsed: list[Path] = []
+    read = _imports.read_sessions_json
+
+    def counted(path: Path, **kwargs: object):
+        parsed.append(path)
+        return read(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_imports, "read_sessions_json", counted)
+    for name in ("a", "b"):
+        with open_home(name):
+            pass
+    assert parsed == []
+
+
 @pytest.mark.sqlite_only
 def test_mirror_key_missing_from_db_is_imported(make_store, store_dir: Path):
     store = make_store()

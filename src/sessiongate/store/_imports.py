@@ -8,9 +8,12 @@ and problem list.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import socket
 from typing import TYPE_CHECKING
 
+from sessiongate.core.config import is_postgres_url
 from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
 from sessiongate.store.changes import Change, ChangeKind
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from sessiongate.core.clock import Clock
+    from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.store.protocol import Backend, Tx
 
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 class ImportOps:
     _db: Backend
     clock: Clock
+    config: GatewayConfig
     json_path: Path
     problems: list[str]
 
@@ -43,7 +48,16 @@ class ImportOps:
 
     def _remember_mirror_write(self, stat: os.stat_result) -> None:
         with self._db.transaction() as conn:
-            conn.set_meta("mirror_stamp", _stamp(stat))
+            conn.set_meta(self._stamp_key("mirror_stamp"), _stamp(stat))
+
+    def _stamp_key(self, name: str) -> str:
+        """The meta key of this home's stamp `name`. A shared PostgreSQL holds one per home
+        (host and path), so instances with mirrors of their own never overwrite each other's
+        and each start skips its own unchanged file."""
+        if not is_postgres_url(self.config.store.url):
+            return name
+        home = f"{socket.gethostname()}:{self.json_path.resolve()}"
+        return f"{name}:{hashlib.sha256(home.encode()).hexdigest()[:16]}"
 
     def _import_mirror_file(self) -> None:
         """Bring in keys that `sessions.json` has and the database lacks (never overwrite).
@@ -61,7 +75,7 @@ class ImportOps:
             stat = None  # reading it fails too, and reports why
         stamp = None if stat is None else _stamp(stat)
         with self._db.read() as conn:
-            seen = {conn.get_meta("mirror_stamp"), conn.get_meta("import_stamp")}
+            seen = {conn.get_meta(self._stamp_key(k)) for k in ("mirror_stamp", "import_stamp")}
         if stamp is not None and stamp in seen:
             return
         now = self.clock.now()
@@ -76,7 +90,7 @@ class ImportOps:
             backup_sessions_json(self.json_path, now)
         if stamp is not None:
             with self._db.transaction() as conn:
-                conn.set_meta("import_stamp", stamp)
+                conn.set_meta(self._stamp_key("import_stamp"), stamp)
         for problem in problems:
             # The text names the key and the fault, never a transcript.
             log.warning("sessions.json: %s", problem)
