@@ -656,7 +656,7 @@ def test_the_mirror_is_kept_on_sqlite_and_not_on_postgres_unless_asked(
     store = make_store()
     store.get_or_create_session(dm())
     store.flush_mirror()
-    assert store.config.keeps_sessions_mirror is (store_url is None)
+    assert store.keeps_mirror is (store_url is None)
     assert (store_dir / "sessions.json").exists() is (store_url is None)
 
 

@@ -148,7 +148,7 @@ def _health(store: SessionStore) -> list[HealthCheckOut]:
         )
     )
     mirror = store.sessions_dir / "sessions.json"
-    if not store.config.keeps_sessions_mirror:
+    if not store.keeps_mirror:
         checks.append(HealthCheckOut(name="sessions.json mirror", ok=True, detail="off"))
     elif mirror.exists() and not mirror.is_file():
         checks.append(

@@ -155,7 +155,7 @@ def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool
         checks.append(Check("store", True, "opens"))
         checks.append(_check_import(store))
         checks.append(_check_search(store, repair=repair))
-        if not mirror.ok and repair and config.keeps_sessions_mirror:
+        if not mirror.ok and repair and store.keeps_mirror:
             mirror = _repair_mirror(store, directory / "sessions.json")
         checks.append(mirror)
     finally:

@@ -46,7 +46,6 @@ __all__ = [
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
-    "is_postgres_url",
 ]
 
 
@@ -377,10 +376,6 @@ class TelegramConfig(PlatformConfig):
         return value
 
 
-def is_postgres_url(url: str | None) -> bool:
-    return url is not None and url.startswith(("postgresql://", "postgres://"))
-
-
 def _http_url(value: str, example: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError(f"must be an http(s) URL such as {example}")
@@ -536,7 +531,8 @@ class GatewayConfig(_Model):
     housekeeping_interval_seconds: float = Field(300.0, gt=0)
     # "NORMAL" survives a process crash (WAL); "FULL" also survives power loss.
     synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
-    # Unset: on for SQLite, off on PostgreSQL (see `keeps_sessions_mirror`).
+    # Unset: on for a database of this home's own (SQLite), off on one instances share
+    # (`SessionStore.keeps_mirror`).
     mirror_sessions_json: bool | None = None
     # Keys that refuse archive and delete (e.g. an operator's main lane).
     protected_session_keys: list[str] = Field(default_factory=list)
@@ -616,15 +612,6 @@ class GatewayConfig(_Model):
                 )
                 raise ValueError(f"platforms.{name}: {problems}") from None
         return typed
-
-    @property
-    def keeps_sessions_mirror(self) -> bool:
-        """Whether `sessions/sessions.json` is kept. On a shared PostgreSQL it is off unless
-        asked for: every instance would rewrite the whole routing table into a file of its
-        own once a second, and the database is where every instance reads it."""
-        if self.mirror_sessions_json is not None:
-            return self.mirror_sessions_json
-        return not is_postgres_url(self.store.url)
 
     def connected_platforms(self) -> list[str]:
         return sorted(name for name, cfg in self.platforms.items() if cfg.enabled)

@@ -8,12 +8,12 @@ and problem list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import socket
 from typing import TYPE_CHECKING
 
-from sessiongate.core.config import is_postgres_url
 from sessiongate.core.keys import KeyParts, check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
 from sessiongate.store.changes import Change, ChangeKind
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from sessiongate.core.clock import Clock
-    from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.store.protocol import Backend, Tx
 
@@ -38,7 +37,6 @@ log = logging.getLogger(__name__)
 class ImportOps:
     _db: Backend
     clock: Clock
-    config: GatewayConfig
     json_path: Path
     problems: list[str]
 
@@ -51,13 +49,18 @@ class ImportOps:
             conn.set_meta(self._stamp_key("mirror_stamp"), _stamp(stat))
 
     def _stamp_key(self, name: str) -> str:
-        """The meta key of this home's stamp `name`. A shared PostgreSQL holds one per home
-        (host and path), so instances with mirrors of their own never overwrite each other's
-        and each start skips its own unchanged file."""
-        if not is_postgres_url(self.config.store.url):
-            return name
+        """The meta key of this home's stamp `name`."""
+        return name + self._stamp_suffix
+
+    @functools.cached_property
+    def _stamp_suffix(self) -> str:
+        # A database instances share holds one stamp per home (host and path), so instances
+        # with mirrors of their own never overwrite each other's and each start skips its own
+        # unchanged file. Worked out once: the path's resolution touches the disk.
+        if not self._db.shared:
+            return ""
         home = f"{socket.gethostname()}:{self.json_path.resolve()}"
-        return f"{name}:{hashlib.sha256(home.encode()).hexdigest()[:16]}"
+        return ":" + hashlib.sha256(home.encode()).hexdigest()[:16]
 
     def _import_mirror_file(self) -> None:
         """Bring in keys that `sessions.json` has and the database lacks (never overwrite).

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.core.config import is_postgres_url
 from sessiongate.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -32,6 +31,10 @@ __all__ = [
     "open_wakeups",
     "upgrade_database",
 ]
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return url is not None and url.startswith(("postgresql://", "postgres://"))
 
 
 def open_backend(config: GatewayConfig, default_path: Path) -> Backend:

@@ -114,9 +114,14 @@ class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, Incog
         self._listeners: list[Callable[[list[Change]], None]] = []
         self._contexts = KeptContexts()
         self._mirror: SessionsMirror | None = None
+        # Whether `sessions.json` is kept. On a database instances share, every instance would
+        # rewrite the whole routing table into a file of its own once a second: off there
+        # unless asked for.
+        wanted = config.mirror_sessions_json
+        self.keeps_mirror: bool = not self._db.shared if wanted is None else wanted
         try:
             self._import_mirror_file()
-            if config.keeps_sessions_mirror:
+            if self.keeps_mirror:
                 self._mirror = SessionsMirror(
                     self._db.stream_routes, self.json_path, on_written=self._remember_mirror_write
                 )
