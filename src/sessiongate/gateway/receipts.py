@@ -86,16 +86,12 @@ class Waiters:
         watched = self._watches.pop(inbox_id, None)
         if entry is None and watched is None:
             return
-        if entry is not None:
-            key, known_id, futures = entry
-        else:
-            assert watched is not None
-            key, known_id, futures = watched[0], None, []
+        key, known_id, futures = entry or (watched[0] if watched else "", None, [])
         receipt = Receipt(key, session_id or known_id, status, reply, turn_id)
         for future in futures:
             if not future.done():
                 future.set_result(receipt)
-        for watch in watched[1] if watched is not None else ():
+        for watch in watched[1] if watched else ():
             watch.finish(receipt)
 
     def resolve_all(self, status: ReceiptStatus) -> None:
