@@ -61,13 +61,12 @@ def _probe(messages: int, size: int, *, folded: bool = True) -> dict[str, Any]:
 
 
 def test_disk_growth_leaves_out_a_probe_that_counted_the_wal() -> None:
-    probe = _probe
-    linear = [probe(0, 0), probe(100, 1_000), probe(200, 2_000), probe(300, 3_000)]
+    linear = [_probe(0, 0), _probe(100, 1_000), _probe(200, 2_000), _probe(300, 3_000)]
     assert workload._growth(linear) == 1.0
     # The measured case: a WAL the store's checkpointer held at the start and at the third
     # quarter read as 3.3 for storage that grows linearly.
-    busy = [probe(0, 3_600, folded=False), probe(100, 1_000), probe(200, 2_000)]
-    assert workload._growth([*busy, probe(300, 13_000, folded=False), probe(400, 4_000)]) == 1.0
+    busy = [_probe(0, 3_600, folded=False), _probe(100, 1_000), _probe(200, 2_000)]
+    assert workload._growth([*busy, _probe(300, 13_000, folded=False), _probe(400, 4_000)]) == 1.0
     assert workload._growth(busy) is None  # too few folded probes to say
 
 
