@@ -8,6 +8,8 @@ import random
 import pytest
 
 from sessiongate import SessionSource
+from sessiongate.core.transcript import ModelContext
+from sessiongate.store.kept_contexts import Kept, KeptContexts
 from sessiongate.store.tree import INLINE_CONTEXT_ENTRIES
 
 SOURCE = SessionSource(platform="telegram", chat_id="kept")
@@ -102,3 +104,40 @@ def test_another_connection_s_writes_are_seen(make_store, store_dir):
     users = [m for m in other.load_events(session_id) if m.get("role") == "user"]
     other.rewind_to(session_id, users[0]["id"])
     assert _short(store, session_id).messages == []
+
+
+def _kept(entries):
+    events = [{"id": n, "type": "message", "role": "user", "content": "x"} for n in range(entries)]
+    return Kept(entries - 1, entries, events, ModelContext())
+
+
+def test_what_is_kept_is_bounded_by_entries_and_by_sessions():
+    kept = KeptContexts(sessions=3, entries=10)
+    kept.put("a", _kept(4))
+    kept.put("b", _kept(4))
+    kept.put("c", _kept(4))  # 12 entries: the least recently put goes
+    assert (kept.get("a"), len(kept), kept.entries) == (None, 2, 8)
+    kept.put("b", _kept(6))  # b again, longer: it replaces itself, and 10 fit
+    assert (len(kept), kept.entries) == (2, 10)
+    kept.put("d", _kept(1))  # three sessions, 11 entries: c goes, b stays
+    assert (kept.get("c"), kept.get("b") is not None, kept.entries) == (None, True, 7)
+    kept.put("e", _kept(0))
+    kept.put("f", _kept(0))  # four sessions: b, the oldest, goes
+    assert (kept.get("b"), len(kept), kept.entries) == (None, 3, 1)
+    kept.drop("d")
+    kept.drop("d")
+    assert (len(kept), kept.entries) == (2, 0)
+    kept.clear()
+    assert (len(kept), kept.entries) == (0, 0)
+
+
+def test_a_thousand_short_conversations_are_all_kept(make_store):
+    store = make_store()
+    sessions = []
+    for n in range(1000):
+        source = SessionSource(platform="telegram", chat_id=f"short-{n}")
+        session_id = store.get_or_create_session(source).session_id
+        store.append_messages(session_id, [{"role": "user", "content": f"hi {n}"}])
+        _short(store, session_id)
+        sessions.append(session_id)
+    assert all(store.kept_context_at(session_id) is not None for session_id in sessions)

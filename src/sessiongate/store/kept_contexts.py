@@ -26,9 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Kept", "KeptContexts", "context_copy", "extended"]
 
-# Sessions kept at once (least recently read go first); each holds at most the short
-# context's entries (`tree.INLINE_CONTEXT_ENTRIES`), as events and as messages.
-KEPT_SESSIONS = 64
+# What is kept at once, least recently read going first. Memory goes with entries, not
+# sessions: each session holds at most the short context's entries
+# (`tree.INLINE_CONTEXT_ENTRIES`), as events and as messages, and the budget of entries is
+# what 64 sessions at that length would hold. Most conversations are far shorter, so a gateway
+# with a thousand chats in play keeps them all instead of reading every context afresh.
+KEPT_ENTRIES = 64 * 400
+KEPT_SESSIONS = 4096
 
 
 @dataclass(slots=True)
@@ -45,25 +49,39 @@ class KeptContexts:
     """A bounded map of session id to its kept context (the store's, not thread-safe: it is
     used on the event loop's store calls only)."""
 
-    def __init__(self, size: int = KEPT_SESSIONS) -> None:
-        self._size = size
+    def __init__(self, sessions: int = KEPT_SESSIONS, entries: int = KEPT_ENTRIES) -> None:
+        self._sessions = sessions
+        self._entries = entries
+        self._held = 0  # entries of every kept session's events
         self._kept: collections.OrderedDict[str, Kept] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def entries(self) -> int:
+        return self._held
 
     def get(self, session_id: str) -> Kept | None:
         return self._kept.get(session_id)
 
     def put(self, session_id: str, kept: Kept) -> None:
+        self.drop(session_id)
         self._kept[session_id] = kept
-        self._kept.move_to_end(session_id)
-        while len(self._kept) > self._size:
-            self._kept.popitem(last=False)
+        self._held += len(kept.events)
+        while len(self._kept) > self._sessions or self._held > self._entries:
+            _, gone = self._kept.popitem(last=False)
+            self._held -= len(gone.events)
 
     def drop(self, session_id: str) -> None:
-        self._kept.pop(session_id, None)
+        gone = self._kept.pop(session_id, None)
+        if gone is not None:
+            self._held -= len(gone.events)
 
     def clear(self) -> None:
         """A conversation was deleted: what was kept of it goes at once, not when evicted."""
         self._kept.clear()
+        self._held = 0
 
 
 def _plain(event: dict[str, Any]) -> bool:
