@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from sessiongate.core.clock import ensure_utc
+from sessiongate.core.clock import ensure_utc, isoformat
 from sessiongate.core.ids import validate_session_id
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
@@ -155,11 +155,9 @@ class SessionEntry:
         where most of ~60 fields are defaults, stay small enough to live in their page).
 
         Written for speed: every write of a routing row runs it (a new conversation's first
-        turn among them). Defaults come from a precomputed table, and the one instant a new
-        entry stamps on several fields is formatted once."""
+        turn among them). Defaults come from a precomputed table, and an instant already
+        formatted is not formatted again (`clock.isoformat`)."""
         out: dict[str, Any] = {}
-        stamp: datetime | None = None
-        text = ""
         for name, default in _FIELD_DEFAULTS:
             value = getattr(self, name)
             if compact and (value is default or value == default):
@@ -168,9 +166,7 @@ class SessionEntry:
                 out[name] = value
                 continue
             if isinstance(value, datetime):
-                if value is not stamp:
-                    stamp, text = value, value.isoformat()
-                value = text
+                value = isoformat(value)
             elif isinstance(value, SessionSource):
                 value = _compact_source_dict(value) if compact else _source_dict(value)
             elif isinstance(value, (Platform, ChatType)):

@@ -30,6 +30,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.clock import isoformat
 from sessiongate.core.context import (
     build_session_context,
     build_session_context_prompt,
@@ -155,7 +156,7 @@ def _conversation(session_id: str, entry: SessionEntry | None) -> str:
     """What names one conversation of a key: its session id, and when its window began (a
     soft `/reset` keeps the id and starts a new window)."""
     started = entry.session_started_at if entry is not None else None
-    return f"{session_id}@{started.isoformat() if started is not None else ''}"
+    return f"{session_id}@{isoformat(started) if started is not None else ''}"
 
 
 async def _in_thread(read: Callable[[str], ContextView], session_id: str) -> ContextView:
@@ -198,7 +199,7 @@ def build_user_message(
     return {
         "role": "user",
         "content": "\n".join(lines),
-        "timestamp": item.accepted_at.isoformat(),
+        "timestamp": isoformat(item.accepted_at),
         "metadata": metadata,
     }
 
