@@ -21,7 +21,7 @@ from sessiongate.store.records import TurnState, refused_turn
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["LEASE_LOST", "ROUTE_CHANGED", "TURN_REFUSED", "translate_errors"]
+__all__ = ["LEASE_LOST", "ROUTE_CHANGED", "TURN_REFUSED", "store_error", "translate_errors"]
 
 # What `sg_fence_lane` raises when the lane's lease is no longer the transaction's to renew.
 LEASE_LOST = "SGL01"
@@ -35,12 +35,15 @@ ROUTE_CHANGED = "SGR01"
 def translate_errors() -> Iterator[None]:
     try:
         yield
-    except psycopg.Error as exc:
-        raise _translated(exc) from exc
-    except UnicodeEncodeError as exc:
-        raise InvalidEntryError(
-            "text must be valid Unicode (no lone surrogates such as \\ud800)"
-        ) from exc
+    except (psycopg.Error, UnicodeEncodeError) as exc:
+        raise store_error(exc) from exc
+
+
+def store_error(exc: psycopg.Error | UnicodeEncodeError) -> Exception:
+    """The store's error for what psycopg raised."""
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidEntryError("text must be valid Unicode (no lone surrogates such as \\ud800)")
+    return _translated(exc)
 
 
 def _translated(exc: psycopg.Error) -> Exception:

@@ -26,7 +26,7 @@ from sessiongate.errors import (
 )
 from sessiongate.store.changes import told
 from sessiongate.store.postgres import copy
-from sessiongate.store.postgres._errors import translate_errors
+from sessiongate.store.postgres._errors import store_error, translate_errors
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
 from sessiongate.store.postgres._schema import MIGRATIONS
 from sessiongate.store.postgres.tx import PostgresTx
@@ -300,18 +300,11 @@ class PostgresDatabase:
         finally:
             self._depth -= 1
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[PostgresTx]:
+    def read(self) -> _Read:
         """Reads under the lock, each statement on its own snapshot (inside the caller's
         transaction when nested): the same promise as SQLite's `read()`, without the two
         round trips a transaction of its own would cost."""
-        with self.lock:
-            if self._closed:
-                raise StoreUnavailableError("the store is closed")
-            if not self._depth:
-                self._live_connection()
-            with translate_errors():
-                yield self._tx
+        return _Read(self)
 
     def _live_connection(self) -> psycopg.Connection[Any]:
         """The writer's connection, opened again if the server dropped it (a restart, an
@@ -413,6 +406,35 @@ class PostgresDatabase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+class _Read:
+    """`PostgresDatabase.read()`. A class, not a generator: a turn takes several."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    def __enter__(self) -> PostgresTx:
+        db = self._db
+        db.lock.acquire()
+        try:
+            if db._closed:
+                raise StoreUnavailableError("the store is closed")
+            if not db._depth:
+                db._live_connection()
+        except BaseException:
+            db.lock.release()
+            raise
+        return db._tx
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        self._db.lock.release()
+        if isinstance(exc, (psycopg.Error, UnicodeEncodeError)):
+            raise store_error(exc) from exc
 
 
 def _bound_lock_waits(conn: psycopg.Connection[Any]) -> None:
