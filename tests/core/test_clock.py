@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from sessiongate.core.clock import FakeClock, SystemClock, ensure_utc
+from sessiongate.core import clock as clock_module
+from sessiongate.core.clock import FakeClock, SystemClock, ensure_utc, isoformat
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -69,3 +70,18 @@ def test_system_clock_gives_aware_utc():
 def test_ensure_utc():
     assert ensure_utc(datetime(2026, 1, 1)).tzinfo is UTC  # noqa: DTZ001 - the case under test
     assert ensure_utc(datetime(2025, 12, 31, 19, tzinfo=timezone(timedelta(hours=-5)))) == START
+
+
+def test_isoformat_is_the_instant_s_own_text_even_for_equal_instants_in_other_zones():
+    utc = datetime(2026, 12, 2, 12, 0, 0, 5, tzinfo=UTC)
+    paris = utc.astimezone(timezone(timedelta(hours=1)))
+    assert utc == paris
+    assert isoformat(utc) == isoformat(utc) == "2026-12-02T12:00:00.000005+00:00"
+    assert isoformat(paris) == "2026-12-02T13:00:00.000005+01:00"
+
+
+def test_isoformat_remembers_a_bounded_number_of_instants():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    instants = [start + timedelta(seconds=n) for n in range(3 * clock_module._ISO_MAX)]
+    assert [isoformat(at) for at in instants] == [at.isoformat() for at in instants]
+    assert len(clock_module._ISO) <= clock_module._ISO_MAX
