@@ -188,8 +188,12 @@ def sanitize_untrusted(value: str, max_chars: int) -> str:
 
 
 def _clean(value: str, max_chars: int) -> str:
-    chars = (" " if _is_control(ch) else ch for ch in value)
-    text = " ".join("".join(chars).split())
+    # `isprintable` is false for every control, format and separator character (and for
+    # spaces other than " "): text it passes has nothing to replace, and every turn's session
+    # key and id are such text.
+    if not value.isprintable():
+        value = "".join(" " if _is_control(ch) else ch for ch in value)
+    text = " ".join(value.split())
     if len(text) > max_chars:
         text = text[: max(0, max_chars - 1)].rstrip() + _ELLIPSIS
     return text
