@@ -24,14 +24,19 @@ from sessiongate.core.transcript import ModelContext, build_model_context
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Kept", "KeptContexts", "context_copy", "extended"]
+__all__ = ["INLINE_CONTEXT_ENTRIES", "Kept", "KeptContexts", "context_copy", "extended"]
+
+# Transcripts up to this many entries on the active path build their context on the loop
+# (under a millisecond; `tree.short_model_context`), and only those are kept; longer ones
+# build on a worker thread.
+INLINE_CONTEXT_ENTRIES = 400
 
 # What is kept at once, least recently read going first. Memory goes with entries, not
-# sessions: each session holds at most the short context's entries
-# (`tree.INLINE_CONTEXT_ENTRIES`), as events and as messages, and the budget of entries is
-# what 64 sessions at that length would hold. Most conversations are far shorter, so a gateway
-# with a thousand chats in play keeps them all instead of reading every context afresh.
-KEPT_ENTRIES = 64 * 400
+# sessions: each session holds at most `INLINE_CONTEXT_ENTRIES`, as events and as messages,
+# and the budget of entries is what 64 sessions at that length would hold. Most conversations
+# are far shorter, so a gateway with a thousand chats in play keeps them all instead of
+# reading every context afresh.
+KEPT_ENTRIES = 64 * INLINE_CONTEXT_ENTRIES
 KEPT_SESSIONS = 4096
 
 

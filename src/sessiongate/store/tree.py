@@ -24,7 +24,13 @@ from sessiongate.errors import (
     SessionNotFoundError,
 )
 from sessiongate.store.changes import Change, ChangeKind
-from sessiongate.store.kept_contexts import Kept, KeptContexts, context_copy, extended
+from sessiongate.store.kept_contexts import (
+    INLINE_CONTEXT_ENTRIES,
+    Kept,
+    KeptContexts,
+    context_copy,
+    extended,
+)
 from sessiongate.store.records import iso_from_us, to_us
 
 if TYPE_CHECKING:
@@ -39,10 +45,6 @@ if TYPE_CHECKING:
     from sessiongate.store.records import SessionRow
 
 __all__ = ["INLINE_CONTEXT_ENTRIES", "ContextView", "TreeOps"]
-
-# Transcripts up to this many entries on the active path build their context on the loop
-# (under a millisecond; `short_model_context`); longer ones on a worker thread.
-INLINE_CONTEXT_ENTRIES = 400
 
 # Headlines look this far up a tip's path for the user message that names the branch.
 _HEADLINE_LOOKUP = 32
