@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
 
 __all__ = ["PipelineCursor", "Wire"]
 
@@ -32,7 +35,46 @@ log = logging.getLogger(__name__)
 
 
 class PipelineCursor(psycopg.Cursor[Any]):
-    """A cursor whose `rowcount` is its statement's even before the pipeline was read."""
+    """A cursor whose `rowcount` is its statement's even before the pipeline was read, and
+    whose statements in pipeline mode wait in the client's buffer until one is read.
+
+    psycopg sends each statement of a pipeline as it is queued: a `poll` and a `send` of
+    its own, and on the server a wake-up of its own. Here a statement only goes into
+    libpq's output buffer; the next read (`fetchone`, `rowcount`) or sync flushes them all
+    in one write, which asks the server for the same answers in the same order.
+    """
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Self:
+        if self._conn._pipeline is None:
+            return super().execute(query, params, prepare=prepare, binary=binary)
+        with self._conn.lock:
+            self._conn.wait(self._queue_gen(query, params, prepare, binary))
+        return self
+
+    def _queue_gen(
+        self, query: Any, params: Any, prepare: bool | None, binary: bool | None
+    ) -> Generator[Any, Any, None]:
+        """psycopg's `_execute_gen` in pipeline mode, with the queued commands (the
+        statement, and any `Close` of a statement psycopg evicts) written to libpq's buffer
+        instead of sent one by one: the read or sync after them sends them, and psycopg's
+        own queue is left empty, as its reads expect."""
+        yield from self._start_query(query)
+        pgq = self._convert_query(query, params)
+        yield from self._maybe_prepare_gen(pgq, prepare=prepare, binary=binary)
+        self._last_query = query
+        yield from self._conn._prepared.maintain_gen(self._conn)
+        pipeline = self._conn._pipeline
+        assert pipeline is not None
+        commands = pipeline.command_queue
+        while commands:
+            commands.popleft()()
 
     @property
     def rowcount(self) -> int:
