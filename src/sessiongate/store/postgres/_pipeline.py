@@ -1,10 +1,11 @@
 """The writer's transactions in psycopg's pipeline mode: fewer round trips, the same results.
 
 Outside pipeline mode every statement is a round trip: send, wait, read. Inside it, a
-statement is queued and sent at once, and the client waits only when it reads a result
-(`fetchone`, `rowcount`), collecting the answers of everything queued before it in the same
-wait. So `BEGIN`, `SAVEPOINT`, `RELEASE` and writes whose result nobody reads ride along with
-the next statement that is read, and `COMMIT` with the final sync.
+statement is queued in the client's buffer (`PipelineCursor`), and the client sends and waits
+only when it reads a result (`fetchone`, `rowcount`), collecting the answers of everything
+queued before it in the same wait. So `BEGIN`, `SAVEPOINT`, `RELEASE` and writes whose
+result nobody reads ride along with the next statement that is read, and `COMMIT` with the
+final sync.
 
 What must not change is where an error appears. A queued write's error arrives with the next
 wait, possibly in a later statement; the nested store calls catch some errors (an entry the
@@ -38,10 +39,10 @@ class PipelineCursor(psycopg.Cursor[Any]):
     """A cursor whose `rowcount` is its statement's even before the pipeline was read, and
     whose statements in pipeline mode wait in the client's buffer until one is read.
 
-    psycopg sends each statement of a pipeline as it is queued: a `poll` and a `send` of
-    its own, and on the server a wake-up of its own. Here a statement only goes into
-    libpq's output buffer; the next read (`fetchone`, `rowcount`) or sync flushes them all
-    in one write, which asks the server for the same answers in the same order.
+    psycopg sends each statement of a pipeline as it is queued, with two `poll`s and a
+    `send` of its own, and the server wakes for each. Here a statement only goes into
+    libpq's output buffer, and the next read (`fetchone`, `rowcount`) or sync sends them all
+    in one write: the same statements in the same order, so the same answers.
     """
 
     def execute(
