@@ -53,14 +53,20 @@ class PipelineCursor(psycopg.Cursor[Any]):
         prepare: bool | None = None,
         binary: bool | None = None,
     ) -> Self:
-        if self._conn._pipeline is None:
+        pipeline = self._conn._pipeline
+        if pipeline is None:
             return super().execute(query, params, prepare=prepare, binary=binary)
         with self._conn.lock:
-            self._conn.wait(self._queue_gen(query, params, prepare, binary))
+            self._conn.wait(self._queue_gen(pipeline, query, params, prepare, binary))
         return self
 
     def _queue_gen(
-        self, query: Any, params: Any, prepare: bool | None, binary: bool | None
+        self,
+        pipeline: psycopg.Pipeline,
+        query: Any,
+        params: Any,
+        prepare: bool | None,
+        binary: bool | None,
     ) -> Generator[Any, Any, None]:
         """psycopg's `_execute_gen` in pipeline mode, with the queued commands (the
         statement, and any `Close` of a statement psycopg evicts) written to libpq's buffer
@@ -71,8 +77,6 @@ class PipelineCursor(psycopg.Cursor[Any]):
         yield from self._maybe_prepare_gen(pgq, prepare=prepare, binary=binary)
         self._last_query = query
         yield from self._conn._prepared.maintain_gen(self._conn)
-        pipeline = self._conn._pipeline
-        assert pipeline is not None
         commands = pipeline.command_queue
         while commands:
             commands.popleft()()
