@@ -20,6 +20,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from sessiongate.core.jsontext import json_encoder
 from sessiongate.core.keys import KeyParts
 from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
@@ -317,6 +318,10 @@ _META_SET = (
 )
 
 
+# `jsonb`'s own spacing, from one reused encoder (`json.dumps` with options builds one a call).
+_JSONB_TEXT = json_encoder()
+
+
 def _jsonb_order(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _jsonb_order(value[k]) for k in sorted(value, key=_jsonb_key)}
@@ -337,14 +342,13 @@ def _tail_params(
 
 
 def _route_data(entry: SessionEntry) -> str:
-    """The route's JSON, told to the decoded entries as `jsonb` gives it back (keys by length,
-    then bytes; `", "` and `": "`), so the next read of it is not decoded again. A text that
-    comes back otherwise (a float's digits) is simply decoded."""
-    data = entry.to_dict(compact=True)
-    remember_entry(
-        json.dumps(_jsonb_order(data), ensure_ascii=False, separators=(", ", ": ")), entry
-    )
-    return dumps(data)
+    """The route's JSON as `jsonb` gives it back (keys by length, then bytes; `", "` and
+    `": "`), told to the decoded entries so the next read of it is not decoded again, and
+    sent as it is: `jsonb` takes any order and spacing. A text that comes back otherwise (a
+    float's digits) is simply decoded."""
+    text = _JSONB_TEXT(_jsonb_order(entry.to_dict(compact=True)))
+    remember_entry(text, entry)
+    return text
 
 
 def _seen_data(entry: SessionEntry) -> str:
