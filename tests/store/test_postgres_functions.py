@@ -7,7 +7,7 @@ import pytest
 
 from sessiongate.store.postgres.database import PostgresDatabase
 
-# The epoch, either side of it, a turn of 2026 and one of 2200, to the microsecond.
+# The epoch, either side of it, a moment of 2025 and one of 2200, to the microsecond.
 VALUES = [0, 1, -1, 1_764_700_000_123_456, 7_258_118_400_654_321]
 
 

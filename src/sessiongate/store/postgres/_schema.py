@@ -2,10 +2,10 @@
 
 The tables are SQLite's (`sqlite/_schema.py`) in PostgreSQL's types: times are `timestamptz`
 and JSON is `jsonb`. Values cross the storage seam as integer microseconds and JSON text, so
-`sg_ts` and `sg_us` convert exactly at the statement (both are inlined by the planner, since
-migration 8), and
-full-text search is a generated `tsvector` column with a GIN index instead of FTS5's side
-table: it is written in the same transaction as its row, so it can never go stale.
+`sg_ts` and `sg_us` convert exactly at the statement (both inlined by the planner since
+migration 8), and full-text search is a generated `tsvector` column with a GIN index instead
+of FTS5's side table: it is written in the same transaction as its row, so it can never go
+stale.
 """
 
 from __future__ import annotations
