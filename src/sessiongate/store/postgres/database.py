@@ -27,6 +27,7 @@ from sessiongate.errors import (
 from sessiongate.store.changes import told
 from sessiongate.store.postgres import copy
 from sessiongate.store.postgres._errors import store_error, translate_errors
+from sessiongate.store.postgres._link import with_link_checks
 from sessiongate.store.postgres._pipeline import PipelineCursor, Wire
 from sessiongate.store.postgres._schema import MIGRATIONS
 from sessiongate.store.postgres.tx import PostgresTx
@@ -74,7 +75,10 @@ def _connect(
         # Autocommit: transactions are explicit (`BEGIN` … `COMMIT`), as on SQLite, so a
         # read never leaves a transaction open between calls (it would hold back vacuum).
         conn = psycopg.connect(
-            url, autocommit=True, connect_timeout=10, cursor_factory=PipelineCursor
+            with_link_checks(url),
+            autocommit=True,
+            connect_timeout=10,
+            cursor_factory=PipelineCursor,
         )
     except psycopg.Error as exc:
         raise StoreUnavailableError(
@@ -128,7 +132,7 @@ class PostgresDatabase:
         self.on_commit: Callable[[list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
         self._readers: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url,
+            with_link_checks(url),
             min_size=0,
             max_size=READER_POOL_SIZE,
             kwargs={

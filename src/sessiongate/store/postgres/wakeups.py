@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from sessiongate.store.postgres import leases
+from sessiongate.store.postgres._link import with_link_checks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,7 +67,9 @@ class Wakeups:
         delay = _RETRY_FIRST_SECONDS
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(
+                    with_link_checks(self._url), autocommit=True, connect_timeout=5
+                ) as conn:
                     if failed:
                         log.info("wake-up hints are back")
                     failed = False
