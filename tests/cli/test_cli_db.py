@@ -55,6 +55,16 @@ def test_an_unreachable_server_is_one_line_and_exit_1(tmp_path, sg, env):
     assert "Traceback" not in result.stderr
 
 
+def test_a_url_too_malformed_to_split_is_one_line_without_its_password(tmp_path, sg, env):
+    # An unclosed IPv6 bracket: libpq refuses it, quoting it whole, and Python cannot split it.
+    url = "postgresql://nobody:s3cret@[::1/none"
+    result = sg("db", "status", "--home", str(tmp_path), env=env(SESSIONGATE_STORE__URL=url))
+    assert result.returncode == 1
+    assert "cannot connect to postgresql://nobody:***@[::1/none" in result.stderr
+    assert "s3cret" not in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("url", ["mysql://x", "sqlite:///", "sqlite://relative"])
 def test_a_store_url_of_no_known_kind_is_a_config_error(tmp_path, url, sg, env):
     result = sg("db", "status", "--home", str(tmp_path), env=env(SESSIONGATE_STORE__URL=url))

@@ -109,13 +109,15 @@ def server_problem(url: str) -> str | None:
         import psycopg
     except ImportError:
         return "psycopg is not installed: pip install 'sessiongate[postgres]'"
-    from sessiongate.store.postgres.database import redact_url
+    from sessiongate.store.postgres.database import redact_url, redacted_error
 
     try:
         with psycopg.connect(url, connect_timeout=5) as conn:
             conn.execute("SELECT 1")
     except psycopg.Error as exc:
-        return f"no PostgreSQL server answers at {redact_url(url)}: {str(exc).strip()[:200]}"
+        return (
+            f"no PostgreSQL server answers at {redact_url(url)}: {redacted_error(exc, url)[:200]}"
+        )
     return None
 
 

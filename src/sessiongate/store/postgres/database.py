@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,14 @@ if TYPE_CHECKING:
 
     from sessiongate.store.copy import TableSpec
 
-__all__ = ["PostgresDatabase", "describe", "migration_status", "redact_url", "upgrade"]
+__all__ = [
+    "PostgresDatabase",
+    "describe",
+    "migration_status",
+    "redact_url",
+    "redacted_error",
+    "upgrade",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,21 +90,36 @@ def _connect(
         )
     except psycopg.Error as exc:
         raise StoreUnavailableError(
-            f"cannot connect to {redact_url(url)}: {str(exc).strip()}"
+            f"cannot connect to {redact_url(url)}: {redacted_error(exc, url)}"
         ) from exc
     conn.prepare_threshold = prepare_threshold
     return conn
 
 
+# `user:password@` at the start of a URL's authority, for a URL too malformed to split.
+_USERINFO_PASSWORD = re.compile(r"^([^:/?#]*://[^:/?#@]*:)[^/?#]*@")
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its password, for messages and logs; it never raises, since the URL
+    it is asked for is often the one that could not be used (an unclosed `[` of an IPv6
+    host)."""
     from urllib.parse import urlsplit, urlunsplit
 
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return _USERINFO_PASSWORD.sub(r"\1***@", url)
+    if password is None:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    netloc = parts.netloc.replace(f":{password}@", ":***@")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def redacted_error(exc: Exception, url: str) -> str:
+    """`exc`'s message with `url` in it redacted: libpq quotes a URL it cannot parse whole."""
+    return str(exc).strip().replace(url, redact_url(url))
 
 
 class PostgresDatabase:
