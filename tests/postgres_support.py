@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import uuid
 from urllib.parse import quote
 
@@ -39,6 +40,16 @@ def server_problem() -> str | None:
     except psycopg.Error:
         return HOW_TO
     return None
+
+
+def wait_for(predicate, *, attempts: int = 1000) -> bool:
+    """Whether `predicate` came true within `attempts` tries 10 ms apart: a hang guard for a
+    connection a thread opens, not a timing assertion."""
+    for _ in range(attempts):
+        if predicate():
+            return True
+        threading.Event().wait(0.01)
+    return False
 
 
 def with_schema(url: str, schema: str) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 
 import pytest
 
+from postgres_support import wait_for
 from sessiongate.store.postgres.database import PostgresDatabase
 from sessiongate.store.postgres.wakeups import Wakeups
 
@@ -51,23 +51,12 @@ def _server_sockets() -> dict[tuple[str, int], dict[str, int]]:
 
 @pytest.fixture
 def tcp_url(pg_schema):
-    import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     host = conninfo_to_dict(pg_schema.url).get("host") or ""
     if not host or host.startswith("/"):
         pytest.skip("the test server is reached over a Unix socket: no TCP options to check")
-    with psycopg.connect(pg_schema.url):
-        pass
     return pg_schema.url
-
-
-def _wait_for(predicate) -> None:
-    for _ in range(500):  # a hang guard: the link's thread connects in a moment
-        if predicate():
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError("never happened")
 
 
 def test_the_writer_the_readers_and_the_wakeups_check_their_link(tcp_url):
@@ -78,7 +67,7 @@ def test_the_writer_the_readers_and_the_wakeups_check_their_link(tcp_url):
         with database.snapshot():
             pass
         link.listen("instance-a")
-        _wait_for(lambda: len(_server_sockets().keys() - before.keys()) >= 3)
+        assert wait_for(lambda: len(_server_sockets().keys() - before.keys()) >= 3)
         opened = {k: v for k, v in _server_sockets().items() if k not in before}
         assert len(opened) >= 3  # the writer, a reader, the wakeups' connection
         assert all(options == DEFAULTS for options in opened.values()), opened

@@ -11,12 +11,11 @@ lock after a restart for a process gone.
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
 
-from postgres_support import with_schema
+from postgres_support import wait_for, with_schema
 from sessiongate import GatewayConfig, SessionSource, SessionStore
 from sessiongate.errors import StoreUnavailableError
 from sessiongate.store.ownership import Ownership
@@ -87,14 +86,6 @@ def test_a_snapshot_read_after_a_restart_does_not_fail_on_a_dead_pooled_connecti
         assert tx.conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def _wait_for(predicate, *, attempts: int = 1000) -> bool:
-    for _ in range(attempts):  # a hang guard, not a timing assertion
-        if predicate():
-            return True
-        threading.Event().wait(0.01)
-    return False
-
-
 def test_the_listener_listens_again_and_takes_its_liveness_lock_again(open_store, private_cluster):
     sa, sb = open_store("a"), open_store("b")
     a = Ownership(sa.database, instance_id="a")  # type: ignore[arg-type]
@@ -106,12 +97,12 @@ def test_the_listener_listens_again_and_takes_its_liveness_lock_again(open_store
     link.listen("a")
     try:
         assert a.claim("lane") is not None
-        assert _wait_for(lambda: b.nudge("lane") and "lane" in heard)
+        assert wait_for(lambda: b.nudge("lane") and "lane" in heard)
         private_cluster.restart()
         heard.clear()
         _first_call_after_a_restart(lambda: b.nudge("lane"))
         # A hint sent while the listener was away is gone; one sent once it is back arrives.
-        assert _wait_for(lambda: b.nudge("lane") and "lane" in heard)
+        assert wait_for(lambda: b.nudge("lane") and "lane" in heard)
         with sb.database.read() as tx:
             (locks,) = tx.conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
