@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from sessiongate.api.http_protocol import BoundedHttpToolsProtocol
+
 if TYPE_CHECKING:
     import socket
     from collections.abc import Awaitable, Callable, Generator
@@ -153,6 +155,10 @@ def build_server(
     the uploads still arriving are dropped (the app's `state.uploads`, set by `create_app`),
     and before uvicorn waits `graceful_timeout` for the open requests.
 
+    The protocol is httptools with h11's bounds (`api/http_protocol.py`), named rather than
+    left to uvicorn's "auto", which takes whichever parser happens to be installed: the two
+    answer malformed requests differently, and the tests run the one that serves.
+
     Logging is left to the caller's configuration (`sessiongate.logs`), and uvicorn's access
     log is off: request counts are in `/metrics`. `freeze_heap` is for a process the server
     owns (see the module docstring); an embedding process keeps its garbage collector as is.
@@ -165,7 +171,7 @@ def build_server(
         access_log=False,
         lifespan="off",
         timeout_graceful_shutdown=max(1, round(graceful_timeout)),
-        **uvicorn_options,
+        **{"http": BoundedHttpToolsProtocol, **uvicorn_options},
     )
     return GatewayServer(
         config,
