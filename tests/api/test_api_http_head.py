@@ -24,6 +24,8 @@ REFUSED = {
     "a folded header": b"GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: a\r\n  b\r\n\r\n",
     "bare line feeds": b"GET /healthz HTTP/1.1\nHost: a\n\n",
     "HTTP/9.9": b"GET /healthz HTTP/9.9\r\nHost: a\r\n\r\n",
+    # A method HTTP defines but the route does not take is the app's JSON 405.
+    "a method HTTP does not define": b"BREW /healthz HTTP/1.1\r\nHost: a\r\n\r\n",
     "HTTP/1.1 without Host": b"GET /healthz HTTP/1.1\r\n\r\n",
     "a length that is not a number": (
         b"POST /v1/messages HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n"
