@@ -110,6 +110,30 @@ async def test_pipelined_requests_are_each_answered(server):
             assert (await read_response(reader)).status == 200
 
 
+async def test_a_bad_head_behind_pipelined_requests_waits_for_their_replies(server, store):
+    # Were the 400 written as soon as the garbage is parsed, it would close the connection
+    # under the first two responses: their messages stored and replied to, the client told
+    # nothing but "invalid request".
+    body = json.dumps({"chat_id": "pipelined", "text": "hi"}).encode()
+    message = request_head(
+        "POST",
+        "/v1/messages",
+        {"Content-Type": "application/json", "Content-Length": str(len(body))},
+    )
+    async with raw_connection(*server.bound) as (reader, writer):
+        writer.write(message + body + request_head("GET", "/healthz") + REFUSED["not HTTP"])
+        replied = await read_response(reader)
+        assert replied.status == 200, replied.body
+        assert replied.json()["reply"] == "echo: hi"
+        assert (await read_response(reader)).status == 200
+        refused = await read_response(reader)
+        assert refused.status == 400
+        assert refused.headers["connection"] == "close"
+        async with asyncio.timeout(GUARD_SECONDS):
+            assert await reader.read() == b""
+    assert [s.session_key for s in store.list_sessions()] == ["agent:main:api:dm:pipelined"]
+
+
 async def test_a_chunked_body_and_one_after_100_continue_are_read(server, store):
     chunked = request_head(
         "POST",

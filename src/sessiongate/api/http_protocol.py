@@ -5,9 +5,11 @@ httptools (llhttp) parses a request's head in C, about a tenth faster to a strea
 first byte than h11 (docs/PERFORMANCE.md). uvicorn's protocol around it keeps every header a
 client sends, without limit: 200 KB of one header, or 20,000 of them, were answered 200 where
 h11 answers 400, so a client could make the gateway hold a head of any size. It also answered
-an HTTP/1.1 request without `Host`, which RFC 9112 §3.2 says is a 400. This class restores
-both. A refused head gets uvicorn's own answer to a malformed request: 400, text, connection
-closed.
+an HTTP/1.1 request without `Host`, which RFC 9112 §3.2 says is a 400. And a head that failed
+to parse behind pipelined requests still being answered had its 400 written at once, closing
+the connection under their responses: a message committed and replied to reached its client
+as nothing but that 400. This class restores all three to h11's behaviour. A refused head
+gets uvicorn's own answer to a malformed request: 400, text, connection closed.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ class HeadRefused(Exception):
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _head_bytes = 0
+    # Between a message's first byte and the end of its headers: a parse error then belongs
+    # to a request no cycle owns yet, and the requests before it can still be answered.
+    _in_head = False
+    _refusal: str | None = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes = 0
+        self._in_head = True
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
@@ -44,7 +51,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             name == b"host" for name, _ in self.headers
         ):
             raise HeadRefused("an HTTP/1.1 request without Host")
+        self._in_head = False
         super().on_headers_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        # `cycle` is None until a connection's first head is complete.
+        if self._in_head and not getattr(self.cycle, "response_complete", True):
+            self._refusal = msg  # answered once the responses before it are complete
+            self.flow.pause_reading()
+            return
+        super().send_400_response(msg)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # The latest cycle is the last one queued: once it is complete, every one is.
+        if self._refusal is not None and self.cycle.response_complete:
+            refusal, self._refusal = self._refusal, None
+            self.send_400_response(refusal)
 
     def _count(self, size: int) -> None:
         self._head_bytes += size
