@@ -33,6 +33,7 @@ __all__ = [
     "DiscordConfig",
     "EchoAgentConfig",
     "EchoAgentSpec",
+    "EntryAgentSpec",
     "FeedConfig",
     "GatewayConfig",
     "LogConfig",
@@ -211,7 +212,27 @@ class OpenAIAgentSpec(OpenAIAgentConfig):
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
-AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec, Field(discriminator="kind")]
+ENTRY_KINDS = ("python", "openai-agents", "pydantic-ai", "langgraph")
+EntryKind = Literal["python", "openai-agents", "pydantic-ai", "langgraph"]
+
+
+class EntryAgentSpec(_Model):
+    """An agent of `agents` built by your own code: `entry` names an object or a factory."""
+
+    kind: EntryKind = Field(
+        description="`python`: any object below, recognised by type; `openai-agents`: an "
+        "OpenAI Agents SDK `Agent`; `pydantic-ai`: a pydantic-ai `Agent`; `langgraph`: a "
+        "compiled LangGraph graph with a `messages` state key."
+    )
+    entry: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+        description="`module:attribute` of the object, or of a function that returns one "
+        "(called once per session, with no arguments or with the session key).",
+    )
+    context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
+
+
+AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec, Field(discriminator="kind")]
 
 
 class BindingConfig(_Model):
@@ -620,7 +641,7 @@ class GatewayConfig(_Model):
         """Every configured agent: `main` first."""
         return [DEFAULT_AGENT, *sorted(set(self.agents) - {DEFAULT_AGENT})]
 
-    def agent_spec(self, agent_id: str) -> EchoAgentSpec | OpenAIAgentSpec:
+    def agent_spec(self, agent_id: str) -> EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec:
         """The settings of agent `agent_id` (`main` from the `agent:` section unless
         `agents.main` is given); `KeyError` for an agent that is not configured."""
         if agent_id in self.agents:
