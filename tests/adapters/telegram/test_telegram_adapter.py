@@ -48,8 +48,11 @@ class Gateway:
     def __init__(self, tmp_path: Path, clock, url: str, stub: tg.BotApiStub, **settings: Any):
         section = {"token": stub.token, "base_url": url, "poll_timeout_seconds": 1}
         section["allow_from"] = ["*"]
+        shared = settings.pop("group_sessions_per_user", True)
         section.update(settings)
-        self.config = GatewayConfig(platforms={"telegram": section})
+        self.config = GatewayConfig(
+            platforms={"telegram": section}, group_sessions_per_user=shared
+        )
         self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
         platform = self.config.platforms["telegram"]
         assert isinstance(platform, TelegramConfig)
@@ -166,7 +169,8 @@ async def test_a_refused_token_fails_the_start_without_retrying(tmp_path, clock,
 
 async def test_the_first_message_of_a_new_topic_forks_the_group_session(tmp_path, clock, stub):
     bot_api, url = stub
-    gateway = Gateway(tmp_path, clock, url, bot_api)
+    # A shared group lane: everyone in the topic has seen what it holds, so it may be forked.
+    gateway = Gateway(tmp_path, clock, url, bot_api, group_sessions_per_user=False)
     await gateway.runner.start()
     try:
         group = -1001

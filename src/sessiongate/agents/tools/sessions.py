@@ -8,7 +8,9 @@ one that does not exist, so a tool never confirms that someone else's conversati
 `sessions_spawn` forks a sub-agent session by the spec's automatic parent fork policy: the
 parent's active branch, or an isolated start when that branch is larger than the child model's
 usable input capacity (`session_tools.context_windows`, else the 100K cap); the task runs as
-the child's first turn and its reply comes back as the tool's result.
+the child's first turn and its reply comes back as the tool's result. The child is a fork key
+of the caller's lane, so it has the caller's readers and `core.fork_policy` allows the copy
+(the store's `fork_session` applies that rule to every fork).
 """
 
 from __future__ import annotations
