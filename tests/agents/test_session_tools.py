@@ -10,7 +10,9 @@ from fake_openai import Call, Calls, Reply
 from sessiongate.agents import OpenAIAgent, TurnRequest
 from sessiongate.agents.tools.sessions import is_visible
 from sessiongate.core.config import OpenAIAgentConfig
+from sessiongate.core.source import SessionSource
 from sessiongate.core.turn_events import ToolResult
+from sessiongate.gateway import MessageEvent
 
 
 def test_visibility_rules() -> None:
@@ -197,3 +199,52 @@ async def test_spawn_of_an_unlisted_model_falls_back_to_the_100k_cap(make_gatewa
     await gw.say("alice", "spawn")
     [spawned] = gw.tool_results(3)
     assert spawned["isolated_context"] is True
+
+
+SECRET = "INCOGNITO-SECRET-7f3a"
+
+
+async def test_no_tool_reads_or_copies_an_incognito_session_and_nothing_reaches_the_disk(
+    make_gateway,
+) -> None:
+    gw = await make_gateway(session_tools={"visibility": "agent"})
+    await gw.say("alice", "ordinary words")
+    incognito = gw.store.create_incognito_session(
+        SessionSource(platform="api", chat_id="alice", user_id="alice")
+    )
+    key = incognito.session_key
+    assert key.startswith(f"{gw.key('alice')}:%f")  # looks like a fork of her session
+    # The incognito session's own model tries to send its text into her ordinary session.
+    gw.server.script(
+        Calls([Call("sessions_send", json.dumps({"session_key": gw.key("alice"), "text": SECRET}))]),
+        Reply("tried"),
+    )
+    event = MessageEvent(source=incognito.origin, text=SECRET, session_key=key)
+    assert (await gw.runner.handle_message(event)).reply == "tried"
+    [refused_send] = gw.tool_results(2)
+    assert "incognito" in refused_send["error"]
+    # Her ordinary session's model tries every tool on the incognito session.
+    gw.server.script(
+        Calls(
+            [
+                Call("sessions_list"),
+                Call("sessions_history", json.dumps({"session_key": key})),
+                Call("sessions_search", json.dumps({"query": "INCOGNITO"})),
+                Call("sessions_send", json.dumps({"session_key": key, "text": "hi"})),
+            ]
+        ),
+        Reply("done"),
+    )
+    assert (await gw.say("alice", "read my incognito chat")).reply == "done"
+    listed, history, found, sent = gw.tool_results(4)
+    assert key not in json.dumps(listed)
+    assert "may see" in history["error"]
+    assert SECRET not in json.dumps(found)
+    assert key not in {hit["session_key"] for hit in found}
+    assert "may see" in sent["error"]
+    await gw.runner.wait_idle()
+    gw.store.flush_mirror()
+    home = gw.runner.home
+    scanned = [p for p in home.rglob("*") if p.is_file()]
+    assert any(p.name == "state.db" for p in scanned)
+    assert [p for p in scanned if SECRET.encode() in p.read_bytes()] == []

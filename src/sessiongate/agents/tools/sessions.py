@@ -5,6 +5,11 @@ Off unless named in `agent.openai.tools`. What they may see is `session_tools.vi
 session of its agent namespace, `all` everything. A session outside that is answered exactly like
 one that does not exist, so a tool never confirms that someone else's conversation is there.
 
+Incognito sessions are outside every visibility: their keys look like forks of the person's
+ordinary session (`<key>:%f<hex>`), but no tool lists, reads, searches or sends to them, and an
+incognito session's tools never send into another session, so nothing of one is copied into a
+persistent transcript (a tool result is stored with the calling turn).
+
 `sessions_spawn` forks a sub-agent session by the spec's automatic parent fork policy: the
 parent's active branch, or an isolated start when that branch is larger than the child model's
 usable input capacity (`session_tools.context_windows`, else the 100K cap); the task runs as
@@ -73,10 +78,17 @@ def _host(context: ToolContext) -> AgentHost:
     return context.host
 
 
+def _may_see(context: ToolContext, host: AgentHost, session_key: str) -> bool:
+    """`is_visible`, and never an incognito session (held in memory only, by design)."""
+    visibility = context.settings.visibility
+    return is_visible(
+        session_key, caller=context.session_key, visibility=visibility
+    ) and not host.store.is_incognito(session_key)
+
+
 def _entry(context: ToolContext, session_key: str) -> SessionEntry:
     host = _host(context)
-    visibility = context.settings.visibility
-    if not is_visible(session_key, caller=context.session_key, visibility=visibility):
+    if not _may_see(context, host, session_key):
         raise _NotVisibleError(session_key)
     entry = host.store.get_session(session_key)
     if entry is None:
@@ -104,11 +116,10 @@ async def sessions_list(context: ToolContext, limit: int = 20) -> list[dict[str,
         limit: the most sessions to return (1 to 200)
     """
     host = _host(context)
-    visibility = context.settings.visibility
     entries = [
         entry
         for entry in host.store.list_sessions()
-        if is_visible(entry.session_key, caller=context.session_key, visibility=visibility)
+        if _may_see(context, host, entry.session_key)
     ]
     return [_row(entry) for entry in entries[: max(1, min(limit, 200))]]
 
@@ -178,6 +189,8 @@ async def sessions_send(context: ToolContext, session_key: str, text: str) -> di
         raise ValueError("this is the calling session: answer in your reply instead")
     if not text.strip():
         raise ValueError("the text is empty")
+    if _host(context).store.is_incognito(context.session_key):
+        raise ValueError("an incognito session cannot send into another session")
     entry = _entry(context, session_key)
     source = entry.origin or _api_source(session_key, entry)
     event = MessageEvent(
