@@ -216,7 +216,9 @@ async def test_no_tool_reads_or_copies_an_incognito_session_and_nothing_reaches_
     assert key.startswith(f"{gw.key('alice')}:%f")  # looks like a fork of her session
     # The incognito session's own model tries to send its text into her ordinary session.
     gw.server.script(
-        Calls([Call("sessions_send", json.dumps({"session_key": gw.key("alice"), "text": SECRET}))]),
+        Calls(
+            [Call("sessions_send", json.dumps({"session_key": gw.key("alice"), "text": SECRET}))]
+        ),
         Reply("tried"),
     )
     event = MessageEvent(source=incognito.origin, text=SECRET, session_key=key)

@@ -52,9 +52,7 @@ class Gateway:
         heartbeat_timeout = settings.pop("heartbeat_timeout", 60.0)
         shared = settings.pop("group_sessions_per_user", True)
         section.update(settings)
-        self.config = GatewayConfig(
-            platforms={"discord": section}, group_sessions_per_user=shared
-        )
+        self.config = GatewayConfig(platforms={"discord": section}, group_sessions_per_user=shared)
         self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
         platform = self.config.platforms["discord"]
         assert isinstance(platform, DiscordConfig)
@@ -213,9 +211,7 @@ async def test_the_first_message_of_a_thread_forks_the_channel_session(tmp_path,
         await gateway.close()
 
 
-async def test_a_shared_thread_under_a_per_user_channel_lane_starts_isolated(
-    tmp_path, clock, stub
-):
+async def test_a_shared_thread_under_a_per_user_channel_lane_starts_isolated(tmp_path, clock, stub):
     api, url = stub
     gateway = Gateway(tmp_path, clock, api, url)  # the defaults: per-user channel lanes
     await gateway.start(api)

@@ -50,9 +50,7 @@ class Gateway:
         section["allow_from"] = ["*"]
         shared = settings.pop("group_sessions_per_user", True)
         section.update(settings)
-        self.config = GatewayConfig(
-            platforms={"telegram": section}, group_sessions_per_user=shared
-        )
+        self.config = GatewayConfig(platforms={"telegram": section}, group_sessions_per_user=shared)
         self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
         platform = self.config.platforms["telegram"]
         assert isinstance(platform, TelegramConfig)

@@ -117,9 +117,7 @@ async def sessions_list(context: ToolContext, limit: int = 20) -> list[dict[str,
     """
     host = _host(context)
     entries = [
-        entry
-        for entry in host.store.list_sessions()
-        if _may_see(context, host, entry.session_key)
+        entry for entry in host.store.list_sessions() if _may_see(context, host, entry.session_key)
     ]
     return [_row(entry) for entry in entries[: max(1, min(limit, 200))]]
 
