@@ -250,3 +250,21 @@ async def test_no_tool_reads_or_copies_an_incognito_session_and_nothing_reaches_
     scanned = [p for p in home.rglob("*") if p.is_file()]
     assert any(p.name == "state.db" for p in scanned)
     assert [p for p in scanned if SECRET.encode() in p.read_bytes()] == []
+
+
+async def test_search_finds_the_callers_own_hit_under_sixty_better_ones(make_gateway) -> None:
+    gw = await make_gateway()
+    other = gw.store.get_or_create_session(SessionSource(platform="api", chat_id="carol"))
+    gw.store.append_messages(
+        other.session_id,
+        [{"role": "user", "content": "budget budget budget budget"} for _ in range(60)],
+    )
+    await gw.say("bob", "the budget is due friday")
+    gw.server.script(
+        Calls([Call("sessions_search", json.dumps({"query": "budget", "limit": 3}))]),
+        Reply("found"),
+    )
+    await gw.say("bob", "search")
+    [found] = gw.tool_results(2)
+    assert found
+    assert {hit["session_key"] for hit in found} == {gw.key("bob")}

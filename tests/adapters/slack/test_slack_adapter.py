@@ -257,7 +257,7 @@ async def test_the_watchdog_rebuilds_a_socket_that_stays_down(tmp_path, clock, s
 async def test_a_shared_thread_never_holds_what_was_said_in_one_persons_lane(events, clock):
     """The defaults (per-user channel lanes, shared threads): an operator's note in Alice's
     lane must not reach the thread Alice opens and Bob joins, nor its model context."""
-    stub, base, gateway = events
+    _, base, gateway = events
     root = "1767225600.000100"
     note = "OPERATOR NOTE: alice is on a performance plan"
     async with httpx.AsyncClient(base_url=base) as client:

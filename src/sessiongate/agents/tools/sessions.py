@@ -166,14 +166,20 @@ async def sessions_search(
     host = _host(context)
     visibility = context.settings.visibility
     wanted = max(1, min(limit, 50))
-    # Hits outside the visible sessions are dropped after the search, so ask for more.
-    hits = host.store.search(query, limit=wanted * 10 if visibility != "all" else wanted)
-    visible = [
+    caller = context.session_key
+    # The visible set is part of the query, so others' better-ranked hits never crowd out the
+    # caller's own; the check after it is a second guard, never the filter.
+    hits, _ = host.store.search_detailed(
+        query,
+        limit=wanted,
+        key_prefix=f"{_namespace(caller)}:" if visibility == "agent" else None,
+        tree_of=caller if visibility == "tree" else None,
+    )
+    return [
         {**hit, "snippet": _text(hit.get("snippet"))}
         for hit in hits
-        if is_visible(hit["session_key"], caller=context.session_key, visibility=visibility)
+        if _may_see(context, host, hit["session_key"])
     ]
-    return visible[:wanted]
 
 
 async def sessions_send(context: ToolContext, session_key: str, text: str) -> dict[str, Any]:
