@@ -189,8 +189,8 @@ _SYSTEM_PROMPT_FILE_DESCRIPTION = (
     "file's folder), read once at start; it must exist."
 )
 _MODELS_DESCRIPTION = (
-    "The models a session may choose with `/model <name>` (the agent's own `model` is always "
-    "allowed); unset or empty means `/model` only shows the current model."
+    "The models a session may choose with `/model <name>`, besides the agent's own `model` "
+    "(always allowed; `/model default` goes back to it). Empty: only the agent's own model."
 )
 
 
