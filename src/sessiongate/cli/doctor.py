@@ -201,7 +201,11 @@ def doctor(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Check the database, the search index and sessions.json; exit 1 if a problem remains."""
+    """Check the database, the search index and sessions.json; exit 1 if a problem remains.
+
+    The agents row names what answers; it warns (exit code still 0) when OPENAI_API_KEY is
+    set and no agent uses it: the key alone keeps the echo agent.
+    """
     resolved = (home or default_home()).expanduser()
     checks = run_checks(resolved, config_file, repair=repair, full=full)
     healthy = all(c.ok for c in checks)
