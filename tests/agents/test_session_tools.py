@@ -268,3 +268,34 @@ async def test_search_finds_the_callers_own_hit_under_sixty_better_ones(make_gat
     [found] = gw.tool_results(2)
     assert found
     assert {hit["session_key"] for hit in found} == {gw.key("bob")}
+
+
+async def test_a_spawn_or_fork_of_an_incognito_session_stays_in_memory(make_gateway) -> None:
+    gw = await make_gateway()
+    incognito = gw.store.create_incognito_session(
+        SessionSource(platform="api", chat_id="alice", user_id="alice")
+    )
+    key = incognito.session_key
+    gw.server.script(
+        Reply("noted"),
+        Calls([Call("sessions_spawn", json.dumps({"task": "summarise"}))]),
+        Reply("child saw it"),  # the sub-agent's turn
+        Reply("done"),
+    )
+    for text in (SECRET, "ask a helper"):
+        event = MessageEvent(source=incognito.origin, text=text, session_key=key)
+        await gw.runner.handle_message(event)
+    [spawned] = gw.tool_results(3)
+    assert spawned["status"] == "replied"
+    assert gw.store.is_incognito(spawned["session_key"])
+    # The sub-agent saw the incognito conversation: it is in memory with it.
+    assert SECRET in json.dumps(gw.server.requests[2]["body"]["messages"])
+    fork, _ = gw.store.fork_session(key)
+    assert gw.store.is_incognito(fork.session_key)
+    assert SECRET in json.dumps(gw.store.load_transcript(fork.session_id))
+    await gw.runner.wait_idle()
+    gw.store.flush_mirror()
+    found = [
+        p for p in gw.runner.home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()
+    ]
+    assert found == []

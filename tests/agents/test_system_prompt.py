@@ -10,6 +10,7 @@ import pytest
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.agents import build_agent_factory
+from sessiongate.api.rows import context_view
 from sessiongate.config import ConfigError, load_config
 from sessiongate.core.source import SessionSource
 from sessiongate.gateway import GatewayRunner, MessageEvent
@@ -78,6 +79,16 @@ async def test_an_agents_prompt_comes_first_and_a_binding_overrides_it(run_gatew
     assert PERSONAL not in support
     # The session context block follows the instructions, as it did alone before.
     assert "api" in personal[len(PERSONAL) :].lower()
+    # What operators see as the next turn's context says the same.
+    entry = runner.store.get_session("agent:main:api:dm:vip")
+    view = context_view(
+        entry,
+        runner.store.model_context(entry.session_id),
+        runner.store,
+        prompts=runner.system_prompts,
+    )
+    assert view.system_prompt is not None
+    assert view.system_prompt.startswith(SUPPORT + "\n\n")
 
 
 async def test_one_gateway_runs_two_agents_each_with_its_own_prompt(run_gateway, server):
