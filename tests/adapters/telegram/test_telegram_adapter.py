@@ -203,6 +203,34 @@ async def test_the_first_message_of_a_new_topic_forks_the_group_session(tmp_path
         await gateway.close()
 
 
+async def test_a_topic_under_per_user_group_lanes_starts_isolated(tmp_path, clock, stub):
+    bot_api, url = stub
+    gateway = Gateway(tmp_path, clock, url, bot_api)  # the defaults: per-user group lanes
+    await gateway.runner.start()
+    try:
+        group = -1001
+        mention = [{"offset": 0, "length": 7, "type": "mention"}]
+        bot_api.push_message(
+            "@sg_bot remember the word kiwi", chat_id=group, chat_type="supergroup",
+            entities=mention,
+        )  # fmt: skip
+        await asyncio.wait_for(gateway.adapter.wait_events(1), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        topic_chat = {"id": group, "type": "supergroup", "title": "g", "is_forum": True}
+        bot_api.push_message(
+            "@sg_bot what was the word?", chat_id=group, chat_type="supergroup",
+            entities=mention, chat=topic_chat, message_thread_id=55, is_topic_message=True,
+        )  # fmt: skip
+        await asyncio.wait_for(gateway.adapter.wait_events(2), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        thread = next(s for s in gateway.store.list_sessions() if s.origin.thread_id == "55")
+        assert thread.extra.get("fork_refused") is True
+        contents = [m["content"] for m in gateway.store.load_transcript(thread.session_id)]
+        assert not any("kiwi" in str(c) for c in contents)
+    finally:
+        await gateway.close()
+
+
 async def test_a_wedged_poll_is_rebuilt_by_the_watchdog(tmp_path, clock, stub):
     bot_api, url = stub
     bot_api.hang_get_updates = True
