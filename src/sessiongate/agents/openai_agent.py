@@ -25,7 +25,7 @@ from sessiongate.agents._stream import Completion, stream_completion
 from sessiongate.agents._upstream import NOTICES, Failure, backoff_delay, classify
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
 from sessiongate.agents.tools import ToolContext, load_tools
-from sessiongate.agents.tools._calls import ToolLimits, run_tool_calls
+from sessiongate.agents.tools._calls import ToolLimits, repair_tool_calls, run_tool_calls
 from sessiongate.core.turn_events import (
     MessageCompleted,
     StreamRetry,
@@ -158,6 +158,10 @@ class OpenAIAgent:
             if completion.usage is not None:
                 yield completion.usage
             message = completion.message
+            if message.get("tool_calls"):
+                # Stored and sent back as the model meant them, but valid: a bad call is
+                # answered by its own error result, never by failing the turn.
+                message = {**message, "tool_calls": repair_tool_calls(message["tool_calls"])}
             yield MessageCompleted(message)
             messages.append(_to_api_message(message))
             calls = message.get("tool_calls")

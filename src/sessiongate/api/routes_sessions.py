@@ -195,10 +195,10 @@ async def get_transcript(
     responses=errors(400, 401, 404),
     summary="The model context the next turn would get",
 )
-async def get_context(key: KeyDep, store: StoreDep) -> ContextOut:
+async def get_context(key: KeyDep, store: StoreDep, runner: RunnerDep) -> ContextOut:
     entry = require_entry(store, key)
     context = await run_in_threadpool(store.model_context, entry.session_id)
-    return context_view(entry, context, store)
+    return context_view(entry, context, store, prompts=runner.system_prompts)
 
 
 @router.get(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.api.schemas import BranchOut, ContextOut, SessionRow
 from sessiongate.core.bindings import agent_of_key
 from sessiongate.core.context import build_session_context, build_session_context_prompt
+from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -80,13 +81,23 @@ def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
     )
 
 
-def context_view(entry: SessionEntry, context: ModelContext, store: SessionStore) -> ContextOut:
-    """What the next turn from the session's last sender would get."""
+def context_view(
+    entry: SessionEntry,
+    context: ModelContext,
+    store: SessionStore,
+    *,
+    prompts: SystemPrompts | None = None,
+) -> ContextOut:
+    """What the next turn from the session's last sender would get (with the agent's
+    instructions before the session context block when `prompts` is given)."""
     prompt = None
     if entry.origin is not None:
         prompt = build_session_context_prompt(
             build_session_context(entry.origin, store.config, entry)
         )
+        if prompts is not None:
+            instructions = prompts.instructions_for(entry.session_key, entry.origin)
+            prompt = compose_system_prompt(instructions, prompt)
     return ContextOut(
         session_key=entry.session_key,
         session_id=entry.session_id,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,13 +23,13 @@ from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
 from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
+from sessiongate.cli._agent_choice import agents_line
 from sessiongate.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     ConfigOption,
     HomeOption,
     Paths,
-    agent_description,
     agent_factory_for,
     err_console,
     fail,
@@ -64,7 +65,7 @@ def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> s
     return "\n".join(
         [
             f"sessiongate is listening on {url} (home: {paths.home})",
-            f"Agent: {agent_description(config)}",
+            agents_line(config, os.environ),
             "",
             "Send a message and get the agent's reply:",
             f"  curl -s {url}/v1/messages -H 'Content-Type: application/json'{auth} \\",

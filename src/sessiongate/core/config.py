@@ -180,7 +180,53 @@ class OpenAIAgentConfig(_Model):
     session_tools: SessionToolsConfig = Field(default_factory=SessionToolsConfig)
 
 
-class AgentConfig(_Model):
+_SYSTEM_PROMPT_DESCRIPTION = (
+    "The agent's instructions or persona, sent to the model before the session context block "
+    "of every turn. Text; or use `system_prompt_file`, not both."
+)
+_SYSTEM_PROMPT_FILE_DESCRIPTION = (
+    "A UTF-8 text file holding the system prompt (a relative path is read from the config "
+    "file's folder), read once at start; it must exist."
+)
+_MODELS_DESCRIPTION = (
+    "The models a session may choose with `/model <name>`, besides the agent's own `model` "
+    "(always allowed; `/model default` goes back to it). Empty: only the agent's own model."
+)
+
+
+class _Instructions(_Model):
+    """A system prompt given as text or as a file, never both (an agent's, or a binding's)."""
+
+    system_prompt: str | None = Field(None, description=_SYSTEM_PROMPT_DESCRIPTION)
+    system_prompt_file: str | None = Field(None, description=_SYSTEM_PROMPT_FILE_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> _Instructions:
+        if self.system_prompt is not None and self.system_prompt_file is not None:
+            raise ValueError(
+                "system_prompt and system_prompt_file are both set; keep one (the text, or "
+                "the file that holds it)"
+            )
+        if self.system_prompt_file is not None and not self.system_prompt_file.strip():
+            raise ValueError("system_prompt_file is empty; name a file or leave it out")
+        return self
+
+
+class _AgentChoices(_Instructions):
+    """What every agent may carry besides its kind's settings."""
+
+    models: list[str] = Field(default_factory=list, description=_MODELS_DESCRIPTION)
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name.strip() or len(name) > 200 or any(c.isspace() for c in name):
+                raise ValueError(f"invalid model name {name!r}: 1 to 200 characters, no spaces")
+        return value
+
+
+class AgentConfig(_AgentChoices):
     gateway_timeout: int = Field(1800, ge=1)
     gateway_auto_continue_freshness: int = Field(3600, ge=0)
     restart_drain_timeout: float = Field(30.0, ge=0)
@@ -197,14 +243,14 @@ _CONTEXT_WINDOW_DESCRIPTION = (
 )
 
 
-class EchoAgentSpec(EchoAgentConfig):
+class EchoAgentSpec(EchoAgentConfig, _AgentChoices):
     """An agent of `agents`: the echo agent, with `agent.echo`'s settings."""
 
     kind: Literal["echo"] = Field(description="The agent's kind: `echo` or `openai`.")
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
-class OpenAIAgentSpec(OpenAIAgentConfig):
+class OpenAIAgentSpec(OpenAIAgentConfig, _AgentChoices):
     """An agent of `agents`: an OpenAI-compatible agent, with `agent.openai`'s settings."""
 
     kind: Literal["openai"] = Field(description="The agent's kind: `echo` or `openai`.")
@@ -214,9 +260,10 @@ class OpenAIAgentSpec(OpenAIAgentConfig):
 AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec, Field(discriminator="kind")]
 
 
-class BindingConfig(_Model):
+class BindingConfig(_Instructions):
     """Routes inbound messages to an agent; every field given must match, the first binding
-    that matches wins, and a message no binding matches goes to `main`."""
+    that matches wins, and a message no binding matches goes to `main`. Its `system_prompt`
+    (or `system_prompt_file`), when given, replaces the agent's for the chats it matches."""
 
     platform: str = Field(description="The platform the message came from (`telegram`, ...).")
     chat_id: str | None = Field(None, description="Only this chat (the platform's chat id).")
@@ -225,6 +272,20 @@ class BindingConfig(_Model):
         None, description="Only this kind of conversation."
     )
     agent: str = Field(description="The id of the agent (a key of `agents`, or `main`).")
+    system_prompt: str | None = Field(
+        None,
+        description=(
+            "Instructions that replace the agent's `system_prompt` for the chats this binding "
+            "matches (one agent, two personas); or use `system_prompt_file`, not both."
+        ),
+    )
+    system_prompt_file: str | None = Field(
+        None,
+        description=(
+            "A UTF-8 text file holding this binding's system prompt (a relative path is read "
+            "from the config file's folder); it must exist."
+        ),
+    )
 
 
 class ModelPrice(_Model):
@@ -514,6 +575,12 @@ class LogConfig(_Model):
     format: Literal["auto", "console", "json"] = "auto"
 
 
+# The `agent:` section's settings that `agents.main` would give a second time.
+_MAIN_SETTINGS = frozenset(
+    {"echo", "openai", "context_window", "system_prompt", "system_prompt_file", "models"}
+)
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -570,7 +637,7 @@ class GatewayConfig(_Model):
             )
         agent = info.data.get("agent")
         if DEFAULT_AGENT in value and agent is not None:
-            given = sorted({"echo", "openai", "context_window"} & agent.model_fields_set)
+            given = sorted(_MAIN_SETTINGS & agent.model_fields_set)
             if given:
                 raise ValueError(
                     "agent main is given twice: as agents.main and as "
@@ -627,9 +694,14 @@ class GatewayConfig(_Model):
             return self.agents[agent_id]
         if agent_id != DEFAULT_AGENT:
             raise KeyError(agent_id)
+        shared = {
+            "system_prompt": self.agent.system_prompt,
+            "system_prompt_file": self.agent.system_prompt_file,
+            "models": list(self.agent.models),
+        }
         if self._main_is_openai():
-            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump())
-        return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump())
+            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump(), **shared)
+        return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump(), **shared)
 
     def _main_is_openai(self) -> bool:
         openai = self.agent.openai

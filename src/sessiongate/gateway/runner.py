@@ -69,6 +69,7 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
+from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
 from sessiongate.gateway.turns import (
@@ -162,6 +163,8 @@ class GatewayRunner:
         clock: Clock | None = None,
         adapters: Sequence[PlatformAdapter] = (),
     ) -> None:
+        # First: a prompt file that cannot be read stops the start before anything is made.
+        self.system_prompts = SystemPrompts.load(config)
         self.store = store
         self.config = config
         self.home = Path(home)
@@ -212,6 +215,7 @@ class GatewayRunner:
             fence=self.leases.fence,
             may_act=self.leases.may_act,
             feed=self.feed,
+            prompts=self.system_prompts,
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self

@@ -58,6 +58,7 @@ from sessiongate.errors import (
 )
 from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
+from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.turn_progress import (
@@ -224,8 +225,11 @@ class TurnExecutor:
         fence: Callable[[str], AbstractContextManager[None]] | None = None,
         may_act: Callable[[], bool] | None = None,
         feed: EventFeed | None = None,
+        prompts: SystemPrompts | None = None,
     ) -> None:
         self._store = store
+        # Each agent's (or binding's) instructions, placed before the session context block.
+        self._prompts = prompts if prompts is not None else SystemPrompts(config)
         self._lane_store = lane_store
         self._config = config
         self._agents = agents
@@ -368,10 +372,13 @@ class TurnExecutor:
             self._store_user_message(claim, progress)
         context = await self._read_context(turn.session_id)
         source = claim.item.source
-        prompt = build_session_context_prompt(
-            build_session_context(
-                source, self._config, entry, pii_safe=self._pii_safe(source.platform)
-            )
+        prompt = compose_system_prompt(
+            self._prompts.instructions_for(turn.session_key, source),
+            build_session_context_prompt(
+                build_session_context(
+                    source, self._config, entry, pii_safe=self._pii_safe(source.platform)
+                )
+            ),
         )
         messages = context.messages
         if progress.stored == 0:

@@ -280,18 +280,28 @@ class TranscriptOps:
         return hits
 
     def search_detailed(
-        self, query: str, limit: int = 20, *, agent: str | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        *,
+        agent: str | None = None,
+        key_prefix: str | None = None,
+        tree_of: str | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Search hits (only agent `agent`'s sessions when given) and whether they came from
-        the fallback scan (the index is stale)."""
+        """Search hits and whether they came from the fallback scan (the index is stale).
+
+        Only agent `agent`'s sessions (or keys starting `key_prefix`), and only `tree_of`'s
+        session and its forks, when given: filtered in the query, so `limit` hits are the
+        best-ranked among those, never fewer because others ranked higher."""
         limit = max(1, min(int(limit), 500))
-        prefix = None if agent is None else key_prefix_of(agent)
+        prefix = key_prefix if agent is None else key_prefix_of(agent)
         damage: Exception | None = None
         try:
             with self._db.transaction() as conn:
                 if not conn.search_is_stale():
                     conn.catch_up_search()
-                    return conn.search_index(query, limit, key_prefix=prefix), False
+                    hits = conn.search_index(query, limit, key_prefix=prefix, tree_of=tree_of)
+                    return hits, False
         except (StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
@@ -302,7 +312,7 @@ class TranscriptOps:
             except (StoreCorruptError, StoreUnavailableError):
                 log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
-            return conn.search_scan(query, limit, key_prefix=prefix), True
+            return conn.search_scan(query, limit, key_prefix=prefix, tree_of=tree_of), True
 
     def rebuild_search_index(self) -> int:
         with self._db.transaction() as conn:

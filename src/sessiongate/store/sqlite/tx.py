@@ -415,16 +415,16 @@ class SqliteTx(SqlitePlatformState):
             return fts.lower_cursor(self.conn)
 
     def search_index(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.query_index(self.conn, query, limit, key_prefix=key_prefix)
+            return fts.query_index(self.conn, query, limit, key_prefix=key_prefix, tree_of=tree_of)
 
     def search_scan(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.scan(self.conn, query, limit, key_prefix=key_prefix)
+            return fts.scan(self.conn, query, limit, key_prefix=key_prefix, tree_of=tree_of)
 
     def rebuild_search_index(self) -> int:
         with translate_errors():
