@@ -66,8 +66,12 @@ async def test_typing_while_the_agent_works_interrupts_it(tmp_path, clock):
     runner = await _chat(tmp_path, clock, adapter)
     try:
         await adapter.run()  # returns once the replies in flight have arrived
-        # `two` arrived while `one` was running: in the default `interrupt` mode it took over.
-        assert "".join(out) == "agent> echo: two\n"
+        # `two` arrived while `one` was running: in the default `interrupt` mode it took over,
+        # and the cut-off turn is told rather than left to vanish.
+        assert sorted("".join(out).splitlines()) == [
+            '(the reply to "one" was cut off by "two")',
+            "agent> echo: two",
+        ]
         entry = runner.store.get_session("agent:main:local:dm:me")
         contents = [m["content"] for m in runner.store.load_transcript(entry.session_id)]
         assert contents == ["one", "two", "echo: two"]
