@@ -42,6 +42,7 @@ RETRY_MARK = "[cut off; retrying, attempt {attempt}]"
 CUT_OFF_MARK = "[cut off]"
 CUT_OFF_NOTICE = "(the reply to {line} was cut off by {newer})"
 _STOP = "/stop"
+_FOLLOW_GUARD_SECONDS = 5.0
 
 _LEAVE = frozenset({"/exit", "/quit"})
 # Outcomes that no `send` reports, so `run` prints them itself.
@@ -194,7 +195,11 @@ class LocalAdapter:
                 self._write(f"({receipt.status}) {receipt.reply or ''}".rstrip() + "\n")
         await runner.wait_idle()
         if self._following:
-            await asyncio.wait(self._following)
+            # Every turn has its outcome once the runner is idle: the followers are only
+            # printing it. The bound is a guard, never a wait for work.
+            _, left = await asyncio.wait(self._following, timeout=_FOLLOW_GUARD_SECONDS)
+            for task in left:
+                task.cancel()
         return handed
 
     def busy(self) -> bool:
