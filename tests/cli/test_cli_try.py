@@ -61,6 +61,9 @@ def test_try_an_unknown_platform_names_the_ones_there_are(sg):
     assert result.returncode == 2
     assert "no platform 'myspace' to try; choose one of: " in result.stderr
     assert "telegram" in result.stderr
+    blank = sg("try", "telegram", "-m", "  ")
+    assert blank.returncode == 2
+    assert "--message needs some text" in blank.stderr
     as_json = sg("try", "myspace", "--json")
     assert json.loads(as_json.stderr)["error"]["code"] == "unknown_platform"
 

@@ -35,11 +35,13 @@ from sessiongate.logs import configure_logging
 
 __all__ = ["try_platform"]
 
-_STYLES = {"user": "cyan", "bot": "green", "operator": "yellow", "note": "red"}
-
-
-def _speaker(line: Line, user: str) -> str:
-    return {"user": user, "bot": "bot", "operator": "operator$", "note": "!"}[line.speaker]
+# How each speaker's lines start, and their colour: the operator's line is a shell command.
+_SPEAKERS = {
+    "user": ("user", "cyan"),
+    "bot": ("bot", "green"),
+    "operator": ("operator$", "yellow"),
+    "note": ("!", "red"),
+}
 
 
 def try_platform(
@@ -87,16 +89,15 @@ def try_platform(
     # The conversation is the output; the gateway's own log lines would drown it.
     configure_logging("ERROR")
     logging.getLogger("sessiongate").setLevel(logging.CRITICAL)
+    if message and any(not m.strip() for m in message):
+        fail("--message needs some text (a blank message is never sent)", EXIT_USAGE)
     messages = tuple(message) if message else DEFAULT_MESSAGES
-    user = "user"
 
     def show(line: Line) -> None:
         if as_json:
             return
-        who = _speaker(line, user)
-        console.print(
-            f"[{_STYLES[line.speaker]}]{escape(who)}>[/] {escape(line.text)}", soft_wrap=True
-        )
+        who, colour = _SPEAKERS[line.speaker]
+        console.print(f"[{colour}]{escape(who)}>[/] {escape(line.text)}", soft_wrap=True)
 
     if not as_json:
         console.print(
