@@ -22,6 +22,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     GET    /ui/...                              the operator dashboard (ui package)
+    GET    /                                    a redirect to /ui/
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
     GET    /v1/instances                        the gateway instances sharing the database
@@ -176,6 +177,7 @@ def create_app(
     app.include_router(routes_ops.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)
+    app.include_router(ui.root_router)
     app.mount("/ui/static", StaticFiles(directory=ui.routes.static_dir()), name="ui-static")
 
     # Added last = outermost: the token is checked before anything reads the body, the body

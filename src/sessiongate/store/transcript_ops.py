@@ -37,7 +37,10 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.store.protocol import Backend, Tx
 
-__all__ = ["TranscriptOps"]
+__all__ = ["PREVIEW_CHARS", "TranscriptOps"]
+
+# The longest first line of a last message `preview` gives.
+PREVIEW_CHARS = 160
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +229,33 @@ class TranscriptOps:
                 return []
             rows = conn.load_path(row.sid, limit=limit)
         return [row_to_message(r) for r in rows]
+
+    def preview(self, session_id: str) -> dict[str, Any] | None:
+        """What a list shows of a session without its transcript: `message_count` (messages
+        on the active path) and `last_message` (`role`, the first line of its text, cut at
+        `PREVIEW_CHARS`, `timestamp`, `notice` for a gateway notice; None for no message),
+        from one read. None for an unknown session id."""
+        with self._db_for_id(session_id).read() as conn:
+            row = conn.get_session_row(session_id)
+            if row is None:
+                return None
+            rows = conn.load_path(row.sid, limit=1)
+        last: dict[str, Any] | None = None
+        if rows:
+            message = row_to_message(rows[-1])
+            text = _text_of(message.get("content"), None, parts=message.get("content"))
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+            if len(first) > PREVIEW_CHARS:
+                first = first[: PREVIEW_CHARS - 1] + "…"
+            metadata = message.get("metadata")
+            notice = metadata.get("gateway_notice") if isinstance(metadata, dict) else None
+            last = {
+                "role": message["role"],
+                "text": first,
+                "timestamp": message["timestamp"],
+                "notice": notice if isinstance(notice, str) else None,
+            }
+        return {"message_count": row.leaf_mdepth, "last_message": last}
 
     def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
         """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
