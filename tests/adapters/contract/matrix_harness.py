@@ -211,8 +211,8 @@ class MatrixHarness:
                 content["body"] = "big.bin"
         if msg.edit_of is not None:
             new = {k: v for k, v in content.items() if k != "m.relates_to"}
-            content = {**new, "body": f"* {body}", "m.new_content": new,
-                       "m.relates_to": {"rel_type": "m.replace", "event_id": msg.edit_of}}  # fmt: skip
+            replaces = {"rel_type": "m.replace", "event_id": msg.edit_of}
+            content = {**new, "body": f"* {body}", "m.new_content": new, "m.relates_to": replaces}
         return {
             "event_id": event_id,
             "type": "m.room.message",
