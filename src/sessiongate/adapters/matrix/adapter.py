@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sessiongate.adapters.kit.access import Access, decide_access
@@ -253,12 +254,11 @@ class MatrixAdapter(KitAdapter):
                 await self.sleep(self.watchdog.failed())
 
     async def _take(self, sync: dict[str, Any]) -> None:
-        sync = await self._rest_of_split(sync)
-        self.rooms.apply_sync(sync)
+        sync, parsed = await self._rest_of_split(sync)
         await self._take_invites(sync)
-        events = self._parse(sync)
-        admitted = await self.admit_batch(events)
-        if len(admitted) == len(events):
+        self._report(parsed)
+        admitted = await self.admit_batch(parsed.events)
+        if len(admitted) == len(parsed.events):
             self._advance(str(sync["next_batch"]))
         # Otherwise `since` stays: the next sync brings the batch again, and the events the
         # gateway took are duplicates by their claims.
@@ -268,14 +268,15 @@ class MatrixAdapter(KitAdapter):
         self._state().set_cursor(str(self.platform), self.me.user_id, next_batch)
         self.since = next_batch
 
-    async def _rest_of_split(self, sync: dict[str, Any]) -> dict[str, Any]:
+    async def _rest_of_split(self, sync: dict[str, Any]) -> tuple[dict[str, Any], _Parsed]:
         """A paste a client split arrives as parts a moment apart, and the long poll often
         answers with the first alone. When the last event looks like such a part, wait the
         merge window and sync again from the same `since` (a superset of this answer)."""
+        self.rooms.apply_sync(sync)
+        parsed = self._parse(sync)
         window = self.settings.merge.window
         for _ in range(MAX_HOLD_WINDOWS):
-            self.rooms.apply_sync(sync)
-            events = self._parse(sync)
+            events = parsed.events
             if window <= 0 or not events or not self._looks_split(events[-1]):
                 break
             await self.hold(window)
@@ -285,14 +286,16 @@ class MatrixAdapter(KitAdapter):
                 log.info("matrix sync for the rest of a split message failed",
                          extra={"error": str(exc)})  # fmt: skip
                 break
-            if len(self._parse(more)) <= len(events):
+            self.rooms.apply_sync(more)
+            again = self._parse(more)
+            if len(again.events) <= len(events):
                 break
-            sync = more
-        return sync
+            sync, parsed = more, again
+        return sync, parsed
 
-    def _parse(self, sync: dict[str, Any]) -> list[PlatformEvent]:
+    def _parse(self, sync: dict[str, Any]) -> _Parsed:
         assert self.me is not None
-        events: list[PlatformEvent] = []
+        parsed = _Parsed()
         rooms = sync.get("rooms")
         joined = rooms.get("join") if isinstance(rooms, dict) else None
         for room_id, section in (joined if isinstance(joined, dict) else {}).items():
@@ -305,21 +308,24 @@ class MatrixAdapter(KitAdapter):
                                         bot_events=self.own_events)  # fmt: skip
                 except MalformedEventError as exc:
                     # Skipped, so one odd event cannot stall the room behind it for ever.
-                    event_id = raw.get("event_id") if isinstance(raw, dict) else None
-                    log.warning(
-                        "matrix event not understood; skipped",
-                        extra={"chat_id": room.room_id, "field": exc.field,
-                               "reason": exc.reason, "event_id": event_id},
-                    )  # fmt: skip
-                    event = PlatformEvent(
-                        event_id=str(event_id or f"malformed:{room.room_id}:{len(events)}"),
-                        source=None,
-                        kind="malformed",
-                    )
+                    raw_id = raw.get("event_id") if isinstance(raw, dict) else None
+                    event_id = str(raw_id or f"malformed:{room.room_id}:{len(parsed.events)}")
+                    parsed.malformed.append((room.room_id, event_id, exc))
+                    event = PlatformEvent(event_id=event_id, source=None, kind="malformed")
                 if event.kind == ENCRYPTED:
-                    self._warn_encrypted(room.room_id)
-                events.append(event)
-        return events
+                    parsed.encrypted.add(room.room_id)
+                parsed.events.append(event)
+        return parsed
+
+    def _report(self, parsed: _Parsed) -> None:
+        for room_id, event_id, exc in parsed.malformed:
+            log.warning(
+                "matrix event not understood; skipped",
+                extra={"chat_id": room_id, "field": exc.field, "reason": exc.reason,
+                       "event_id": event_id},
+            )  # fmt: skip
+        for room_id in sorted(parsed.encrypted):
+            self._warn_encrypted(room_id)
 
     # ------------------------------------------------------------------ invites, encryption
 
@@ -382,6 +388,15 @@ class MatrixAdapter(KitAdapter):
         self.own_events[event_id] = None
         while len(self.own_events) > _RECENT_OWN:
             self.own_events.popitem(last=False)
+
+
+@dataclass(slots=True)
+class _Parsed:
+    """One sync answer's timeline events in order, and what to report about it."""
+
+    events: list[PlatformEvent] = field(default_factory=list)
+    malformed: list[tuple[str, str, MalformedEventError]] = field(default_factory=list)
+    encrypted: set[str] = field(default_factory=set)
 
 
 class _Recording:

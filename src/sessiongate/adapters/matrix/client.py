@@ -225,6 +225,7 @@ class MatrixClient:
         try:
             who = await self.api.whoami()
         except (MatrixRequestError, MatrixConnectionError) as exc:
+            await self.close()
             raise translate(exc, sending=False) from exc
         self.user_id = str(who.user_id)
         self.api.mxid = who.user_id

@@ -5,18 +5,19 @@ It speaks the wire format mautrix sends and reads (Bearer tokens, JSON bodies, `
 `error` answers, `retry_after_ms`), so the adapter runs unchanged against it. Implemented:
 `/versions`, `account/whoami`, `profile/{user}/displayname`, `/sync` (long poll; `since` is
 the position in the stub's event log, so a `since` not advanced gets the same events again, as
-on a homeserver), `rooms/{room}/send/{type}/{txn}` (a repeated transaction id answers the first
-event id), `rooms/{room}/redact/...`, `rooms/{room}/typing/{user}`, `join/{room}` and
-`rooms/{room}/join`, media upload (`/_matrix/media/v3/upload`) and download (the authenticated
-`/_matrix/client/v1/media/download/...` and the older `/_matrix/media/v3/download/...`).
+on a homeserver), `rooms/{room}/send/{type}/{txn}` (a repeated transaction id answers the
+first event id), `rooms/{room}/redact/...`, `rooms/{room}/typing/{user}`, `join/{room}`,
+`rooms/{room}/join` and `rooms/{room}/leave`, media upload (`/_matrix/media/v3/upload`) and
+download (the authenticated `/_matrix/client/v1/media/download/...` and the older
+`/_matrix/media/v3/download/...`).
 
 The test's side: `add_room` (members, name, direct, encrypted, read-only) whose state is sent
 with the room's events, `push_event` / `push_text` queue a timeline event, `invite` an
 invitation, `redeliver` an event once more; `sent`, `edits`, `redactions`, `typing`, `joins`,
-`uploads` record what the bot did; `fail(call, Fault)` queues a failure for the next calls
-(`send`, `edit`, `redact`, `typing`, `upload`, `sync`, `whoami`, `join`). The bot's own sends
-are not echoed into `/sync` unless `echo_own` (a homeserver echoes them; the adapter drops them
-as its own).
+`leaves`, `uploads` record what the bot did; `fail(call, Fault)` queues a failure for the next
+calls (`send`, `edit`, `redact`, `typing`, `upload`, `sync`, `whoami`, `join`). The bot's own
+sends are not echoed into `/sync` unless `echo_own` (a homeserver echoes them; the adapter
+drops them as its own).
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ class HomeserverStub:
         self.redactions: list[dict[str, Any]] = []
         self.typing: list[dict[str, Any]] = []
         self.joins: list[str] = []
+        self.leaves: list[str] = []
         self.uploads: list[dict[str, Any]] = []
         self.media: dict[str, tuple[bytes, str]] = {}
         self.calls: Counter[str] = Counter()
@@ -167,6 +169,7 @@ class HomeserverStub:
                 Route(f"{_C}/v3/rooms/{{room}}/typing/{{user}}", self._typing, methods=["PUT"]),
                 Route(f"{_C}/v3/join/{{room}}", self._join, methods=["POST"]),
                 Route(f"{_C}/v3/rooms/{{room}}/join", self._join, methods=["POST"]),
+                Route(f"{_C}/v3/rooms/{{room}}/leave", self._leave, methods=["POST"]),
                 Route("/_matrix/media/v3/upload", self._upload, methods=["POST"]),
                 Route(
                     f"{_C}/v1/media/download/{{server}}/{{media}}", self._download, methods=["GET"]
@@ -446,6 +449,17 @@ class HomeserverStub:
         if self.user_id not in room.members:
             room.members.append(self.user_id)
         return JSONResponse({"room_id": room_id})
+
+    async def _leave(self, request: Request) -> Response:
+        answer, _ = await self._enter(request, "leave")
+        if answer is not None:
+            return answer
+        room_id = request.path_params["room"]
+        self.leaves.append(room_id)
+        room = self.rooms.get(room_id)
+        if room is not None and self.user_id in room.members:
+            room.members.remove(self.user_id)
+        return JSONResponse({})
 
     async def _upload(self, request: Request) -> Response:
         answer, body = await self._enter(request, "upload")
