@@ -291,7 +291,8 @@ class MatrixHarness:
         return list(self._edit_times)
 
     def typing_count(self) -> int:
-        return len(self.stub.typing)
+        # Typing shown (a notice taken down after the reply is `typing: false`).
+        return sum(1 for t in self.stub.typing if t.get("typing"))
 
     def registered_commands(self) -> list[str]:
         return []

@@ -223,3 +223,27 @@ async def test_a_token_of_another_account_fails_the_start(tmp_path, clock, serve
     with pytest.raises(CredentialsError, match="belongs to"):
         await gw.adapter.start(gw.runner)
     gw.store.close()
+
+
+async def test_typing_is_taken_down_with_the_reply(tmp_path, clock, served):
+    stub, url = served
+    async with Gateway(tmp_path, clock, url, stub) as gw:
+        source = SessionSource(platform=Platform.MATRIX, chat_id=DM, chat_type=ChatType.DM,
+                               user_id=ALICE)  # fmt: skip
+        await gw.adapter.client.send_typing(gw.adapter.target_for(source))
+        await gw.adapter.send(source, "done", turn_id=None)
+    assert [t["typing"] for t in stub.typing] == [True, False]
+    assert stub.typing[0]["timeout"] == 6000
+
+
+async def test_a_hung_sync_is_rebuilt_by_the_watchdog(tmp_path, clock, served):
+    stub, url = served
+    async with Gateway(tmp_path, clock, url, stub, sync_stall_seconds=0.2) as gw:
+        stub.hang_sync = True  # the receiver's next sync hangs
+        await _until(lambda: gw.adapter.counters.stalls >= 1)
+        stub.hang_sync = False
+        stub._unhang.set()
+        stub.push_text(DM, ALICE, "after the stall")
+        await gw.settled(1)
+        assert stub.texts(DM) == ["echo: after the stall"]
+        assert gw.adapter.counters.reconnects >= 1

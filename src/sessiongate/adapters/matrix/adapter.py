@@ -205,6 +205,14 @@ class MatrixAdapter(KitAdapter):
     def singular_connection(self) -> str | None:
         return "matrix:sync"
 
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+        try:
+            await super().send(source, text, turn_id=turn_id)
+        finally:
+            # The kit stopped refreshing the typing notice; the homeserver would show it for
+            # up to its timeout after the reply.
+            await self.client.stop_typing(source.chat_id)
+
     async def download(self, mxc: str) -> bytes:
         """The bytes of an attachment reference's `mxc://` file."""
         return await self.client.download(mxc)
@@ -214,6 +222,11 @@ class MatrixAdapter(KitAdapter):
     async def run_receiver(self) -> None:
         assert self.me is not None
         expected = self.client.sync_timeout_ms / 1000.0
+        # Another instance may have led the sync since this one connected: resume where the
+        # last accepted batch ended, not from this instance's own start.
+        stored = self._state().get_cursor(str(self.platform), self.me.user_id)
+        if stored is not None:
+            self.since = stored
         while True:
             # The `since` a sync sends confirms what came before it: only the leader may.
             await self.check_lead()

@@ -22,6 +22,7 @@ import html
 import json
 import logging
 import re
+import time
 from json import JSONDecodeError
 from typing import TYPE_CHECKING, Any, cast
 
@@ -202,6 +203,8 @@ class MatrixClient:
         self.user_id = user_id
         self.api: ClientAPI | None = None
         self._sync_api: _HTTPAPI | None = None
+        # room -> until when the homeserver shows the bot typing there (monotonic seconds).
+        self._typing: dict[str, float] = {}
 
     def _http(self, read_timeout: float) -> _HTTPAPI:
         session = aiohttp.ClientSession(
@@ -336,6 +339,19 @@ class MatrixClient:
             await self._client().set_typing(_room(target.chat_id), timeout=TYPING_TIMEOUT_MS)
         except (MatrixRequestError, MatrixConnectionError) as exc:
             raise translate(exc, sending=False) from exc
+        self._typing[target.chat_id] = time.monotonic() + TYPING_TIMEOUT_MS / 1000.0
+
+    async def stop_typing(self, room_id: str) -> None:
+        """Take a typing notice down at once (a homeserver keeps it for its timeout, also after
+        the reply); nothing to do when none was sent within the timeout."""
+        until = self._typing.pop(room_id, None)
+        if until is None or until <= time.monotonic():
+            return
+        try:
+            await self._client().set_typing(_room(room_id), timeout=0)
+        except (MatrixRequestError, MatrixConnectionError) as exc:
+            log.debug("typing notice not taken down", extra={"chat_id": room_id,
+                                                             "error": str(exc)})  # fmt: skip
 
     async def send_file(self, target: Target, file: OutboundFile) -> str:
         client = self._client()
