@@ -247,3 +247,21 @@ async def test_a_hung_sync_is_rebuilt_by_the_watchdog(tmp_path, clock, served):
         await gw.settled(1)
         assert stub.texts(DM) == ["echo: after the stall"]
         assert gw.adapter.counters.reconnects >= 1
+
+
+async def test_a_limited_timeline_is_filled_from_messages_so_nothing_is_skipped(
+    tmp_path, clock, served
+):
+    stub, url = served
+    stub.timeline_limit = 3
+    async with Gateway(tmp_path, clock, url, stub) as gw:
+        await gw.adapter.stop()  # the receiver rests; the events pile up as during an outage
+        for n in range(8):
+            stub.push_text(DM, ALICE, f"missed {n}")
+    async with Gateway(tmp_path, clock, url, stub) as gw:
+        await gw.settled(8)
+        texts = stub.texts(DM)
+    assert stub.calls["messages"] >= 1
+    # Every message was answered once (follow-ups may share a turn on a busy lane).
+    answered = "\n".join(texts)
+    assert all(answered.count(f"missed {n}") == 1 for n in range(8))

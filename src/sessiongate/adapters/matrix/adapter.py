@@ -104,6 +104,9 @@ ENCRYPTED_NOTICE = (
 )
 # Finished claims are kept this long: a `since` token older than this is not expected back.
 _CLAIM_HORIZON_SECONDS = 48 * 3600.0
+# The gap a limited timeline leaves is fetched in pages of this many events, up to the cap.
+_BACKFILL_PAGE = 100
+_MAX_BACKFILL = 1000
 # Event ids of the bot's own recent messages, so a reply to one is addressed to the bot.
 _RECENT_OWN = 2000
 
@@ -259,6 +262,7 @@ class MatrixAdapter(KitAdapter):
                 raise LeaseLostError("the sync answered after the lead may have moved")
             self.receiving = True
             try:
+                await self._fill_gaps(sync)
                 await self._take(sync)
             except Exception:
                 # The store refused (a full disk) or a bug: `since` stays, the events come
@@ -299,12 +303,53 @@ class MatrixAdapter(KitAdapter):
                 log.info("matrix sync for the rest of a split message failed",
                          extra={"error": str(exc)})  # fmt: skip
                 break
+            await self._fill_gaps(more)
             self.rooms.apply_sync(more)
             again = self._parse(more)
             if len(again.events) <= len(events):
                 break
             sync, parsed = more, again
         return sync, parsed
+
+    async def _fill_gaps(self, sync: dict[str, Any]) -> None:
+        """A room whose timeline came `limited` (more events since `since` than the filter's
+        limit) gets the events in between from `/messages`, oldest first, before the ones the
+        sync carried: skipping them would drop messages nobody answered. At most
+        `_MAX_BACKFILL` events per room and sync; beyond that the rest is logged as skipped."""
+        rooms = sync.get("rooms")
+        joined = rooms.get("join") if isinstance(rooms, dict) else None
+        if self.since is None or not isinstance(joined, dict):
+            return
+        for room_id, section in joined.items():
+            timeline = section.get("timeline") if isinstance(section, dict) else None
+            if not isinstance(timeline, dict) or timeline.get("limited") is not True:
+                continue
+            token = timeline.get("prev_batch")
+            events = timeline.get("events")
+            if not isinstance(token, str) or not isinstance(events, list):
+                continue
+            missed: list[Any] = []
+            while len(missed) < _MAX_BACKFILL:
+                page = await self.client.messages_before(
+                    str(room_id), token, self.since, limit=_BACKFILL_PAGE
+                )
+                chunk = page.get("chunk")
+                if not isinstance(chunk, list) or not chunk:
+                    break
+                missed.extend(chunk)
+                end = page.get("end")
+                if not isinstance(end, str) or end == token:
+                    break
+                token = end
+            else:
+                log.warning("matrix room had more missed events than are fetched; the oldest "
+                            "are skipped", extra={"chat_id": room_id})  # fmt: skip
+            known = {e.get("event_id") for e in events if isinstance(e, dict)}
+            older = [e for e in reversed(missed) if isinstance(e, dict)
+                     and e.get("event_id") not in known]  # fmt: skip
+            timeline["events"] = [*older, *events]
+            log.info("matrix timeline gap filled",
+                     extra={"chat_id": room_id, "events": len(older)})  # fmt: skip
 
     def _parse(self, sync: dict[str, Any]) -> _Parsed:
         assert self.me is not None

@@ -58,7 +58,14 @@ if TYPE_CHECKING:
     from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
-__all__ = ["HTML_FORMAT", "MatrixClient", "html_to_body", "translate"]
+__all__ = [
+    "HTML_FORMAT",
+    "SYNC_FILTER",
+    "TIMELINE_LIMIT",
+    "MatrixClient",
+    "html_to_body",
+    "translate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +75,20 @@ _SYNC_SLACK = 10.0
 # How long a typing notice lasts on the homeserver: a little over the kit's refresh interval,
 # so it never flickers off between refreshes and ends soon after the last one.
 TYPING_TIMEOUT_MS = 6000
+# What a sync carries: no presence, typing or receipts (never read), and room timelines of up
+# to 100 events; a room with more since the last sync is "limited", and the adapter fetches
+# the gap with `/messages` so nothing between two syncs is skipped.
+TIMELINE_LIMIT = 100
+SYNC_FILTER = json.dumps(
+    {
+        "presence": {"not_types": ["*"]},
+        "room": {
+            "timeline": {"limit": TIMELINE_LIMIT},
+            "ephemeral": {"not_types": ["*"]},
+        },
+    },
+    separators=(",", ":"),
+)
 # Words of a 400 that are about the reply or thread anchor, not the message.
 _ANCHOR_WORDS = ("relation", "reply", "replied", "thread", "parent")
 _TAG = re.compile(r"<[^>]+>")
@@ -261,7 +282,7 @@ class MatrixClient:
         if self._sync_api is None:
             raise RuntimeError("the Matrix client is not open")
         wait = self.sync_timeout_ms if timeout_ms is None else timeout_ms
-        query = {"timeout": str(wait)}
+        query = {"timeout": str(wait), "filter": SYNC_FILTER}
         if since:
             query["since"] = since
         try:
@@ -271,6 +292,20 @@ class MatrixClient:
         if not isinstance(answer, dict) or not isinstance(answer.get("next_batch"), str):
             raise TransientSendError("the homeserver's /sync answer has no next_batch")
         return answer
+
+    async def messages_before(
+        self, room_id: str, from_token: str, to_token: str, *, limit: int
+    ) -> dict[str, Any]:
+        """`/rooms/{room}/messages` backwards from `from_token` to `to_token` (a sync's
+        `prev_batch` back to the previous `since`): the events a limited timeline left out."""
+        query = {"dir": "b", "from": from_token, "to": to_token, "limit": str(limit)}
+        try:
+            answer = await self._client().api.request(
+                Method.GET, Path.v3.rooms[_room(room_id)].messages, query_params=query
+            )
+        except (MatrixRequestError, MatrixConnectionError) as exc:
+            raise translate(exc, sending=False) from exc
+        return answer if isinstance(answer, dict) else {}
 
     async def join(self, room_id: str) -> None:
         try:

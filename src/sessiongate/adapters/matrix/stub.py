@@ -7,9 +7,10 @@ It speaks the wire format mautrix sends and reads (Bearer tokens, JSON bodies, `
 the position in the stub's event log, so a `since` not advanced gets the same events again, as
 on a homeserver), `rooms/{room}/send/{type}/{txn}` (a repeated transaction id answers the
 first event id), `rooms/{room}/redact/...`, `rooms/{room}/typing/{user}`, `join/{room}`,
-`rooms/{room}/join` and `rooms/{room}/leave`, media upload (`/_matrix/media/v3/upload`) and
-download (the authenticated `/_matrix/client/v1/media/download/...` and the older
-`/_matrix/media/v3/download/...`).
+`rooms/{room}/join` and `rooms/{room}/leave`, `rooms/{room}/messages` (backwards, for a
+timeline the stub's `timeline_limit` cut, which it marks `limited`), media upload
+(`/_matrix/media/v3/upload`) and download (the authenticated
+`/_matrix/client/v1/media/download/...` and the older `/_matrix/media/v3/download/...`).
 
 The test's side: `add_room` (members, name, direct, encrypted, read-only) whose state is sent
 with the room's events, `push_event` / `push_text` queue a timeline event, `invite` an
@@ -141,6 +142,9 @@ class HomeserverStub:
         self.faults: dict[str, deque[Fault]] = {}
         self.unauthorized = 0
         self.echo_own = False
+        # Timeline events per room and sync answer, past which the answer is `limited` (as a
+        # sync filter's limit makes it on a homeserver); None: every event.
+        self.timeline_limit: int | None = None
         self.hang_sync = False
         # The highest position a `since` confirmed (every event before it was taken).
         self.confirmed = 0
@@ -170,6 +174,7 @@ class HomeserverStub:
                 Route(f"{_C}/v3/join/{{room}}", self._join, methods=["POST"]),
                 Route(f"{_C}/v3/rooms/{{room}}/join", self._join, methods=["POST"]),
                 Route(f"{_C}/v3/rooms/{{room}}/leave", self._leave, methods=["POST"]),
+                Route(f"{_C}/v3/rooms/{{room}}/messages", self._messages, methods=["GET"]),
                 Route("/_matrix/media/v3/upload", self._upload, methods=["POST"]),
                 Route(
                     f"{_C}/v1/media/download/{{server}}/{{media}}", self._download, methods=["GET"]
@@ -341,14 +346,15 @@ class HomeserverStub:
                 async with asyncio.timeout(timeout):
                     await self._arrived.wait()
         entries = self.log_entries[start:]
-        return self._render(entries, f"s{start + len(entries)}")
+        return self._render(entries, start, f"s{start + len(entries)}")
 
-    def _render(self, entries: list[_Entry], next_batch: str) -> dict[str, Any]:
+    def _render(self, entries: list[_Entry], start: int, next_batch: str) -> dict[str, Any]:
         join: dict[str, Any] = {}
         invite: dict[str, Any] = {}
         account: list[dict[str, Any]] = []
         now = time.perf_counter()
-        for entry in entries:
+        positions: dict[str, list[int]] = {}
+        for offset, entry in enumerate(entries):
             if entry.kind == "account_data":
                 account.append(entry.event)
             elif entry.kind == "invite" and entry.room_id is not None:
@@ -363,7 +369,17 @@ class HomeserverStub:
                         "summary": {"m.joined_member_count": len(room.members) if room else 0},
                     }
                 section["timeline"]["events"].append(entry.event)
+                positions.setdefault(entry.room_id, []).append(start + offset)
                 self.delivered_at.setdefault(str(entry.event.get("event_id")), now)
+        limit = self.timeline_limit
+        for room_id, section in join.items():
+            timeline = section["timeline"]
+            if limit is not None and len(timeline["events"]) > limit:
+                # As a homeserver does past the filter's limit: the latest events, `limited`,
+                # and a `prev_batch` to page back from with /messages.
+                timeline["events"] = timeline["events"][-limit:]
+                timeline["limited"] = True
+                timeline["prev_batch"] = f"s{positions[room_id][-limit]}"
         rooms: dict[str, Any] = {}
         if join:
             rooms["join"] = join
@@ -450,6 +466,27 @@ class HomeserverStub:
             room.members.append(self.user_id)
         return JSONResponse({"room_id": room_id})
 
+    async def _messages(self, request: Request) -> Response:
+        answer, _ = await self._enter(request, "messages")
+        if answer is not None:
+            return answer
+        room_id = request.path_params["room"]
+        query = request.query_params
+        if query.get("dir") != "b":
+            return _error(400, "M_INVALID_PARAM", "only dir=b is implemented here")
+        begin = _position(query.get("to", "s0"))
+        end = _position(query.get("from", f"s{len(self.log_entries)}"))
+        limit = int(query.get("limit") or 10)
+        found = [
+            (index, entry.event)
+            for index, entry in enumerate(self.log_entries)
+            if begin <= index < end and entry.kind == "event" and entry.room_id == room_id
+        ][::-1][:limit]
+        page: dict[str, Any] = {"chunk": [event for _, event in found], "start": f"s{end}"}
+        if found and len(found) == limit:
+            page["end"] = f"s{found[-1][0]}"
+        return JSONResponse(page)
+
     async def _leave(self, request: Request) -> Response:
         answer, _ = await self._enter(request, "leave")
         if answer is not None:
@@ -486,6 +523,10 @@ class HomeserverStub:
         if found is None:
             return _error(404, "M_NOT_FOUND", "Media not found")
         return Response(found[0], media_type=found[1])
+
+
+def _position(token: str) -> int:
+    return int(token[1:]) if token.startswith("s") and token[1:].isdigit() else 0
 
 
 def _error(
