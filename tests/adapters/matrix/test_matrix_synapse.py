@@ -24,6 +24,7 @@ from sessiongate.store.platform_state import PlatformState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 HANG_GUARD = 60.0
 
@@ -60,6 +61,14 @@ class User:
         answer.raise_for_status()
         return str(answer.json()["room_id"])
 
+    async def create_encrypted_room(self, bot: str) -> str:
+        encryption = {"type": "m.room.encryption", "state_key": "",
+                      "content": {"algorithm": "m.megolm.v1.aes-sha2"}}  # fmt: skip
+        answer = await self.http.post("/createRoom", json={
+            "preset": "private_chat", "invite": [bot], "initial_state": [encryption]})  # fmt: skip
+        answer.raise_for_status()
+        return str(answer.json()["room_id"])
+
     async def say(self, room: str, body: str, **content: Any) -> str:
         self._txn += 1
         answer = await self.http.put(
@@ -76,28 +85,25 @@ class User:
         return list(reversed(answer.json()["chunk"]))
 
     async def wait_for(self, room: str, sender: str, body: str) -> dict[str, Any]:
-        """Until `sender` posted `body` in `room`; that event."""
+        """Until `sender` posted `body` (or, with a trailing `...`, a body starting so) in
+        `room`; that event."""
         async with asyncio.timeout(HANG_GUARD):
             while True:
                 for event in await self.messages(room):
-                    content = event.get("content", {})
-                    if event.get("sender") == sender and content.get("body") == body:
+                    said = str(event.get("content", {}).get("body"))
+                    if event.get("sender") == sender and (
+                        said == body or (body.endswith("...") and said.startswith(body[:-3]))
+                    ):
                         return event
                 await asyncio.sleep(0.2)  # no event to wait on: the bot posts over HTTP
 
 
-async def test_a_dm_is_answered_and_a_thread_reply_lands_in_the_thread(synapse, tmp_path):
-    bot = await asyncio.to_thread(synapse.register, "sg_bot")
-    alice_account = await asyncio.to_thread(synapse.register, "alice")
-    alice = User(synapse.url, alice_account["access_token"], alice_account["user_id"])
-    room = await alice.create_dm(bot["user_id"])
-
+def _gateway(synapse: Synapse, bot: dict[str, Any], allowed: str, home: Path) -> Any:
     config = GatewayConfig(platforms={"matrix": {
         "homeserver": synapse.url, "user_id": bot["user_id"],
-        "access_token": bot["access_token"], "allow_from": [alice.user_id],
+        "access_token": bot["access_token"], "allow_from": [allowed],
         "sync_timeout_seconds": 2,
     }})  # fmt: skip
-    home = tmp_path / "home"
     store = SessionStore(home / "sessions", config)
     section = config.platforms["matrix"]
     assert isinstance(section, MatrixConfig)
@@ -106,6 +112,15 @@ async def test_a_dm_is_answered_and_a_thread_reply_lands_in_the_thread(synapse, 
     )
     factory = build_agent_factory(config)
     runner = GatewayRunner(store, config, home=home, agent_factory=factory, adapters=[adapter])
+    return store, adapter, runner
+
+
+async def test_a_dm_is_answered_and_a_thread_reply_lands_in_the_thread(synapse, tmp_path):
+    bot = await asyncio.to_thread(synapse.register, "sg_bot")
+    alice_account = await asyncio.to_thread(synapse.register, "alice")
+    alice = User(synapse.url, alice_account["access_token"], alice_account["user_id"])
+    room = await alice.create_dm(bot["user_id"])
+    store, adapter, runner = _gateway(synapse, bot, alice.user_id, tmp_path / "home")
     await runner.start()
     try:
         # The first sync found the invite and joined it.
@@ -130,3 +145,25 @@ async def test_a_dm_is_answered_and_a_thread_reply_lands_in_the_thread(synapse, 
         await runner.stop()
         store.close()
         await alice.http.aclose()
+
+
+async def test_an_encrypted_room_is_told_and_left_never_sat_in_deaf(synapse, tmp_path):
+    bot = await asyncio.to_thread(synapse.register, "sg_bot_e2e")
+    carol_account = await asyncio.to_thread(synapse.register, "carol")
+    carol = User(synapse.url, carol_account["access_token"], carol_account["user_id"])
+    room = await carol.create_encrypted_room(bot["user_id"])
+    store, _adapter, runner = _gateway(synapse, bot, carol.user_id, tmp_path / "home")
+    await runner.start()
+    try:
+        notice = await carol.wait_for(room, bot["user_id"], f"{carol.user_id}: this room is...")
+        assert "end-to-end encrypted" in notice["content"]["body"]
+        async with asyncio.timeout(HANG_GUARD):
+            while True:
+                state = await carol.http.get(f"/rooms/{room}/state/m.room.member/{bot['user_id']}")
+                if state.json().get("membership") == "leave":
+                    break
+                await asyncio.sleep(0.2)  # the bot leaves over HTTP
+    finally:
+        await runner.stop()
+        store.close()
+        await carol.http.aclose()
