@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.kit import ClockSleep, CredentialsError
+from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
 from sessiongate.adapters.matrix import MatrixAdapter, stub as mx
 from sessiongate.adapters.matrix.client import MatrixClient
 from sessiongate.agents import build_agent_factory
@@ -265,3 +265,17 @@ async def test_a_limited_timeline_is_filled_from_messages_so_nothing_is_skipped(
     # Every message was answered once (follow-ups may share a turn on a busy lane).
     answered = "\n".join(texts)
     assert all(answered.count(f"missed {n}") == 1 for n in range(8))
+
+
+async def test_a_start_that_fails_after_connecting_leaves_nothing_open(tmp_path, clock, served):
+    stub, url = served
+    stub.fail("sync", mx.FORBIDDEN)
+    failed = Gateway(tmp_path / "a", clock, url, stub)
+    with pytest.raises(PlatformError, match="not invited"):
+        await failed.adapter.start(failed.runner)
+    failed.store.close()
+    assert failed.adapter.client.api is not None
+    assert failed.adapter.client.api.api.session.closed
+    # The account is free again: the next start in this process is not refused as a twin.
+    async with Gateway(tmp_path / "b", clock, url, stub) as gw:
+        assert gw.adapter.connected

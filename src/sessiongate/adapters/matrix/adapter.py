@@ -173,11 +173,16 @@ class MatrixAdapter(KitAdapter):
         self._syncing_users.add(self.me.user_id)
         self._syncing = True
         log.info("matrix connected", extra={"user_id": self.me.user_id})
-        state = self._state()
-        state.prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
-        self.since = state.get_cursor(str(self.platform), self.me.user_id)
-        if self.since is None:
-            await self._first_sync()
+        try:
+            state = self._state()
+            state.prune_events(older_than_seconds=_CLAIM_HORIZON_SECONDS)
+            self.since = state.get_cursor(str(self.platform), self.me.user_id)
+            if self.since is None:
+                await self._first_sync()
+        except BaseException:
+            # A start that fails leaves nothing open (the kit does not disconnect it).
+            await self.disconnect()
+            raise
 
     async def _first_sync(self) -> None:
         """Learn the rooms and take the pending invites; the history is not answered."""

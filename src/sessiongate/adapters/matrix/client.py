@@ -384,7 +384,8 @@ class MatrixClient:
             return
         try:
             await self._client().set_typing(_room(room_id), timeout=0)
-        except (MatrixRequestError, MatrixConnectionError) as exc:
+        except (MatrixRequestError, MatrixConnectionError, RuntimeError) as exc:
+            # RuntimeError: the session closed meanwhile (the adapter is stopping).
             log.debug("typing notice not taken down", extra={"chat_id": room_id,
                                                              "error": str(exc)})  # fmt: skip
 
