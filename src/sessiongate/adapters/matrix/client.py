@@ -353,14 +353,15 @@ class MatrixClient:
 
     async def edit_text(self, target: Target, message_id: str, text: str, *, markup: bool) -> None:
         new = message_content(text, markup=markup)
+        # What clients without edits show: the new text marked with "* ".
+        fallback = {key: f"* {value}" if key in ("body", "formatted_body") else value
+                    for key, value in new.items()}  # fmt: skip
         content = {
-            **message_content(f"* {text}" if not markup else text, markup=markup),
+            **fallback,
             "m.new_content": new,
             "m.relates_to": {"rel_type": "m.replace", "event_id": message_id},
             "m.mentions": {},
         }
-        if not markup:
-            content["body"] = f"* {text}"
         await self._send_event(target.chat_id, content, editing=True)
 
     async def delete_message(self, target: Target, message_id: str) -> None:
