@@ -279,3 +279,17 @@ async def test_a_start_that_fails_after_connecting_leaves_nothing_open(tmp_path,
     # The account is free again: the next start in this process is not refused as a twin.
     async with Gateway(tmp_path / "b", clock, url, stub) as gw:
         assert gw.adapter.connected
+
+
+async def test_an_attachment_is_a_reference_the_adapter_downloads(tmp_path, clock, served):
+    stub, url = served
+    stub.media["report1"] = (b"quarterly numbers", "text/plain")
+    async with Gateway(tmp_path, clock, url, stub) as gw:
+        stub.push_text(DM, ALICE, "report.txt", msgtype="m.file", url=f"mxc://{S}/report1",
+                       info={"size": 17, "mimetype": "text/plain"})  # fmt: skip
+        await gw.settled(1)
+        (entry,) = gw.store.list_sessions()
+        transcript = str(gw.store.load_transcript(entry.session_id))
+        assert f"matrix://file/mxc%3A%2F%2F{S}%2Freport1" in transcript
+        assert await gw.adapter.download(f"mxc://{S}/report1") == b"quarterly numbers"
+    assert stub.calls["download"] == 1
