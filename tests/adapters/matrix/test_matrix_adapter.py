@@ -293,3 +293,10 @@ async def test_an_attachment_is_a_reference_the_adapter_downloads(tmp_path, cloc
         assert f"matrix://file/mxc%3A%2F%2F{S}%2Freport1" in transcript
         assert await gw.adapter.download(f"mxc://{S}/report1") == b"quarterly numbers"
     assert stub.calls["download"] == 1
+
+
+async def test_a_missing_file_is_a_clear_refusal(tmp_path, clock, served):
+    stub, url = served
+    async with Gateway(tmp_path, clock, url, stub) as gw:
+        with pytest.raises(PlatformError, match="refused the download: 404"):
+            await gw.adapter.download(f"mxc://{S}/nothing")

@@ -27,7 +27,7 @@ from json import JSONDecodeError
 from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
-from aiohttp import ClientConnectorError, ClientTimeout, ContentTypeError
+from aiohttp import ClientConnectorError, ClientTimeout
 from mautrix.api import HTTPAPI, Method, Path
 from mautrix.client import ClientAPI
 from mautrix.errors import (
@@ -324,10 +324,11 @@ class MatrixClient:
         it)."""
         try:
             return await self._client().download_media(mxc)  # type: ignore[arg-type]
+        except aiohttp.ClientResponseError as exc:
+            # The media repository answered with an error status (gone, forbidden, too large).
+            raise PlatformError(f"the homeserver refused the download: {exc.status}") from exc
         except (MatrixRequestError, MatrixConnectionError, aiohttp.ClientError) as exc:
             raise translate(exc, sending=False) from exc
-        except ContentTypeError as exc:  # pragma: no cover - a subclass of ClientError
-            raise PlatformError(str(exc)) from exc
 
     # ------------------------------------------------------------------ PlatformSender
 
