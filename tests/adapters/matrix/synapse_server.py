@@ -79,8 +79,12 @@ def synapse_python() -> Path:
     python = VENV / "bin" / "python"
     if _importable(python):
         return python
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / "synapse-venv.lock", "w") as lock:
+    try:
+        VENV.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(VENV.parent / "synapse-venv.lock", "w")  # noqa: SIM115  # closed below
+    except OSError as exc:
+        raise SynapseUnavailableError(f"no cache folder for the Synapse virtualenv: {exc}") from exc
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _importable(python):
             return python
