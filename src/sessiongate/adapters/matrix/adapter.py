@@ -18,6 +18,10 @@ pairing), the bot joins; others are ignored (logged). Encrypted rooms: this adap
 decrypt (no end-to-end encryption support), so it never sits deaf in one. An invite into an
 encrypted room is joined only to tell the inviter so, then left; an encrypted event in a room
 it is in is logged and answered once (per room and process) with a notice naming the inviter.
+
+Slightly over the ~400-line budget: the sync loop, the gap fill of a limited timeline, the
+invites and the encryption notices all act on one sync answer before its `since` may move, and
+their order is the contract.
 """
 
 from __future__ import annotations
@@ -32,8 +36,7 @@ from sessiongate.adapters.kit.adapter import KitAdapter
 from sessiongate.adapters.kit.bursts import MAX_HOLD_WINDOWS
 from sessiongate.adapters.kit.errors import CredentialsError, PermanentSendError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings, PlatformEvent, gateway_commands
-from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
-from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.outbound import Target
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.matrix.client import MatrixClient
 from sessiongate.adapters.matrix.payloads import (
@@ -43,6 +46,7 @@ from sessiongate.adapters.matrix.payloads import (
     RoomDirectory,
     parse_event,
 )
+from sessiongate.adapters.matrix.rendering import MATRIX_RENDERING
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.errors import LeaseLostError
@@ -56,47 +60,10 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import MatrixConfig
 
-__all__ = [
-    "ENCRYPTED_NOTICE",
-    "MATRIX_LIMIT",
-    "MATRIX_RENDERING",
-    "MatrixAdapter",
-    "to_matrix_html",
-    "utf8_len",
-]
+__all__ = ["ENCRYPTED_NOTICE", "MatrixAdapter"]
 
 log = logging.getLogger(__name__)
 
-# Hermes's default. One event carries at most 65,535 bytes, `body` and `formatted_body`
-# together, so a chunk is measured as the UTF-8 bytes of the HTML it is sent as (the longer
-# of the two): 16,000 leaves room for the plain body and the event's envelope.
-MATRIX_LIMIT = 16_000
-
-
-def utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
-def html_len(markdown: str) -> int:
-    """A chunk's size as sent: the UTF-8 bytes of its `formatted_body`."""
-    return utf8_len(to_matrix_html(markdown))
-
-
-def to_matrix_html(markdown: str) -> str:
-    """The kit's HTML (the tags Matrix clients render too), with line breaks as `<br>`
-    outside preformatted blocks (HTML folds newlines)."""
-    rendered = to_telegram_html(markdown)
-    parts = rendered.split("<pre>")
-    out = [parts[0].replace("\n", "<br>")]
-    for part in parts[1:]:
-        inside, _, after = part.partition("</pre>")
-        out.append(f"<pre>{inside}</pre>{after.replace(chr(10), '<br>')}")
-    return "".join(out)
-
-
-MATRIX_RENDERING = Rendering(
-    limit=MATRIX_LIMIT, measure=html_len, render=to_matrix_html, plain=to_plain_text
-)
 ENCRYPTED_NOTICE = (
     "{who}this room is end-to-end encrypted, and this bot cannot read encrypted messages: "
     "it would not see anything said here. Please talk to it in an unencrypted room or "

@@ -19,6 +19,9 @@ invitation, `redeliver` an event once more; `sent`, `edits`, `redactions`, `typi
 calls (`send`, `edit`, `redact`, `typing`, `upload`, `sync`, `whoami`, `join`). The bot's own
 sends are not echoed into `/sync` unless `echo_own` (a homeserver echoes them; the adapter
 drops them as its own).
+
+Over the ~400-line budget, as one class: every endpoint reads and writes the one event log
+and room table a homeserver keeps, and splitting them would only pass that state around.
 """
 
 from __future__ import annotations
