@@ -20,6 +20,7 @@ ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "telegram": ("telegram", "telegram"),
     "slack": ("slack_sdk", "slack"),
     "discord": ("discord", "discord"),
+    "matrix": ("mautrix", "matrix"),
 }
 
 
@@ -61,4 +62,10 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, DiscordConfig)
             adapters.append(DiscordAdapter(section))
+        elif name == "matrix":
+            from sessiongate.adapters.matrix import MatrixAdapter
+            from sessiongate.core.config import MatrixConfig
+
+            assert isinstance(section, MatrixConfig)
+            adapters.append(MatrixAdapter(section))
     return adapters

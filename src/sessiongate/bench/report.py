@@ -543,13 +543,18 @@ def _platform_lines(section: dict[str, Any]) -> list[str]:
         "its loopback stub; overhead = latency minus one bare SDK round trip.",
         "",
     ]
-    for name in ("slack", "discord"):
+    for name in ("slack", "discord", "matrix"):
         part = section.get(name, {})
         if part.get("status") == "ok":
             lines.append(
                 f"- {name}: latency {_pair(part['latency_ms'])}, SDK round trip "
                 f"{_pair(part['sdk_roundtrip_ms'])}, overhead {_pair(part['overhead_ms'])}"
             )
+            if "updates_per_s" in part:
+                lines.append(
+                    f"  - burst of {section['messages']}: {_n(part['updates_per_s'])} updates/s "
+                    f"end to end; the stub alone {_n(part['stub_floor_updates_per_s'])} updates/s"
+                )
         else:
             lines.append(f"- {name}: not measured ({part.get('reason', 'no result')})")
     return [*lines, ""]

@@ -146,6 +146,16 @@ MEANINGS: dict[str, str] = {
     "and deleted to match the gateway's, keeping ids; `off`: left alone.",
     "platforms.discord.gateway_stall_seconds": "The gateway has delivered nothing (not even "
     "a heartbeat ack) for this long: the socket is closed and reopened (the watchdog).",
+    "platforms.matrix.homeserver": "The homeserver's root URL (https://matrix.example.org, "
+    "or a stub), without `/_matrix`.",
+    "platforms.matrix.user_id": "The bot's Matrix id (`@bot:example.org`); when set, the "
+    "start fails unless the access token belongs to it.",
+    "platforms.matrix.access_token": "The bot account's access token (never logged); see "
+    "docs/ADAPTERS.md for how to get one.",
+    "platforms.matrix.sync_timeout_seconds": "How long one `/sync` long poll waits for events "
+    "on the homeserver.",
+    "platforms.matrix.sync_stall_seconds": "No `/sync` has completed for this long beyond its "
+    "own timeout: its connection is closed and rebuilt (the watchdog).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "

@@ -6,6 +6,7 @@ Constructible with keyword arguments; `sessiongate.config.load_config` reads YAM
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -482,11 +483,39 @@ class DiscordConfig(PlatformConfig):
         return _http_url(value, "https://discord.com/api/v10").rstrip("/")
 
 
+class MatrixConfig(PlatformConfig):
+    """`platforms.matrix`: the client-server API (`/sync`) of any homeserver, on mautrix."""
+
+    homeserver: str = "https://matrix.org"
+    # The bot's account (`@bot:example.org`); when set, the token must belong to it.
+    user_id: str | None = None
+    access_token: SecretStr | None = None
+    sync_timeout_seconds: int = Field(30, ge=0, le=120)
+    # No sync completed for this long (beyond its own timeout): rebuild its connection.
+    sync_stall_seconds: float = Field(90.0, gt=0)
+
+    @field_validator("homeserver")
+    @classmethod
+    def _homeserver_url(cls, value: str) -> str:
+        value = _http_url(value, "https://matrix.example.org").rstrip("/")
+        if "/_matrix" in value:
+            raise ValueError("homeserver is the server's root URL, without /_matrix/...")
+        return value
+
+    @field_validator("user_id")
+    @classmethod
+    def _matrix_user(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"@[^:\s]+:\S+", value):
+            raise ValueError("user_id is a Matrix user id such as @bot:example.org")
+        return value
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
 PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "telegram": TelegramConfig,
     "slack": SlackConfig,
     "discord": DiscordConfig,
+    "matrix": MatrixConfig,
 }
 
 

@@ -221,6 +221,11 @@ TABLES: tuple[TableSpec, ...] = (
         ("platform", "turn_id"),
         (("platform", _T), ("turn_id", _I), ("state", _T), ("detail", _T), ("at", _TS)),
     ),
+    TableSpec(
+        "platform_cursors",
+        ("platform", "account"),
+        (("platform", _T), ("account", _T), ("cursor", _T), ("updated_at", _TS)),
+    ),
 )
 
 

@@ -40,7 +40,8 @@ EntryTuple = tuple[Any, ...]
 
 class PlatformStateTx(Protocol):
     """What platform adapters keep (`store/platform_state.py` states the rules): event
-    claims, pairing requests, threads the bot has spoken in, and sends per turn. Times are
+    claims, pairing requests, threads the bot has spoken in, sends per turn, and receiver
+    cursors. Times are
     integer microseconds; a send is (state, detail)."""
 
     def claim_platform_event(self, platform: str, event_id: str, owner: str, now: int) -> bool: ...
@@ -61,6 +62,8 @@ class PlatformStateTx(Protocol):
         self, platform: str, turn_id: int, now: int
     ) -> tuple[str, str | None] | None: ...
     def get_send(self, platform: str, turn_id: int) -> tuple[str, str | None] | None: ...
+    def get_cursor(self, platform: str, account: str) -> str | None: ...
+    def set_cursor(self, platform: str, account: str, cursor: str, now: int) -> None: ...
 
 
 class Tx(PlatformStateTx, Protocol):

@@ -51,8 +51,10 @@ async def test_a_reply_lands_in_the_chat_and_thread_it_answers(harness):
     assert "in the thread" in posted.text
 
 
-def _long_text() -> str:
-    return "\n\n".join(["A sentence that goes on for a while. " * 20] * 12)
+def _long_text(limit: int = 4096) -> str:
+    """Paragraphs enough for more than two chunks at `limit`."""
+    paragraph = "A sentence that goes on for a while. " * 20
+    return "\n\n".join([paragraph] * max(12, 3 * limit // len(paragraph)))
 
 
 @pytest.mark.parametrize(
@@ -63,7 +65,7 @@ async def test_reply_to_mode_decides_which_chunks_quote_the_message(make_harness
     harness = await make_harness(reply_to_mode=mode)
     if not harness.quotes_replies:
         pytest.skip(f"{harness.name} has no quoted replies")
-    event_id = harness.push(Msg(_long_text(), chat="group", mention=True))
+    event_id = harness.push(Msg(_long_text(harness.limit), chat="group", mention=True))
     await harness.settle()
     posted = harness.posted()
     assert len(posted) > 2
@@ -425,7 +427,7 @@ async def test_an_expired_pairing_code_is_replaced_and_cannot_be_approved(make_h
 async def test_a_long_reply_is_split_at_the_platform_limit_by_its_measure(harness):
     """#18: split at the limit measured the platform's way, at paragraph boundaries."""
     paragraph = "Sentence with an emoji 😀 in it. " * 20
-    text = "\n\n".join([paragraph.strip()] * 12)
+    text = "\n\n".join([paragraph.strip()] * max(12, 2 * harness.limit // len(paragraph)))
     harness.push(Msg(text))
     await harness.settle()
     posted = harness.posted()
@@ -437,7 +439,7 @@ async def test_a_long_reply_is_split_at_the_platform_limit_by_its_measure(harnes
 
 async def test_a_long_code_block_is_split_with_fences_balanced(harness):
     """#18: code fences stay balanced in every chunk."""
-    code = "\n".join(f"line_{i} = {i}" for i in range(800))
+    code = "\n".join(f"line_{i} = {i}" for i in range(max(800, harness.limit // 10)))
     harness.push(Msg(f"```python\n{code}\n```"))
     await harness.settle()
     posted = harness.posted()
@@ -806,7 +808,9 @@ async def test_a_refused_notice_does_not_stop_the_receiver(make_harness):
 
 
 async def test_the_gateway_commands_are_registered(harness):
-    """#29: commands registered at startup."""
+    """#29: commands registered at startup (where the platform has a registry)."""
+    if not getattr(harness, "registers_commands", True):
+        pytest.skip(f"{harness.name} has no command registry; commands are read from the text")
     names = harness.registered_commands()
     assert {"new", "status", "stop"} <= set(names)
 
@@ -844,7 +848,7 @@ async def test_a_command_is_acknowledged_and_its_answer_arrives(harness):
     harness.push(Msg("/status", chat="group", command_to_bot=True))
     await harness.settle()
     acknowledged = harness.ephemeral()
-    assert len(acknowledged) == (0 if harness.name == "telegram" else 1)
+    assert len(acknowledged) == (0 if harness.name in ("telegram", "matrix") else 1)
     assert all(text.startswith("Running /status") for text in acknowledged)
     (answer,) = harness.posted()
     assert "echo:" not in answer.text

@@ -322,6 +322,17 @@ _V8 = [
     "ALTER FUNCTION sg_us(timestamptz) STABLE",
 ]
 
+# A receiver's cursor per platform and account, as on SQLite (see its migration 9).
+_V9 = [
+    """CREATE TABLE platform_cursors (
+        platform text NOT NULL,
+        account text NOT NULL,
+        cursor text NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, account)
+    )""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -331,4 +342,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "the lane fence and a reply's journal step as statements that fail their transaction", _V6),
     (7, "a route written over as seen, checked at the server", _V7),
     (8, "time conversions the planner inlines", _V8),
+    (9, "platform receiver cursors", _V9),
 ]
