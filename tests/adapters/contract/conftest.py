@@ -8,6 +8,7 @@ import pytest
 from discord_harness import DiscordHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
+from whatsapp_harness import WhatsAppHarness
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
     "discord": DiscordHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
+    "whatsapp": WhatsAppHarness,
 }
 
 

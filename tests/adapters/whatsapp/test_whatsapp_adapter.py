@@ -311,8 +311,10 @@ async def test_a_reply_uploads_its_files_then_sends_them(tmp_path, clock, graph)
         source = SessionSource(platform=Platform.WHATSAPP, chat_id=ALICE, chat_type=ChatType.DM)
         text = f"here\nMEDIA: {folder / 'chart.png'}\nMEDIA: {folder / 'notes.txt'}"
         await gw.adapter.send(source, text, turn_id=None)
-    assert [u["data"] for u in graph.uploads] == [b"\x89PNG chart", b"notes"]
-    assert graph.uploads[1]["name"] == "notes.txt"
+    assert [(u["name"], u["data"]) for u in graph.uploads] == [
+        ("chart.png", b"\x89PNG chart"),
+        ("notes.txt", b"notes"),
+    ]
     kinds = [m["type"] for m in graph.sent[1:]]
     assert kinds == ["text", "image", "document"]
     assert graph.sent[2]["image"]["id"] == graph.uploads[0]["id"]

@@ -56,9 +56,10 @@ from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import WhatsAppConfig
@@ -127,12 +128,7 @@ class WhatsAppAdapter(KitAdapter):
         settings = KitSettings.from_config(config)
         # Numbers in any spelling (`+1 555 123 4567`) match the digits the payloads carry.
         allowed = [normalize_whatsapp_identifier(a) or a for a in config.allow_from or ()]
-        home = config.home_channel
-        settings = replace(
-            settings,
-            access=AccessPolicy.build(allowed, config.dm_policy),
-            home_channel=normalize_whatsapp_identifier(home) or home if home else None,
-        )
+        settings = replace(settings, access=AccessPolicy.build(allowed, config.dm_policy))
         super().__init__(
             settings,
             sender=self.client,
@@ -170,6 +166,9 @@ class WhatsAppAdapter(KitAdapter):
 
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id)
+
+    async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        await self.client.set_commands(commands)
 
     async def download_media(self, media_id: str) -> tuple[bytes, str]:
         """(bytes, MIME type) of an inbound attachment (`whatsapp://file/<media_id>`), within

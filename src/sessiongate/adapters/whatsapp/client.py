@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from pywa.errors import WhatsAppError
+from pywa.types.others import Command
 from pywa.types.templates import TemplateLanguage
 from pywa_async.client import WhatsApp
 
@@ -40,12 +41,14 @@ from sessiongate.adapters.kit.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
+    from sessiongate.adapters.kit.events import PlatformCommand
     from sessiongate.adapters.kit.media_out import OutboundFile
     from sessiongate.adapters.kit.outbound import Target
 
 __all__ = [
+    "MAX_COMMANDS",
     "MediaTooLargeError",
     "ServiceWindowClosedError",
     "WhatsAppClient",
@@ -91,6 +94,8 @@ _CODES: dict[int, type[PlatformError]] = {
     131016: TransientSendError,  # service unavailable
     133004: TransientSendError,  # server temporarily unavailable
 }
+# WhatsApp lists at most 30 commands per business number.
+MAX_COMMANDS = 30
 # Seconds waited after a throttling error without a Retry-After header.
 _DEFAULT_RETRY_AFTER = 2.0
 # Requests that provably never left: retry is safe.
@@ -179,6 +184,18 @@ class WhatsAppClient:
     async def close(self) -> None:
         await self._http.aclose()
 
+    async def set_commands(self, commands: Sequence[PlatformCommand]) -> None:
+        """The commands WhatsApp offers when a user types `/` (conversational automation):
+        at most 30, names up to 32 characters, descriptions up to 256."""
+        valid = [
+            Command(name=c.name, description=(c.description or c.name)[:256])
+            for c in commands
+            if 0 < len(c.name) <= 32
+        ][:MAX_COMMANDS]
+        await self._call(
+            lambda: self.wa.update_conversational_automation(commands=valid), sending=False
+        )
+
     def note_inbound(self, chat_id: str, message_id: str) -> None:
         self._last_inbound[chat_id] = message_id
 
@@ -193,23 +210,23 @@ class WhatsAppClient:
         return str(sent.id)
 
     async def send_file(self, target: Target, file: OutboundFile) -> str:
-        """An image WhatsApp shows as a photo (JPEG/PNG up to 5 MB) goes as an image, any
-        other file as a document; pywa uploads the bytes (POST /<phone>/media) first."""
+        """Upload the bytes (POST /<phone>/media, the file's own name kept), then send the
+        media id: an image WhatsApp shows as a photo (JPEG/PNG up to 5 MB) as an image, any
+        other file as a document."""
         as_image = file.mime_type in _IMAGE_TYPES and file.size <= _IMAGE_LIMIT_BYTES
 
         async def upload() -> Any:
+            media = await self.wa.upload_media(
+                media=file.data, mime_type=file.mime_type, filename=file.name
+            )
             if as_image:
                 return await self.wa.send_image(
-                    to=target.chat_id,
-                    image=file.data,
-                    mime_type=file.mime_type,
-                    reply_to_message_id=target.reply_to,
+                    to=target.chat_id, image=media, reply_to_message_id=target.reply_to
                 )
             return await self.wa.send_document(
                 to=target.chat_id,
-                document=file.data,
+                document=media,
                 filename=file.name,
-                mime_type=file.mime_type,
                 reply_to_message_id=target.reply_to,
             )
 

@@ -181,10 +181,7 @@ def _message(
     context = context if isinstance(context, dict) else {}
     reply_to = context.get("id")
     quoted_from = _number(context.get("from"))
-    mentions = bool(me.display_number) and f"@{me.display_number}" in text.replace("+", "")
-    if mentions and text.lstrip().startswith("@"):
-        # "@bot do this" is addressed to the bot: the agent gets "do this".
-        text = text.lstrip().split(None, 1)[1] if " " in text.strip() else ""
+    text, mentions = _addressing(text, me)
     facts = MessageFacts(
         chat_type=chat_type,
         text=text,
@@ -194,6 +191,8 @@ def _message(
         is_deletion=kind == "revoke",
         mentions_bot=mentions,
         reply_to_bot=bool(quoted_from) and quoted_from == me.display_number,
+        # WhatsApp has no `/cmd@bot`: a command after a mention of the bot is addressed to it.
+        command_to_bot=mentions and text.startswith("/"),
     )
     return PlatformEvent(
         event_id=message_id,
@@ -207,6 +206,21 @@ def _message(
         kind=kind if not is_edit else "edit",
         sent_at=sent_at,
     )
+
+
+def _addressing(text: str, me: WhatsAppIdentity) -> tuple[str, bool]:
+    """(the text for the agent, whether it mentions the bot): a mention is `@<the business
+    number>` (WhatsApp writes mentions as the number); a leading one is cut."""
+    if not me.display_number:
+        return text, False
+    handles = (f"@{me.display_number}", f"@+{me.display_number}")
+    if not any(h in text for h in handles):
+        return text, False
+    stripped = text.lstrip()
+    for handle in handles:
+        if stripped.startswith(handle):
+            return stripped[len(handle) :].lstrip(), True
+    return text, True
 
 
 def _content(

@@ -107,6 +107,7 @@ class GraphApiStub:
         self.typing: list[str] = []  # message ids the bot showed typing against
         self.read: list[str] = []
         self.uploads: list[dict[str, Any]] = []  # id, name, mime_type, data
+        self.commands: list[dict[str, str]] = []  # command_name, command_description
         self.media: dict[str, tuple[bytes, str]] = {}  # inbound media: id -> (bytes, type)
         self.bodies: dict[str, bytes] = {}  # message id -> the webhook body that carried it
         self.webhook_answers: list[int] = []
@@ -126,6 +127,11 @@ class GraphApiStub:
                 Route("/v{version}/{node}", self._node, methods=["GET"]),
                 Route("/v{version}/{phone_id}/messages", self._messages, methods=["POST"]),
                 Route("/v{version}/{phone_id}/media", self._upload, methods=["POST"]),
+                Route(
+                    "/v{version}/{phone_id}/conversational_automation",
+                    self._automation,
+                    methods=["POST"],
+                ),
             ]
         )
 
@@ -203,13 +209,18 @@ class GraphApiStub:
             ],
         }
 
-    def push(self, body: dict[str, Any]) -> bytes:
-        """Sign `body` and queue its post to the gateway; returns the bytes posted."""
+    def encode(self, body: dict[str, Any]) -> bytes:
+        """`body` as Meta posts it (compact JSON), kept by message id for `redeliver`."""
         raw = json.dumps(body, separators=(",", ":")).encode()
         for entry in body.get("entry", ()):
             for change in entry.get("changes", ()):
                 for message in change.get("value", {}).get("messages", ()):
                     self.bodies[str(message.get("id"))] = raw
+        return raw
+
+    def push(self, body: dict[str, Any]) -> bytes:
+        """Sign `body` and queue its post to the gateway; returns the bytes posted."""
+        raw = self.encode(body)
         self._queue(raw)
         return raw
 
@@ -278,7 +289,7 @@ class GraphApiStub:
     # ------------------------------------------------------------------ the test's side
 
     def fail(self, call: str, fault: Fault, times: int = 1) -> None:
-        """The next `times` calls of `call` (messages, media, phone) fail with `fault`."""
+        """The next `times` calls of `call` (messages, media, phone, commands) fail."""
         self.faults.setdefault(call, deque()).extend([fault] * times)
 
     def texts(self, to: str | None = None) -> list[str]:
@@ -374,6 +385,18 @@ class GraphApiStub:
         contact = {"input": to, "wa_id": to} if body.get("to") else {"input": to, "user_id": to}
         return JSONResponse({"messaging_product": "whatsapp", "contacts": [contact],
                              "messages": [{"id": message_id}]})  # fmt: skip
+
+    async def _automation(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return self._unauthorized()
+        self.calls["commands"] += 1
+        fault = self._fault("commands")
+        if fault is not None:
+            return self._error(fault)
+        body = await request.json()
+        if "commands" in body:
+            self.commands = json.loads(body["commands"])
+        return JSONResponse({"success": True})
 
     async def _upload(self, request: Request) -> Response:
         if not self._authorized(request):
