@@ -212,3 +212,12 @@ def test_each_platform_adapter_has_its_per_message_overhead(bench: Bench) -> Non
     text = (root / "docs" / "PERFORMANCE.md").read_text()
     assert "## Platform adapters" in text
     assert "- slack: latency" in text
+
+
+def test_whatsapp_is_measured_beside_its_stubs_floor(bench: Bench) -> None:
+    results, _saved, root = bench
+    section = results["whatsapp"]
+    assert section["status"] == "ok", section.get("reason")
+    assert set(section["throughput"]) == {"floor", "gateway"}
+    text = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## WhatsApp adapter" in text
