@@ -348,7 +348,7 @@ async def test_a_reply_after_24_hours_fails_with_its_reason_and_the_template(
         assert graph.texts()[-1] == "echo: back"
 
 
-async def test_a_refused_reply_stays_undelivered_and_arrives_once_the_user_writes(
+async def test_a_reply_outside_the_window_is_a_failed_delivery_never_a_silent_drop(
     tmp_path, clock, graph
 ):
     async with running(tmp_path, clock, graph) as (gw, _):
@@ -359,6 +359,29 @@ async def test_a_refused_reply_stays_undelivered_and_arrives_once_the_user_write
         ok = await gw.runner._delivery.send(source, "late", turn_id=None)
         assert ok is False  # listed as failed by the gateway, not dropped
         assert gw.adapter.statistics().sent == 1
+
+
+async def test_after_a_restart_the_window_is_read_from_the_conversation(tmp_path, clock, graph):
+    async with running(tmp_path, clock, graph) as (gw, _):
+        graph.push_message("hi", timestamp=clock.now().timestamp())
+        await gw.settle(graph)
+    clock.advance(3600)
+    source = SessionSource(platform=Platform.WHATSAPP, chat_id=ALICE, chat_type=ChatType.DM)
+    async with running(tmp_path, clock, graph) as (gw, _):
+        await gw.adapter.send(source, "an hour later", turn_id=None)
+        clock.advance(24 * 3600)
+        with pytest.raises(ServiceWindowClosedError):
+            await gw.adapter.send(source, "a day later", turn_id=None)
+    assert graph.texts()[-1] == "an hour later"
+
+
+async def test_a_stopped_adapter_answers_503_so_meta_retries(gateway, graph):
+    gw, _ = gateway
+    await gw.adapter.stop()
+    graph.push_message("while stopping")
+    await gw.settle(graph)
+    assert graph.webhook_answers == [503]
+    assert graph.sent == []
 
 
 async def test_metas_own_window_refusal_is_recorded_refused(gateway, graph):

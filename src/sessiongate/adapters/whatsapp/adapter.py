@@ -207,6 +207,8 @@ class WhatsAppAdapter(KitAdapter):
         """(status, JSON body) for one webhook POST; parsed only once verified."""
         if not self.verify_webhook(headers, body):
             return 401, _error("unauthorized", "missing or wrong X-Hub-Signature-256")
+        if self._stopped or self.runner is None:
+            return 503, _error("unavailable", "the gateway is stopping; retry later")
         try:
             batch = parse_webhook(json.loads(body), self.me)
         except PayloadError as exc:
