@@ -2,11 +2,11 @@
 
 No bearer token: Meta signs its requests. `GET` is the one-time verification (Meta sends
 `hub.mode=subscribe`, `hub.verify_token`, `hub.challenge`; the right token gets the challenge
-back as plain text, anything else a JSON 403). `POST` carries messages and delivery reports,
-and is refused (401) without an `X-Hub-Signature-256: sha256=...` header before its body is
-read; its body is read only up to `platforms.whatsapp.max_webhook_bytes` (413 beyond), and the
-adapter checks the HMAC before it parses anything. With no WhatsApp adapter running, every
-request is refused the same way (which of the two it was is not told).
+back as plain text, anything else a 401, like every webhook refusal). `POST` carries messages
+and delivery reports, and is refused (401) without an `X-Hub-Signature-256: sha256=...` header
+before its body is read; its body is read only up to `platforms.whatsapp.max_webhook_bytes`
+(413 beyond), and the adapter checks the HMAC before it parses anything. With no WhatsApp
+adapter running, every request is refused the same way (which of the two it was is not told).
 """
 
 from __future__ import annotations
@@ -55,16 +55,16 @@ def _hook(request: Request) -> WhatsAppHook | None:
             "description": "The challenge, as plain text",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         },
-        403: {"model": ErrorOut, "description": "Wrong verify token, or no WhatsApp adapter"},
+        401: {"model": ErrorOut, "description": "Wrong verify token, or no WhatsApp adapter"},
     },
 )
 async def whatsapp_verify(request: Request) -> Response:
     hook = _hook(request)
-    status, text = (403, "") if hook is None else hook.verify_challenge(request.query_params)
+    status, text = (401, "") if hook is None else hook.verify_challenge(request.query_params)
     if status != 200:
         return JSONResponse(
-            {"error": {"code": "forbidden", "message": "not a verification by this webhook"}},
-            status_code=403,
+            {"error": {"code": "unauthorized", "message": "not a verification of this webhook"}},
+            status_code=401,
         )
     return PlainTextResponse(text)
 

@@ -102,8 +102,8 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.media_dirs": "Folders a reply may send files from (a `MEDIA: <path>` line "
     "in the reply); none: replies send no files.",
     "platforms.<name>.max_upload_mb": "The largest file a reply sends, in MB; unset: the "
-    "platform's own limit (Telegram 50, Discord 10, Slack 1,000, WhatsApp 100). A larger one gets a line of "
-    "text instead.",
+    "platform's own limit (Telegram 50, Discord 10, Slack 1,000, WhatsApp 100). A larger one "
+    "gets a line of text instead.",
     "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
     "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
     "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",

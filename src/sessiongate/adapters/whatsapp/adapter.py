@@ -182,13 +182,13 @@ class WhatsAppAdapter(KitAdapter):
         return self.config.max_webhook_bytes
 
     def verify_challenge(self, params: Mapping[str, str]) -> tuple[int, str]:
-        """The GET verification: (200, the challenge) for the right token, else (403, ...)."""
+        """The GET verification: (200, the challenge) for the right token, else (401, ...)."""
         given = params.get("hub.verify_token", "")
         if params.get("hub.mode") != "subscribe" or not hmac.compare_digest(
             given.encode(), self._verify_token.encode()
         ):
             log.warning("whatsapp webhook verification refused (wrong verify token or mode)")
-            return 403, "forbidden"
+            return 401, "unauthorized"
         return 200, params.get("hub.challenge", "")
 
     def has_signature(self, headers: Mapping[str, str]) -> bool:
