@@ -27,6 +27,8 @@ import hashlib
 import hmac
 import itertools
 import json
+import queue
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 
     from starlette.requests import Request
 
@@ -51,6 +53,7 @@ __all__ = [
     "Fault",
     "GraphApiStub",
     "serve_stub",
+    "serve_stub_in_thread",
     "sign",
 ]
 
@@ -455,3 +458,37 @@ async def serve_stub(stub: GraphApiStub) -> AsyncIterator[str]:
         await stub.aclose()
         server.should_exit = True
         await task
+
+
+@contextlib.contextmanager
+def serve_stub_in_thread(stub: GraphApiStub) -> Iterator[str]:
+    """`serve_stub` on an event loop of its own thread, for callers without a loop (a CLI
+    test, `sessiongate try`); yields the base URL. Webhooks are then posted by the caller
+    (`sign` the body), not through `push`, whose queue lives on the caller's loop."""
+    started: queue.Queue[str | BaseException] = queue.Queue()
+    stop: asyncio.Event | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    async def main() -> None:
+        nonlocal stop, loop
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        try:
+            async with serve_stub(stub) as url:
+                started.put(url)
+                await stop.wait()
+        except BaseException as exc:
+            started.put(exc)
+            raise
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    found = started.get(timeout=30)
+    if isinstance(found, BaseException):
+        raise RuntimeError("the Graph API stub did not start") from found
+    try:
+        yield found
+    finally:
+        if loop is not None and stop is not None:
+            loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=30)
