@@ -71,6 +71,17 @@ def test_statuses_are_returned_apart_and_other_fields_are_skipped():
     assert batch.skipped == 1
 
 
+def test_a_number_spelled_apart_from_its_contact_keeps_the_name_but_no_borrowed_id():
+    body = fixture("text_dm")
+    value = body["entry"][0]["changes"][0]["value"]
+    value["messages"][0]["from"] = "5511987654321"  # the contact's wa_id lacks Brazil's 9
+    value["contacts"][0].update(wa_id="551187654321")
+    (event,) = parse_webhook(body, ME).events
+    assert event.source is not None
+    assert (event.source.user_id, event.source.user_name) == ("5511987654321", "Sheena Nelson")
+    assert event.source.user_id_alt is None
+
+
 def test_a_message_to_another_phone_number_id_is_skipped():
     batch = parse_webhook(fixture("text_dm"), WhatsAppIdentity("999"))
     assert (batch.events, batch.skipped) == ([], 1)

@@ -150,6 +150,10 @@ def _message(
     contact = contacts.get(sender or "") or contacts.get(bsuid or "") or {}
     bsuid = bsuid or _optional(contact, "user_id", f"{where}.contact")
     sender = sender or _number(contact.get("wa_id"))
+    if not contact and len({id(c) for c in contacts.values()}) == 1:
+        # Meta may spell a number differently in `from` and `wa_id` (Brazil's extra 9): the one
+        # contact of the body names the sender, but lends no id (ids admit people).
+        contact = {"profile": next(iter(contacts.values())).get("profile")}
     if not sender and not bsuid:
         raise PayloadError(f"{where}.from", "missing: no sender number nor user id")
     user_id = sender or bsuid
