@@ -10,8 +10,12 @@ characters per message.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from sessiongate.adapters.kit.formatting import to_plain_text
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["WHATSAPP_LIMIT", "to_plain", "to_whatsapp"]
 
@@ -49,7 +53,7 @@ def to_whatsapp(markdown: str) -> str:
     return _SLOT.sub(lambda m: kept[int(m.group(1))], text)
 
 
-def _tables(text: str, keep: object) -> str:
+def _tables(text: str, keep: Callable[[str], str]) -> str:
     lines = text.split("\n")
     out: list[str] = []
     table: list[str] = []
@@ -58,7 +62,6 @@ def _tables(text: str, keep: object) -> str:
             table.append(line)
             continue
         if table:
-            assert callable(keep)
             out.append(keep("```" + "\n".join(table) + "```"))
             table = []
         if line is not None:

@@ -15,6 +15,9 @@ changes, value with metadata, contacts and messages), signs it with the app secr
 (`X-Hub-Signature-256`) and posts it to the gateway: to `webhook_url` over HTTP, or to a
 `deliver` coroutine in process. Posts go out one at a time, in order, as Meta sends them;
 `redeliver` posts a body again (Meta's retry), `push_status` posts a delivery report.
+
+Over the ~400-line budget: Meta's two sides (the Graph API it serves and the webhooks it
+posts) share one object, because tests and the benchmark drive both and read both records.
 """
 
 from __future__ import annotations
