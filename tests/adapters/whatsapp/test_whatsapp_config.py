@@ -72,3 +72,14 @@ def test_allow_from_numbers_are_normalised_like_the_payloads():
     assert isinstance(config, WhatsAppConfig)
     adapter = WhatsAppAdapter(config)
     assert adapter.settings.access.allow_from == frozenset({"16505551234", "*"})
+
+
+def test_the_adapter_is_a_platform_adapter_that_never_streams():
+    from sessiongate.gateway.adapter import PlatformAdapter, StreamingAdapter
+
+    config = GatewayConfig(platforms={"whatsapp": SECTION}).platforms["whatsapp"]
+    assert isinstance(config, WhatsAppConfig)
+    adapter = WhatsAppAdapter(config)
+    assert isinstance(adapter, PlatformAdapter)
+    # WhatsApp cannot edit a sent message: the gateway sends it the final text only.
+    assert not isinstance(adapter, StreamingAdapter)
