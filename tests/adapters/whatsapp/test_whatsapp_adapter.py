@@ -239,6 +239,24 @@ async def test_delivery_reports_are_recorded_not_turned_into_turns(gateway, grap
     assert "not delivered" in caplog.text
 
 
+async def test_a_failure_reported_later_marks_the_turns_send_record(gateway, graph):
+    from sessiongate.store.lanes import TurnState
+    from sessiongate.store.platform_state import PlatformState
+
+    gw, _ = gateway
+    graph.push_message("hi")
+    await gw.settle(graph)
+    (sent,) = graph.sent
+    (turn,) = gw.runner.lane_store.turns_in_state(TurnState.DELIVERED)
+    graph.push_status(sent["id"], "failed", error={"code": 131026, "title": "Undeliverable"})
+    await gw.settle(graph)
+    record = PlatformState(gw.store).get_send("whatsapp", turn.id)
+    assert record is not None
+    assert record.state == "refused"
+    assert record.detail is not None
+    assert "131026: Undeliverable" in record.detail
+
+
 async def test_a_number_and_its_bsuid_route_to_one_conversation(gateway, graph):
     gw, _ = gateway
     graph.push_message("first", bsuid="US.13491208655302741918")

@@ -10,12 +10,13 @@ not a Cloud API webhook is a 400 naming the field (`payloads.PayloadError`).
 
 Then, in this order: the aliases the body reveals (a BSUID and the number it belongs to) are
 learned by the store, so both spellings route to one lane; delivery reports (sent, delivered,
-read, failed) are recorded (`statuses`, counters, a warning for each failure), never turned
-into turns; each message is noted for the 24-hour window and the typing indicator; and the
-batch goes to the kit's `admit_batch`: one transaction claims every message id before the
-first await (decision 13), so Meta's redelivery of a batch (it retries until it gets a 200, for
-days) is acknowledged without a second turn. The 200 goes out once the messages are durably
-accepted; a gateway that is stopping answers 503 and Meta delivers the batch again.
+read, failed) are recorded (`statuses`, counters, a warning for each failure; a failure of a
+reply this process sent marks its turn's send record `refused`), never turned into turns;
+each message is noted for the 24-hour window and the typing indicator; and the batch goes to
+the kit's `admit_batch`: one transaction claims every message id before the first await
+(decision 13), so Meta's redelivery of a batch (it retries until it gets a 200, for days) is
+acknowledged without a second turn. The 200 goes out once the messages are durably accepted;
+a gateway that is stopping answers 503 and Meta delivers the batch again.
 
 Outbound: WhatsApp cannot edit or delete a sent message, so replies are never streamed (the
 adapter is not a `StreamingAdapter`); a reply is the final text, split at 4,096 characters,
@@ -141,6 +142,7 @@ class WhatsAppAdapter(KitAdapter):
         self.window = ServiceWindow(clock=self.clock, last_seen=self._last_seen)
         self.statuses: OrderedDict[str, StatusUpdate] = OrderedDict()
         self.status_counts: Counter[str] = Counter()
+        self._turn_of: OrderedDict[str, int] = OrderedDict()
         self.window_refusals = 0
         self.templates_sent = 0
         # BSUID -> the phone number it was seen with (learned as an alias in the store).
@@ -266,10 +268,19 @@ class WhatsAppAdapter(KitAdapter):
         while len(self.statuses) > _MAX_STATUSES:
             self.statuses.popitem(last=False)
         if status.status == "failed":
+            turn_id = self._turn_of.get(status.message_id)
             log.warning(
                 "whatsapp reports a message not delivered",
-                extra={"message_id": status.message_id, "error": status.error},
+                extra={"message_id": status.message_id, "error": status.error, "turn_id": turn_id},
             )
+            if turn_id is not None:
+                # Accepted by the Graph API, then not delivered: the turn's send record says so.
+                self._state().record_send(
+                    str(self.platform),
+                    turn_id,
+                    "refused",
+                    f"WhatsApp reported {status.message_id} failed: {status.error or 'no reason'}",
+                )
         else:
             log.debug(
                 "whatsapp delivery report",
@@ -285,6 +296,14 @@ class WhatsAppAdapter(KitAdapter):
                 await self._outside_window(closed, turn_id)
                 raise ServiceWindowClosedError(closed.reason)
         await super().send(source, text, turn_id=turn_id)
+        if turn_id is not None:
+            # Which turn each message id carries, so a later `failed` report reaches its record.
+            record = self._state().get_send(str(self.platform), turn_id)
+            if record is not None and record.state == "sent" and record.detail:
+                for message_id in record.detail.split(","):
+                    self._turn_of[message_id] = turn_id
+                while len(self._turn_of) > _MAX_STATUSES:
+                    self._turn_of.popitem(last=False)
 
     async def _outside_window(self, closed: WindowClosed, turn_id: int | None) -> None:
         self.window_refusals += 1
