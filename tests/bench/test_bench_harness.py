@@ -217,3 +217,12 @@ def test_each_platform_adapter_has_its_per_message_overhead(bench: Bench) -> Non
     assert "- slack: latency" in text
     assert "- matrix: latency" in text
     assert "updates/s end to end; the stub alone" in text
+
+
+def test_whatsapp_is_measured_beside_its_stubs_floor(bench: Bench) -> None:
+    results, _saved, root = bench
+    section = results["whatsapp"]
+    assert section["status"] == "ok", section.get("reason")
+    assert set(section["throughput"]) == {"floor", "gateway"}
+    text = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## WhatsApp adapter" in text

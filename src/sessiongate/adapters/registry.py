@@ -21,6 +21,7 @@ ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "slack": ("slack_sdk", "slack"),
     "discord": ("discord", "discord"),
     "matrix": ("mautrix", "matrix"),
+    "whatsapp": ("pywa_async", "whatsapp"),
 }
 
 
@@ -68,4 +69,10 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, MatrixConfig)
             adapters.append(MatrixAdapter(section))
+        elif name == "whatsapp":
+            from sessiongate.adapters.whatsapp import WhatsAppAdapter
+            from sessiongate.core.config import WhatsAppConfig
+
+            assert isinstance(section, WhatsAppConfig)
+            adapters.append(WhatsAppAdapter(section))
     return adapters

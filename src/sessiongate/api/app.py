@@ -19,6 +19,8 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/events                           the live feed (server-sent events)
     POST   /hooks/telegram                      platform webhook (signed by the platform)
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
+    GET    /hooks/whatsapp                      WhatsApp webhook verification (verify token)
+    POST   /hooks/whatsapp                      WhatsApp Cloud API webhook (signed by Meta)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     GET    /ui/...                              the operator dashboard (ui package)
@@ -48,6 +50,7 @@ from sessiongate.api import (
     routes_sessions,
     routes_tree,
     routes_turns,
+    routes_whatsapp,
 )
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
@@ -174,6 +177,7 @@ def create_app(
     app.include_router(routes_turns.router)
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
+    app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

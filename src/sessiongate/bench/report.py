@@ -511,6 +511,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             "",
         ]
     lines += _platform_lines(results.get("platforms", {}))
+    lines += _whatsapp_lines(results.get("whatsapp", {}))
     return "\n".join(lines)
 
 
@@ -528,6 +529,26 @@ def _telegram_lines(telegram: dict[str, Any]) -> list[str]:
         f"- one at a time: {_pair(one['latency_ms'])} per message (p50 / p99), of which the "
         f"bare SDK round trip is {_pair(one['sdk_roundtrip_ms'])}: the adapter and gateway add "
         f"{_pair(one['overhead_ms'])}",
+        "",
+    ]
+
+
+def _whatsapp_lines(whatsapp: dict[str, Any]) -> list[str]:
+    """The WhatsApp adapter end to end beside the stub's own floor, measured in the same run."""
+    lines = ["## WhatsApp adapter", ""]
+    if not whatsapp:
+        return []
+    if whatsapp.get("status") != "ok":
+        return [*lines, f"Not measured: {whatsapp.get('reason', 'no whatsapp section')}.", ""]
+    rate, one = whatsapp["throughput"], whatsapp["latency"]
+    return [
+        *lines,
+        f"- {whatsapp['messages']} signed webhooks through `/hooks/whatsapp`, the adapter, the "
+        f"echo agent and pywa to the Graph API stub: {_n(rate['gateway']['messages_per_s'])} "
+        f"messages/s; the stub's own floor (a bare receiver sending the same reply, no gateway) "
+        f"{_n(rate['floor']['messages_per_s'])} messages/s in the same run",
+        f"- one at a time: {_pair(one['gateway_ms'])} per message (p50 / p99), the floor "
+        f"{_pair(one['floor_ms'])}: the adapter and gateway add {_pair(one['overhead_ms'])}",
         "",
     ]
 

@@ -47,6 +47,7 @@ __all__ = [
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
+    "WhatsAppConfig",
 ]
 
 
@@ -510,12 +511,50 @@ class MatrixConfig(PlatformConfig):
         return value
 
 
+class WhatsAppConfig(PlatformConfig):
+    """`platforms.whatsapp`: the official Cloud API (Graph API plus a signed webhook), on pywa.
+
+    `token` (inherited) is the Graph API access token; `allow_from` and `home_channel` take
+    phone numbers in any spelling (`+1 555 123 4567`), normalised like every WhatsApp id."""
+
+    phone_number_id: str | None = None
+    app_secret: SecretStr | None = None  # signs every webhook POST (X-Hub-Signature-256)
+    verify_token: SecretStr | None = None  # answers the GET verification (hub.verify_token)
+    base_url: str = "https://graph.facebook.com"
+    api_version: str = "26.0"
+    # Sent when a reply falls outside the 24-hour customer-service window (an approved
+    # template, with no parameters, in this language); unset: the reply only fails, logged.
+    window_template: str | None = None
+    window_template_language: str = "en_US"
+    # The largest webhook body taken (Meta's are a few KB; batches stay well under this).
+    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=16 * 1_048_576)
+
+    @field_validator("base_url")
+    @classmethod
+    def _graph_url(cls, value: str) -> str:
+        value = _http_url(value, "https://graph.facebook.com").rstrip("/")
+        if value.rsplit("/", 1)[-1].startswith("v") and value.rsplit("/", 1)[-1][1:2].isdigit():
+            raise ValueError("base_url is the Graph API root, without the /vNN.N version")
+        return value
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        value = value.strip().removeprefix("v")
+        try:
+            float(value)
+        except ValueError:
+            raise ValueError("api_version is a Graph API version such as 23.0") from None
+        return value
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
 PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "telegram": TelegramConfig,
     "slack": SlackConfig,
     "discord": DiscordConfig,
     "matrix": MatrixConfig,
+    "whatsapp": WhatsAppConfig,
 }
 
 

@@ -9,6 +9,7 @@ from discord_harness import DiscordHarness
 from matrix_harness import MatrixHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
+from whatsapp_harness import WhatsAppHarness
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -24,6 +25,7 @@ HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
     "matrix": MatrixHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
+    "whatsapp": WhatsAppHarness,
 }
 
 
