@@ -322,6 +322,17 @@ _V8 = [
     "ALTER FUNCTION sg_us(timestamptz) STABLE",
 ]
 
+# Erasure receipts, as on SQLite (see the comment on its migration 9).
+_V9 = [
+    """CREATE TABLE erasures (
+        id bigserial PRIMARY KEY,
+        erased_at timestamptz NOT NULL,
+        subject_hash text NOT NULL,
+        counts jsonb NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -331,4 +342,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "the lane fence and a reply's journal step as statements that fail their transaction", _V6),
     (7, "a route written over as seen, checked at the server", _V7),
     (8, "time conversions the planner inlines", _V8),
+    (9, "erasure receipts", _V9),
 ]

@@ -304,6 +304,19 @@ _V8 = [
     "CREATE UNIQUE INDEX routes_label ON routes(label) WHERE label IS NOT NULL",
 ]
 
+# The audit trail of right-to-erasure requests (`store/erasure.py`): one receipt per request,
+# naming the person only by an HMAC of `<platform>:<user_id>` under the home's salt (meta
+# `erasure_salt`), with what was removed (`counts`, JSON).
+_V9 = [
+    """CREATE TABLE erasures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        erased_at INTEGER NOT NULL,
+        subject_hash TEXT NOT NULL,
+        counts TEXT NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -313,4 +326,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "routing writes keep no index on updated_at", _V6),
     (7, "platform event claims, pairing, thread participation, sends", _V7),
     (8, "routes as a rowid table keyed by a unique index", _V8),
+    (9, "erasure receipts", _V9),
 ]
