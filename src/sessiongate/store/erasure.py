@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.erasure import (
@@ -74,6 +74,7 @@ class ErasureReceipt:
     messages_tombstoned: int = 0
     messages_trimmed: int = 0
     summaries_erased: int = 0
+    routes_scrubbed: int = 0
     blobs_deleted: int = 0
     blobs_rewritten: int = 0
     dedup_rows: int = 0
@@ -87,7 +88,11 @@ class ErasureReceipt:
 
     def counts(self) -> dict[str, int]:
         data = asdict(self)
-        return {k: v for k, v in data.items() if isinstance(v, int) and k != "receipt_id"}
+        return {
+            k: v
+            for k, v in data.items()
+            if isinstance(v, int) and not isinstance(v, bool) and k != "receipt_id"
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -254,6 +259,15 @@ def _erase_in(
             receipt.lanes_deleted += 1
             conn.note(Change(ChangeKind.SESSION_DELETED, key))
     receipt.sessions_deleted = len(doomed)
+    for key, entry in route_keys.items():
+        origin = entry.origin
+        if key in owned_keys or origin is None or origin.platform != platform:
+            continue
+        if origin.user_id in ids or origin.user_id_alt in ids:
+            # A shared lane remembers its last sender: that is no longer them.
+            blank = replace(origin, user_id=None, user_name=None, user_id_alt=None, message_id=None)
+            conn.put_route(entry.evolve(origin=blank))
+            receipt.routes_scrubbed += 1
     touched: set[str] = set()
     for sid, session_id, key in sessions:
         if sid in doomed or key is None:
@@ -349,6 +363,13 @@ def _blob_plan(
             plan.append((path, None))
             continue
         changed = False
+        origin = blob["entry"].get("origin")
+        if isinstance(origin, dict) and (
+            origin.get("user_id") in ids or origin.get("user_id_alt") in ids
+        ):
+            for name in ("user_id", "user_name", "user_id_alt", "message_id"):
+                origin[name] = None
+            changed = True
         for session in blob.get("sessions") or []:
             if _redact_events(session.get("events") or [], ids):
                 changed = True

@@ -73,6 +73,10 @@ class PostgresErasure:
         ).rowcount
         execute("DELETE FROM restart_counts WHERE session_key = ANY(%(keys)s)", params)
         execute("DELETE FROM tombstones WHERE session_key = ANY(%(keys)s)", params)
+        # A lease names its lane's key; the lane is gone (an owner's next fence fails, as it
+        # would after a takeover, and a new claim starts a new row).
+        execute("DELETE FROM lane_lease WHERE session_key = ANY(%(keys)s)", params)
+        execute("DELETE FROM lane_seq WHERE session_key = ANY(%(keys)s)", params)
         counts["identity_aliases"] = execute(
             "DELETE FROM identity_aliases WHERE platform = %(platform)s "
             "AND (alias = ANY(%(ids)s) OR canonical = ANY(%(ids)s))",
