@@ -21,6 +21,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
+    POST   /v1/erasure                          forget one person everywhere (right to erasure)
     GET    /ui/...                              the operator dashboard (ui package)
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
@@ -43,6 +44,7 @@ from sessiongate.api import (
     routes_events,
     routes_hooks,
     routes_messages,
+    routes_erasure,
     routes_ops,
     routes_sessions,
     routes_tree,
@@ -174,6 +176,7 @@ def create_app(
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_erasure.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)
     app.mount("/ui/static", StaticFiles(directory=ui.routes.static_dir()), name="ui-static")
