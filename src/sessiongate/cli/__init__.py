@@ -8,6 +8,7 @@
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
+    forget     erase one person (right to erasure)   cli/forget.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -21,7 +22,7 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, pairing, run, sessions
+from sessiongate.cli import bench, chat, config_cmd, db, doctor, forget, pairing, run, sessions
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -72,6 +73,7 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
+app.command("forget")(forget.forget)
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

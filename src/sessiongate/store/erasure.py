@@ -116,6 +116,9 @@ class ErasureOps:
         receipt = ErasureReceipt("", now.isoformat(), dry_run)
         keys: set[str] = set()
         ids: set[str] = set()
+        with self._db.transaction() as conn:
+            # Its own transaction: a plan's hash is the erasure's.
+            salt = _salt(conn)
         try:
             with self._db.transaction() as conn:
                 ids = _known_ids(conn, subject)
@@ -123,7 +126,7 @@ class ErasureOps:
                 records = conn.erase_person_records(subject.platform, sorted(ids), sorted(keys))
                 for name, count in records.items():
                     setattr(receipt, name, count)
-                receipt.subject_hash = subject_hash(subject, _salt(conn))
+                receipt.subject_hash = subject_hash(subject, salt)
                 if dry_run:
                     raise _DryRun
                 receipt.receipt_id = conn.insert_erasure(
