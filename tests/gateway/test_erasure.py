@@ -132,7 +132,8 @@ def _assert_postgres_free_of(url: str, needles: list[str]) -> None:
                     f'SELECT count(*) FROM "{table}" AS t WHERE t::text LIKE %s',  # noqa: S608
                     (f"%{needle}%",),
                 ).fetchone()
-                assert found is not None and found[0] == 0, f"{needle} found in {table}"
+                assert found is not None
+                assert found[0] == 0, f"{needle} found in {table}"
 
 
 async def test_whatsapp_aliases_of_the_person_go_too(make_gateway: Any) -> None:

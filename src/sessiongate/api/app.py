@@ -41,10 +41,10 @@ from fastapi.staticfiles import StaticFiles
 import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
+    routes_erasure,
     routes_events,
     routes_hooks,
     routes_messages,
-    routes_erasure,
     routes_ops,
     routes_sessions,
     routes_tree,
