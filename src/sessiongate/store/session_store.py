@@ -52,6 +52,7 @@ from sessiongate.store.erasure import ErasureOps
 from sessiongate.store.kept_contexts import KeptContexts
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
+from sessiongate.store.retention import RetentionOps
 from sessiongate.store.rows import RowOps
 from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
@@ -87,7 +88,7 @@ _FRESH_INCARNATION: dict[str, Any] = {
 
 
 class SessionStore(
-    TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, IncognitoOps, ErasureOps
+    TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, IncognitoOps, ErasureOps, RetentionOps
 ):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 

@@ -364,7 +364,9 @@ class Database:
         if self.path is None:
             return
         with self.lock:
-            self.conn.execute("PRAGMA incremental_vacuum")
+            # It frees one page per step, and `execute` steps a statement without result
+            # columns once: `executescript` steps it to its end (no transaction is open here).
+            self.conn.executescript("PRAGMA incremental_vacuum;")
         self.checkpoint_now()
 
     def disk_bytes(self) -> int:
