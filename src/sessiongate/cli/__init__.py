@@ -9,6 +9,7 @@
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
     forget     erase one person (right to erasure)   cli/forget.py
+    import     hermes|openclaw: another gateway's home cli/import_cmd.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -22,7 +23,18 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, forget, pairing, run, sessions
+from sessiongate.cli import (
+    bench,
+    chat,
+    config_cmd,
+    db,
+    doctor,
+    forget,
+    import_cmd,
+    pairing,
+    run,
+    sessions,
+)
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -74,6 +86,7 @@ app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
 app.command("forget")(forget.forget)
+app.add_typer(import_cmd.app, name="import")
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
