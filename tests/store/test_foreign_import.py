@@ -66,6 +66,15 @@ def test_a_hermes_home_keeps_keys_ids_branches_tool_pairs_flags_and_counters(sto
         assert row is not None
         assert row.end_reason == "session_reset"
         assert conn.load_counters(row.sid)["input_tokens"] == 77
+    # /resume lists it and switches back to it, with its own counters.
+    assert [i["session_id"] for i in store.sessions_for_key(GROUP)].count(ended) == 1
+    resumed = store.switch_session(GROUP, ended)
+    assert resumed is not None
+    assert resumed.session_id == ended
+    assert resumed.input_tokens == 77
+    assert [m["content"] for m in store.load_transcript(ended)][0] == (
+        "first incarnation of the team lane"
+    )
 
     assert store.get_session("agent:main:telegram:dm:1003").suspended
     pending = store.get_session("agent:main:telegram:dm:1004")
