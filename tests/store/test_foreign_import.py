@@ -72,7 +72,7 @@ def test_a_hermes_home_keeps_keys_ids_branches_tool_pairs_flags_and_counters(sto
     assert resumed is not None
     assert resumed.session_id == ended
     assert resumed.input_tokens == 77
-    assert [m["content"] for m in store.load_transcript(ended)][0] == (
+    assert next(m["content"] for m in store.load_transcript(ended)) == (
         "first incarnation of the team lane"
     )
 
