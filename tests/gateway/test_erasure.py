@@ -152,3 +152,19 @@ async def test_whatsapp_aliases_of_the_person_go_too(make_gateway: Any) -> None:
 def test_a_malformed_subject_is_refused(text: object) -> None:
     with pytest.raises(ValueError, match=r"\S"):
         parse_subject(text)
+
+
+async def test_an_incognito_lane_of_the_person_goes_too(make_gateway: Any) -> None:
+    from sessiongate import SessionSource
+
+    gw: Gateway = await make_gateway()
+    ghost = gw.store.create_incognito_session(
+        SessionSource(platform="telegram", chat_id="inco1", user_id="inco1")
+    )
+    gw.store.append_messages(ghost.session_id, [{"role": "user", "content": "private"}])
+    plan = gw.store.forget_user(parse_subject("telegram:inco1"), dry_run=True)
+    assert plan.keys == [ghost.session_key]
+    assert gw.store.get_session(ghost.session_key) is not None
+    receipt = gw.store.forget_user(parse_subject("telegram:inco1"))
+    assert receipt.sessions_deleted == 1
+    assert gw.store.get_session(ghost.session_key) is None

@@ -104,6 +104,7 @@ class _DryRun(Exception):
 
 class ErasureOps:
     _db: Backend
+    _memory: Backend | None
     clock: Clock
     sessions_dir: Path
     _contexts: KeptContexts
@@ -115,14 +116,27 @@ class ErasureOps:
         now = self.clock.now()
         receipt = ErasureReceipt("", now.isoformat(), dry_run)
         keys: set[str] = set()
-        ids: set[str] = set()
+        incognito: set[str] = set()
         with self._db.transaction() as conn:
             # Its own transaction: a plan's hash is the erasure's.
             salt = _salt(conn)
+            ids = _known_ids(conn, subject)
+        memory = self._memory
+        if memory is not None:
+            # Incognito lanes live in memory until a restart; they go now too.
+            try:
+                with memory.transaction() as conn:
+                    more, _ = _erase_in(conn, subject.platform, ids, receipt, rebuild_index=False)
+                    conn.erase_person_records(subject.platform, sorted(ids), sorted(more))
+                    incognito = more
+                    if dry_run:
+                        raise _DryRun
+            except _DryRun:
+                pass
         try:
             with self._db.transaction() as conn:
                 ids = _known_ids(conn, subject)
-                keys, _ = _erase_in(conn, subject.platform, ids, receipt)
+                keys, _ = _erase_in(conn, subject.platform, ids, receipt, rebuild_index=not dry_run)
                 records = conn.erase_person_records(subject.platform, sorted(ids), sorted(keys))
                 for name, count in records.items():
                     setattr(receipt, name, count)
@@ -136,7 +150,7 @@ class ErasureOps:
                 )
         except _DryRun:
             pass
-        receipt.keys = sorted(keys)
+        receipt.keys = sorted(keys | incognito)
         folder = self.sessions_dir / "archive"
         for path, action in _blob_plan(folder, subject.platform, ids):
             if action is None:
@@ -219,7 +233,7 @@ def _owned(key: str | None, parts: KeyParts | None, platform: str, ids: Collecti
 
 
 def _erase_in(
-    conn: Tx, platform: str, ids: set[str], receipt: ErasureReceipt
+    conn: Tx, platform: str, ids: set[str], receipt: ErasureReceipt, *, rebuild_index: bool
 ) -> tuple[set[str], set[str]]:
     """Delete the person's lanes and tombstone their messages elsewhere; (erased keys, shared
     session ids touched)."""
@@ -261,7 +275,7 @@ def _erase_in(
         if conn.delete_route(key):
             receipt.lanes_deleted += 1
             conn.note(Change(ChangeKind.SESSION_DELETED, key))
-    receipt.sessions_deleted = len(doomed)
+    receipt.sessions_deleted += len(doomed)
     for key, entry in route_keys.items():
         origin = entry.origin
         if key in owned_keys or origin is None or origin.platform != platform:
@@ -282,8 +296,11 @@ def _erase_in(
             touched.add(session_id)
             if key in route_keys:
                 conn.note(Change(ChangeKind.SESSION_UPDATED, key, session_id))
-    conn.lower_search_cursor()
-    conn.rebuild_search_index()
+    if rebuild_index:
+        # Rebuilt, not patched: the index's old segments would keep the erased words until
+        # a merge, and its freed pages go with the scrub that follows.
+        conn.lower_search_cursor()
+        conn.rebuild_search_index()
     return owned_keys, touched
 
 
