@@ -30,3 +30,16 @@ def test_forget_refuses_a_malformed_user(sg, home, seeded):
     result = sg("forget", "--user", "alice", "--home", str(home))
     assert result.returncode == 2
     assert "<platform>:<user_id>" in result.stderr
+
+
+def test_forget_beside_a_serving_gateway_says_how_to_erase_through_it(sg, home, seeded):
+    from sessiongate.gateway.recovery import HomeLock
+
+    lock = HomeLock(home)
+    lock.acquire()
+    try:
+        result = sg("forget", "--user", "telegram:bob", "--home", str(home))
+    finally:
+        lock.release()
+    assert result.returncode == 0, result.stderr
+    assert "POST /v1/erasure" in result.stderr

@@ -8,6 +8,7 @@ it and drops them; this command tells the operator so.
 
 from __future__ import annotations
 
+from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
 from typing import Annotated
 
 import typer
@@ -21,12 +22,31 @@ from sessiongate.cli._common import (
     JsonOption,
     console,
     emit_json,
+    err_console,
     fail,
+    load_paths_and_config,
     opened_store,
 )
 from sessiongate.core.erasure import parse_subject
+from sessiongate.errors import HomeInUseError, StoreUnavailableError
+from sessiongate.gateway.recovery import HomeLock
 
 __all__ = ["forget"]
+
+
+def _gateway_serves(home: Path) -> bool:
+    """Whether a gateway (or chat) holds the home's lock right now."""
+    if not (home / "gateway.lock").exists():
+        return False
+    lock = HomeLock(home)
+    try:
+        lock.acquire()
+    except HomeInUseError:
+        return True
+    except StoreUnavailableError:
+        return False
+    lock.release()
+    return False
 
 
 def forget(
@@ -53,6 +73,13 @@ def forget(
         subject = parse_subject(user)
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE, error_code="invalid_user")
+    paths, _ = load_paths_and_config(home, config_file)
+    if not dry_run and _gateway_serves(paths.home):
+        err_console.print(
+            "note: a gateway is serving this home; it may keep recent model contexts of shared "
+            "lanes in memory until it restarts (POST /v1/erasure erases through it)",
+            markup=False,
+        )
     with opened_store(home, config_file) as store:
         receipt = store.forget_user(subject, dry_run=dry_run)
     if as_json:
