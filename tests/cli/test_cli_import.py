@@ -17,18 +17,18 @@ def test_import_hermes_plans_imports_and_then_has_nothing_left_to_do(sg, home):
     source = str(FIXTURES / "hermes" / "home")
     plan = sg("import", "hermes", source, "--home", str(home), "--dry-run")
     assert plan.returncode == 0, plan.stderr
-    assert "would import 6 sessions" in plan.stdout
+    assert "would import 7 sessions" in plan.stdout
 
     done = sg("import", "hermes", source, "--home", str(home), "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
-    assert (summary["sessions_imported"], summary["routes_imported"]) == (6, 5)
+    assert (summary["sessions_imported"], summary["routes_imported"]) == (7, 6)
 
     again = json.loads(sg("import", "hermes", source, "--home", str(home), "--json").stdout)
     assert (again["sessions_imported"], again["routes_imported"]) == (0, 0)
-    assert again["sessions_present"] == 6
+    assert again["sessions_present"] == 7
     listed = json.loads(sg("sessions", "list", "--home", str(home), "--json").stdout)
-    assert listed["total"] == 5
+    assert listed["total"] == 5  # the sixth lane is archived
 
 
 def test_import_openclaw_reports_what_it_cannot_import_and_why(sg, home):
@@ -57,5 +57,5 @@ def test_an_import_beside_an_open_store_goes_through_it(sg, home):
         result = sg("import", "hermes", str(FIXTURES / "hermes" / "home"), "--home", str(home))
         assert result.returncode == 0, result.stderr
         # The open store reads the routes the import committed.
-        assert len(serving.list_sessions()) == 5
+        assert len(serving.list_sessions()) == 6
         assert serving.search("Lyon")

@@ -38,8 +38,8 @@ def test_a_hermes_home_keeps_keys_ids_branches_tool_pairs_flags_and_counters(sto
     plan = read_hermes_home(HERMES)
     summary = apply_plan(store, plan)
     assert summary.skipped == []
-    assert summary.sessions_imported == 6
-    assert summary.routes_imported == 5
+    assert summary.sessions_imported == 7
+    assert summary.routes_imported == 6
 
     dm = store.get_session(DM)
     assert dm is not None
@@ -90,6 +90,19 @@ def test_a_hermes_home_keeps_keys_ids_branches_tool_pairs_flags_and_counters(sto
     # Search is rebuilt here from what was imported.
     assert store.search("Lyon")
 
+    # Compacted in place: the old turns stay on the path before a boundary, and the model
+    # context is the compacted set, as Hermes loads it; the archived flag carries over.
+    compacted = store.get_session("agent:main:telegram:dm:1006")
+    assert compacted is not None
+    assert compacted.archived_at is not None
+    events = store.load_events(compacted.session_id)
+    assert [e["type"] for e in events].count("reset") == 1
+    assert [m["content"] for m in store.model_context(compacted.session_id).messages] == [
+        "[summary] the user told a long story",
+        "summary acknowledged",
+    ]
+    assert "long story part one" in [e.get("content") for e in events]
+
 
 def test_importing_twice_changes_nothing(store):
     plan = read_hermes_home(HERMES)
@@ -97,7 +110,7 @@ def test_importing_twice_changes_nothing(store):
     before = [(e.session_key, e.session_id, e.updated_at) for e in store.list_sessions()]
     again = apply_plan(store, read_hermes_home(HERMES))
     assert again.sessions_imported == 0
-    assert again.sessions_present == 6
+    assert again.sessions_present == 7
     assert again.routes_imported == 0
     assert again.completed_before is not None
     assert [(e.session_key, e.session_id, e.updated_at) for e in store.list_sessions()] == before
@@ -117,8 +130,8 @@ def test_a_run_cut_short_is_finished_by_the_next(store):
     assert store.list_sessions() == []  # routes come last
     rest = apply_plan(store, read_hermes_home(HERMES))
     assert rest.sessions_present == 2
-    assert rest.sessions_imported == 4
-    assert len(store.list_sessions()) == 5
+    assert rest.sessions_imported == 5
+    assert len(store.list_sessions()) == 6
 
 
 def test_a_session_that_cannot_be_stored_is_refused_whole(store):
@@ -134,8 +147,8 @@ def test_a_session_that_cannot_be_stored_is_refused_whole(store):
 
 def test_a_dry_run_counts_and_writes_nothing(store):
     summary = apply_plan(store, read_hermes_home(HERMES), dry_run=True)
-    assert summary.sessions_imported == 6
-    assert summary.routes_imported == 5
+    assert summary.sessions_imported == 7
+    assert summary.routes_imported == 6
     assert store.list_sessions() == []
     with store.database.read() as conn:
         assert not conn.has_any_sessions()

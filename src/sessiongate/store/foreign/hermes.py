@@ -17,7 +17,7 @@ were taken back; rows a compaction archived (`compacted = 1`) stay on the path b
 `reset` boundary, so the model context is the compacted set, as Hermes loads it. Tool calls
 and results keep their ids (`tool_calls`, `tool_call_id`). Routing entries keep their flags
 (`suspended`, `resume_pending` with its reason) and counters; when the entry's counters are
-zero the session row's are used.
+zero the session row's are used, and a session row marked `archived` archives its lane.
 """
 
 from __future__ import annotations
@@ -147,6 +147,8 @@ def _entry(data: dict[str, Any], row: dict[str, Any] | None) -> SessionEntry:
         if row.get("estimated_cost_usd") is not None:
             counters["estimated_cost_usd"] = float(row["estimated_cost_usd"])
         entry = entry.evolve(**counters)
+    if row is not None and row.get("archived") and entry.archived_at is None:
+        entry = entry.evolve(archived_at=entry.updated_at, pinned_at=None)
     return entry
 
 
