@@ -36,6 +36,8 @@ class ErasureOut(_In):
     subject_hash: str
     erased_at: str
     dry_run: bool
+    # False when the rows are gone but the file could not be rewritten yet (send it again).
+    scrubbed: bool
     counts: dict[str, int]
     keys: list[str]
 
@@ -64,6 +66,7 @@ def _out(receipt: ErasureReceipt) -> ErasureOut:
         subject_hash=receipt.subject_hash,
         erased_at=receipt.erased_at,
         dry_run=receipt.dry_run,
+        scrubbed=receipt.scrubbed,
         counts=receipt.counts(),
         keys=receipt.keys,
     )

@@ -94,5 +94,11 @@ def forget(
     table.add_row("subject hash", receipt.subject_hash)
     table.add_row("at", receipt.erased_at)
     console.print(table)
+    if not receipt.scrubbed:
+        err_console.print(
+            "note: the database file could not be rewritten now (busy); run the same command "
+            "again to finish the scrub",
+            markup=False,
+        )
     for key in receipt.keys:
         console.print(Text(f"  {'would delete' if dry_run else 'deleted'} {key}"))

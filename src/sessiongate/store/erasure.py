@@ -39,7 +39,7 @@ from sessiongate.core.erasure import (
     subject_hash,
 )
 from sessiongate.core.keys import KeyParts, parse_session_key
-from sessiongate.errors import InvalidSessionKeyError
+from sessiongate.errors import InvalidSessionKeyError, StoreUnavailableError
 from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import dumps, iso_from_us, loads, to_us
 
@@ -83,6 +83,10 @@ class ErasureReceipt:
     identity_aliases: int = 0
     pairing_rows: int = 0
     receipt_id: int | None = None
+    # Whether the files were rewritten after the commit (`Backend.scrub`); False when another
+    # process kept the database busy: running the erasure again (it finds nothing left to
+    # delete) rewrites them.
+    scrubbed: bool = True
     # The erased lanes' keys, for the operator's plan; never stored (they name the person).
     keys: list[str] = field(default_factory=list)
 
@@ -167,7 +171,12 @@ class ErasureOps:
         if self._mirror is not None:
             self._mirror.mark_dirty()
             self._mirror.flush()
-        self._db.scrub()
+        try:
+            self._db.scrub()
+        except StoreUnavailableError as exc:
+            # The rows are gone; only the rewrite of the file waits (a run again redoes it).
+            receipt.scrubbed = False
+            log.warning("erasure committed but the database was not scrubbed: %s", exc.message)
         log.info(
             "erasure done",
             extra={"receipt_id": receipt.receipt_id, "subject_hash": receipt.subject_hash},

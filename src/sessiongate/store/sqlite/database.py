@@ -183,7 +183,14 @@ class Database:
                 return
             log.warning("converting %s to incremental auto-vacuum (one time)", self.path)
             self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            self.conn.execute("VACUUM")
+            try:
+                self.conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                # Another connection is busy with the file: the next open tries again, and
+                # until then freed pages are reused in place instead of given back.
+                log.warning(
+                    "could not convert %s now (%s); will retry at next open", self.path, exc
+                )
 
     def _number_rows_from(self, base: int) -> None:
         with self.transaction() as tx:
@@ -366,7 +373,11 @@ class Database:
         with self.lock:
             # It frees one page per step, and `execute` steps a statement without result
             # columns once: `executescript` steps it to its end (no transaction is open here).
-            self.conn.executescript("PRAGMA incremental_vacuum;")
+            try:
+                self.conn.executescript("PRAGMA incremental_vacuum;")
+            except sqlite3.OperationalError as exc:
+                log.warning("incremental vacuum skipped (%s); the pages stay free for reuse", exc)
+                return
         self.checkpoint_now()
 
     def disk_bytes(self) -> int:
