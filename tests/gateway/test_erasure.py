@@ -61,16 +61,18 @@ async def test_forget_erases_a_person_everywhere(
     thread = next(k for k in keys if ":t1:" in k or (k.endswith(f":{ALICE}") and k != dm))
     group = next(k for k in keys if k.endswith(":group:grp"))
     assert gw.store.search("ZQXALICEGRP2")
+    # A fork of her DM copies her words under a key of its own: it is hers too.
+    fork, _ = gw.store.fork_session(dm)
 
     plan = gw.store.forget_user(Subject("telegram", ALICE), dry_run=True)
     assert plan.dry_run
     assert plan.receipt_id is None
-    assert set(plan.keys) == {dm, thread}
+    assert set(plan.keys) == {dm, thread, fork.session_key}
     assert gw.store.get_session(dm) is not None  # a plan changes nothing
 
     receipt = gw.store.forget_user(Subject("telegram", ALICE))
     assert receipt.counts() == plan.counts()
-    assert receipt.lanes_deleted == 2
+    assert receipt.lanes_deleted == 3
     # Her message in the group and the agent's answer to it.
     assert receipt.messages_tombstoned == 2
     assert receipt.blobs_rewritten == 1
