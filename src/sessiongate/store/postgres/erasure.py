@@ -64,11 +64,13 @@ class PostgresErasure:
             params,
         ).rowcount
         counts["inbox_rows"] = execute(
-            f"DELETE FROM inbox WHERE session_key = ANY(%(keys)s) OR ({_SENDER})",  # noqa: S608
+            "DELETE FROM inbox WHERE session_key = ANY(%(keys)s) "  # noqa: S608
+            f"OR (state = 'pending' AND ({_SENDER}))",
             params,
         ).rowcount
         counts["journal_turns"] = execute(
-            f"DELETE FROM turns WHERE session_key = ANY(%(keys)s) OR ({_SENDER})",  # noqa: S608
+            "DELETE FROM turns WHERE session_key = ANY(%(keys)s) "  # noqa: S608
+            f"OR (state NOT IN ('accepted', 'running') AND ({_SENDER}))",
             params,
         ).rowcount
         execute("DELETE FROM restart_counts WHERE session_key = ANY(%(keys)s)", params)

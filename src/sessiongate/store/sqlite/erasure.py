@@ -70,12 +70,16 @@ class SqliteErasure:
             f"OR (platform = ? AND sender_id IN ({_marks(idl)}))",
             [*keyl, platform, *idl],
         ).rowcount
+        # In lanes that are not theirs, a row or turn of a turn now running stays (its
+        # outcome commits against it); the rest of what they sent goes.
         counts["inbox_rows"] = conn.execute(
-            f"DELETE FROM inbox WHERE {in_keys} OR ({by_sender})",  # noqa: S608
+            f"DELETE FROM inbox WHERE {in_keys} "  # noqa: S608
+            f"OR (state = 'pending' AND ({by_sender}))",
             [*keyl, *idl, *idl],
         ).rowcount
         counts["journal_turns"] = conn.execute(
-            f"DELETE FROM turns WHERE {in_keys} OR ({by_sender})",  # noqa: S608
+            f"DELETE FROM turns WHERE {in_keys} "  # noqa: S608
+            f"OR (state NOT IN ('accepted', 'running') AND ({by_sender}))",
             [*keyl, *idl, *idl],
         ).rowcount
         conn.execute(f"DELETE FROM restart_counts WHERE {in_keys}", keyl)  # noqa: S608
