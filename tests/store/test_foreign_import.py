@@ -245,3 +245,13 @@ def test_an_openclaw_index_that_is_not_an_object_is_refused(tmp_path):
         read_openclaw_state(state)
     with pytest.raises(ForeignStoreError, match="no agents/"):
         read_openclaw_state(tmp_path)
+
+
+def test_a_per_agent_session_database_is_listed_as_not_importable(tmp_path):
+    state = tmp_path / "oc"
+    shutil.copytree(OPENCLAW, state)
+    (state / "agents" / "main" / "sessions" / "sessions.sqlite").write_bytes(b"")
+    plan = read_openclaw_state(state)
+    [listed] = [s for s in plan.skipped if s.what.endswith("sessions.sqlite")]
+    assert "schema is not documented" in listed.why
+    assert len(plan.sessions) == 3

@@ -92,10 +92,15 @@ def read_openclaw_state(state_dir: Path) -> ImportPlan:
     for agent_dir in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
         sessions_dir = agent_dir / "sessions"
         index = sessions_dir / "sessions.json"
-        for db in sorted(sessions_dir.glob("*.sqlite")) if sessions_dir.is_dir() else []:
+        databases = sorted(
+            p
+            for pattern in ("*.sqlite", "*.sqlite3", "*.db")
+            for p in (agent_dir.rglob(pattern) if agent_dir.is_dir() else [])
+        )
+        for db in databases:
             plan.skipped.append(
                 Skipped(
-                    f"agents/{agent_dir.name}/sessions/{db.name}",
+                    f"agents/{agent_dir.name}/{db.relative_to(agent_dir)}",
                     "a per-agent SQLite session database: its schema is not documented, so it "
                     "is not read; export it to sessions.json + JSONL first",
                 )
