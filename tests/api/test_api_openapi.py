@@ -37,6 +37,7 @@ ADDED_ROUTES = {
     # What the dashboard's operations page shows (and its one action).
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),
+    ("post", "/v1/erasure"),  # round 2: the right to erasure
 }
 
 

@@ -38,6 +38,8 @@ def _other_value(key, default):
         return str(not default).lower()
     if default is None and key.type.startswith("bool"):  # unset: decided elsewhere
         return "false"
+    if default is None and key.type.startswith(("int", "number")):  # unset: no limit
+        return "7"
     if isinstance(default, (int, float)):
         return str(default + 1)
     choices = re.findall(r'`"([^"]*)"`', key.type)

@@ -23,6 +23,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /hooks/whatsapp                      WhatsApp Cloud API webhook (signed by Meta)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
+    POST   /v1/erasure                          forget one person everywhere (right to erasure)
     GET    /ui/...                              the operator dashboard (ui package)
     GET    /                                    a redirect to /ui/
     GET    /healthz                             liveness (no token needed)
@@ -43,6 +44,7 @@ from fastapi.staticfiles import StaticFiles
 import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
+    routes_erasure,
     routes_events,
     routes_hooks,
     routes_messages,
@@ -179,6 +181,7 @@ def create_app(
     app.include_router(routes_hooks.router)
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_erasure.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)
     app.include_router(ui.root_router)

@@ -9,6 +9,8 @@
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
     try        an adapter against its local stub     cli/try_cmd.py
+    forget     erase one person (right to erasure)   cli/forget.py
+    import     hermes|openclaw: another gateway's home cli/import_cmd.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -22,7 +24,19 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, pairing, run, sessions, try_cmd
+from sessiongate.cli import (
+    bench,
+    chat,
+    config_cmd,
+    db,
+    doctor,
+    forget,
+    import_cmd,
+    pairing,
+    run,
+    sessions,
+    try_cmd,
+)
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -74,6 +88,8 @@ app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
 app.command("try")(try_cmd.try_platform)
+app.command("forget")(forget.forget)
+app.add_typer(import_cmd.app, name="import")
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

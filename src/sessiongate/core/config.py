@@ -638,6 +638,27 @@ class StoreConfig(_Model):
         raise ValueError("store.url must be sqlite:///path or postgresql://…")
 
 
+class RetentionConfig(_Model):
+    max_age_days: int | None = Field(
+        None,
+        ge=1,
+        description="Housekeeping deletes sessions (transcripts, search rows, archive blobs) "
+        "not updated for this many days; unset keeps them.",
+    )
+    max_disk_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Housekeeping deletes the oldest sessions (archived first) while the "
+        "store's database is larger than this many MiB; unset has no size budget.",
+    )
+    max_sessions: int | None = Field(
+        None,
+        ge=1,
+        description="Housekeeping deletes the oldest sessions (archived first) while there "
+        "are more than this many; unset has no count budget.",
+    )
+
+
 class LogConfig(_Model):
     # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
     format: Literal["auto", "console", "json"] = "auto"
@@ -693,6 +714,11 @@ class GatewayConfig(_Model):
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    retention: RetentionConfig = Field(
+        default_factory=RetentionConfig,
+        description="Budgets housekeeping keeps the store under; pinned, protected, busy and "
+        "resume-pending sessions are never deleted.",
+    )
 
     @field_validator("agents")
     @classmethod

@@ -177,6 +177,9 @@ def build_user_message(
     """The stored user message of a turn: merged parts joined with newlines, each prefixed with
     its own sender in a shared multi-user session, media listed as attachment lines."""
     lines: list[str] = []
+    # In a shared session, who wrote each part (and its length in the stored text): what an
+    # erasure request for one of them finds and takes out (`core/erasure.py`).
+    senders: list[dict[str, Any]] = []
     for part in item.parts:
         text = str(part.get("text") or "")
         if shared and not part.get("verbatim"):
@@ -186,9 +189,13 @@ def build_user_message(
             text = format_sender_prefix(
                 text, sender, shared=True, redact_pii=redact_pii, pii_safe=pii_safe
             )
+        if shared:
+            senders.append({"user_id": str(part.get("user_id") or ""), "chars": len(text)})
         lines.append(text)
     lines.extend(f"[attachment: {media}]" for media in item.media)
     metadata: dict[str, Any] = {"turn_id": turn_id}
+    if senders:
+        metadata["senders"] = senders
     if item.message_ids:
         metadata["message_ids"] = list(item.message_ids)
     if item.media:

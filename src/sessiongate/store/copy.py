@@ -226,6 +226,13 @@ TABLES: tuple[TableSpec, ...] = (
         ("platform", "account"),
         (("platform", _T), ("account", _T), ("cursor", _T), ("updated_at", _TS)),
     ),
+    # Erasure receipts (`store/erasure.py`).
+    TableSpec(
+        "erasures",
+        ("id",),
+        (("id", _I), ("erased_at", _TS), ("subject_hash", _T), ("counts", _J)),
+        serial="id",
+    ),
 )
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         TurnState,
     )
 
-__all__ = ["Backend", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
+__all__ = ["Backend", "ErasureTx", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
 
 # An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
 EntryTuple = tuple[Any, ...]
@@ -66,7 +66,52 @@ class PlatformStateTx(Protocol):
     def set_cursor(self, platform: str, account: str, cursor: str, now: int) -> None: ...
 
 
-class Tx(PlatformStateTx, Protocol):
+class ErasureTx(Protocol):
+    """What erasure and retention read and remove (`store/erasure.py` and `store/retention.py`
+    state the rules). Times are integer microseconds; JSON crosses as text."""
+
+    def aliases_of(self, platform: str, canonical: str) -> list[str]:
+        """The aliases that point at `canonical`."""
+        ...
+
+    def sessions_forked_from(self, session_ids: Sequence[str]) -> list[tuple[int, str, str | None]]:
+        """(sid, session id, key) of the sessions whose parent is one of `session_ids`."""
+        ...
+
+    def all_session_ids(self) -> list[tuple[int, str, str | None]]:
+        """(sid, session id, key) of every session."""
+        ...
+
+    def redact_entry(
+        self, entry_id: int, *, role: str | None, content: str | None, payload: str | None
+    ) -> None:
+        """Overwrite one entry's role, text and payload in place (its place in the tree
+        stays); the search index is the caller's to rebuild."""
+        ...
+
+    def erase_person_records(
+        self, platform: str, ids: Sequence[str], keys: Sequence[str]
+    ) -> dict[str, int]:
+        """Delete what the gateway keeps of a person outside transcripts: inbox and dedup
+        rows and journal turns of `keys` or sent by `ids`, restart counters and tombstones of
+        `keys`, identity aliases naming `ids`, pairing rows of `ids`; counts by kind."""
+        ...
+
+    def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int: ...
+    def list_erasures(self, limit: int) -> list[tuple[int, int, str, str]]:
+        """(id, at, subject hash, counts JSON), newest first."""
+        ...
+
+    def lane_sizes(self) -> dict[str, int]:
+        """Bytes of transcript text and payload per session key (an estimate of its share)."""
+        ...
+
+    def busy_lanes(self) -> set[str]:
+        """Keys with a turn accepted or running, or inbound rows waiting."""
+        ...
+
+
+class Tx(PlatformStateTx, ErasureTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key
@@ -451,6 +496,21 @@ class Backend(Protocol):
 
     def holds(self, tx: Tx) -> bool:
         """Whether `tx` is a transaction of this backend."""
+        ...
+
+    def scrub(self) -> None:
+        """After an erasure committed: leave none of the deleted or overwritten text in the
+        files (SQLite: VACUUM, then a TRUNCATE checkpoint of the log). Outside a
+        transaction; may take long on a big database."""
+        ...
+
+    def give_back_space(self) -> None:
+        """After deletions committed: return free pages to the file system where the
+        backend can (SQLite's incremental vacuum); outside a transaction."""
+        ...
+
+    def disk_bytes(self) -> int:
+        """What the database occupies (file and log, or the tables' total relation size)."""
         ...
 
     def close(self) -> None: ...

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.store.protocol import Backend, Tx
 
-__all__ = ["PREVIEW_CHARS", "TranscriptOps"]
+__all__ = ["PREVIEW_CHARS", "TranscriptOps", "message_record"]
 
 # The longest first line of a last message `preview` gives.
 PREVIEW_CHARS = 160
@@ -417,6 +417,12 @@ def _is_same_message(row: tuple[Any, ...], record: EntryRecord) -> bool:
 # Roles whose message is complete with a role and text alone (a tool result also needs its
 # tool_call_id), for the fast path below.
 _PLAIN_ROLES = frozenset({"user", "assistant", "system"})
+
+
+def message_record(message: Mapping[str, Any], ts_us: int) -> EntryRecord:
+    """The record of one chat message as an append stores it (importers build trees with
+    it); `ts_us` when the message carries no `timestamp`."""
+    return _message_record(message, ts_us, None, 0)
 
 
 def _message_record(

@@ -333,6 +333,17 @@ _V9 = [
     )""",
 ]
 
+# Erasure receipts, as on SQLite (see the comment on its migration 10).
+_V10 = [
+    """CREATE TABLE erasures (
+        id bigserial PRIMARY KEY,
+        erased_at timestamptz NOT NULL,
+        subject_hash text NOT NULL,
+        counts jsonb NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -343,4 +354,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (7, "a route written over as seen, checked at the server", _V7),
     (8, "time conversions the planner inlines", _V8),
     (9, "platform receiver cursors", _V9),
+    (10, "erasure receipts", _V10),
 ]

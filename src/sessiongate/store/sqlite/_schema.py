@@ -317,6 +317,19 @@ _V9 = [
     ) WITHOUT ROWID""",
 ]
 
+# The audit trail of right-to-erasure requests (`store/erasure.py`): one receipt per request,
+# naming the person only by an HMAC of `<platform>:<user_id>` under the home's salt (meta
+# `erasure_salt`), with what was removed (`counts`, JSON).
+_V10 = [
+    """CREATE TABLE erasures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        erased_at INTEGER NOT NULL,
+        subject_hash TEXT NOT NULL,
+        counts TEXT NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -327,4 +340,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (7, "platform event claims, pairing, thread participation, sends", _V7),
     (8, "routes as a rowid table keyed by a unique index", _V8),
     (9, "platform receiver cursors", _V9),
+    (10, "erasure receipts", _V10),
 ]
