@@ -8,6 +8,8 @@
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
+    backup     an online copy of the SQLite store    cli/backup.py
+    restore    a backup into a new home              cli/backup.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -21,7 +23,7 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, pairing, run, sessions
+from sessiongate.cli import backup, bench, chat, config_cmd, db, doctor, pairing, run, sessions
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -72,6 +74,8 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
