@@ -22,6 +22,7 @@ from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
 from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
+from sessiongate.cli import systemd
 from sessiongate.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -112,6 +113,11 @@ async def _serve(
             # Plain text, never wrapped: the curl line must stay copyable.
             sys.stdout.write(usage_banner(bound_host, bound_port, config, paths) + "\n")
             sys.stdout.flush()
+            systemd.notify("READY=1", f"STATUS=serving on {_url(bound_host, bound_port)}")
+
+        async def shutdown() -> None:
+            systemd.notify("STOPPING=1", "STATUS=draining running turns")
+            await runner.stop()
 
         server = build_server(
             app,
@@ -120,7 +126,7 @@ async def _serve(
             graceful_timeout=config.agent.restart_drain_timeout,
             on_ready=announce,
             # The drain runs while the requests still wait, so each gets its answer.
-            on_shutdown=runner.stop,
+            on_shutdown=shutdown,
             freeze_heap=True,
         )
         try:
