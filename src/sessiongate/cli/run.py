@@ -37,7 +37,7 @@ from sessiongate.cli._common import (
     open_store,
 )
 from sessiongate.errors import SessiongateError
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway import GatewayRunner, tracing
 from sessiongate.gateway.leadership import Leadership
 from sessiongate.logs import configure_logging
 
@@ -183,6 +183,7 @@ def run(
     try:
         # Platform SDKs load here: a missing extra stops the start before anything is opened.
         adapters = build_adapters(config)
+        tracing.configure(config)
     except SessiongateError as exc:
         fail(exc.message)
     store = open_store(paths, config)
@@ -192,4 +193,5 @@ def run(
         fail(exc.message)
     finally:
         store.close()
+        tracing.shutdown()  # the spans still buffered are sent
     raise typer.Exit(code)

@@ -46,6 +46,7 @@ __all__ = [
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
+    "TracingConfig",
 ]
 
 
@@ -514,6 +515,14 @@ class LogConfig(_Model):
     format: Literal["auto", "console", "json"] = "auto"
 
 
+class TracingConfig(_Model):
+    """`tracing`: OpenTelemetry spans (the `[otel]` extra; see gateway/tracing.py)."""
+
+    enabled: bool = False
+    exporter: Literal["otlp", "console", "none"] = "otlp"
+    service_name: str = Field("sessiongate", min_length=1, max_length=200)
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -558,6 +567,7 @@ class GatewayConfig(_Model):
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("agents")
     @classmethod
