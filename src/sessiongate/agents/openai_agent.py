@@ -36,6 +36,7 @@ from sessiongate.core.turn_events import (
     UsageReport,
 )
 from sessiongate.errors import AgentTurnError
+from sessiongate.gateway.tracing import traced_stream
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -86,6 +87,20 @@ def import_openai() -> ModuleType:
         raise ImportError(
             f"the OpenAI-compatible agent needs the openai package: {INSTALL_HINT}"
         ) from exc
+
+
+def _call_attributes(event: object) -> dict[str, Any] | None:
+    """What a model call's span learns from its events: the usage, or why it failed."""
+    if isinstance(event, Completion):
+        usage = event.usage
+        return {
+            "gen_ai.response.finish_reasons": event.finish_reason,
+            "gen_ai.usage.input_tokens": None if usage is None else usage.input_tokens,
+            "gen_ai.usage.output_tokens": None if usage is None else usage.output_tokens,
+        }
+    if isinstance(event, Failure):
+        return {"error.type": str(event.kind)}
+    return None
 
 
 class OpenAIAgent:
@@ -212,6 +227,16 @@ class OpenAIAgent:
     async def aclose(self) -> None:
         await self._client.close()
 
+    @traced_stream(
+        lambda self, body: f"chat {body['model']}",
+        start=lambda self, body: {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": body["model"],
+            "server.address": self.config.base_url,
+        },
+        each=_call_attributes,
+    )
     async def _call(
         self, body: dict[str, Any]
     ) -> AsyncIterator[TextDelta | StreamRetry | Completion | Failure]:

@@ -11,6 +11,8 @@
     try        an adapter against its local stub     cli/try_cmd.py
     forget     erase one person (right to erasure)   cli/forget.py
     import     hermes|openclaw: another gateway's home cli/import_cmd.py
+    backup     an online copy of the SQLite store    cli/backup.py
+    restore    a backup into a new home              cli/backup.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -25,6 +27,7 @@ import typer
 
 import sessiongate
 from sessiongate.cli import (
+    backup,
     bench,
     chat,
     config_cmd,
@@ -90,6 +93,8 @@ app.add_typer(pairing.app, name="pairing")
 app.command("try")(try_cmd.try_platform)
 app.command("forget")(forget.forget)
 app.add_typer(import_cmd.app, name="import")
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

@@ -204,6 +204,12 @@ MEANINGS: dict[str, str] = {
     "api.body_timeout_seconds": "Seconds a request body may take to arrive, from its first "
     "read to its last byte; a stalled upload is answered 408.",
     "api.max_message_chars": "Longest message text accepted, in characters.",
+    "tracing.enabled": "Export OpenTelemetry spans of inbound messages, turns, agent and model "
+    "calls, tool calls and deliveries (the `[otel]` extra; docs/OPERATIONS.md).",
+    "tracing.exporter": "`otlp`: OTLP over HTTP, configured by the standard "
+    "`OTEL_EXPORTER_OTLP_*` variables; `console`: spans printed on stdout; `none`: the tracer "
+    "provider already installed (e.g. by `opentelemetry-instrument`).",
+    "tracing.service_name": "The `service.name` of the spans' resource.",
     "log.format": "`console`: readable lines; `json`: one JSON object per line; `auto`: "
     "console when stderr is a terminal, else JSON.",
 }

@@ -25,6 +25,7 @@ from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
 from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
+from sessiongate.cli import systemd
 from sessiongate.cli._agent_choice import agents_line
 from sessiongate.cli._common import (
     EXIT_FAILURE,
@@ -40,7 +41,7 @@ from sessiongate.cli._common import (
 )
 from sessiongate.config import default_config_path
 from sessiongate.errors import SessiongateError
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway import GatewayRunner, tracing
 from sessiongate.gateway.leadership import Leadership
 from sessiongate.logs import configure_logging
 
@@ -184,6 +185,11 @@ async def _serve(
             )
             sys.stdout.write(banner + "\n")
             sys.stdout.flush()
+            systemd.notify("READY=1", f"STATUS=serving on {_url(bound_host, bound_port)}")
+
+        async def shutdown() -> None:
+            systemd.notify("STOPPING=1", "STATUS=draining running turns")
+            await runner.stop()
 
         server = build_server(
             app,
@@ -192,7 +198,7 @@ async def _serve(
             graceful_timeout=config.agent.restart_drain_timeout,
             on_ready=announce,
             # The drain runs while the requests still wait, so each gets its answer.
-            on_shutdown=runner.stop,
+            on_shutdown=shutdown,
             freeze_heap=True,
         )
         try:
@@ -256,6 +262,7 @@ def run(
     try:
         # Platform SDKs load here: a missing extra stops the start before anything is opened.
         adapters = build_adapters(config)
+        tracing.configure(config)
     except SessiongateError as exc:
         fail(exc.message)
     store = open_store(paths, config)
@@ -265,4 +272,5 @@ def run(
         fail(exc.message)
     finally:
         store.close()
+        tracing.shutdown()  # the spans still buffered are sent
     raise typer.Exit(code)

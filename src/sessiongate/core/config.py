@@ -47,6 +47,7 @@ __all__ = [
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
+    "TracingConfig",
     "WhatsAppConfig",
 ]
 
@@ -670,6 +671,14 @@ _MAIN_SETTINGS = frozenset(
 )
 
 
+class TracingConfig(_Model):
+    """`tracing`: OpenTelemetry spans (the `[otel]` extra; see gateway/tracing.py)."""
+
+    enabled: bool = False
+    exporter: Literal["otlp", "console", "none"] = "otlp"
+    service_name: str = Field("sessiongate", min_length=1, max_length=200)
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -719,6 +728,7 @@ class GatewayConfig(_Model):
         description="Budgets housekeeping keeps the store under; pinned, protected, busy and "
         "resume-pending sessions are never deleted.",
     )
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("agents")
     @classmethod

@@ -72,6 +72,7 @@ from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
+from sessiongate.gateway.tracing import key_attribute, traced
 from sessiongate.gateway.turns import (
     STALE_NOTICE,
     STUCK_NOTICE,
@@ -636,6 +637,20 @@ class GatewayRunner:
 
     # ------------------------------------------------------------------ inbound
 
+    @traced(
+        lambda self, event, **_: f"inbound {event.source.platform}",
+        start=lambda self, event, **_: {
+            "messaging.system": str(event.source.platform),
+            "messaging.message.id": event.message_id,
+            "sessiongate.chat_type": str(event.source.chat_type),
+        },
+        finish=lambda receipt, *_, **__: {
+            "sessiongate.session_key": key_attribute(receipt.session_key),
+            "sessiongate.session_id": receipt.session_id,
+            "sessiongate.turn_id": receipt.turn_id,
+            "sessiongate.receipt": str(receipt.status),
+        },
+    )
     async def handle_message(
         self, event: MessageEvent, *, wait: bool = True, watch: TurnWatch | None = None
     ) -> Receipt:

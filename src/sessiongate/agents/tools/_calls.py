@@ -30,6 +30,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from sessiongate.agents.tools._schema import describe_validation_error
 from sessiongate.core.turn_events import ToolResult
+from sessiongate.gateway.tracing import traced
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -157,6 +158,20 @@ async def _run_guarded(
         return ToolResult(str(call.get("id") or ""), str(name or ""), payload, is_error=True)
 
 
+def _tool_name(call: Mapping[str, Any], *_: Any) -> str:
+    return str((call.get("function") or {}).get("name") or "")
+
+
+@traced(
+    lambda call, *_: f"execute_tool {_tool_name(call)}",
+    start=lambda call, tools, context, limits: {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": _tool_name(call),
+        "gen_ai.tool.call.id": call.get("id"),
+        "sessiongate.turn_id": context.turn_id,
+    },
+    finish=lambda result, *_: {"error.type": "tool_error" if result.is_error else None},
+)
 async def _run_one(
     call: Mapping[str, Any],
     tools: Mapping[str, Tool],
