@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: run test check bench chat config-docs clean
+.PHONY: run test check bench chat docs config-docs clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -36,16 +37,25 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 check: $(STAMP)
-	$(BIN)/ruff format --no-cache --check src tests benchmarks
-	$(BIN)/ruff check --no-cache src tests benchmarks
+	$(BIN)/ruff format --no-cache --check src tests benchmarks examples
+	$(BIN)/ruff check --no-cache src tests benchmarks examples
 	$(BIN)/mypy
 
 bench: $(RUNTIME)
 	$(BIN)/sessiongate bench $(ARGS)
+
+$(DOCS_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	@touch $(RUNTIME) $(DOCS_STAMP)
+
+# The documentation site (mkdocs-material) in site/, strict: a broken link or anchor, a
+# missing page or one left out of the navigation fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict $(ARGS)
 
 # Regenerates docs/CONFIG.md from the settings model (tests/cli/test_config_docs.py checks it).
 config-docs: $(RUNTIME)
 	$(BIN)/python -m sessiongate.cli._config_docs > docs/CONFIG.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

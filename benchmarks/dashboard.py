@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -62,7 +63,9 @@ def start_gateway(home: Path) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={"SESSIONGATE_API__TOKEN": TOKEN, "PATH": "/usr/bin:/bin"},
+        # PYTHONPATH kept: run from a checkout with `PYTHONPATH=src`, the gateway is its code.
+        env={"SESSIONGATE_API__TOKEN": TOKEN, "PATH": "/usr/bin:/bin"}
+        | {k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -90,6 +93,7 @@ def seed_chats(url: str) -> None:
             json={"chat_id": "alice", "user_id": "alice", "text": "And the open ones?"},
         ).raise_for_status()
         client.patch("/v1/sessions/agent%3Amain%3Aapi%3Adm%3Abob", json={"pinned": True})
+        client.patch("/v1/sessions/agent%3Amain%3Aapi%3Adm%3Aalice", json={"unread": True})
         client.patch(
             "/v1/sessions/agent%3Amain%3Aapi%3Adm%3Acarol", json={"label": "supplier reply"}
         )

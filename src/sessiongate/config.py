@@ -21,6 +21,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from sessiongate.core.config import PLATFORM_CONFIGS, GatewayConfig, PlatformConfig
 from sessiongate.errors import SessiongateError
+from sessiongate.gateway.prompts import SystemPromptError, SystemPrompts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -113,7 +114,7 @@ def load_config(
         _set_nested(data, key, _env_value(key, raw), origin=name)
         sources[key] = name
     try:
-        return GatewayConfig.model_validate(data)
+        config = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         problems = _describe(exc, sources)
         unknown = [
@@ -125,6 +126,27 @@ def load_config(
             path=path,
             problems=problems,
             unknown_keys=unknown,
+        ) from None
+    _check_prompt_files(config, base=path.parent if from_file else Path.cwd(), path=path)
+    return config
+
+
+def _check_prompt_files(config: GatewayConfig, *, base: Path, path: Path) -> None:
+    """Make every `system_prompt_file` absolute (a relative one is read from the config
+    file's folder) and read each once, as `run` will: one that cannot be read is a
+    `ConfigError` naming the setting and the file."""
+    holders: list[Any] = [config.agent, *config.agents.values(), *config.bindings]
+    for holder in holders:
+        name = holder.system_prompt_file
+        if name is not None and not Path(name).expanduser().is_absolute():
+            holder.system_prompt_file = str(base / Path(name).expanduser())
+    try:
+        SystemPrompts.load(config)
+    except SystemPromptError as exc:
+        raise ConfigError(
+            f"invalid configuration in {path}:\n  - {exc.message}",
+            path=path,
+            problems=[exc.message],
         ) from None
 
 

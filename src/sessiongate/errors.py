@@ -17,8 +17,9 @@ SessiongateError
 ├── UnauthorizedError           a sender or caller without permission
 ├── AgentTurnError              an agent turn ended without a reply (`code` says why)
 ├── StoreCorruptError           canonical data on disk is damaged; the store will not open
-└── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
-    └── HomeInUseError          another gateway or chat runner holds the home's lock
+├── StoreUnavailableError       the disk refused a write (full, read-only); nothing was changed
+│   └── HomeInUseError          another gateway or chat runner holds the home's lock
+└── ForeignStoreError           an import source that is corrupt or not what it claims to be
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "AgentTurnError",
     "ConflictError",
     "EntryNotFoundError",
+    "ForeignStoreError",
     "ForkTooLargeError",
     "HomeInUseError",
     "InvalidEntryError",
@@ -174,3 +176,10 @@ class HomeInUseError(StoreUnavailableError):
     would take the live runner's turns for crashed ones and run them again."""
 
     code = "home_in_use"
+
+
+class ForeignStoreError(SessiongateError, ValueError):
+    """An import source (another system's home) that is corrupt or foreign; the message names
+    the file and the problem, and nothing was imported from it."""
+
+    code = "foreign_store"

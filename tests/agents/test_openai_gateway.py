@@ -3,11 +3,12 @@ gateway: what the user is told, what is stored, what the log says."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
-from fake_openai import NoChoices, Reply, Status
+from fake_openai import Call, Calls, NoChoices, Reply, Status
 
 
 def turn_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -86,3 +87,38 @@ async def test_a_failed_compaction_summary_logs_one_warning_and_compacts_nothing
     lines = turn_lines(caplog)
     assert not [r for r in lines if r.levelno >= logging.ERROR or r.exc_info]
     assert any("check agent.openai.api_key" in r.getMessage() for r in lines)
+
+
+DEEP = '{"a":' * 50_000 + "1" + "}" * 50_000
+
+
+async def test_each_bad_tool_call_gets_its_own_error_result_and_the_turn_goes_on(
+    make_gateway,
+) -> None:
+    gw = await make_gateway()
+    gw.server.script(
+        Calls(
+            [
+                Call("", "{}"),
+                Call("sessions_list", DEEP),
+                Call("sessions_list", "[" * 50_000 + "]" * 50_000),
+                Call("sessions_list", json.dumps({"limit": 5})),
+            ]
+        ),
+        Reply("carried on"),
+    )
+    receipt = await gw.say("alice", "go")
+    assert receipt.reply == "carried on"
+    sent = gw.server.requests[1]["body"]["messages"]
+    results = [m for m in sent if m["role"] == "tool"]
+    assert len(results) == 4
+    empty, deep, deep_list, fine = (json.loads(m["content"]) for m in results)
+    assert "names no valid tool" in empty["error"]
+    assert "nested" in deep["error"]
+    assert "nested" in deep_list["error"]
+    assert isinstance(fine, list)
+    # The turn is stored whole: the calls, each result, and the reply.
+    entry = gw.store.get_session(gw.key("alice"))
+    transcript = gw.store.load_transcript(entry.session_id)
+    assert [m["role"] for m in transcript] == ["user", "assistant", *["tool"] * 4, "assistant"]
+    assert transcript[-1]["content"] == "carried on"

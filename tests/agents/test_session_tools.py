@@ -10,7 +10,9 @@ from fake_openai import Call, Calls, Reply
 from sessiongate.agents import OpenAIAgent, TurnRequest
 from sessiongate.agents.tools.sessions import is_visible
 from sessiongate.core.config import OpenAIAgentConfig
+from sessiongate.core.source import SessionSource
 from sessiongate.core.turn_events import ToolResult
+from sessiongate.gateway import MessageEvent
 
 
 def test_visibility_rules() -> None:
@@ -197,3 +199,103 @@ async def test_spawn_of_an_unlisted_model_falls_back_to_the_100k_cap(make_gatewa
     await gw.say("alice", "spawn")
     [spawned] = gw.tool_results(3)
     assert spawned["isolated_context"] is True
+
+
+SECRET = "INCOGNITO-SECRET-7f3a"
+
+
+async def test_no_tool_reads_or_copies_an_incognito_session_and_nothing_reaches_the_disk(
+    make_gateway,
+) -> None:
+    gw = await make_gateway(session_tools={"visibility": "agent"})
+    await gw.say("alice", "ordinary words")
+    incognito = gw.store.create_incognito_session(
+        SessionSource(platform="api", chat_id="alice", user_id="alice")
+    )
+    key = incognito.session_key
+    assert key.startswith(f"{gw.key('alice')}:%f")  # looks like a fork of her session
+    # The incognito session's own model tries to send its text into her ordinary session.
+    gw.server.script(
+        Calls(
+            [Call("sessions_send", json.dumps({"session_key": gw.key("alice"), "text": SECRET}))]
+        ),
+        Reply("tried"),
+    )
+    event = MessageEvent(source=incognito.origin, text=SECRET, session_key=key)
+    assert (await gw.runner.handle_message(event)).reply == "tried"
+    [refused_send] = gw.tool_results(2)
+    assert "incognito" in refused_send["error"]
+    # Her ordinary session's model tries every tool on the incognito session.
+    gw.server.script(
+        Calls(
+            [
+                Call("sessions_list"),
+                Call("sessions_history", json.dumps({"session_key": key})),
+                Call("sessions_search", json.dumps({"query": "INCOGNITO"})),
+                Call("sessions_send", json.dumps({"session_key": key, "text": "hi"})),
+            ]
+        ),
+        Reply("done"),
+    )
+    assert (await gw.say("alice", "read my incognito chat")).reply == "done"
+    listed, history, found, sent = gw.tool_results(4)
+    assert key not in json.dumps(listed)
+    assert "may see" in history["error"]
+    assert SECRET not in json.dumps(found)
+    assert key not in {hit["session_key"] for hit in found}
+    assert "may see" in sent["error"]
+    await gw.runner.wait_idle()
+    gw.store.flush_mirror()
+    home = gw.runner.home
+    scanned = [p for p in home.rglob("*") if p.is_file()]
+    assert any(p.name == "state.db" for p in scanned)
+    assert [p for p in scanned if SECRET.encode() in p.read_bytes()] == []
+
+
+async def test_search_finds_the_callers_own_hit_under_sixty_better_ones(make_gateway) -> None:
+    gw = await make_gateway()
+    other = gw.store.get_or_create_session(SessionSource(platform="api", chat_id="carol"))
+    gw.store.append_messages(
+        other.session_id,
+        [{"role": "user", "content": "budget budget budget budget"} for _ in range(60)],
+    )
+    await gw.say("bob", "the budget is due friday")
+    gw.server.script(
+        Calls([Call("sessions_search", json.dumps({"query": "budget", "limit": 3}))]),
+        Reply("found"),
+    )
+    await gw.say("bob", "search")
+    [found] = gw.tool_results(2)
+    assert found
+    assert {hit["session_key"] for hit in found} == {gw.key("bob")}
+
+
+async def test_a_spawn_or_fork_of_an_incognito_session_stays_in_memory(make_gateway) -> None:
+    gw = await make_gateway()
+    incognito = gw.store.create_incognito_session(
+        SessionSource(platform="api", chat_id="alice", user_id="alice")
+    )
+    key = incognito.session_key
+    gw.server.script(
+        Reply("noted"),
+        Calls([Call("sessions_spawn", json.dumps({"task": "summarise"}))]),
+        Reply("child saw it"),  # the sub-agent's turn
+        Reply("done"),
+    )
+    for text in (SECRET, "ask a helper"):
+        event = MessageEvent(source=incognito.origin, text=text, session_key=key)
+        await gw.runner.handle_message(event)
+    [spawned] = gw.tool_results(3)
+    assert spawned["status"] == "replied"
+    assert gw.store.is_incognito(spawned["session_key"])
+    # The sub-agent saw the incognito conversation: it is in memory with it.
+    assert SECRET in json.dumps(gw.server.requests[2]["body"]["messages"])
+    fork, _ = gw.store.fork_session(key)
+    assert gw.store.is_incognito(fork.session_key)
+    assert SECRET in json.dumps(gw.store.load_transcript(fork.session_id))
+    await gw.runner.wait_idle()
+    gw.store.flush_mirror()
+    found = [
+        p for p in gw.runner.home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()
+    ]
+    assert found == []

@@ -274,3 +274,20 @@ async def test_run_turn_returns_the_calls_and_results_before_the_reply(server, m
     }
     # Usage of both model calls adds up.
     assert result.usage.input_tokens == 20
+
+
+def test_repair_makes_every_call_storable_and_sendable() -> None:
+    from sessiongate.agents.tools._calls import INVALID_TOOL_NAME, repair_tool_calls
+    from sessiongate.core.transcript import validate_message
+
+    calls = [
+        {"id": "a", "type": "function", "function": {"name": "", "arguments": "{}"}},
+        {"id": "a", "type": "function", "function": {"name": "x" * 65, "arguments": None}},
+        {"type": "function", "function": {"name": "lookup order", "arguments": {"k": 1}}},
+        {"id": "b", "type": "function", "function": {"name": "lookup_order"}},
+    ]
+    repaired = repair_tool_calls(calls)
+    assert [c["function"]["name"] for c in repaired] == [INVALID_TOOL_NAME] * 3 + ["lookup_order"]
+    assert len({c["id"] for c in repaired}) == 4
+    assert repaired[2]["function"]["arguments"] == '{"k": 1}'
+    validate_message({"role": "assistant", "content": None, "tool_calls": repaired})

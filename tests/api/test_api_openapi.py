@@ -32,9 +32,12 @@ ADDED_ROUTES = {
     # Platform webhooks (DESIGN round 2), signed by the platform instead of the bearer token.
     ("post", "/hooks/telegram"),
     ("post", "/hooks/slack/events"),
+    ("get", "/hooks/whatsapp"),
+    ("post", "/hooks/whatsapp"),
     # What the dashboard's operations page shows (and its one action).
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),
+    ("post", "/v1/erasure"),  # round 2: the right to erasure
 }
 
 

@@ -323,3 +323,23 @@ def test_the_context_route_shows_the_session_prompt_a_turn_gets(client, send, ke
     context = client.get(key_path(key, "/context")).json()
     assert context["system_prompt"].startswith("## Current Session Context")
     assert "- Platform: api" in context["system_prompt"]
+
+
+def test_list_and_row_carry_the_last_message_the_count_and_the_model(client, send, key_path):
+    send("first line of a question\nand its second line", chat_id="preview")
+    key = send("another\n\n  second ask\nmore", chat_id="preview")["session_key"]
+    row = client.get(key_path(key)).json()
+    assert row["message_count"] == 4
+    assert row["last_message"]["role"] == "assistant"
+    assert row["last_message"]["text"] == "echo: another"  # its first line only
+    assert row["last_message"]["notice"] is None
+    # The echo agent has no model; a session's own choice is the model that answers.
+    assert (row["agent_kind"], row["model"]) == ("echo", None)
+    client.patch(key_path(key), json={"model": "gpt-4o"})
+    [listed] = [r for r in client.get("/v1/sessions").json()["sessions"] if r["session_key"] == key]
+    assert listed["model"] == "gpt-4o"
+    assert listed["message_count"] == 4
+    assert listed["last_message"]["text"] == "echo: another"
+    long = "x" * 500
+    send(long, chat_id="preview")
+    assert len(client.get(key_path(key)).json()["last_message"]["text"]) == 160

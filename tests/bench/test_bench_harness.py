@@ -204,11 +204,25 @@ def test_each_platform_adapter_has_its_per_message_overhead(bench: Bench) -> Non
     results, _saved, root = bench
     section = results["platforms"]
     assert section["status"] == "ok"
-    for name in ("slack", "discord"):
+    for name in ("slack", "discord", "matrix"):
         part = section[name]
         assert part["status"] == "ok", part.get("reason")
         for measure in ("latency_ms", "sdk_roundtrip_ms", "overhead_ms"):
             assert set(part[measure]) == {"p50_ms", "p95_ms", "p99_ms", "max_ms"}
+    # Matrix's burst, end to end, beside the stub's own floor from the same run.
+    assert section["matrix"]["updates_per_s"] > 0
+    assert section["matrix"]["stub_floor_updates_per_s"] > 0
     text = (root / "docs" / "PERFORMANCE.md").read_text()
     assert "## Platform adapters" in text
     assert "- slack: latency" in text
+    assert "- matrix: latency" in text
+    assert "updates/s end to end; the stub alone" in text
+
+
+def test_whatsapp_is_measured_beside_its_stubs_floor(bench: Bench) -> None:
+    results, _saved, root = bench
+    section = results["whatsapp"]
+    assert section["status"] == "ok", section.get("reason")
+    assert set(section["throughput"]) == {"floor", "gateway"}
+    text = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## WhatsApp adapter" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import re
@@ -9,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -18,6 +20,10 @@ from sessiongate.cli.chat import CHAT_HELP, HISTORY_FILE
 LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 # A hang guard for the child, never a timing assertion.
 GUARD_SECONDS = 60.0
+
+
+def _take_terminal() -> None:
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 class Pty:
@@ -33,13 +39,16 @@ class Pty:
             stderr=child_end,
             env=env,
             start_new_session=True,
+            # The terminal as its controlling terminal, as a shell gives it: Ctrl+C typed
+            # there is a SIGINT to the chat.
+            preexec_fn=_take_terminal,
         )
         os.close(child_end)
         self.raw = ""
 
-    def read_until(self, marker: str) -> None:
+    def read_until(self, marker: str, *, count: int = 1) -> None:
         deadline = time.monotonic() + GUARD_SECONDS
-        while marker not in self.raw:
+        while self.raw.count(marker) < count:
             assert time.monotonic() < deadline, f"never saw {marker!r} in {self.raw!r}"
             ready, _, _ = select.select([self.fd], [], [], 1.0)
             if ready:
@@ -169,3 +178,35 @@ def test_chat_beside_a_live_gateway_names_the_client_mode(sg, home, gateway):
     [line] = refused.stderr.strip().splitlines()
     assert "in use" in line
     assert "--url" in line
+
+
+def _status_until_replying(term: Pty) -> None:
+    """Ask `/status` until it says a turn is being answered (a condition, not a wait)."""
+    while True:
+        asked = term.raw.count(" waiting")
+        term.type("/status")
+        term.read_until(" waiting", count=asked + 1)
+        if term.raw.rpartition("State: ")[2].startswith("replying"):
+            return
+
+
+def test_ctrl_c_stops_the_turn_and_says_so_a_second_leaves_and_a_cut_off_turn_is_told(env, home):
+    slow = env(SESSIONGATE_AGENT__ECHO__DELAY_SECONDS="600")
+    term = Pty("chat", "--home", str(home), "--chat-id", "me", env=slow)
+    term.read_until("you> ")
+    term.type("hello")
+    _status_until_replying(term)
+    # A newer message cuts the running turn off (busy_input_mode: interrupt): it is told.
+    term.type("newer")
+    term.read_until('(the reply to "hello" was cut off by "newer")')
+    _status_until_replying(term)
+    term.type("\x03")  # Ctrl+C, as the terminal sends it
+    term.read_until("Stopped the current reply.")
+    term.type("\x03")
+    assert term.wait() == 0
+    screen = term.screen()
+    assert "^C stopping the reply, as /stop does (Ctrl+C again leaves)" in screen
+    assert "^C leaving" in screen
+    assert "you> agent>" not in screen
+    assert "you> (the reply" not in screen
+    assert not screen.rstrip().endswith("you>")

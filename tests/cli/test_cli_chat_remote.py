@@ -16,8 +16,8 @@ from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.local import RETRY_MARK
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
-from sessiongate.cli._chat_remote import converse_remote
-from sessiongate.cli.chat import REPLY_PREFIX
+from sessiongate.cli._chat_remote import RemoteChat
+from sessiongate.cli.chat import REPLY_PREFIX, CtrlC
 from sessiongate.core.turn_events import StreamRetry, TextDelta, TurnEnd
 from sessiongate.gateway import GatewayRunner
 
@@ -65,6 +65,7 @@ class Screen:
     def __init__(self) -> None:
         self.text = ""
         self._changed = asyncio.Event()
+        self.remote: RemoteChat | None = None
 
     def write(self, text: str) -> None:
         self.text += text
@@ -99,16 +100,15 @@ async def gateway(tmp_path, clock) -> AsyncIterator[Callable[..., Any]]:
         host, port = server.bound
         lines: asyncio.Queue[str | None] = asyncio.Queue()
         screen = Screen()
-        chat = asyncio.create_task(
-            converse_remote(
-                f"http://{host}:{port}",
-                TOKEN,
-                {"chat_id": "remote", "user_id": "me", "user_name": "me"},
-                lines.get,
-                screen.write,
-                prefix=REPLY_PREFIX,
-            )
+        screen.remote = RemoteChat(
+            f"http://{host}:{port}",
+            TOKEN,
+            {"chat_id": "remote", "user_id": "me", "user_name": "me"},
+            lines.get,
+            screen.write,
+            prefix=REPLY_PREFIX,
         )
+        chat = asyncio.create_task(screen.remote.run())
         return lines, screen, chat
 
     yield start
@@ -178,3 +178,57 @@ def test_an_unreachable_gateway_is_one_clean_line(sg, tmp_path) -> None:
     assert f"cannot reach the gateway at {url}" in result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+async def test_ctrl_c_during_a_reply_stops_the_turn_and_a_second_leaves(gateway) -> None:
+    agent = GatedAgent(["par", "tial"], reply="partial")
+    agent.gate(1)  # never opened: the turn runs until it is stopped
+    lines, screen, chat = await gateway(agent)
+    remote = screen.remote
+    assert remote is not None
+    left = asyncio.Event()
+    ctrl_c = CtrlC(
+        busy=remote.busy,
+        stop=remote.stop_turn,
+        leave=left.set,
+        line=lambda: remote.typed,
+        write=screen.write,
+    )
+    lines.put_nowait("hello")
+    await screen.wait_for(f"{REPLY_PREFIX}par")
+    ctrl_c.pressed()
+    await screen.wait_for(f"{REPLY_PREFIX}Stopped the current reply.")
+    await screen.wait_for("(interrupted)")
+    assert CtrlC.STOPPING in screen.text
+    assert not left.is_set()
+    ctrl_c.pressed()  # the prompt is back: this one leaves
+    assert left.is_set()
+    assert CtrlC.LEAVING in screen.text
+    lines.put_nowait(None)
+    async with asyncio.timeout(GUARD_SECONDS):
+        await chat
+
+
+async def test_a_second_ctrl_c_while_the_stop_is_on_its_way_leaves(gateway) -> None:
+    agent = GatedAgent(["par", "tial"], reply="partial")
+    agent.gate(1)
+    lines, screen, chat = await gateway(agent)
+    remote = screen.remote
+    assert remote is not None
+    left = asyncio.Event()
+    ctrl_c = CtrlC(
+        busy=remote.busy,
+        stop=remote.stop_turn,
+        leave=left.set,
+        line=lambda: remote.typed,
+        write=screen.write,
+    )
+    lines.put_nowait("hello")
+    await screen.wait_for(f"{REPLY_PREFIX}par")
+    ctrl_c.pressed()
+    ctrl_c.pressed()  # quickly, for the same reply: leave
+    assert left.is_set()
+    await screen.wait_for("(interrupted)")
+    lines.put_nowait(None)
+    async with asyncio.timeout(GUARD_SECONDS):
+        await chat

@@ -300,3 +300,19 @@ def test_list_and_search_filter_by_agent(sg, tmp_path):
     bad = sg("sessions", "list", "--agent", "Not:An:Id", "--home", str(home))
     assert bad.returncode == 2
     assert "agent id" in bad.stderr
+
+
+def test_prune_dry_run_shows_the_retention_plan_the_real_run_carries_out(sg, home, seeded):
+    config = home / "retention.yaml"
+    config.write_text("retention:\n  max_sessions: 1\n")
+    args = ("sessions", "prune", "--home", str(home), "--config", str(config), "--json")
+    plan = _json(sg(*args, "--dry-run"))
+    # Both lanes are as old (seeded at one time); the key decides, and one goes.
+    assert [r["reason"] for r in plan["retention"]] == ["max_sessions"]
+    assert _json(sg("sessions", "list", "--home", str(home), "--json"))["total"] == 2
+    done = _json(sg(*args))
+    assert done["retention"] == plan["retention"]
+    listed = _json(sg("sessions", "list", "--home", str(home), "--json"))
+    assert listed["total"] == 1
+    gone = plan["retention"][0]["session_key"]
+    assert gone not in {row["session_key"] for row in listed["sessions"]}

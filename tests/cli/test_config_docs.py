@@ -32,10 +32,14 @@ def _other_value(key, default):
         return "Europe/Berlin"
     if key.path == "store.url":
         return "postgresql://sessiongate@127.0.0.1/sessiongate"
+    if key.path.endswith("system_prompt_file"):  # it must exist: any readable text file
+        return __file__
     if isinstance(default, bool):
         return str(not default).lower()
     if default is None and key.type.startswith("bool"):  # unset: decided elsewhere
         return "false"
+    if default is None and key.type.startswith(("int", "number")):  # unset: no limit
+        return "7"
     if isinstance(default, (int, float)):
         return str(default + 1)
     choices = re.findall(r'`"([^"]*)"`', key.type)

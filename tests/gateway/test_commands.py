@@ -78,6 +78,13 @@ async def test_an_unknown_command_is_answered_and_never_reaches_the_agent(gw):
     assert again.reply == first.reply
 
 
+async def test_model_is_a_command_that_an_echo_agent_answers_without_a_model(gw):
+    receipt = await gw.adapter.receive("/model gpt-4o")
+    assert receipt.status == "command"
+    assert receipt.reply == "This conversation's agent (main, echo) uses no model."
+    assert gw.hub.requests == []
+
+
 async def test_an_agent_command_goes_to_the_agent_as_text(make_gateway):
     gw = await make_gateway(agent_commands=["/shrug"])
     receipt = await gw.adapter.receive("/shrug fine")

@@ -133,6 +133,27 @@ async def test_prune_runs_at_most_once_an_hour(make, clock) -> None:
     assert w.store.get_session(young_key) is None
 
 
+async def test_retention_deletes_old_sessions_hourly_and_logs_each(make, clock, caplog) -> None:
+    w = make(retention={"max_age_days": 10})
+    old_key, old_id = w.open_session("old")
+    w.store.patch_session(old_key, pinned=False)
+    pinned_key, _ = w.open_session("pinned")
+    w.store.patch_session(pinned_key, pinned=True)
+    clock.advance(11 * DAY)
+    young_key, _ = w.open_session("young")
+    caplog.set_level("INFO", logger="sessiongate.store.retention")
+    report = await w.watcher.tick()
+    assert report.retention_removed == (old_key,)
+    # Unlike the routing prune, retention deletes the transcript too.
+    assert w.store.session_info(old_id) is None
+    assert w.store.get_session(pinned_key) is not None
+    assert w.store.get_session(young_key) is not None
+    assert any(
+        old_key in r.getMessage() and "max_age_days" in r.getMessage() for r in caplog.records
+    )
+    assert (await w.watcher.tick()).retention_removed is None  # not due again for an hour
+
+
 async def test_prune_disabled_by_zero_max_age_keeps_old_entries(make, clock) -> None:
     w = make(session_store_max_age_days=0)
     key, _ = w.open_session("a")

@@ -89,3 +89,14 @@ def test_threads_and_sends_are_remembered(store):
     state.record_send("tg", 7, "unconfirmed", "timed out")
     assert state.get_send("tg", 7) == SendRecord("unconfirmed", "timed out")
     assert state.get_send("other", 7) is None
+
+
+def test_a_receiver_cursor_is_kept_per_platform_and_account(store):
+    state = PlatformState(store)
+    assert state.get_cursor("matrix", "@bot:example.org") is None
+    state.set_cursor("matrix", "@bot:example.org", "s1")
+    state.set_cursor("matrix", "@bot:example.org", "s2")
+    state.set_cursor("matrix", "@other:example.org", "t9")
+    assert state.get_cursor("matrix", "@bot:example.org") == "s2"
+    assert state.get_cursor("matrix", "@other:example.org") == "t9"
+    assert state.get_cursor("telegram", "@bot:example.org") is None

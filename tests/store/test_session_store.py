@@ -282,6 +282,13 @@ def test_whatsapp_alias_learned_once_never_flips(store: SessionStore):
     assert store.get_or_create_session(lid).session_id == a.session_id
 
 
+def test_resolve_identity_reads_the_learned_alias_without_writing(store: SessionStore):
+    assert store.resolve_identity("whatsapp", "US.1349") == "US.1349"
+    store.learn_identity_alias("whatsapp", "US.1349", "+1 555 123 4567")
+    assert store.resolve_identity("whatsapp", "US.1349") == "15551234567"
+    assert store.resolve_identity("whatsapp", "15551234567:3@s.whatsapp.net") == "15551234567"
+
+
 def test_append_and_tail_read(store: SessionStore):
     sid = store.get_or_create_session(dm()).session_id
     for i in range(30):

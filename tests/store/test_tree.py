@@ -164,7 +164,11 @@ def test_fork_inherits_model_and_starts_fresh_counters(store: SessionStore):
 
 
 def test_a_fork_into_a_thread_source_becomes_that_lane_once(store: SessionStore):
-    key, sid = lane(store)
+    # The group's shared lane: everyone in the thread could read it.
+    group = store.get_or_create_session(
+        SessionSource(platform="telegram", chat_id="1", chat_type="group")
+    )
+    key, sid = group.session_key, group.session_id
     talk(store, sid, "one")
     thread = SessionSource(
         platform="telegram", chat_id="1", chat_type="group", thread_id="9", chat_name="Ops"
@@ -177,6 +181,42 @@ def test_a_fork_into_a_thread_source_becomes_that_lane_once(store: SessionStore)
     assert [m["content"] for m in store.load_transcript(child.session_id)] == ["one", "re: one"]
     again, _ = store.fork_session(key, automatic=True, into=thread)
     assert again.session_id == child.session_id  # an existing lane is returned untouched
+
+
+def test_a_shared_thread_is_never_forked_from_one_persons_lane(store: SessionStore):
+    alice = SessionSource(platform="slack", chat_id="C1", chat_type="group", user_id="alice")
+    entry = store.get_or_create_session(alice)
+    store.append_messages(
+        entry.session_id,
+        [
+            {"role": "user", "content": "the root", "metadata": {"message_ids": ["T1"]}},
+            {"role": "assistant", "content": "re: the root"},
+            {"role": "user", "content": "private note"},
+        ],
+    )
+    thread = SessionSource(
+        platform="slack", chat_id="C1", chat_type="group", user_id="alice", thread_id="T1"
+    )
+    child, _ = store.fork_session(entry.session_key, automatic=True, into=thread)
+    assert child.extra == {"fork_isolated": True, "fork_refused": True}
+    assert child.forked_from_parent
+    # Only the thread's parent message, which the channel shows everyone.
+    [seed] = store.load_transcript(child.session_id)
+    assert (seed["role"], seed["content"]) == ("user", "the root")
+    assert store.model_context(child.session_id).messages[0]["content"] == "the root"
+
+
+def test_a_per_user_thread_may_carry_its_persons_lane(make_store):
+    store = make_store(thread_sessions_per_user=True)
+    alice = SessionSource(platform="slack", chat_id="C1", chat_type="group", user_id="alice")
+    entry = store.get_or_create_session(alice)
+    talk(store, entry.session_id, "mine")
+    thread = SessionSource(
+        platform="slack", chat_id="C1", chat_type="group", user_id="alice", thread_id="T2"
+    )
+    own, _ = store.fork_session(entry.session_key, automatic=True, into=thread)
+    assert own.extra == {}
+    assert [m["content"] for m in store.load_transcript(own.session_id)] == ["mine", "re: mine"]
 
 
 def test_fork_admission(store: SessionStore):

@@ -250,3 +250,120 @@ def test_phone_width_has_no_sideways_scroll_and_operations_render(pages: Pages, 
     text = page.locator("main").inner_text()
     assert "Store health" in text
     assert "(this one)" in text  # the instances table
+
+
+# ------------------------------------------------------------------ what a newcomer sees
+
+
+def test_the_list_shows_the_chats_name_last_line_count_and_unread_state(
+    pages: Pages, api: Api
+) -> None:
+    chat_id = chat("named")
+    key = key_of(chat_id)
+    api.send(chat_id, "first question")
+    api.send(chat_id, "the latest line\nand a second one")
+    api.patch(key, unread=True)
+    page = pages.new()
+    item = page.locator(f'#session-list li[data-key="{key}"]')
+    expect(item.locator(".name")).to_have_text(chat_id)  # not the raw key
+    expect(item.locator(".preview")).to_have_text("assistant: echo: the latest line")
+    expect(item.locator(".count")).to_have_text("4 messages")
+    expect(item.locator(".unread-badge")).to_have_text("unread")
+    assert "unread" in (item.get_attribute("class") or "")
+
+
+def test_the_session_page_names_the_model_that_answers(pages: Pages, api: Api) -> None:
+    chat_id = chat("model")
+    key = key_of(chat_id)
+    api.send(chat_id, "hello")
+    page = pages.new()
+    open_session(page, pages.url, key)
+    model = page.locator(".details dt:text-is('Model') + dd")
+    expect(model).to_have_text("none: the echo agent repeats each message")
+    expect(page.locator(".details dt:text-is('Messages') + dd")).to_have_text("2")
+    api.patch(key, model="gpt-4o")
+    page.reload()
+    expect(model).to_have_text("gpt-4o (this session's choice)")
+    assert "default" not in model.inner_text()
+
+
+def test_an_archived_session_has_no_composer_to_send_with(pages: Pages, api: Api) -> None:
+    chat_id = chat("shelved")
+    key = key_of(chat_id)
+    api.send(chat_id, "old news")
+    api.patch(key, archived=True, expected_session_id=api.row(key)["session_id"])
+    page = pages.new()
+    open_session(page, pages.url, key)
+    expect(page.locator("#composer")).to_be_disabled()
+    expect(page.locator(".composer button[type=submit]")).to_be_disabled()
+    assert "archived" in (page.get_attribute("#composer", "placeholder") or "")
+    page.get_by_role("button", name="Unarchive").click()
+    expect(page.locator("#composer")).to_be_enabled()
+
+
+def test_a_fork_is_confirmed_and_shows_no_empty_branches_heading(pages: Pages, api: Api) -> None:
+    chat_id = chat("forked")
+    key = key_of(chat_id)
+    api.send(chat_id, "one")
+    api.send(chat_id, "two")
+    page = pages.new()
+    open_session(page, pages.url, key)
+    page.locator(".message.user").nth(1).get_by_role("button", name="Fork from here").click()
+    expect(page.locator("#toast")).to_contain_text("Forked into a new conversation")
+    expect(page.locator(".session-head .parent")).to_contain_text("fork of")
+    expect(page.locator("#composer")).to_have_value("two")
+    expect(page.locator(".side h2", has_text="Branches")).to_be_hidden()
+    expect(page.locator(".branches")).to_be_hidden()
+
+
+def test_an_error_toast_stays_until_dismissed(pages: Pages, api: Api) -> None:
+    taken, other = chat("taken"), chat("other")
+    label = f"label-{uuid.uuid4().hex[:6]}"
+    api.send(taken, "mine")
+    api.patch(key_of(taken), label=label)
+    api.send(other, "yours")
+    page = pages.new()
+    open_session(page, pages.url, key_of(other))
+    page.fill("input[name=label]", label)
+    page.get_by_role("button", name="Set label").click()  # the label is taken: a 409
+    toast = page.locator("#toast")
+    expect(toast).to_be_visible()
+    expect(toast).to_have_attribute("data-kind", "error")
+    expect(toast).to_have_attribute("role", "alert")
+    toast.get_by_role("button", name="Dismiss").click()
+    expect(toast).to_be_hidden()
+    page.get_by_role("button", name="Set label").click()
+    expect(toast).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(toast).to_be_hidden()
+
+
+def test_an_older_read_answering_last_never_hides_the_reply(pages: Pages, api: Api) -> None:
+    chat_id = chat("overtaken")
+    key = key_of(chat_id)
+    api.send(chat_id, "hello")
+    stale = api.client.get(f"/v1/sessions/{quote(key, safe='')}/transcript?limit=100").json()
+    page = pages.new()
+    open_session(page, pages.url, key)
+    held: list[Any] = []
+
+    def hold_the_first(route: Any) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)  # answered below, after a newer read
+
+    page.route("**/transcript?limit=*", hold_the_first)
+    # A feed event starts a refresh whose transcript read is held...
+    with page.expect_request("**/transcript?limit=*"):
+        api.send(chat_id, "from elsewhere")
+    # ...and meanwhile the operator sends: the newer read renders the reply.
+    page.fill("#composer", "operator here")
+    page.click(".composer button[type=submit]")
+    reply = page.locator(".message.assistant .text", has_text="echo: operator here")
+    expect(reply).to_be_visible()
+    # The held read answers last with the transcript as it was before both messages.
+    held[0].fulfill(json=stale)
+    expect(page.locator("body")).to_have_attribute("data-dropped-reads", "1")
+    expect(reply).to_be_visible()
+    expect(page.locator(".message")).to_have_count(6)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from playwright.sync_api import expect
 
-from fake_openai import Broken, FakeOpenAI, Reply
+from fake_openai import Broken, FakeOpenAI, Reply, Status
 from sg_process import SyncGateway, clean_env
 from test_dashboard import chat, key_of, open_session
 from ui_harness import TOKEN, Api, Pages
@@ -57,4 +57,34 @@ def test_the_composer_shows_a_retried_reply_once(
     # The text the bubble assembled from the deltas, as it stood when `done` came: the
     # broken attempt's "The answer is " was cleared by the retry, not kept before the reply.
     expect(body).to_have_attribute("data-streamed-text", "The answer is 42.")
+    api.client.close()
+
+
+def test_a_failed_turn_looks_unlike_a_reply_and_the_model_is_named(
+    pages: Pages, gateway: SyncGateway, model: FakeOpenAI
+) -> None:
+    api = Api(gateway.url)
+    chat_id = chat("failing")
+    key = key_of(chat_id)
+    api.send(chat_id, "hello")
+    model.script(Status(401, "bad key"))  # refused: the turn fails at once, with a notice
+    assert api.send(chat_id, "and now?")["status"] == "failed"
+    page: Any = pages.new()
+    open_session(page, pages.url, key)
+    failed = page.locator(".message.failed")
+    expect(failed).to_have_count(1)
+    expect(failed.locator(".badge")).to_have_text("turn failed")
+    expect(failed.locator(".role")).to_have_text("gateway")
+    # The reply before it is an ordinary one.
+    expect(page.locator(".message.assistant:not(.failed)")).to_have_count(1)
+    color = failed.evaluate("e => getComputedStyle(e).borderLeftColor")
+    ordinary = page.locator(".message.assistant:not(.failed)").evaluate(
+        "e => getComputedStyle(e).borderLeftColor"
+    )
+    assert color != ordinary
+    expect(page.locator(".details dt:text-is('Model') + dd")).to_have_text("fake-model")
+    # The list says the last thing that happened was a failure, not a reply.
+    page.goto(f"{pages.url}/ui/#/")
+    preview = page.locator(f'#session-list li[data-key="{key}"] .preview')
+    expect(preview).to_contain_text("failed:")
     api.client.close()

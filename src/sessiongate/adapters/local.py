@@ -8,6 +8,11 @@ With `wait_for_replies` (meant for piped, non-interactive input) each line waits
 outcome before the next is read, so a scripted `/new` cannot overtake the lines before it.
 End of input, `/exit` or `/quit` leave after the replies in flight have arrived. Input and
 output are injectable for tests.
+
+A turn cut off by a newer line (`busy_input_mode: interrupt`, `/new`) is not left to vanish:
+its streamed line is closed with `[cut off]` and a notice names the line that cut it off (a
+`/stop` answers for itself). `stop_turn()` is `/stop` typed (the chat's Ctrl+C), and `busy()`
+says whether a turn of this conversation is running.
 """
 
 from __future__ import annotations
@@ -20,17 +25,24 @@ from typing import TYPE_CHECKING
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
 from sessiongate.gateway.events import MessageEvent
-from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.streams import TurnWatch
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["RETRY_MARK", "LocalAdapter", "StdinLines"]
+__all__ = ["CUT_OFF_MARK", "CUT_OFF_NOTICE", "RETRY_MARK", "LocalAdapter", "StdinLines"]
 
 # Ends a streamed line whose text the agent abandoned (its model call was retried).
 RETRY_MARK = "[cut off; retrying, attempt {attempt}]"
+# Ends a streamed line whose turn was cut off, and the notice for a turn cut off by a newer
+# line (its text and the newer one's, shortened).
+CUT_OFF_MARK = "[cut off]"
+CUT_OFF_NOTICE = "(the reply to {line} was cut off by {newer})"
+_STOP = "/stop"
+_FOLLOW_GUARD_SECONDS = 5.0
 
 _LEAVE = frozenset({"/exit", "/quit"})
 # Outcomes that no `send` reports, so `run` prints them itself.
@@ -99,6 +111,13 @@ class LocalAdapter:
         # meanwhile waits for the reply's end instead of landing inside it.
         self._streamed: dict[str, str] = {}
         self._prompt_due = False
+        # Every line handed to the runner, in order (a turn cut off names the next one), and
+        # how many of them were typed (not sent by `stop_turn`).
+        self.lines: list[str] = []
+        self.typed = 0
+        # The conversation's session key, once the runner named it.
+        self._key: str | None = session_key
+        self._following: set[asyncio.Task[None]] = set()
 
     async def start(self, runner: GatewayRunner) -> None:
         self._runner = runner
@@ -165,10 +184,8 @@ class LocalAdapter:
                 continue
             if text.lower() in _LEAVE:
                 break
-            receipt = await runner.handle_message(
-                MessageEvent(source=self.source, text=text, session_key=self.session_key),
-                wait=self._wait,
-            )
+            self.typed += 1
+            receipt = await self._hand(text)
             handed += 1
             # Reading buffered input never yields; let the lane start before the next line.
             await asyncio.sleep(0)
@@ -177,7 +194,76 @@ class LocalAdapter:
             ):
                 self._write(f"({receipt.status}) {receipt.reply or ''}".rstrip() + "\n")
         await runner.wait_idle()
+        if self._following:
+            # Every turn has its outcome once the runner is idle: the followers are only
+            # printing it. The bound is a guard, never a wait for work.
+            _, left = await asyncio.wait(self._following, timeout=_FOLLOW_GUARD_SECONDS)
+            for task in left:
+                task.cancel()
         return handed
+
+    def busy(self) -> bool:
+        """Whether a turn of this conversation is running (or about to)."""
+        return (
+            self._runner is not None and self._key is not None and self._runner.is_busy(self._key)
+        )
+
+    async def stop_turn(self) -> None:
+        """Stop the running turn, exactly as typing `/stop` does (its answer is printed)."""
+        receipt = await self._hand(_STOP)
+        if receipt.status in _SILENT:
+            self._write(f"({receipt.status}) {receipt.reply or ''}".rstrip() + "\n")
+
+    async def _hand(self, text: str) -> Receipt:
+        """One line to the runner; without `wait_for_replies` its turn is followed, so a cut
+        off is told."""
+        assert self._runner is not None
+        watch = None if self._wait else TurnWatch(max_deltas=0)
+        self.lines.append(text)
+        index = len(self.lines) - 1
+        receipt = await self._runner.handle_message(
+            MessageEvent(source=self.source, text=text, session_key=self.session_key),
+            wait=self._wait,
+            watch=watch,
+        )
+        self._key = receipt.session_key or self._key
+        if watch is not None and receipt.status == ReceiptStatus.QUEUED:
+            task = asyncio.ensure_future(self._follow(watch, index))
+            self._following.add(task)
+            task.add_done_callback(self._following.discard)
+        return receipt
+
+    async def _follow(self, watch: TurnWatch, index: int) -> None:
+        """Until the turn of line `index` ends; if it was cut off, say so."""
+        while watch.receipt is None:
+            await watch.wait_ready()
+            watch.take_nowait()  # only the end matters here: the reply comes through `send`
+        receipt = watch.receipt
+        if receipt.status != ReceiptStatus.INTERRUPTED:
+            return
+        handle = str(receipt.turn_id)
+        if handle in self._streamed:
+            del self._streamed[handle]
+            self._write(f" {CUT_OFF_MARK}\n")
+            if self._prompt_due and not self._streamed:
+                self._prompt_due = False
+                self._write(self._prompt or "")
+        # What cut it off arrived just before this outcome: the latest line.
+        newer = self.lines[-1] if len(self.lines) > index + 1 else None
+        if newer is not None and newer.lower().startswith(_STOP):
+            return  # `/stop` answers for itself ("Stopped the current reply.")
+        self._write(
+            CUT_OFF_NOTICE.format(
+                line=_quoted(self.lines[index]),
+                newer=_quoted(newer) if newer is not None else "the gateway",
+            )
+            + "\n"
+        )
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    line = text.splitlines()[0] if text else ""
+    return f'"{line[: limit - 1]}…"' if len(line) > limit else f'"{line}"'
 
 
 def _stdout_write(text: str) -> None:

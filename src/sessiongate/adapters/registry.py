@@ -20,6 +20,8 @@ ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "telegram": ("telegram", "telegram"),
     "slack": ("slack_sdk", "slack"),
     "discord": ("discord", "discord"),
+    "matrix": ("mautrix", "matrix"),
+    "whatsapp": ("pywa_async", "whatsapp"),
 }
 
 
@@ -61,4 +63,16 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, DiscordConfig)
             adapters.append(DiscordAdapter(section))
+        elif name == "matrix":
+            from sessiongate.adapters.matrix import MatrixAdapter
+            from sessiongate.core.config import MatrixConfig
+
+            assert isinstance(section, MatrixConfig)
+            adapters.append(MatrixAdapter(section))
+        elif name == "whatsapp":
+            from sessiongate.adapters.whatsapp import WhatsAppAdapter
+            from sessiongate.core.config import WhatsAppConfig
+
+            assert isinstance(section, WhatsAppConfig)
+            adapters.append(WhatsAppAdapter(section))
     return adapters

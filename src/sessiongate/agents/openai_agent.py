@@ -25,7 +25,7 @@ from sessiongate.agents._stream import Completion, stream_completion
 from sessiongate.agents._upstream import NOTICES, Failure, backoff_delay, classify
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
 from sessiongate.agents.tools import ToolContext, load_tools
-from sessiongate.agents.tools._calls import ToolLimits, run_tool_calls
+from sessiongate.agents.tools._calls import ToolLimits, repair_tool_calls, run_tool_calls
 from sessiongate.core.turn_events import (
     MessageCompleted,
     StreamRetry,
@@ -36,6 +36,7 @@ from sessiongate.core.turn_events import (
     UsageReport,
 )
 from sessiongate.errors import AgentTurnError
+from sessiongate.gateway.tracing import traced_stream
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -86,6 +87,20 @@ def import_openai() -> ModuleType:
         raise ImportError(
             f"the OpenAI-compatible agent needs the openai package: {INSTALL_HINT}"
         ) from exc
+
+
+def _call_attributes(event: object) -> dict[str, Any] | None:
+    """What a model call's span learns from its events: the usage, or why it failed."""
+    if isinstance(event, Completion):
+        usage = event.usage
+        return {
+            "gen_ai.response.finish_reasons": event.finish_reason,
+            "gen_ai.usage.input_tokens": None if usage is None else usage.input_tokens,
+            "gen_ai.usage.output_tokens": None if usage is None else usage.output_tokens,
+        }
+    if isinstance(event, Failure):
+        return {"error.type": str(event.kind)}
+    return None
 
 
 class OpenAIAgent:
@@ -158,6 +173,10 @@ class OpenAIAgent:
             if completion.usage is not None:
                 yield completion.usage
             message = completion.message
+            if message.get("tool_calls"):
+                # Stored and sent back as the model meant them, but valid: a bad call is
+                # answered by its own error result, never by failing the turn.
+                message = {**message, "tool_calls": repair_tool_calls(message["tool_calls"])}
             yield MessageCompleted(message)
             messages.append(_to_api_message(message))
             calls = message.get("tool_calls")
@@ -208,6 +227,16 @@ class OpenAIAgent:
     async def aclose(self) -> None:
         await self._client.close()
 
+    @traced_stream(
+        lambda self, body: f"chat {body['model']}",
+        start=lambda self, body: {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": body["model"],
+            "server.address": self.config.base_url,
+        },
+        each=_call_attributes,
+    )
     async def _call(
         self, body: dict[str, Any]
     ) -> AsyncIterator[TextDelta | StreamRetry | Completion | Failure]:

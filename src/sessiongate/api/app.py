@@ -19,9 +19,13 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/events                           the live feed (server-sent events)
     POST   /hooks/telegram                      platform webhook (signed by the platform)
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
+    GET    /hooks/whatsapp                      WhatsApp webhook verification (verify token)
+    POST   /hooks/whatsapp                      WhatsApp Cloud API webhook (signed by Meta)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
+    POST   /v1/erasure                          forget one person everywhere (right to erasure)
     GET    /ui/...                              the operator dashboard (ui package)
+    GET    /                                    a redirect to /ui/
     GET    /healthz                             liveness (no token needed)
     GET    /metrics                             Prometheus text format
     GET    /v1/instances                        the gateway instances sharing the database
@@ -40,6 +44,7 @@ from fastapi.staticfiles import StaticFiles
 import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
+    routes_erasure,
     routes_events,
     routes_hooks,
     routes_messages,
@@ -47,6 +52,7 @@ from sessiongate.api import (
     routes_sessions,
     routes_tree,
     routes_turns,
+    routes_whatsapp,
 )
 from sessiongate.api.auth import require_operator
 from sessiongate.api.docs import install_docs
@@ -173,9 +179,12 @@ def create_app(
     app.include_router(routes_turns.router)
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
+    app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_erasure.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)
+    app.include_router(ui.root_router)
     app.mount("/ui/static", StaticFiles(directory=ui.routes.static_dir()), name="ui-static")
 
     # Added last = outermost: the token is checked before anything reads the body, the body

@@ -1,6 +1,7 @@
 """Who may call the API, and where the server may listen.
 
-With `api.token` set, every route except `/healthz` needs `Authorization: Bearer <token>`
+With `api.token` set, every route except `/healthz` (and `/`, a redirect to the dashboard)
+needs `Authorization: Bearer <token>`
 (compared in constant time): the API's own routes, its description (`/openapi.json`) and the
 docs pages alike. The dashboard's session cookie stands in for the token, and a request that
 carries it must also carry its CSRF token to change anything. `BearerAuthMiddleware`
@@ -48,7 +49,7 @@ __all__ = [
 
 # Answered without the token: liveness for probes, and webhooks verified by their signature.
 # The dashboard's pages check its own session (and redirect to sign-in) themselves.
-OPEN_PATHS = frozenset({"/healthz", "/ui"})
+OPEN_PATHS = frozenset({"/", "/healthz", "/ui"})
 OPEN_PREFIXES = ("/hooks/", "/ui/")
 UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import (
+    ConfigDep,
     KeyDep,
     MetricsDep,
     RunnerDep,
@@ -90,6 +91,7 @@ async def create_session(body: SessionCreateIn, response: Response, store: Store
 )
 async def list_sessions(
     store: StoreDep,
+    config: ConfigDep,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
     archived: Annotated[
@@ -130,8 +132,10 @@ async def list_sessions(
         )
     end = offset + len(entries)
     has_more = end < total
+    # Each row's preview is one store read: off the event loop.
+    rows = await run_in_threadpool(lambda: [session_row(e, store, config=config) for e in entries])
     return SessionList(
-        sessions=[session_row(e, store) for e in entries],
+        sessions=rows,
         total=total,
         has_more=has_more,
         next_offset=end if has_more else None,
@@ -144,8 +148,9 @@ async def list_sessions(
     responses=errors(400, 401, 404),
     summary="One session row",
 )
-async def get_session(key: KeyDep, store: StoreDep) -> SessionRow:
-    return session_row(require_entry(store, key), store)
+async def get_session(key: KeyDep, store: StoreDep, config: ConfigDep) -> SessionRow:
+    entry = require_entry(store, key)
+    return await run_in_threadpool(session_row, entry, store, config=config)
 
 
 @router.get(
@@ -195,10 +200,10 @@ async def get_transcript(
     responses=errors(400, 401, 404),
     summary="The model context the next turn would get",
 )
-async def get_context(key: KeyDep, store: StoreDep) -> ContextOut:
+async def get_context(key: KeyDep, store: StoreDep, runner: RunnerDep) -> ContextOut:
     entry = require_entry(store, key)
     context = await run_in_threadpool(store.model_context, entry.session_id)
-    return context_view(entry, context, store)
+    return context_view(entry, context, store, prompts=runner.system_prompts)
 
 
 @router.get(

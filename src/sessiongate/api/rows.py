@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.api.schemas import BranchOut, ContextOut, SessionRow
-from sessiongate.core.bindings import agent_of_key
+from sessiongate.core.bindings import DEFAULT_AGENT, agent_of_key
 from sessiongate.core.context import build_session_context, build_session_context_prompt
+from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.transcript import ModelContext
     from sessiongate.store.session_store import SessionStore
@@ -28,8 +30,25 @@ def next_reset_of(entry: SessionEntry, store: SessionStore) -> datetime | None:
         return None
 
 
-def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
+def session_row(
+    entry: SessionEntry, store: SessionStore, *, config: GatewayConfig | None = None
+) -> SessionRow:
+    """The row; with `config`, also its preview (message count, last message: one store read)
+    and the model that will answer."""
+    extra: dict[str, Any] = {}
+    if config is not None:
+        preview = store.preview(entry.session_id) or {}
+        extra["message_count"] = preview.get("message_count")
+        extra["last_message"] = preview.get("last_message")
+        agent_id = agent_of_key(entry.session_key) or DEFAULT_AGENT
+        try:
+            kind: str | None = config.agent_spec(agent_id).kind
+        except KeyError:
+            kind = None
+        extra["agent_kind"] = kind
+        extra["model"] = entry.model_override or config.model_of(entry.session_key)
     return SessionRow(
+        **extra,
         session_key=entry.session_key,
         session_id=entry.session_id,
         agent=agent_of_key(entry.session_key),
@@ -80,13 +99,23 @@ def session_row(entry: SessionEntry, store: SessionStore) -> SessionRow:
     )
 
 
-def context_view(entry: SessionEntry, context: ModelContext, store: SessionStore) -> ContextOut:
-    """What the next turn from the session's last sender would get."""
+def context_view(
+    entry: SessionEntry,
+    context: ModelContext,
+    store: SessionStore,
+    *,
+    prompts: SystemPrompts | None = None,
+) -> ContextOut:
+    """What the next turn from the session's last sender would get (with the agent's
+    instructions before the session context block when `prompts` is given)."""
     prompt = None
     if entry.origin is not None:
         prompt = build_session_context_prompt(
             build_session_context(entry.origin, store.config, entry)
         )
+        if prompts is not None:
+            instructions = prompts.instructions_for(entry.session_key, entry.origin)
+            prompt = compose_system_prompt(instructions, prompt)
     return ContextOut(
         session_key=entry.session_key,
         session_id=entry.session_id,

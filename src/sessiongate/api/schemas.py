@@ -256,6 +256,31 @@ class SessionRow(BaseModel):
     memory_flush_at: datetime | None
     memory_flush_compaction_count: int | None
     subject: str | None
+    # Filled by the list and the one-row read (null elsewhere): what a person looks for first.
+    message_count: int | None = Field(
+        None, description="messages on the active branch (the list and the one-row read)"
+    )
+    last_message: LastMessage | None = Field(
+        None, description="the active branch's last message (the list and the one-row read)"
+    )
+    model: str | None = Field(
+        None,
+        description="the model the next turn uses: the session's choice, else its agent's "
+        "(null for an agent without one, such as echo; the list and the one-row read)",
+    )
+    agent_kind: str | None = Field(
+        None, description="`echo` or `openai` (null for an agent no longer configured)"
+    )
+
+
+class LastMessage(BaseModel):
+    role: str
+    text: str = Field(description="the first line of its text, cut at 160 characters")
+    timestamp: datetime
+    notice: str | None = Field(
+        None,
+        description="a gateway notice instead of a reply (`failed`: the turn failed)",
+    )
 
 
 class SessionList(BaseModel):

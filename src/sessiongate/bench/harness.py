@@ -41,6 +41,7 @@ from sessiongate.bench.runner import run_store
 from sessiongate.bench.streaming import run_streaming_section
 from sessiongate.bench.telegram import run_telegram_section
 from sessiongate.bench.tree import run_tree_section
+from sessiongate.bench.whatsapp import run_whatsapp_section
 from sessiongate.bench.workload import Sizes
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ def run_bench(
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),
         "platforms": run_platforms_section(quick=quick),
+        "whatsapp": run_whatsapp_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
-"""The platform-adapter section of the benchmark: per-message overhead of the Slack and
-Discord adapters over loopback, each through its real SDK against its stub.
+"""The platform-adapter section of the benchmark: per-message overhead of the Slack, Discord
+and Matrix adapters over loopback, each through its real SDK against its stub.
 
 Each platform runs in a child process of its own (`python -m sessiongate.bench.platforms
 PLATFORM COUNT HOME`), with the stub and a gateway (`GatewayRunner`, the echo agent at zero
@@ -13,6 +13,12 @@ delay, the adapter) on one event loop:
 - `overhead_ms` = latency minus the round trip's median: what the adapter, the kit and the
   gateway add per message (the claim, the durable hand-off, the turn, the send bookkeeping) on
   top of the two loopback hops the message needs anyway.
+
+Matrix also runs a burst: `messages` events at once, each in a room of its own, delivered by
+the stub's `/sync` (the adapter takes them as one batch, moves `since` once) and answered
+through `PUT .../send`: `updates_per_s` end to end. Its floor is the stub alone in the same
+run, no gateway behind it: one `/sync` carrying the burst and as many sends through the same
+SDK (`stub_floor_updates_per_s`).
 
 A platform whose SDK is missing, or that fails, gives `{"status": "error", "reason": ...}`;
 the rest of the benchmark goes on.
@@ -33,8 +39,8 @@ from sessiongate.bench.gateway import latency_summary
 
 __all__ = ["run_platforms_section"]
 
-PLATFORMS = ("slack", "discord")
-_SDK = {"slack": "slack_sdk", "discord": "discord"}
+PLATFORMS = ("slack", "discord", "matrix")
+_SDK = {"slack": "slack_sdk", "discord": "discord", "matrix": "mautrix"}
 
 
 def run_platforms_section(*, quick: bool, timeout_s: float = 300.0) -> dict[str, Any]:
@@ -66,12 +72,16 @@ def _measure(platform: str, count: int, home: Path, timeout_s: float) -> dict[st
     measured = json.loads(child.stdout.strip().splitlines()[-1])
     latencies, roundtrip = measured["latencies"], measured["roundtrip"]
     median = sorted(roundtrip)[len(roundtrip) // 2]
-    return {
+    result: dict[str, Any] = {
         "status": "ok",
         "latency_ms": latency_summary(latencies),
         "sdk_roundtrip_ms": latency_summary(roundtrip),
         "overhead_ms": latency_summary([max(0.0, x - median) for x in latencies]),
     }
+    if "burst_seconds" in measured:
+        result["updates_per_s"] = round(count / measured["burst_seconds"], 1)
+        result["stub_floor_updates_per_s"] = round(count / measured["floor_seconds"], 1)
+    return result
 
 
 # ---------------------------------------------------------------------------- the child
@@ -92,7 +102,7 @@ async def _gateway(home: Path, platform: str, section: dict[str, Any], adapter_o
     return store, runner, adapter
 
 
-async def _slack(count: int, home: Path) -> dict[str, list[float]]:
+async def _slack(count: int, home: Path) -> dict[str, Any]:
     from sessiongate.adapters.slack import SlackAdapter, stub as sl
 
     stub = sl.SlackStub()
@@ -126,7 +136,7 @@ async def _slack(count: int, home: Path) -> dict[str, list[float]]:
     return {"latencies": latencies, "roundtrip": roundtrip}
 
 
-async def _discord(count: int, home: Path) -> dict[str, list[float]]:
+async def _discord(count: int, home: Path) -> dict[str, Any]:
     from discord.http import Route
 
     from sessiongate.adapters.discord import DiscordAdapter, stub as dc
@@ -162,10 +172,55 @@ async def _discord(count: int, home: Path) -> dict[str, list[float]]:
     return {"latencies": latencies, "roundtrip": roundtrip}
 
 
+async def _matrix(count: int, home: Path) -> dict[str, Any]:
+    from sessiongate.adapters.kit.outbound import Target
+    from sessiongate.adapters.matrix import MatrixAdapter, stub as mx
+
+    stub = mx.HomeserverStub()
+    rooms = [f"!r{i}:{mx.SERVER}" for i in range(2 * count)]
+    for i, room in enumerate(rooms):
+        stub.add_room(room, [f"@u{i}:{mx.SERVER}"], direct=True)
+    replied: asyncio.Queue[float] = asyncio.Queue()
+    stub.on_call = lambda c, _b: replied.put_nowait(time.perf_counter()) if c == "send" else None
+    async with mx.serve_stub(stub) as url:
+        section = {"homeserver": url, "access_token": stub.token, "allow_from": ["*"]}
+        store, runner, adapter = await _gateway(home, "matrix", section, MatrixAdapter)
+        try:
+            latencies = []
+            for i in range(count):
+                started = time.perf_counter()
+                stub.push_text(rooms[i], f"@u{i}:{mx.SERVER}", "ping")
+                latencies.append(await replied.get() - started)
+            started = time.perf_counter()
+            for i in range(count, 2 * count):
+                stub.push_text(rooms[i], f"@u{i}:{mx.SERVER}", "ping")
+            for _ in range(count):
+                await replied.get()
+            burst = time.perf_counter() - started
+            roundtrip = []
+            for _ in range(count):
+                started = time.perf_counter()
+                await adapter.client._client().whoami()
+                roundtrip.append(time.perf_counter() - started)
+            # The floor: the stub alone answering what the burst needed of it.
+            stub.on_call = None
+            position = f"s{len(stub.log_entries) - count}"
+            started = time.perf_counter()
+            await adapter.client.sync(position, timeout_ms=0)
+            for i in range(count, 2 * count):
+                await adapter.client.send_text(Target(chat_id=rooms[i]), "echo: ping", markup=False)
+            floor = time.perf_counter() - started
+        finally:
+            await runner.stop()
+            store.close()
+    return {"latencies": latencies, "roundtrip": roundtrip, "burst_seconds": burst,
+            "floor_seconds": floor}  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     platform, count, home = argv[0], int(argv[1]), Path(argv[2])
     home.mkdir(parents=True, exist_ok=True)
-    run = {"slack": _slack, "discord": _discord}[platform]
+    run = {"slack": _slack, "discord": _discord, "matrix": _matrix}[platform]
     print(json.dumps(asyncio.run(run(count, home))))
     return 0
 

@@ -511,6 +511,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             "",
         ]
     lines += _platform_lines(results.get("platforms", {}))
+    lines += _whatsapp_lines(results.get("whatsapp", {}))
     return "\n".join(lines)
 
 
@@ -532,6 +533,26 @@ def _telegram_lines(telegram: dict[str, Any]) -> list[str]:
     ]
 
 
+def _whatsapp_lines(whatsapp: dict[str, Any]) -> list[str]:
+    """The WhatsApp adapter end to end beside the stub's own floor, measured in the same run."""
+    lines = ["## WhatsApp adapter", ""]
+    if not whatsapp:
+        return []
+    if whatsapp.get("status") != "ok":
+        return [*lines, f"Not measured: {whatsapp.get('reason', 'no whatsapp section')}.", ""]
+    rate, one = whatsapp["throughput"], whatsapp["latency"]
+    return [
+        *lines,
+        f"- {whatsapp['messages']} signed webhooks through `/hooks/whatsapp`, the adapter, the "
+        f"echo agent and pywa to the Graph API stub: {_n(rate['gateway']['messages_per_s'])} "
+        f"messages/s; the stub's own floor (a bare receiver sending the same reply, no gateway) "
+        f"{_n(rate['floor']['messages_per_s'])} messages/s in the same run",
+        f"- one at a time: {_pair(one['gateway_ms'])} per message (p50 / p99), the floor "
+        f"{_pair(one['floor_ms'])}: the adapter and gateway add {_pair(one['overhead_ms'])}",
+        "",
+    ]
+
+
 def _platform_lines(section: dict[str, Any]) -> list[str]:
     """Per-message overhead of each platform adapter over its loopback stub (p50 / p99)."""
     if section.get("status") != "ok":
@@ -543,13 +564,18 @@ def _platform_lines(section: dict[str, Any]) -> list[str]:
         "its loopback stub; overhead = latency minus one bare SDK round trip.",
         "",
     ]
-    for name in ("slack", "discord"):
+    for name in ("slack", "discord", "matrix"):
         part = section.get(name, {})
         if part.get("status") == "ok":
             lines.append(
                 f"- {name}: latency {_pair(part['latency_ms'])}, SDK round trip "
                 f"{_pair(part['sdk_roundtrip_ms'])}, overhead {_pair(part['overhead_ms'])}"
             )
+            if "updates_per_s" in part:
+                lines.append(
+                    f"  - burst of {section['messages']}: {_n(part['updates_per_s'])} updates/s "
+                    f"end to end; the stub alone {_n(part['stub_floor_updates_per_s'])} updates/s"
+                )
         else:
             lines.append(f"- {name}: not measured ({part.get('reason', 'no result')})")
     return [*lines, ""]

@@ -8,6 +8,11 @@
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
+    try        an adapter against its local stub     cli/try_cmd.py
+    forget     erase one person (right to erasure)   cli/forget.py
+    import     hermes|openclaw: another gateway's home cli/import_cmd.py
+    backup     an online copy of the SQLite store    cli/backup.py
+    restore    a backup into a new home              cli/backup.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
 """
@@ -21,7 +26,20 @@ import click
 import typer
 
 import sessiongate
-from sessiongate.cli import bench, chat, config_cmd, db, doctor, pairing, run, sessions
+from sessiongate.cli import (
+    backup,
+    bench,
+    chat,
+    config_cmd,
+    db,
+    doctor,
+    forget,
+    import_cmd,
+    pairing,
+    run,
+    sessions,
+    try_cmd,
+)
 from sessiongate.cli._common import json_errors, print_error
 
 __all__ = ["app", "main"]
@@ -72,6 +90,11 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
+app.command("try")(try_cmd.try_platform)
+app.command("forget")(forget.forget)
+app.add_typer(import_cmd.app, name="import")
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 app.command(
     "bench",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

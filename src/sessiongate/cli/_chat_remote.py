@@ -20,7 +20,7 @@ from sessiongate.cli._common import fail
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-__all__ = ["ReplyPrinter", "converse_remote"]
+__all__ = ["RemoteChat", "ReplyPrinter"]
 
 # A hang guard for a gateway that never answers (between two events: a streamed reply may take
 # longer in all); the turn itself has agent.gateway_timeout. Connecting is bounded much tighter.
@@ -81,31 +81,76 @@ class ReplyPrinter:
             self._write(f"({status}) {reply or ''}".rstrip() + "\n")
 
 
-async def converse_remote(
-    url: str,
-    token: str | None,
-    source: dict[str, str],
-    read_line: Callable[[], Awaitable[str | None]],
-    write: Callable[[str], object],
-    *,
-    prefix: str,
-) -> None:
-    """Each line to the gateway at `url`, its reply streamed before the next line is read."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        client = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, timeout=CLIENT_TIMEOUT
-        )
-    except httpx.InvalidURL as exc:
-        fail(f"--url {url!r} is not a URL: {exc}")
-    async with client:
-        while (line := await read_line()) is not None:
-            text = line.strip()
-            if not text:
-                continue
-            if text.lower() in LEAVE:
-                return
-            await _send(client, url, {**source, "text": text, "stream": True}, write, prefix)
+class RemoteChat:
+    """Each line to the gateway at `url`, its reply streamed before the next line is read.
+
+    `busy()` says whether a reply is on its way; `stop_turn()` sends `/stop` beside it (the
+    chat's Ctrl+C), whose answer is printed; `typed` counts the lines sent.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        source: dict[str, str],
+        read_line: Callable[[], Awaitable[str | None]],
+        write: Callable[[str], object],
+        *,
+        prefix: str,
+    ) -> None:
+        self._url = url
+        self._source = source
+        self._read_line = read_line
+        self._write = write
+        self._prefix = prefix
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client: httpx.AsyncClient | None = None
+        self._sending = False
+        self.typed = 0
+
+    def busy(self) -> bool:
+        return self._sending
+
+    async def run(self) -> None:
+        try:
+            client = httpx.AsyncClient(
+                base_url=self._url.rstrip("/"), headers=self._headers, timeout=CLIENT_TIMEOUT
+            )
+        except httpx.InvalidURL as exc:
+            fail(f"--url {self._url!r} is not a URL: {exc}")
+        async with client:
+            self._client = client
+            while (line := await self._read_line()) is not None:
+                text = line.strip()
+                if not text:
+                    continue
+                if text.lower() in LEAVE:
+                    return
+                self.typed += 1
+                self._sending = True
+                try:
+                    body = {**self._source, "text": text, "stream": True}
+                    await _send(client, self._url, body, self._write, self._prefix)
+                finally:
+                    self._sending = False
+
+    async def stop_turn(self) -> None:
+        """`/stop` for this conversation, as if typed; its answer (or why not) is printed."""
+        if self._client is None:
+            return
+        try:
+            response = await self._client.post(
+                "/v1/messages", json={**self._source, "text": "/stop"}
+            )
+        except httpx.HTTPError as exc:
+            self._write(f"(the stop did not reach the gateway: {_why(exc)})\n")
+            return
+        if response.status_code == 200:
+            reply = response.json().get("reply")
+            if reply:
+                self._write(f"{self._prefix}{reply}\n")
+        else:
+            _refused(response, self._write)
 
 
 async def _send(

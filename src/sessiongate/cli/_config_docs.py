@@ -102,8 +102,8 @@ MEANINGS: dict[str, str] = {
     "platforms.<name>.media_dirs": "Folders a reply may send files from (a `MEDIA: <path>` line "
     "in the reply); none: replies send no files.",
     "platforms.<name>.max_upload_mb": "The largest file a reply sends, in MB; unset: the "
-    "platform's own limit (Telegram 50, Discord 10, Slack 1,000). A larger one gets a line of "
-    "text instead.",
+    "platform's own limit (Telegram 50, Discord 10, Slack 1,000, WhatsApp 100). A larger one "
+    "gets a line of text instead.",
     "platforms.<name>.bot_loop_max_messages": "With `allow_bots`: more bot messages than this in "
     "one chat within `bot_loop_window_seconds` start a cooldown in which bots are ignored there.",
     "platforms.<name>.bot_loop_window_seconds": "The window the bot messages are counted in.",
@@ -146,6 +146,31 @@ MEANINGS: dict[str, str] = {
     "and deleted to match the gateway's, keeping ids; `off`: left alone.",
     "platforms.discord.gateway_stall_seconds": "The gateway has delivered nothing (not even "
     "a heartbeat ack) for this long: the socket is closed and reopened (the watchdog).",
+    "platforms.matrix.homeserver": "The homeserver's root URL (https://matrix.example.org, "
+    "or a stub), without `/_matrix`.",
+    "platforms.matrix.user_id": "The bot's Matrix id (`@bot:example.org`); when set, the "
+    "start fails unless the access token belongs to it.",
+    "platforms.matrix.access_token": "The bot account's access token (never logged); see "
+    "docs/ADAPTERS.md for how to get one.",
+    "platforms.matrix.sync_timeout_seconds": "How long one `/sync` long poll waits for events "
+    "on the homeserver.",
+    "platforms.matrix.sync_stall_seconds": "No `/sync` has completed for this long beyond its "
+    "own timeout: its connection is closed and rebuilt (the watchdog).",
+    "platforms.whatsapp.phone_number_id": "The business phone number's id (WhatsApp Manager, "
+    "API setup) the Graph API sends from; webhooks for other numbers are skipped.",
+    "platforms.whatsapp.app_secret": "The Meta app's secret: every `POST /hooks/whatsapp` must "
+    "carry `X-Hub-Signature-256`, the HMAC-SHA256 of its body with it.",
+    "platforms.whatsapp.verify_token": "Any string you choose and enter in the app's webhook "
+    "settings: `GET /hooks/whatsapp` answers Meta's challenge only for it.",
+    "platforms.whatsapp.base_url": "The Graph API root (https://graph.facebook.com, a proxy, "
+    "or a stub), without the `/vNN.N` version.",
+    "platforms.whatsapp.api_version": "The Graph API version the requests use.",
+    "platforms.whatsapp.window_template": "An approved message template (no parameters) sent "
+    "once when a reply falls outside the 24-hour customer-service window, inviting the user to "
+    "write again; unset: the reply only fails, logged.",
+    "platforms.whatsapp.window_template_language": "The template's language code (`en_US`).",
+    "platforms.whatsapp.max_webhook_bytes": "The largest webhook body read; a larger one is a "
+    "413 and is not parsed.",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "
@@ -179,6 +204,12 @@ MEANINGS: dict[str, str] = {
     "api.body_timeout_seconds": "Seconds a request body may take to arrive, from its first "
     "read to its last byte; a stalled upload is answered 408.",
     "api.max_message_chars": "Longest message text accepted, in characters.",
+    "tracing.enabled": "Export OpenTelemetry spans of inbound messages, turns, agent and model "
+    "calls, tool calls and deliveries (the `[otel]` extra; docs/OPERATIONS.md).",
+    "tracing.exporter": "`otlp`: OTLP over HTTP, configured by the standard "
+    "`OTEL_EXPORTER_OTLP_*` variables; `console`: spans printed on stdout; `none`: the tracer "
+    "provider already installed (e.g. by `opentelemetry-instrument`).",
+    "tracing.service_name": "The `service.name` of the spans' resource.",
     "log.format": "`console`: readable lines; `json`: one JSON object per line; `auto`: "
     "console when stderr is a terminal, else JSON.",
 }

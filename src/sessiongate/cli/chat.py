@@ -4,6 +4,8 @@ By default a thin shell over `sessiongate.adapters.local.LocalAdapter` and the s
 gateway uses (the `local` platform), so slash commands (`/new`, `/undo`, `/queue`, `/stop`,
 ...) and busy-lane behaviour work here too, and the conversation is stored under the same home.
 `/quit`, `/exit` or end of input (Ctrl+D) leave once the replies in flight have arrived;
+Ctrl+C during a turn stops it as `/stop` does and says so, and at the prompt (or a second
+time for the same turn) leaves as SIGTERM does (`CtrlC`);
 SIGTERM leaves through the same `runner.stop()`, with the turn in flight drained under
 `agent.restart_drain_timeout` (a second SIGTERM kills at once). Like `run`, it holds the
 home's lock: beside a live gateway on the same home it exits 1 with one line, which names
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sessiongate.adapters.local import LocalAdapter, StdinLines
-from sessiongate.cli._chat_remote import converse_remote
+from sessiongate.cli._chat_remote import RemoteChat
 from sessiongate.cli._common import (
     ConfigOption,
     HomeOption,
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["REPLY_PREFIX", "chat", "show_reply"]
+__all__ = ["REPLY_PREFIX", "CtrlC", "chat", "show_reply"]
 
 PROMPT = "you> "
 REPLY_PREFIX = "agent> "
@@ -98,7 +100,11 @@ def _with_chat_help(
 
 
 async def _converse(
-    store: SessionStore, config: GatewayConfig, paths: Paths, adapter: LocalAdapter
+    store: SessionStore,
+    config: GatewayConfig,
+    paths: Paths,
+    adapter: LocalAdapter,
+    write: Callable[[str], object],
 ) -> None:
     runner = GatewayRunner(
         store,
@@ -110,13 +116,86 @@ async def _converse(
     await runner.start()
     try:
         conversation = asyncio.ensure_future(adapter.run())
-        with _stopped_by_sigterm(conversation):
-            # Cancelled by SIGTERM: the conversation ends here and the stop below drains.
+        ctrl_c = CtrlC(
+            busy=adapter.busy,
+            stop=adapter.stop_turn,
+            leave=conversation.cancel,
+            line=lambda: adapter.typed,
+            write=write,
+        )
+        with _stopped_by_sigterm(conversation), ctrl_c.installed():
+            # Cancelled by SIGTERM or Ctrl+C: the conversation ends here, the stop below drains.
             await asyncio.wait({conversation})
         if not conversation.cancelled():
             conversation.result()
     finally:
         await runner.stop()
+
+
+async def _converse_remote(remote: RemoteChat, write: Callable[[str], object]) -> None:
+    conversation = asyncio.ensure_future(remote.run())
+    ctrl_c = CtrlC(
+        busy=remote.busy,
+        stop=remote.stop_turn,
+        leave=conversation.cancel,
+        line=lambda: remote.typed,
+        write=write,
+    )
+    with ctrl_c.installed():
+        await asyncio.wait({conversation})
+    if not conversation.cancelled():
+        conversation.result()
+
+
+class CtrlC:
+    """Ctrl+C in the chat. During a turn it stops the turn, as `/stop` does, and says so; at
+    the prompt, or a second time before another line was sent, it leaves (as `/quit`, the
+    turn in flight drained as on SIGTERM).
+
+    `busy()`: a turn of the conversation is running; `stop()`: send `/stop`; `leave()`: end
+    the conversation; `line()`: how many lines the user has sent so far.
+    """
+
+    STOPPING = "^C stopping the reply, as /stop does (Ctrl+C again leaves)"
+    LEAVING = "^C leaving"
+
+    def __init__(
+        self,
+        *,
+        busy: Callable[[], bool],
+        stop: Callable[[], Awaitable[None]],
+        leave: Callable[[], object],
+        line: Callable[[], int],
+        write: Callable[[str], object],
+    ) -> None:
+        self._busy = busy
+        self._stop = stop
+        self._leave = leave
+        self._line = line
+        self._write = write
+        self._stopped_at: int | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def pressed(self) -> None:
+        if self._busy() and self._stopped_at != self._line():
+            self._write(self.STOPPING + "\n")
+            task = asyncio.ensure_future(self._stop())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self._stopped_at = self._line()
+            return
+        self._write(self.LEAVING + "\n")
+        self._leave()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """While the block runs, Ctrl+C (SIGINT) is `pressed`."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self.pressed)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 @contextlib.contextmanager
@@ -170,7 +249,11 @@ def chat(
         ),
     ] = None,
 ) -> None:
-    """Talk to the agent in this terminal; /quit or Ctrl+D to leave."""
+    """Talk to the agent in this terminal; /quit or Ctrl+D to leave.
+
+    Ctrl+C during a reply stops it, as /stop does; at the prompt, or a second time, it
+    leaves. A reply cut off by a newer message is followed by a notice saying so.
+    """
     paths, config = load_paths_and_config(home, config_file)
     # Only what needs attention (an agent failing) reaches the terminal, ids hashed as in `run`.
     configure_logging("WARNING", log_format=config.log.format, redact_ids=config.redact_pii)
@@ -188,7 +271,8 @@ def chat(
                 write(_welcome(f"gateway {url}", "the gateway's own", conversation))
             secret = token or (config.api.token.get_secret_value() if config.api.token else None)
             source = {"chat_id": conversation, "user_id": user, "user_name": user}
-            asyncio.run(converse_remote(url, secret, source, read_line, write, prefix=REPLY_PREFIX))
+            remote = RemoteChat(url, secret, source, read_line, write, prefix=REPLY_PREFIX)
+            asyncio.run(_converse_remote(remote, write))
             return
         _chat_here(paths, config, user, conversation, incognito, read_line, write, terminal)
     except KeyboardInterrupt:
@@ -224,7 +308,7 @@ def _chat_here(
     try:
         if terminal is not None:
             write(_welcome(f"home {paths.home}", agent_description(config), conversation))
-        asyncio.run(_converse(store, config, paths, adapter))
+        asyncio.run(_converse(store, config, paths, adapter, write))
     except HomeInUseError as exc:
         fail(f"{exc.message}; or chat through it with --url (the URL its banner shows)")
     except SessiongateError as exc:  # the store refused

@@ -12,13 +12,15 @@ safe to rebuild). Exit code 0 when everything is (now) healthy, 1 when a problem
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path  # noqa: TC003  # typer reads the annotations at run time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
+from sessiongate.cli._agent_choice import describe_agent, openai_key_unused, unused_key_hint
 from sessiongate.cli._common import (
     EXIT_FAILURE,
     ConfigOption,
@@ -36,6 +38,9 @@ from sessiongate.errors import SessiongateError
 from sessiongate.store.session_store import SessionStore
 from sessiongate.store.sqlite.health import check_database_file
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = ["Check", "doctor", "run_checks"]
 
 
@@ -47,6 +52,8 @@ class Check:
     repaired: bool = False
     # Each finding of a check that can have several (the entries a store open skipped).
     problems: tuple[str, ...] = ()
+    # Worth a look but no problem: shown as a warning, and the exit code stays 0.
+    warning: bool = False
 
 
 def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayConfig]:
@@ -59,6 +66,23 @@ def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayC
     except ValueError as exc:
         return Check("config", False, str(exc)), config
     return Check("config", True, "loads"), config
+
+
+def _check_agents(config: GatewayConfig, environ: Mapping[str, str]) -> Check:
+    """Which agents answer; a warning when `OPENAI_API_KEY` is set and no agent uses it (the
+    echo agent stays until one is configured, so the key alone changes nothing)."""
+    described = "; ".join(
+        f"{agent_id} = {describe_agent(config.agent_spec(agent_id))}"
+        for agent_id in config.agent_ids()
+    )
+    if openai_key_unused(config, environ):
+        return Check(
+            "agents",
+            True,
+            f"OPENAI_API_KEY is set, but no agent uses it ({described}): {unused_key_hint(config)}",
+            warning=True,
+        )
+    return Check("agents", True, described)
 
 
 def _check_sqlite(db_path: Path, *, full: bool) -> Check:
@@ -137,6 +161,8 @@ def run_checks(home: Path, config_file: Path | None, *, repair: bool, full: bool
     checks: list[Check] = []
     config_check, config = _check_config(home, config_file)
     checks.append(config_check)
+    if config_check.ok:
+        checks.append(_check_agents(config, os.environ))
     directory = sessions_dir(home)
     db_path = directory / "state.db"
     if not db_path.exists():
@@ -175,7 +201,11 @@ def doctor(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Check the database, the search index and sessions.json; exit 1 if a problem remains."""
+    """Check the database, the search index and sessions.json; exit 1 if a problem remains.
+
+    The agents row names what answers; it warns (exit code still 0) when OPENAI_API_KEY is
+    set and no agent uses it: the key alone keeps the echo agent.
+    """
     resolved = (home or default_home()).expanduser()
     checks = run_checks(resolved, config_file, repair=repair, full=full)
     healthy = all(c.ok for c in checks)
@@ -192,6 +222,8 @@ def doctor(
         for check in checks:
             if check.repaired:
                 result = "[green]repaired[/]"
+            elif check.warning:
+                result = "[yellow]warning[/]"
             else:
                 result = "[green]ok[/]" if check.ok else "[red]problem[/]"
             table.add_row(check.name, result, check.detail)

@@ -12,7 +12,10 @@ second signal cuts the drain short.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
+import socket
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,32 +25,38 @@ from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
 from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
+from sessiongate.cli import systemd
+from sessiongate.cli._agent_choice import agents_line
 from sessiongate.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     ConfigOption,
     HomeOption,
     Paths,
-    agent_description,
     agent_factory_for,
     err_console,
     fail,
     load_paths_and_config,
     open_store,
 )
+from sessiongate.config import default_config_path
 from sessiongate.errors import SessiongateError
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway import GatewayRunner, tracing
 from sessiongate.gateway.leadership import Leadership
 from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.store.session_store import SessionStore
 
-__all__ = ["run", "usage_banner"]
+__all__ = ["bind_problem", "run", "usage_banner"]
 
 log = logging.getLogger(__name__)
+
+TOKEN_ENV = "SESSIONGATE_API__TOKEN"
 
 
 def _url(host: str, port: int) -> str:
@@ -55,28 +64,85 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def usage_banner(host: str, port: int, config: GatewayConfig, paths: Paths) -> str:
-    """What `run` prints once it listens: where, with which agent, and how to talk to it."""
+def _token_origin(config: GatewayConfig, paths: Paths) -> str | None:
+    """Where `api.token` came from, for the banner (never the token itself): the environment
+    variable, else the config file; None without a token."""
+    if config.api.token is None:
+        return None
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return TOKEN_ENV
+    return str(paths.config_file or default_config_path(home=paths.home))
+
+
+def usage_banner(
+    host: str,
+    port: int,
+    config: GatewayConfig,
+    paths: Paths,
+    *,
+    platforms: Sequence[str] = (),
+) -> str:
+    """What `run` prints once it listens: where, with which agent and platforms, and how to
+    talk to it. With a token it says where the token came from and never prints it."""
     url = _url(host, port)
-    auth = ""
-    if config.api.token is not None:
-        auth = ' \\\n    -H "Authorization: Bearer $SESSIONGATE_API__TOKEN"'
+    origin = _token_origin(config, paths)
+    auth = chat_token = ""
+    token_lines: list[str] = []
+    if origin == TOKEN_ENV:
+        auth = f' \\\n    -H "Authorization: Bearer ${TOKEN_ENV}"'
+        chat_token = f' --token "${TOKEN_ENV}"'
+        token_lines = [f"Token: api.token from ${TOKEN_ENV} (not shown)"]
+    elif origin is not None:
+        auth = ' \\\n    -H "Authorization: Bearer $TOKEN"'
+        chat_token = ' --token "$TOKEN"'
+        token_lines = [f"Token: api.token in {origin} (not shown); below, $TOKEN stands for it"]
+    connected = ", ".join(platforms) if platforms else "none (only the HTTP API and the dashboard)"
     return "\n".join(
         [
             f"sessiongate is listening on {url} (home: {paths.home})",
-            f"Agent: {agent_description(config)}",
+            agents_line(config, os.environ),
+            f"Platforms: {connected}",
+            f"Dashboard: {url}/ui/",
+            *token_lines,
             "",
             "Send a message and get the agent's reply:",
             f"  curl -s {url}/v1/messages -H 'Content-Type: application/json'{auth} \\",
             '    -d \'{"chat_id": "me", "text": "hello"}\'',
             "",
-            f"Chat in a terminal:  sessiongate chat --url {url}",
-            f"  (in a checkout:    make chat ARGS='--url {url}')",
+            f"Chat in a terminal:  sessiongate chat --url {url}{chat_token}",
+            f"  (in a checkout:    make chat ARGS='--url {url}{chat_token}')",
             f"List sessions:  curl -s {url}/v1/sessions{' -H ...' if auth else ''}",
             f"API reference:  {url}/docs  (OpenAPI at {url}/openapi.json)",
             "Stop: Ctrl+C or SIGTERM (drains running turns first).",
         ]
     )
+
+
+def bind_problem(host: str, port: int) -> str:
+    """Why `host:port` cannot be listened on, in words, with what to do about it."""
+    where = f"{_url(host, port).removeprefix('http://')}"
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"{host!r} is not an address of this machine ({exc.strerror or exc})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"{where} is already in use (another gateway or program listens there); "
+                    "choose another port with --port N (or api.port), or --port 0 for any free one"
+                )
+            if exc.errno == errno.EACCES:
+                return (
+                    f"{where} needs privileges this process lacks (ports below 1024); "
+                    "choose another port with --port N"
+                )
+            return f"{where}: {exc.strerror or exc}"
+    return f"{where} refused the listener (see the log line above)"
 
 
 async def _serve(
@@ -110,8 +176,20 @@ async def _serve(
 
         def announce(bound_host: str, bound_port: int) -> None:
             # Plain text, never wrapped: the curl line must stay copyable.
-            sys.stdout.write(usage_banner(bound_host, bound_port, config, paths) + "\n")
+            banner = usage_banner(
+                bound_host,
+                bound_port,
+                config,
+                paths,
+                platforms=[str(a.platform) for a in adapters],
+            )
+            sys.stdout.write(banner + "\n")
             sys.stdout.flush()
+            systemd.notify("READY=1", f"STATUS=serving on {_url(bound_host, bound_port)}")
+
+        async def shutdown() -> None:
+            systemd.notify("STOPPING=1", "STATUS=draining running turns")
+            await runner.stop()
 
         server = build_server(
             app,
@@ -120,14 +198,18 @@ async def _serve(
             graceful_timeout=config.agent.restart_drain_timeout,
             on_ready=announce,
             # The drain runs while the requests still wait, so each gets its answer.
-            on_shutdown=runner.stop,
+            on_shutdown=shutdown,
             freeze_heap=True,
         )
         try:
             await server.serve()
         except SystemExit:
             # uvicorn exits this way when it cannot bind; its log line says why.
-            err_console.print(f"error: could not listen on {_url(host, port)}", markup=False)
+            err_console.print(
+                f"error: could not listen on {_url(host, port)}: {bind_problem(host, port)}",
+                markup=False,
+                soft_wrap=True,
+            )
             return EXIT_FAILURE
         if server.received_signals:
             log.info("stopping on a signal", extra={"signals": server.received_signals})
@@ -161,7 +243,10 @@ def run(
 ) -> None:
     """Run the gateway: the HTTP API and the agent runner, until SIGTERM or Ctrl+C.
 
-    Without api.token the server listens only on a loopback address.
+    Without api.token the server listens only on a loopback address. Once it listens it
+    prints its URL, the dashboard's (/ui/, where / also leads), the agent, the connected
+    platforms and how to talk to it; with api.token it says where the token came from
+    (never the token). A port in use is named, with how to choose another.
     """
     paths, config = load_paths_and_config(home, config_file)
     bind_host = host if host is not None else config.api.host
@@ -177,6 +262,7 @@ def run(
     try:
         # Platform SDKs load here: a missing extra stops the start before anything is opened.
         adapters = build_adapters(config)
+        tracing.configure(config)
     except SessiongateError as exc:
         fail(exc.message)
     store = open_store(paths, config)
@@ -186,4 +272,5 @@ def run(
         fail(exc.message)
     finally:
         store.close()
+        tracing.shutdown()  # the spans still buffered are sent
     raise typer.Exit(code)

@@ -49,6 +49,7 @@ from sessiongate.cli.session_ops import (
 from sessiongate.core.transcript import deterministic_summary, estimate_tokens
 from sessiongate.errors import SessionArchivedError
 from sessiongate.gateway.compaction import context_after, keep_tokens, plan_compaction
+from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.recovery import RESTART_COUNTS_FILE, write_restart_counts
 from sessiongate.store.lanes import LaneStore
 
@@ -85,7 +86,7 @@ def context(
     with opened_store(home, config_file) as store:
         entry = require_entry(store, key)
         ctx = store.model_context(entry.session_id)
-        out = context_view(entry, ctx, store)
+        out = context_view(entry, ctx, store, prompts=SystemPrompts.load(store.config))
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return

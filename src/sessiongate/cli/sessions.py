@@ -38,6 +38,7 @@ from sessiongate.cli._common import (
 from sessiongate.core.bindings import AGENT_ID
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
+from sessiongate.store.retention import policy_of
 
 if TYPE_CHECKING:
     from sessiongate.store.session_store import SessionStore
@@ -415,26 +416,52 @@ def prune(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Drop old routing entries (transcripts stay and remain searchable)."""
+    """Drop old routing entries (transcripts stay and remain searchable), and delete the
+    sessions the `retention.*` budgets remove (transcripts, search rows and archive blobs:
+    archived sessions first, then the oldest idle ones; never pinned, protected, busy or
+    resume-pending ones). --dry-run shows the plan housekeeping would carry out."""
     with opened_store(home, config_file) as store:
         config = store.config
         days = max_age_days if max_age_days is not None else config.session_store_max_age_days
-        if days <= 0:
+        policy = policy_of(config)
+        if days <= 0 and not policy.active:
             fail(
-                "pruning is off (session_store_max_age_days is 0); pass --max-age-days",
+                "pruning is off (session_store_max_age_days is 0 and no retention.* budget "
+                "is set); pass --max-age-days or configure retention",
                 EXIT_USAGE,
             )
-        keys = _prune(store, days, dry_run=dry_run)
+        keys = _prune(store, days, dry_run=dry_run) if days > 0 else []
+        plan = store.plan_retention(policy) if policy.active else None
+        removed = []
+        if plan is not None:
+            removed = list(plan.removals) if dry_run else store.apply_retention(plan)
+    retention = [
+        {"session_key": r.session_key, "reason": r.reason, "archived": r.archived} for r in removed
+    ]
     if as_json:
-        emit_json({"pruned": len(keys), "max_age_days": days, "dry_run": dry_run, "keys": keys})
+        emit_json(
+            {
+                "pruned": len(keys),
+                "max_age_days": days,
+                "dry_run": dry_run,
+                "keys": keys,
+                "retention": retention,
+            }
+        )
         return
     entries = plural(len(keys), "entry", "entries")
-    if dry_run:
-        console.print(f"would prune {entries} older than {plural(days, 'day')}:")
-        for key in keys:
-            console.print(Text(f"  {key}"))
-    else:
-        console.print(f"pruned {entries} older than {plural(days, 'day')}")
+    if days > 0:
+        if dry_run:
+            console.print(f"would prune {entries} older than {plural(days, 'day')}:")
+            for key in keys:
+                console.print(Text(f"  {key}"))
+        else:
+            console.print(f"pruned {entries} older than {plural(days, 'day')}")
+    if plan is not None:
+        verb = "would delete" if dry_run else "deleted"
+        console.print(f"retention: {verb} {plural(len(removed), 'session')}")
+        for item in retention:
+            console.print(Text(f"  {item['session_key']} ({item['reason']})"))
 
 
 class _DryRun(Exception):

@@ -18,9 +18,10 @@ import contextlib
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 __all__ = ["HISTORY_LINES", "Terminal"]
@@ -28,6 +29,7 @@ __all__ = ["HISTORY_LINES", "Terminal"]
 # Enough to find last week's lines again; the file stays a few hundred kilobytes at most.
 HISTORY_LINES = 1000
 _CLEAR_LINE = "\r\x1b[K"
+_NOT_GIVEN: Any = object()
 
 
 def _readline() -> Any | None:
@@ -40,13 +42,29 @@ def _readline() -> Any | None:
 
 
 class Terminal:
-    def __init__(self, prompt: str, *, history: Path | None = None) -> None:
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        history: Path | None = None,
+        readline: Any | None = _NOT_GIVEN,
+        read: Callable[[str], str] = input,
+        out: TextIO | None = None,
+    ) -> None:
         self.prompt = prompt
         self._history = history
-        self._readline = _readline()
+        # Injectable for tests: the readline module (None: without one), `input`, stdout.
+        self._readline = _readline() if readline is _NOT_GIVEN else readline
+        self._read = read
+        self._out = out
         self._queue: asyncio.Queue[str | None] | None = None
         # True while `input()` shows the prompt and waits: a write must redraw it.
         self._prompting = False
+        # True from the call of `input()` until readline says its prompt is on screen: a
+        # write meanwhile waits (in `_pending`) for the prompt, which it then clears and
+        # redraws below itself; written at once, it would land on the prompt's line.
+        self._entering = False
+        self._pending = ""
         # True while a streamed line is on screen: the prompt waits for its end.
         self._partial = False
         # What that streamed line shows so far, to draw it again without a prompt.
@@ -85,15 +103,27 @@ class Terminal:
             with self._lock:
                 while self._partial:
                     self._lock.wait()
-            if self._readline is None:
-                self._prompt_shown()
             try:
-                line: str | None = input(self.prompt)
+                if self._readline is None:
+                    # No line editing to keep in step with: the prompt is drawn here, under
+                    # the lock, so no write can come between it and the flag.
+                    with self._lock:
+                        self._stdout().write(self.prompt)
+                        self._stdout().flush()
+                        self._prompting = True
+                    line: str | None = self._read("")
+                else:
+                    with self._lock:
+                        self._entering = True
+                    line = self._read(self.prompt)
             except EOFError:
                 line = None
             finally:
                 with self._lock:
-                    self._prompting = False
+                    self._prompting = self._entering = False
+                    pending, self._pending = self._pending, ""
+                    if pending:
+                        self._emit(pending)
             loop.call_soon_threadsafe(queue.put_nowait, line)
             if line is None:
                 return
@@ -101,12 +131,18 @@ class Terminal:
     def _prompt_shown(self) -> None:
         with self._lock:
             self._prompting = True
+            self._entering = False
+            pending, self._pending = self._pending, ""
+            if pending:
+                # Written while readline drew the prompt: now above it, the prompt redrawn.
+                self._emit(pending)
+                return
             if self._partial and self._readline is not None:
                 # A streamed reply began between the wait for its end and the prompt being
                 # drawn, so the prompt landed inside the reply's line: draw the line again
                 # without it. The prompt comes back when the line ends.
-                sys.stdout.write(_CLEAR_LINE + self._line)
-                sys.stdout.flush()
+                self._stdout().write(_CLEAR_LINE + self._line)
+                self._stdout().flush()
 
     def write(self, text: str) -> None:
         """Print `text` above the prompt, which is shown again with the line being typed; a
@@ -115,23 +151,39 @@ class Terminal:
         if not text:
             return
         with self._lock:
-            ends = text.endswith("\n")
-            prompt = ""
-            if self._prompting and ends:
-                typed = self._readline.get_line_buffer() if self._readline is not None else ""
-                prompt = f"{self.prompt}{typed}"
-            if self._prompting and not self._partial:
-                text = _CLEAR_LINE + text
-            sys.stdout.write(text + prompt)
-            sys.stdout.flush()
-            tail = text.rpartition("\n")[2].removeprefix(_CLEAR_LINE)
-            self._line = "" if ends else (self._line + tail if "\n" not in text else tail)
-            self._partial = not ends
-            if ends:
-                self._lock.notify_all()
+            if self._entering:
+                self._pending += text
+                return
+            self._emit(text)
+
+    def _emit(self, text: str) -> None:
+        """`write`, the lock held."""
+        ends = text.endswith("\n")
+        prompt = ""
+        if self._prompting and ends:
+            typed = self._readline.get_line_buffer() if self._readline is not None else ""
+            prompt = f"{self.prompt}{typed}"
+        if self._prompting and not self._partial:
+            text = _CLEAR_LINE + text
+        self._stdout().write(text + prompt)
+        self._stdout().flush()
+        tail = text.rpartition("\n")[2].removeprefix(_CLEAR_LINE)
+        self._line = "" if ends else (self._line + tail if "\n" not in text else tail)
+        self._partial = not ends
+        if ends:
+            self._lock.notify_all()
+
+    def _stdout(self) -> TextIO:
+        return self._out if self._out is not None else sys.stdout
 
     def close(self) -> None:
-        """Save the history (owner-only: it holds what you typed) and restore the terminal."""
+        """Save the history (owner-only: it holds what you typed) and restore the terminal;
+        a prompt left on screen (the chat left while it waited for a line) is cleared."""
+        with self._lock:
+            if self._prompting:
+                self._prompting = False
+                self._stdout().write(_CLEAR_LINE)
+                self._stdout().flush()
         if self._readline is not None and self._history is not None:
             with contextlib.suppress(OSError):
                 self._history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -9,7 +9,7 @@ matches goes to agent `main`. An agent's sessions carry its id as their key's na
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,6 +22,7 @@ __all__ = [
     "Binding",
     "agent_for",
     "agent_of_key",
+    "binding_for",
     "key_prefix_of",
     "namespace_of",
 ]
@@ -47,19 +48,28 @@ class Binding(Protocol):
     def agent(self) -> str: ...
 
 
+B = TypeVar("B", bound=Binding)
+
+
 def agent_for(source: SessionSource, bindings: Iterable[Binding]) -> str:
     """The id of the agent that serves `source`: the first binding that matches, else `main`."""
+    found = binding_for(source, bindings)
+    return DEFAULT_AGENT if found is None else found[1].agent
+
+
+def binding_for(source: SessionSource, bindings: Iterable[B]) -> tuple[int, B] | None:
+    """The first binding that matches `source`, with its index, or None."""
     platform = str(source.platform)
     chat_type = str(source.chat_type)
-    for binding in bindings:
+    for index, binding in enumerate(bindings):
         if (
             binding.platform == platform
             and (binding.chat_id is None or binding.chat_id == source.chat_id)
             and (binding.guild_id is None or binding.guild_id == source.guild_id)
             and (binding.chat_type is None or binding.chat_type == chat_type)
         ):
-            return binding.agent
-    return DEFAULT_AGENT
+            return index, binding
+    return None
 
 
 def namespace_of(agent_id: str) -> str:

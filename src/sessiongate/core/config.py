@@ -6,6 +6,7 @@ Constructible with keyword arguments; `sessiongate.config.load_config` reads YAM
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -47,6 +48,8 @@ __all__ = [
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
+    "TracingConfig",
+    "WhatsAppConfig",
 ]
 
 
@@ -181,7 +184,53 @@ class OpenAIAgentConfig(_Model):
     session_tools: SessionToolsConfig = Field(default_factory=SessionToolsConfig)
 
 
-class AgentConfig(_Model):
+_SYSTEM_PROMPT_DESCRIPTION = (
+    "The agent's instructions or persona, sent to the model before the session context block "
+    "of every turn. Text; or use `system_prompt_file`, not both."
+)
+_SYSTEM_PROMPT_FILE_DESCRIPTION = (
+    "A UTF-8 text file holding the system prompt (a relative path is read from the config "
+    "file's folder), read once at start; it must exist."
+)
+_MODELS_DESCRIPTION = (
+    "The models a session may choose with `/model <name>`, besides the agent's own `model` "
+    "(always allowed; `/model default` goes back to it). Empty: only the agent's own model."
+)
+
+
+class _Instructions(_Model):
+    """A system prompt given as text or as a file, never both (an agent's, or a binding's)."""
+
+    system_prompt: str | None = Field(None, description=_SYSTEM_PROMPT_DESCRIPTION)
+    system_prompt_file: str | None = Field(None, description=_SYSTEM_PROMPT_FILE_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> _Instructions:
+        if self.system_prompt is not None and self.system_prompt_file is not None:
+            raise ValueError(
+                "system_prompt and system_prompt_file are both set; keep one (the text, or "
+                "the file that holds it)"
+            )
+        if self.system_prompt_file is not None and not self.system_prompt_file.strip():
+            raise ValueError("system_prompt_file is empty; name a file or leave it out")
+        return self
+
+
+class _AgentChoices(_Instructions):
+    """What every agent may carry besides its kind's settings."""
+
+    models: list[str] = Field(default_factory=list, description=_MODELS_DESCRIPTION)
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not name.strip() or len(name) > 200 or any(c.isspace() for c in name):
+                raise ValueError(f"invalid model name {name!r}: 1 to 200 characters, no spaces")
+        return value
+
+
+class AgentConfig(_AgentChoices):
     gateway_timeout: int = Field(1800, ge=1)
     gateway_auto_continue_freshness: int = Field(3600, ge=0)
     restart_drain_timeout: float = Field(30.0, ge=0)
@@ -198,14 +247,14 @@ _CONTEXT_WINDOW_DESCRIPTION = (
 )
 
 
-class EchoAgentSpec(EchoAgentConfig):
+class EchoAgentSpec(EchoAgentConfig, _AgentChoices):
     """An agent of `agents`: the echo agent, with `agent.echo`'s settings."""
 
     kind: Literal["echo"] = Field(description="The agent's kind: `echo` or `openai`.")
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
-class OpenAIAgentSpec(OpenAIAgentConfig):
+class OpenAIAgentSpec(OpenAIAgentConfig, _AgentChoices):
     """An agent of `agents`: an OpenAI-compatible agent, with `agent.openai`'s settings."""
 
     kind: Literal["openai"] = Field(description="The agent's kind: `echo` or `openai`.")
@@ -235,9 +284,10 @@ class EntryAgentSpec(_Model):
 AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec, Field(discriminator="kind")]
 
 
-class BindingConfig(_Model):
+class BindingConfig(_Instructions):
     """Routes inbound messages to an agent; every field given must match, the first binding
-    that matches wins, and a message no binding matches goes to `main`."""
+    that matches wins, and a message no binding matches goes to `main`. Its `system_prompt`
+    (or `system_prompt_file`), when given, replaces the agent's for the chats it matches."""
 
     platform: str = Field(description="The platform the message came from (`telegram`, ...).")
     chat_id: str | None = Field(None, description="Only this chat (the platform's chat id).")
@@ -246,6 +296,20 @@ class BindingConfig(_Model):
         None, description="Only this kind of conversation."
     )
     agent: str = Field(description="The id of the agent (a key of `agents`, or `main`).")
+    system_prompt: str | None = Field(
+        None,
+        description=(
+            "Instructions that replace the agent's `system_prompt` for the chats this binding "
+            "matches (one agent, two personas); or use `system_prompt_file`, not both."
+        ),
+    )
+    system_prompt_file: str | None = Field(
+        None,
+        description=(
+            "A UTF-8 text file holding this binding's system prompt (a relative path is read "
+            "from the config file's folder); it must exist."
+        ),
+    )
 
 
 class ModelPrice(_Model):
@@ -442,11 +506,77 @@ class DiscordConfig(PlatformConfig):
         return _http_url(value, "https://discord.com/api/v10").rstrip("/")
 
 
+class MatrixConfig(PlatformConfig):
+    """`platforms.matrix`: the client-server API (`/sync`) of any homeserver, on mautrix."""
+
+    homeserver: str = "https://matrix.org"
+    # The bot's account (`@bot:example.org`); when set, the token must belong to it.
+    user_id: str | None = None
+    access_token: SecretStr | None = None
+    sync_timeout_seconds: int = Field(30, ge=0, le=120)
+    # No sync completed for this long (beyond its own timeout): rebuild its connection.
+    sync_stall_seconds: float = Field(90.0, gt=0)
+
+    @field_validator("homeserver")
+    @classmethod
+    def _homeserver_url(cls, value: str) -> str:
+        value = _http_url(value, "https://matrix.example.org").rstrip("/")
+        if "/_matrix" in value:
+            raise ValueError("homeserver is the server's root URL, without /_matrix/...")
+        return value
+
+    @field_validator("user_id")
+    @classmethod
+    def _matrix_user(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"@[^:\s]+:\S+", value):
+            raise ValueError("user_id is a Matrix user id such as @bot:example.org")
+        return value
+
+
+class WhatsAppConfig(PlatformConfig):
+    """`platforms.whatsapp`: the official Cloud API (Graph API plus a signed webhook), on pywa.
+
+    `token` (inherited) is the Graph API access token; `allow_from` and `home_channel` take
+    phone numbers in any spelling (`+1 555 123 4567`), normalised like every WhatsApp id."""
+
+    phone_number_id: str | None = None
+    app_secret: SecretStr | None = None  # signs every webhook POST (X-Hub-Signature-256)
+    verify_token: SecretStr | None = None  # answers the GET verification (hub.verify_token)
+    base_url: str = "https://graph.facebook.com"
+    api_version: str = "26.0"
+    # Sent when a reply falls outside the 24-hour customer-service window (an approved
+    # template, with no parameters, in this language); unset: the reply only fails, logged.
+    window_template: str | None = None
+    window_template_language: str = "en_US"
+    # The largest webhook body taken (Meta's are a few KB; batches stay well under this).
+    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=16 * 1_048_576)
+
+    @field_validator("base_url")
+    @classmethod
+    def _graph_url(cls, value: str) -> str:
+        value = _http_url(value, "https://graph.facebook.com").rstrip("/")
+        if value.rsplit("/", 1)[-1].startswith("v") and value.rsplit("/", 1)[-1][1:2].isdigit():
+            raise ValueError("base_url is the Graph API root, without the /vNN.N version")
+        return value
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        value = value.strip().removeprefix("v")
+        try:
+            float(value)
+        except ValueError:
+            raise ValueError("api_version is a Graph API version such as 23.0") from None
+        return value
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
 PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "telegram": TelegramConfig,
     "slack": SlackConfig,
     "discord": DiscordConfig,
+    "matrix": MatrixConfig,
+    "whatsapp": WhatsAppConfig,
 }
 
 
@@ -530,9 +660,44 @@ class StoreConfig(_Model):
         raise ValueError("store.url must be sqlite:///path or postgresql://…")
 
 
+class RetentionConfig(_Model):
+    max_age_days: int | None = Field(
+        None,
+        ge=1,
+        description="Housekeeping deletes sessions (transcripts, search rows, archive blobs) "
+        "not updated for this many days; unset keeps them.",
+    )
+    max_disk_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Housekeeping deletes the oldest sessions (archived first) while the "
+        "store's database is larger than this many MiB; unset has no size budget.",
+    )
+    max_sessions: int | None = Field(
+        None,
+        ge=1,
+        description="Housekeeping deletes the oldest sessions (archived first) while there "
+        "are more than this many; unset has no count budget.",
+    )
+
+
 class LogConfig(_Model):
     # "auto": readable lines when stderr is a terminal, JSON lines (one object each) otherwise.
     format: Literal["auto", "console", "json"] = "auto"
+
+
+# The `agent:` section's settings that `agents.main` would give a second time.
+_MAIN_SETTINGS = frozenset(
+    {"echo", "openai", "context_window", "system_prompt", "system_prompt_file", "models"}
+)
+
+
+class TracingConfig(_Model):
+    """`tracing`: OpenTelemetry spans (the `[otel]` extra; see gateway/tracing.py)."""
+
+    enabled: bool = False
+    exporter: Literal["otlp", "console", "none"] = "otlp"
+    service_name: str = Field("sessiongate", min_length=1, max_length=200)
 
 
 class GatewayConfig(_Model):
@@ -579,6 +744,12 @@ class GatewayConfig(_Model):
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    retention: RetentionConfig = Field(
+        default_factory=RetentionConfig,
+        description="Budgets housekeeping keeps the store under; pinned, protected, busy and "
+        "resume-pending sessions are never deleted.",
+    )
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
 
     @field_validator("agents")
     @classmethod
@@ -591,7 +762,7 @@ class GatewayConfig(_Model):
             )
         agent = info.data.get("agent")
         if DEFAULT_AGENT in value and agent is not None:
-            given = sorted({"echo", "openai", "context_window"} & agent.model_fields_set)
+            given = sorted(_MAIN_SETTINGS & agent.model_fields_set)
             if given:
                 raise ValueError(
                     "agent main is given twice: as agents.main and as "
@@ -648,9 +819,14 @@ class GatewayConfig(_Model):
             return self.agents[agent_id]
         if agent_id != DEFAULT_AGENT:
             raise KeyError(agent_id)
+        shared = {
+            "system_prompt": self.agent.system_prompt,
+            "system_prompt_file": self.agent.system_prompt_file,
+            "models": list(self.agent.models),
+        }
         if self._main_is_openai():
-            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump())
-        return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump())
+            return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump(), **shared)
+        return EchoAgentSpec(kind="echo", **self.agent.echo.model_dump(), **shared)
 
     def _main_is_openai(self) -> bool:
         openai = self.agent.openai

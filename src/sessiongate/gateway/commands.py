@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sessiongate.core.bindings import DEFAULT_AGENT, agent_of_key
+from sessiongate.core.config import OpenAIAgentSpec
 from sessiongate.core.context import sanitize_untrusted
 from sessiongate.errors import SessionBusyError, StaleWriteError
 from sessiongate.gateway.lanes import CancelReason
@@ -78,6 +80,12 @@ COMMANDS: dict[str, CommandSpec] = {
         ),
         CommandSpec("sessions", BusyPolicy.RUN, "/sessions", "list this conversation's sessions"),
         CommandSpec("title", BusyPolicy.RUN, "/title [name]", "show or set the title"),
+        CommandSpec(
+            "model",
+            BusyPolicy.RUN,
+            "/model [name | default]",
+            "show the model, or choose one of the allowed ones",
+        ),
         CommandSpec("help", BusyPolicy.RUN, "/help", "list the commands"),
         CommandSpec(
             "new",
@@ -440,6 +448,49 @@ class CommandRunner:
             self._check_new(call)
             entry = self._store.set_session_fields(call.key, display_name=name)
             reply = f"Title set: {name}"
+            self._record(call, reply)
+        await self._host.notify(call.event.source, reply)
+        return Receipt(call.key, entry.session_id, ReceiptStatus.COMMAND, reply, None)
+
+    async def _cmd_model(self, call: _Call) -> Receipt:
+        """`/model`: the model the next turn uses and the allowed ones; `/model <name>`: the
+        session's choice, when the agent's `models` list allows it (its own `model` always);
+        `/model default`: back to the agent's model. The choice is the session's model
+        override, recorded with a `model_change` entry in the command's transaction."""
+        agent_id = agent_of_key(call.key) or DEFAULT_AGENT
+        try:
+            spec = self._config.agent_spec(agent_id)
+        except KeyError:
+            return await self._answer(call, f"Agent {agent_id!r} is not configured.", record=False)
+        if not isinstance(spec, OpenAIAgentSpec):
+            reply = f"This conversation's agent ({agent_id}, echo) uses no model."
+            return await self._answer(call, reply, record=False)
+        allowed = [spec.model, *(m for m in spec.models if m != spec.model)]
+        setting = f"agents.{agent_id}.models" if agent_id in self._config.agents else "agent.models"
+        wanted = call.command.args.strip()
+        if not wanted:
+            current = self._store.model_context(call.entry.session_id).model
+            current = current or call.entry.model_override or spec.model
+            chosen = "" if current == spec.model else f" (the agent's default: {spec.model})"
+            lines = [f"Model: {current}{chosen}", "Allowed: " + ", ".join(allowed)]
+            if len(allowed) > 1:
+                lines.append("Choose with /model <name>; /model default goes back.")
+            else:
+                lines.append(f"Only the agent's model is allowed ({setting}).")
+            return await self._answer(call, "\n".join(lines), record=False)
+        if wanted.lower() == "default":
+            choice: str | None = None
+            reply = f"Model: {spec.model} (the agent's default)."
+        elif wanted in allowed:
+            choice = None if wanted == spec.model else wanted
+            reply = f"Model: {wanted}. It answers from the next message on."
+        else:
+            shown = sanitize_untrusted(wanted, _HEADLINE_MAX)
+            reply = f"Model {shown} is not allowed here. Allowed: {', '.join(allowed)} ({setting})."
+            return await self._answer(call, reply, record=False)
+        with self._lane_store.atomic():
+            self._check_new(call)
+            entry = self._store.set_model_choice(call.key, model=choice)
             self._record(call, reply)
         await self._host.notify(call.event.source, reply)
         return Receipt(call.key, entry.session_id, ReceiptStatus.COMMAND, reply, None)

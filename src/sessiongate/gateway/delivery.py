@@ -20,6 +20,7 @@ from sessiongate.core.clock import SystemClock
 from sessiongate.errors import StaleWriteError
 from sessiongate.gateway.adapter import StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
+from sessiongate.gateway.tracing import traced
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,6 +94,14 @@ class Delivery:
             adapter, source, turn_id=turn_id, clock=self._clock, timeout=DELIVERY_TIMEOUT_SECONDS
         )
 
+    @traced(
+        lambda self, source, *a, **k: f"deliver {source.platform}",
+        start=lambda self, source, text, *, turn_id: {
+            "messaging.system": str(source.platform),
+            "sessiongate.turn_id": turn_id,
+        },
+        finish=lambda sent, *a, **k: {"sessiongate.delivered": sent},
+    )
     async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> bool:
         """Send a notice or command answer; True when sent (or there is no adapter to use)."""
         adapter = self.adapter_for(source.platform)

@@ -5,9 +5,9 @@ under memory pressure, releases what both evicted, sends again the replies whose
 (the runner's `redeliver`, with its own grace period and back-off), and — at most once an hour —
 prunes routing
 entries older than `session_store_max_age_days` and the gateway's own records older than
-`JOURNAL_RETENTION_SECONDS` (dedup records of inbound message ids and finished journal turns).
-It never ends a transcript: eviction only releases a warm agent, and pruning keeps the
-canonical transcript in the store.
+`JOURNAL_RETENTION_SECONDS` (dedup records of inbound message ids and finished journal turns),
+and applies the `retention.*` budgets (`store/retention.py`). Eviction only releases a warm
+agent and pruning keeps the canonical transcript; only a retention budget deletes sessions.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class HousekeepingReport:
     journal_pruned: tuple[int, int] | None = None
     # Replies delivered on a retry this tick; `None` when the watcher has no `redeliver`.
     redelivered: int | None = None
+    # Keys the retention budgets removed (`retention.*`); `None` when not due this tick.
+    retention_removed: tuple[str, ...] | None = None
 
 
 class HousekeepingWatcher:
@@ -92,6 +94,7 @@ class HousekeepingWatcher:
         released = await self._cache.drain_released()
         redelivered = await self._redeliver() if self._redeliver is not None else None
         pruned = journal_pruned = None
+        retention_removed: tuple[str, ...] | None = None
         now = self._clock.monotonic()
         if self._last_prune is None or now - self._last_prune >= PRUNE_INTERVAL_SECONDS:
             # Recorded before the call, so a failing prune is retried in an hour, not every tick.
@@ -101,19 +104,38 @@ class HousekeepingWatcher:
             if self._lanes is not None:
                 cutoff = self._clock.now() - timedelta(seconds=JOURNAL_RETENTION_SECONDS)
                 journal_pruned = self._lanes.prune(cutoff)
+            # The budgets of `retention.*`: oldest archived lanes first, then oldest idle
+            # ones, never a pinned, protected, busy or resume-pending one (each removal is
+            # logged by the store).
+            removed = self._store.enforce_retention()
+            retention_removed = tuple(r.session_key for r in removed)
         self.ticks += 1
-        if idle or pressure or pruned or redelivered or (journal_pruned and any(journal_pruned)):
+        if (
+            idle
+            or pressure
+            or pruned
+            or redelivered
+            or retention_removed
+            or (journal_pruned and any(journal_pruned))
+        ):
             logger.info(
                 "housekeeping: idle_evicted=%d pressure_evicted=%d pruned=%s journal_pruned=%s "
-                "redelivered=%s",
+                "redelivered=%s retention_removed=%s",
                 len(idle),
                 len(pressure),
                 pruned,
                 journal_pruned,
                 redelivered,
+                None if retention_removed is None else len(retention_removed),
             )
         return HousekeepingReport(
-            tuple(idle), tuple(pressure), tuple(released), pruned, journal_pruned, redelivered
+            tuple(idle),
+            tuple(pressure),
+            tuple(released),
+            pruned,
+            journal_pruned,
+            redelivered,
+            retention_removed,
         )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -69,8 +69,10 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
+from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
+from sessiongate.gateway.tracing import key_attribute, traced
 from sessiongate.gateway.turns import (
     STALE_NOTICE,
     STUCK_NOTICE,
@@ -162,6 +164,8 @@ class GatewayRunner:
         clock: Clock | None = None,
         adapters: Sequence[PlatformAdapter] = (),
     ) -> None:
+        # First: a prompt file that cannot be read stops the start before anything is made.
+        self.system_prompts = SystemPrompts.load(config)
         self.store = store
         self.config = config
         self.home = Path(home)
@@ -212,6 +216,7 @@ class GatewayRunner:
             fence=self.leases.fence,
             may_act=self.leases.may_act,
             feed=self.feed,
+            prompts=self.system_prompts,
         )
         self._commands = CommandRunner(
             store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
@@ -632,6 +637,20 @@ class GatewayRunner:
 
     # ------------------------------------------------------------------ inbound
 
+    @traced(
+        lambda self, event, **_: f"inbound {event.source.platform}",
+        start=lambda self, event, **_: {
+            "messaging.system": str(event.source.platform),
+            "messaging.message.id": event.message_id,
+            "sessiongate.chat_type": str(event.source.chat_type),
+        },
+        finish=lambda receipt, *_, **__: {
+            "sessiongate.session_key": key_attribute(receipt.session_key),
+            "sessiongate.session_id": receipt.session_id,
+            "sessiongate.turn_id": receipt.turn_id,
+            "sessiongate.receipt": str(receipt.status),
+        },
+    )
     async def handle_message(
         self, event: MessageEvent, *, wait: bool = True, watch: TurnWatch | None = None
     ) -> Receipt:

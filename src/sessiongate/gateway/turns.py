@@ -30,6 +30,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.core.bindings import agent_of_key
 from sessiongate.core.clock import isoformat
 from sessiongate.core.context import (
     build_session_context,
@@ -58,8 +59,10 @@ from sessiongate.errors import (
 )
 from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
+from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.gateway.streams import StreamedMessage, agent_events
+from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (
     RESUME_NOTE,
     TurnProgress,
@@ -170,12 +173,26 @@ async def _in_thread(read: Callable[[str], ContextView], session_id: str) -> Con
         raise
 
 
+def _turn_attributes(claim: Claim, resumed: bool) -> dict[str, Any]:
+    turn = claim.turn
+    return {
+        "sessiongate.session_key": key_attribute(turn.session_key),
+        "sessiongate.session_id": turn.session_id,
+        "sessiongate.turn_id": turn.id,
+        "sessiongate.turn.attempt": turn.attempt,
+        "sessiongate.turn.resumed": resumed,
+    }
+
+
 def build_user_message(
     item: InboxItem, *, turn_id: int, shared: bool, redact_pii: bool, pii_safe: bool | None = None
 ) -> dict[str, Any]:
     """The stored user message of a turn: merged parts joined with newlines, each prefixed with
     its own sender in a shared multi-user session, media listed as attachment lines."""
     lines: list[str] = []
+    # In a shared session, who wrote each part (and its length in the stored text): what an
+    # erasure request for one of them finds and takes out (`core/erasure.py`).
+    senders: list[dict[str, Any]] = []
     for part in item.parts:
         text = str(part.get("text") or "")
         if shared and not part.get("verbatim"):
@@ -185,9 +202,13 @@ def build_user_message(
             text = format_sender_prefix(
                 text, sender, shared=True, redact_pii=redact_pii, pii_safe=pii_safe
             )
+        if shared:
+            senders.append({"user_id": str(part.get("user_id") or ""), "chars": len(text)})
         lines.append(text)
     lines.extend(f"[attachment: {media}]" for media in item.media)
     metadata: dict[str, Any] = {"turn_id": turn_id}
+    if senders:
+        metadata["senders"] = senders
     if item.message_ids:
         metadata["message_ids"] = list(item.message_ids)
     if item.media:
@@ -224,8 +245,11 @@ class TurnExecutor:
         fence: Callable[[str], AbstractContextManager[None]] | None = None,
         may_act: Callable[[], bool] | None = None,
         feed: EventFeed | None = None,
+        prompts: SystemPrompts | None = None,
     ) -> None:
         self._store = store
+        # Each agent's (or binding's) instructions, placed before the session context block.
+        self._prompts = prompts if prompts is not None else SystemPrompts(config)
         self._lane_store = lane_store
         self._config = config
         self._agents = agents
@@ -247,6 +271,7 @@ class TurnExecutor:
 
     # ------------------------------------------------------------------ running
 
+    @traced("turn", start=lambda self, lane, claim, *, resumed: _turn_attributes(claim, resumed))
     async def run(self, lane: Lane, claim: Claim, *, resumed: bool) -> None:
         turn = claim.turn
         extra = {"session_key": turn.session_key, "turn_id": turn.id}
@@ -368,10 +393,13 @@ class TurnExecutor:
             self._store_user_message(claim, progress)
         context = await self._read_context(turn.session_id)
         source = claim.item.source
-        prompt = build_session_context_prompt(
-            build_session_context(
-                source, self._config, entry, pii_safe=self._pii_safe(source.platform)
-            )
+        prompt = compose_system_prompt(
+            self._prompts.instructions_for(turn.session_key, source),
+            build_session_context_prompt(
+                build_session_context(
+                    source, self._config, entry, pii_safe=self._pii_safe(source.platform)
+                )
+            ),
         )
         messages = context.messages
         if progress.stored == 0:
@@ -437,6 +465,19 @@ class TurnExecutor:
                 self._release_due = True
         return None if task.cancelled() else task.result()
 
+    @traced(
+        lambda self, claim, *_, **__: f"invoke_agent {agent_of_key(claim.turn.session_key)}",
+        start=lambda self, claim, *_, **__: {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent_of_key(claim.turn.session_key),
+            "gen_ai.conversation.id": claim.turn.session_id,
+        },
+        finish=lambda done, self, claim, progress, **_: {
+            "gen_ai.usage.input_tokens": progress.input_tokens,
+            "gen_ai.usage.output_tokens": progress.output_tokens,
+            "error.type": done.error,
+        },
+    )
     async def _invoke(self, claim: Claim, progress: TurnProgress, *, resumed: bool) -> _AgentDone:
         extra = {"session_key": claim.turn.session_key, "turn_id": claim.turn.id}
         timeout = asyncio.timeout(self._config.agent.gateway_timeout)
@@ -639,6 +680,7 @@ class TurnExecutor:
         )
 
     async def _requeue(self, claim: Claim) -> None:
+        set_attributes({"sessiongate.turn.outcome": "left_for_resume"})
         with self._fence(claim.turn.session_key):
             self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
 
@@ -677,6 +719,7 @@ class TurnExecutor:
             delay = min(delay * 2, _STORE_RETRY_MAX)
 
     async def _replied(self, claim: Claim, progress: TurnProgress, end: TurnEnd) -> None:
+        set_attributes({"sessiongate.turn.outcome": "replied"})
         turn = claim.turn
         final = progress.final_message(end)
         messages, first = progress.unstored([] if final is None else [final])
@@ -747,6 +790,7 @@ class TurnExecutor:
         notice: str,
         suspend: bool = False,
     ) -> None:
+        set_attributes({"sessiongate.turn.outcome": "failed", "error.type": error[:100]})
         self.commit_failure(claim, progress, error=error, notice=notice, suspend=suspend)
         if self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
@@ -794,6 +838,7 @@ class TurnExecutor:
         reason: str,
         notice: str | None = None,
     ) -> None:
+        set_attributes({"sessiongate.turn.outcome": "interrupted", "sessiongate.reason": reason})
         self.commit_interrupted(claim, progress, reason=reason, notice=notice)
         if notice is not None and self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)

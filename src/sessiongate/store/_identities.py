@@ -57,6 +57,15 @@ class IdentityOps:
             conn.insert_alias(platform, alias_n, target, at=to_us(self.clock.now()))
             return target
 
+    def resolve_identity(self, platform: str, ident: str) -> str:
+        """The id `ident` routes by: its canonical id when it is a learned alias, else its
+        normalised self (read only, one hop: stored aliases point straight at the canonical)."""
+        from sessiongate.core.identity import normalize_whatsapp_identifier
+
+        normal = normalize_whatsapp_identifier(ident)
+        with self._db.read() as conn:
+            return alias_of(conn, platform, normal) or normal
+
 
 # Aliases written before chains were resolved at write time may still form one; a few hops
 # resolve any real chain, and the bound stops a cycle.

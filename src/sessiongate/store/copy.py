@@ -221,6 +221,18 @@ TABLES: tuple[TableSpec, ...] = (
         ("platform", "turn_id"),
         (("platform", _T), ("turn_id", _I), ("state", _T), ("detail", _T), ("at", _TS)),
     ),
+    TableSpec(
+        "platform_cursors",
+        ("platform", "account"),
+        (("platform", _T), ("account", _T), ("cursor", _T), ("updated_at", _TS)),
+    ),
+    # Erasure receipts (`store/erasure.py`).
+    TableSpec(
+        "erasures",
+        ("id",),
+        (("id", _I), ("erased_at", _TS), ("subject_hash", _T), ("counts", _J)),
+        serial="id",
+    ),
 )
 
 

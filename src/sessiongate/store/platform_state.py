@@ -7,6 +7,8 @@
 - Pairing: one live code per unknown DM sender, capped per platform, expiring; an approval
   (from `sessiongate pairing approve`, another process) admits the sender from then on.
 - Threads the bot has spoken in, and what was sent per turn (sent, unconfirmed, refused).
+- Receiver cursors that are not event ids (Matrix's `since`): moved only after the batch
+  before them was accepted, so a restart resumes after the last accepted batch.
 """
 
 from __future__ import annotations
@@ -203,3 +205,15 @@ class PlatformState:
         with self._db.read() as conn:
             found = conn.get_send(platform, turn_id)
         return None if found is None else SendRecord(*found)
+
+    # ------------------------------------------------------------------ receiver cursors
+
+    def get_cursor(self, platform: str, account: str) -> str | None:
+        """Where `account`'s receiver on `platform` resumes; None before its first batch."""
+        with self._db.read() as conn:
+            return conn.get_cursor(platform, account)
+
+    def set_cursor(self, platform: str, account: str, cursor: str) -> None:
+        """Move the cursor (one transaction), after the batch before it was accepted."""
+        with self._db.transaction() as conn:
+            conn.set_cursor(platform, account, cursor, to_us(self._clock.now()))

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         TurnState,
     )
 
-__all__ = ["Backend", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
+__all__ = ["Backend", "ErasureTx", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
 
 # An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
 EntryTuple = tuple[Any, ...]
@@ -40,7 +40,8 @@ EntryTuple = tuple[Any, ...]
 
 class PlatformStateTx(Protocol):
     """What platform adapters keep (`store/platform_state.py` states the rules): event
-    claims, pairing requests, threads the bot has spoken in, and sends per turn. Times are
+    claims, pairing requests, threads the bot has spoken in, sends per turn, and receiver
+    cursors. Times are
     integer microseconds; a send is (state, detail)."""
 
     def claim_platform_event(self, platform: str, event_id: str, owner: str, now: int) -> bool: ...
@@ -61,9 +62,56 @@ class PlatformStateTx(Protocol):
         self, platform: str, turn_id: int, now: int
     ) -> tuple[str, str | None] | None: ...
     def get_send(self, platform: str, turn_id: int) -> tuple[str, str | None] | None: ...
+    def get_cursor(self, platform: str, account: str) -> str | None: ...
+    def set_cursor(self, platform: str, account: str, cursor: str, now: int) -> None: ...
 
 
-class Tx(PlatformStateTx, Protocol):
+class ErasureTx(Protocol):
+    """What erasure and retention read and remove (`store/erasure.py` and `store/retention.py`
+    state the rules). Times are integer microseconds; JSON crosses as text."""
+
+    def aliases_of(self, platform: str, canonical: str) -> list[str]:
+        """The aliases that point at `canonical`."""
+        ...
+
+    def sessions_forked_from(self, session_ids: Sequence[str]) -> list[tuple[int, str, str | None]]:
+        """(sid, session id, key) of the sessions whose parent is one of `session_ids`."""
+        ...
+
+    def all_session_ids(self) -> list[tuple[int, str, str | None]]:
+        """(sid, session id, key) of every session."""
+        ...
+
+    def redact_entry(
+        self, entry_id: int, *, role: str | None, content: str | None, payload: str | None
+    ) -> None:
+        """Overwrite one entry's role, text and payload in place (its place in the tree
+        stays); the search index is the caller's to rebuild."""
+        ...
+
+    def erase_person_records(
+        self, platform: str, ids: Sequence[str], keys: Sequence[str]
+    ) -> dict[str, int]:
+        """Delete what the gateway keeps of a person outside transcripts: inbox and dedup
+        rows and journal turns of `keys` or sent by `ids`, restart counters and tombstones of
+        `keys`, identity aliases naming `ids`, pairing rows of `ids`; counts by kind."""
+        ...
+
+    def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int: ...
+    def list_erasures(self, limit: int) -> list[tuple[int, int, str, str]]:
+        """(id, at, subject hash, counts JSON), newest first."""
+        ...
+
+    def lane_sizes(self) -> dict[str, int]:
+        """Bytes of transcript text and payload per session key (an estimate of its share)."""
+        ...
+
+    def busy_lanes(self) -> set[str]:
+        """Keys with a turn accepted or running, or inbound rows waiting."""
+        ...
+
+
+class Tx(PlatformStateTx, ErasureTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key
@@ -218,12 +266,14 @@ class Tx(PlatformStateTx, Protocol):
     def catch_up_search(self) -> int: ...
     def drop_session_from_search(self, sid: int) -> None: ...
     def lower_search_cursor(self) -> None: ...
-    # `key_prefix` keeps only the sessions whose key starts with it (one agent's, `agent:<id>:`).
+    # `key_prefix` keeps only the sessions whose key starts with it (one agent's, `agent:<id>:`);
+    # `tree_of` only that key's session and its forks' (keys starting `<key>:%f`). Both filter
+    # in the query itself, so `limit` hits are the best-ranked of what may be seen.
     def search_index(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]: ...
     def search_scan(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]: ...
     def rebuild_search_index(self) -> int: ...
     def search_index_status(self) -> dict[str, Any]: ...
@@ -446,6 +496,21 @@ class Backend(Protocol):
 
     def holds(self, tx: Tx) -> bool:
         """Whether `tx` is a transaction of this backend."""
+        ...
+
+    def scrub(self) -> None:
+        """After an erasure committed: leave none of the deleted or overwritten text in the
+        files (SQLite: VACUUM, then a TRUNCATE checkpoint of the log). Outside a
+        transaction; may take long on a big database."""
+        ...
+
+    def give_back_space(self) -> None:
+        """After deletions committed: return free pages to the file system where the
+        backend can (SQLite's incremental vacuum); outside a transaction."""
+        ...
+
+    def disk_bytes(self) -> int:
+        """What the database occupies (file and log, or the tables' total relation size)."""
         ...
 
     def close(self) -> None: ...

@@ -48,9 +48,11 @@ from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
 from sessiongate.store.backends import open_backend
 from sessiongate.store.changes import Change, ChangeKind
+from sessiongate.store.erasure import ErasureOps
 from sessiongate.store.kept_contexts import KeptContexts
 from sessiongate.store.mirror import SessionsMirror
 from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
+from sessiongate.store.retention import RetentionOps
 from sessiongate.store.rows import RowOps
 from sessiongate.store.transcript_ops import TranscriptOps
 from sessiongate.store.tree import TreeOps
@@ -85,7 +87,9 @@ _FRESH_INCARNATION: dict[str, Any] = {
 }
 
 
-class SessionStore(TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, IncognitoOps):
+class SessionStore(
+    TranscriptOps, TreeOps, RowOps, ImportOps, IdentityOps, IncognitoOps, ErasureOps, RetentionOps
+):
     """Routing entries, session incarnations and transcripts in `sessions_dir/state.db`."""
 
     def __init__(

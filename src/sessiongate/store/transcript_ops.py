@@ -37,7 +37,10 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.store.protocol import Backend, Tx
 
-__all__ = ["TranscriptOps"]
+__all__ = ["PREVIEW_CHARS", "TranscriptOps", "message_record"]
+
+# The longest first line of a last message `preview` gives.
+PREVIEW_CHARS = 160
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +230,33 @@ class TranscriptOps:
             rows = conn.load_path(row.sid, limit=limit)
         return [row_to_message(r) for r in rows]
 
+    def preview(self, session_id: str) -> dict[str, Any] | None:
+        """What a list shows of a session without its transcript: `message_count` (messages
+        on the active path) and `last_message` (`role`, the first line of its text, cut at
+        `PREVIEW_CHARS`, `timestamp`, `notice` for a gateway notice; None for no message),
+        from one read. None for an unknown session id."""
+        with self._db_for_id(session_id).read() as conn:
+            row = conn.get_session_row(session_id)
+            if row is None:
+                return None
+            rows = conn.load_path(row.sid, limit=1)
+        last: dict[str, Any] | None = None
+        if rows:
+            message = row_to_message(rows[-1])
+            text = _text_of(message.get("content"), None, parts=message.get("content"))
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+            if len(first) > PREVIEW_CHARS:
+                first = first[: PREVIEW_CHARS - 1] + "…"
+            metadata = message.get("metadata")
+            notice = metadata.get("gateway_notice") if isinstance(metadata, dict) else None
+            last = {
+                "role": message["role"],
+                "text": first,
+                "timestamp": message["timestamp"],
+                "notice": notice if isinstance(notice, str) else None,
+            }
+        return {"message_count": row.leaf_mdepth, "last_message": last}
+
     def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
         """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
         with self._db_for_id(session_id).read() as conn:
@@ -280,18 +310,28 @@ class TranscriptOps:
         return hits
 
     def search_detailed(
-        self, query: str, limit: int = 20, *, agent: str | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        *,
+        agent: str | None = None,
+        key_prefix: str | None = None,
+        tree_of: str | None = None,
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Search hits (only agent `agent`'s sessions when given) and whether they came from
-        the fallback scan (the index is stale)."""
+        """Search hits and whether they came from the fallback scan (the index is stale).
+
+        Only agent `agent`'s sessions (or keys starting `key_prefix`), and only `tree_of`'s
+        session and its forks, when given: filtered in the query, so `limit` hits are the
+        best-ranked among those, never fewer because others ranked higher."""
         limit = max(1, min(int(limit), 500))
-        prefix = None if agent is None else key_prefix_of(agent)
+        prefix = key_prefix if agent is None else key_prefix_of(agent)
         damage: Exception | None = None
         try:
             with self._db.transaction() as conn:
                 if not conn.search_is_stale():
                     conn.catch_up_search()
-                    return conn.search_index(query, limit, key_prefix=prefix), False
+                    hits = conn.search_index(query, limit, key_prefix=prefix, tree_of=tree_of)
+                    return hits, False
         except (StoreCorruptError, StoreUnavailableError) as exc:
             damage = exc
         if damage is not None:
@@ -302,7 +342,7 @@ class TranscriptOps:
             except (StoreCorruptError, StoreUnavailableError):
                 log.exception("could not mark the full-text index stale")
         with self._db.read() as conn:
-            return conn.search_scan(query, limit, key_prefix=prefix), True
+            return conn.search_scan(query, limit, key_prefix=prefix, tree_of=tree_of), True
 
     def rebuild_search_index(self) -> int:
         with self._db.transaction() as conn:
@@ -377,6 +417,12 @@ def _is_same_message(row: tuple[Any, ...], record: EntryRecord) -> bool:
 # Roles whose message is complete with a role and text alone (a tool result also needs its
 # tool_call_id), for the fast path below.
 _PLAIN_ROLES = frozenset({"user", "assistant", "system"})
+
+
+def message_record(message: Mapping[str, Any], ts_us: int) -> EntryRecord:
+    """The record of one chat message as an append stores it (importers build trees with
+    it); `ts_us` when the message carries no `timestamp`."""
+    return _message_record(message, ts_us, None, 0)
 
 
 def _message_record(

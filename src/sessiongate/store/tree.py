@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.entry import SessionEntry
+from sessiongate.core.fork_policy import may_fork
 from sessiongate.core.freshness import next_reset_at as _next_reset_at, resolve_rule
 from sessiongate.core.ids import new_session_id
 from sessiongate.core.keys import fork_key
@@ -31,9 +32,10 @@ from sessiongate.store.kept_contexts import (
     context_copy,
     extended,
 )
-from sessiongate.store.records import iso_from_us, to_us
+from sessiongate.store.records import EntryRecord, iso_from_us, to_us
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
     from pathlib import Path
 
@@ -78,6 +80,9 @@ class TreeOps:
         def _route_for(
             self, conn: Tx, source: SessionSource
         ) -> tuple[KeyParts, str, SessionEntry | None]: ...
+        def _append_records(
+            self, conn: Tx, row: SessionRow, records: Sequence[EntryRecord]
+        ) -> list[int | None]: ...
 
     # ------------------------------------------------------------------ branches
 
@@ -176,7 +181,12 @@ class TreeOps:
           but is still marked `forked_from_parent`, so it is not retried.
         - `into`: the child is the lane of that source (a new thread under the parent chat)
           instead of a fresh fork key; if that lane exists by the time the fork commits, it is
-          returned untouched (two first messages of one thread fork once).
+          returned untouched (two first messages of one thread fork once). When the child's
+          readers could not all read the parent (`core.fork_policy.may_fork`: a shared thread
+          under one person's lane), nothing is copied: the child starts isolated, holding
+          only the thread's parent message (the parent's user message whose platform id is the
+          thread's id, which the platform shows everyone), and is marked `fork_refused`.
+          A fork into a fresh fork key keeps the parent's readers, so it is always allowed.
         """
         mode = fork_from or "active"
         if mode not in ("active", "last-completed"):
@@ -197,10 +207,12 @@ class TreeOps:
                     f"no session with key {session_key!r}", session_key=session_key
                 )
             child_parts: KeyParts | None = None
+            refused = False
             if into is not None:
                 child_parts, child_key, existing = self._route_for(conn, into)
                 if existing is not None:
                     return existing, ""
+                refused = not may_fork(conn.get_route_parts(session_key), child_parts)
             src = conn.get_session_row(parent.session_id)
             if src is None:
                 raise SessionNotFoundError(f"no transcript for {session_key!r}")
@@ -224,8 +236,8 @@ class TreeOps:
             # so its first `upto` entries are the prefix the child gets.
             prefix = conn.load_context_events(src.sid)[:upto]
             tokens = estimate_tokens(build_model_context(prefix).messages)
-            isolated = False
-            if tokens > limit:
+            isolated = refused
+            if tokens > limit and not refused:
                 if not automatic:
                     raise ForkTooLargeError(
                         f"the fork holds about {tokens} tokens, over the limit of {limit}",
@@ -252,6 +264,10 @@ class TreeOps:
             )
             if not isolated:
                 conn.copy_path(src, child_row, upto)
+            elif refused and into is not None and into.thread_id:
+                seed = _thread_parent_message(prefix, into.thread_id, to_us(now))
+                if seed is not None:
+                    self._append_records(conn, child_row, [seed])
             child = SessionEntry(
                 session_key=child_key,
                 session_id=child_id,
@@ -274,7 +290,11 @@ class TreeOps:
                 incognito=parent.incognito,
                 forked_from_parent=True,
                 parent_session_key=session_key,
-                extra={"fork_isolated": True} if isolated else {},
+                extra=(
+                    {"fork_isolated": True, **({"fork_refused": True} if refused else {})}
+                    if isolated
+                    else {}
+                ),
             )
             if into is not None:
                 child = child.evolve(
@@ -422,3 +442,24 @@ def _entry_text(entry: tuple[Any, ...]) -> str:
                 if isinstance(p, dict) and p.get("type") == "text"
             )
     return ""
+
+
+def _thread_parent_message(
+    path: list[dict[str, Any]], thread_id: str, now_us: int
+) -> EntryRecord | None:
+    """The thread's parent message on a parent lane's path, as the record that seeds an
+    isolated thread: the user message that is exactly the platform message `thread_id` (never
+    one merged with others, which would carry more than everyone saw)."""
+    for event in reversed(path):
+        if event.get("type") != "message" or event.get("role") != "user":
+            continue
+        metadata = event.get("metadata")
+        if not isinstance(metadata, dict) or metadata.get("message_ids") != [thread_id]:
+            continue
+        content = event.get("content")
+        if not isinstance(content, str):
+            return None
+        return EntryRecord(
+            "message", "user", content, {"metadata": {"thread_parent": True}}, now_us
+        )
+    return None

@@ -8,7 +8,7 @@ gateway: the dashboard works offline, and the Content-Security-Policy forbids an
 
 from __future__ import annotations
 
-from sessiongate.ui.routes import router
+from sessiongate.ui.routes import root_router, router
 from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE, UiSession, UiSessions
 
-__all__ = ["CSRF_HEADER", "SESSION_COOKIE", "UiSession", "UiSessions", "router"]
+__all__ = ["CSRF_HEADER", "SESSION_COOKIE", "UiSession", "UiSessions", "root_router", "router"]

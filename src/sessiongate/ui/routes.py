@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.config import GatewayConfig
 
-__all__ = ["SECURITY_HEADERS", "router", "static_dir"]
+__all__ = ["SECURITY_HEADERS", "root_router", "router", "static_dir"]
 
 # No script, style, image or connection may come from anywhere but the gateway itself, and no
 # inline script runs: a transcript that smuggles markup past the escaping still cannot act.
@@ -42,6 +42,8 @@ SECURITY_HEADERS = {
 MAX_LOGIN_BYTES = 8_192
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
+# `/` itself: a person who opens the gateway's address in a browser lands on the dashboard.
+root_router = APIRouter(include_in_schema=False)
 
 
 def static_dir() -> Path:
@@ -95,6 +97,11 @@ def _set_cookie(request: Request, response: Response, session_id: str) -> None:
         secure=request.url.scheme == "https",
         path="/",
     )
+
+
+@root_router.get("/")
+async def site_root() -> Response:
+    return RedirectResponse("/ui/", status_code=303)
 
 
 @router.get("")

@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from discord_harness import DiscordHarness
+from matrix_harness import MatrixHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
+from whatsapp_harness import WhatsAppHarness
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -20,8 +22,10 @@ if TYPE_CHECKING:
 # name -> factory(tmp_path, clock). Slack and Discord add theirs here.
 HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
     "discord": DiscordHarness,
+    "matrix": MatrixHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
+    "whatsapp": WhatsAppHarness,
 }
 
 

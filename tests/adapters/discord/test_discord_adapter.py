@@ -50,8 +50,9 @@ class Gateway:
     ) -> None:
         section: dict[str, Any] = {"token": stub.token, "api_base_url": url, "allow_from": ["*"]}
         heartbeat_timeout = settings.pop("heartbeat_timeout", 60.0)
+        shared = settings.pop("group_sessions_per_user", True)
         section.update(settings)
-        self.config = GatewayConfig(platforms={"discord": section})
+        self.config = GatewayConfig(platforms={"discord": section}, group_sessions_per_user=shared)
         self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
         platform = self.config.platforms["discord"]
         assert isinstance(platform, DiscordConfig)
@@ -192,7 +193,8 @@ async def test_the_watchdog_reconnects_a_gateway_that_went_silent(tmp_path, cloc
 
 async def test_the_first_message_of_a_thread_forks_the_channel_session(tmp_path, clock, stub):
     api, url = stub
-    gateway = Gateway(tmp_path, clock, api, url)
+    # A shared channel lane: everyone in the thread has seen what it holds, so it may be forked.
+    gateway = Gateway(tmp_path, clock, api, url, group_sessions_per_user=False)
     await gateway.start(api)
     try:
         api.dispatch("MESSAGE_CREATE", message(api, "remember the word kiwi"))
@@ -205,6 +207,23 @@ async def test_the_first_message_of_a_thread_forks_the_channel_session(tmp_path,
         assert any("kiwi" in str(c) for c in contents)
         assert api.sent[-1]["channel_id"] == THREAD  # the reply went to the thread
         assert api.sent[-1]["allowed_mentions"] == {"parse": ["users"], "replied_user": True}
+    finally:
+        await gateway.close()
+
+
+async def test_a_shared_thread_under_a_per_user_channel_lane_starts_isolated(tmp_path, clock, stub):
+    api, url = stub
+    gateway = Gateway(tmp_path, clock, api, url)  # the defaults: per-user channel lanes
+    await gateway.start(api)
+    try:
+        api.dispatch("MESSAGE_CREATE", message(api, "remember the word kiwi"))
+        await gateway.settle(1)
+        api.dispatch("MESSAGE_CREATE", message(api, "what was the word?", channel=THREAD))
+        await gateway.settle(2)
+        thread = next(s for s in gateway.store.list_sessions() if s.origin.thread_id == THREAD)
+        assert thread.extra.get("fork_refused") is True
+        contents = [m["content"] for m in gateway.store.load_transcript(thread.session_id)]
+        assert not any("kiwi" in str(c) for c in contents)
     finally:
         await gateway.close()
 

@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -251,6 +252,73 @@ async def test_the_watchdog_rebuilds_a_socket_that_stays_down(tmp_path, clock, s
         assert gateway.adapter.counters.stalls == 1
     finally:
         await gateway.close()
+
+
+async def test_a_shared_thread_never_holds_what_was_said_in_one_persons_lane(events, clock):
+    """The defaults (per-user channel lanes, shared threads): an operator's note in Alice's
+    lane must not reach the thread Alice opens and Bob joins, nor its model context."""
+    _, base, gateway = events
+    root = "1767225600.000100"
+    note = "OPERATOR NOTE: alice is on a performance plan"
+    async with httpx.AsyncClient(base_url=base) as client:
+
+        async def post(body: dict[str, Any]) -> None:
+            raw, headers = signed(body, clock)
+            response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+            assert response.status_code == 200
+
+        await post(callback("Ev1", "<@UBOT> plan the launch", ts=root))
+        await gateway.settle(1)
+        [alice] = gateway.store.list_sessions()
+        assert alice.session_key.endswith(":U0ANN")  # her own lane in the channel
+        response = await client.post(
+            f"/v1/sessions/{quote(alice.session_key, safe='')}/messages", json={"text": note}
+        )
+        assert response.status_code == 200
+        in_thread = callback("Ev2", "<@UBOT> details?", ts="1767225700.000100")
+        in_thread["event"]["thread_ts"] = root
+        await post(in_thread)
+        await gateway.settle(2)
+        bob = callback("Ev3", "<@UBOT> me too", ts="1767225800.000100")
+        bob["event"].update(thread_ts=root, user="U0BOB")
+        await post(bob)
+        await gateway.settle(3)
+    [thread] = [s for s in gateway.store.list_sessions() if s.origin and s.origin.thread_id]
+    assert thread.extra.get("fork_refused") is True
+    transcript = gateway.store.load_transcript(thread.session_id)
+    context = gateway.store.model_context(thread.session_id).messages
+    assert note not in repr(transcript)
+    assert note not in repr(context)
+    # The thread's parent message (everyone sees it in the channel) is its first context.
+    assert transcript[0]["content"] == "plan the launch"
+    assert "me too" in repr(transcript)
+    assert note in repr(gateway.store.load_transcript(alice.session_id))
+
+
+async def test_a_thread_bob_opens_under_alices_post_starts_with_her_post_alone(events, clock):
+    _, base, gateway = events
+    root = "1767225600.000100"
+    async with httpx.AsyncClient(base_url=base) as client:
+
+        async def post(body: dict[str, Any]) -> None:
+            raw, headers = signed(body, clock)
+            response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+            assert response.status_code == 200
+
+        await post(callback("Ev1", "<@UBOT> plan the launch", ts=root))
+        await gateway.settle(1)
+        await post(callback("Ev2", "<@UBOT> my salary is 90k", ts="1767225650.000100"))
+        await gateway.settle(2)
+        bob = callback("Ev3", "<@UBOT> count me in", ts="1767225800.000100")
+        bob["event"].update(thread_ts=root, user="U0BOB", parent_user_id="U0ANN")
+        await post(bob)
+        await gateway.settle(3)
+    [thread] = [s for s in gateway.store.list_sessions() if s.origin and s.origin.thread_id]
+    assert thread.extra.get("fork_refused") is True
+    transcript = gateway.store.load_transcript(thread.session_id)
+    assert transcript[0]["content"] == "plan the launch"
+    assert "90k" not in repr(transcript)
+    assert "90k" not in repr(gateway.store.model_context(thread.session_id).messages)
 
 
 async def test_a_thread_slack_refuses_gets_the_reply_in_the_channel(tmp_path, clock, stub):

@@ -48,8 +48,9 @@ class Gateway:
     def __init__(self, tmp_path: Path, clock, url: str, stub: tg.BotApiStub, **settings: Any):
         section = {"token": stub.token, "base_url": url, "poll_timeout_seconds": 1}
         section["allow_from"] = ["*"]
+        shared = settings.pop("group_sessions_per_user", True)
         section.update(settings)
-        self.config = GatewayConfig(platforms={"telegram": section})
+        self.config = GatewayConfig(platforms={"telegram": section}, group_sessions_per_user=shared)
         self.store = SessionStore(tmp_path / "home" / "sessions", self.config, clock=clock)
         platform = self.config.platforms["telegram"]
         assert isinstance(platform, TelegramConfig)
@@ -166,7 +167,8 @@ async def test_a_refused_token_fails_the_start_without_retrying(tmp_path, clock,
 
 async def test_the_first_message_of_a_new_topic_forks_the_group_session(tmp_path, clock, stub):
     bot_api, url = stub
-    gateway = Gateway(tmp_path, clock, url, bot_api)
+    # A shared group lane: everyone in the topic has seen what it holds, so it may be forked.
+    gateway = Gateway(tmp_path, clock, url, bot_api, group_sessions_per_user=False)
     await gateway.runner.start()
     try:
         group = -1001
@@ -197,6 +199,34 @@ async def test_the_first_message_of_a_new_topic_forks_the_group_session(tmp_path
         assert any("kiwi" in str(c) for c in contents)
         # The reply went to the topic.
         assert bot_api.sent[-1]["message_thread_id"] == "55"
+    finally:
+        await gateway.close()
+
+
+async def test_a_topic_under_per_user_group_lanes_starts_isolated(tmp_path, clock, stub):
+    bot_api, url = stub
+    gateway = Gateway(tmp_path, clock, url, bot_api)  # the defaults: per-user group lanes
+    await gateway.runner.start()
+    try:
+        group = -1001
+        mention = [{"offset": 0, "length": 7, "type": "mention"}]
+        bot_api.push_message(
+            "@sg_bot remember the word kiwi", chat_id=group, chat_type="supergroup",
+            entities=mention,
+        )  # fmt: skip
+        await asyncio.wait_for(gateway.adapter.wait_events(1), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        topic_chat = {"id": group, "type": "supergroup", "title": "g", "is_forum": True}
+        bot_api.push_message(
+            "@sg_bot what was the word?", chat_id=group, chat_type="supergroup",
+            entities=mention, chat=topic_chat, message_thread_id=55, is_topic_message=True,
+        )  # fmt: skip
+        await asyncio.wait_for(gateway.adapter.wait_events(2), HANG_GUARD)
+        await asyncio.wait_for(gateway.runner.wait_idle(), HANG_GUARD)
+        thread = next(s for s in gateway.store.list_sessions() if s.origin.thread_id == "55")
+        assert thread.extra.get("fork_refused") is True
+        contents = [m["content"] for m in gateway.store.load_transcript(thread.session_id)]
+        assert not any("kiwi" in str(c) for c in contents)
     finally:
         await gateway.close()
 

@@ -12,7 +12,9 @@ drops the event (so "the bot is silent" can be diagnosed):
 2. gating (own and bot messages, edits, mentions in groups) and access (allow list, DM
    policy; an unknown DM sender under `pairing` gets one code);
 3. oversized media is answered with a notice; a thread's first message forks its session
-   from the parent chat's (the spec's automatic parent fork policy);
+   from the parent chat's (the spec's automatic parent fork policy), unless the thread is
+   shared and the parent lane is one person's (`core.fork_policy`): then it starts isolated,
+   with only the thread's parent message;
 4. the hand-off: `runner.handle_message(wait=False)` returns once the message is durably
    accepted; only then is the claim finished, and only then may the caller advance its
    offset or cursor. A hand-off that fails releases the claim, so the redelivery is processed.
@@ -618,7 +620,9 @@ class KitAdapter:
             return
         child, _ = store.fork_session(parent_key, automatic=True, into=source)
         log.info(
-            "thread session forked from its parent chat",
+            "thread session started isolated: a shared thread under one person's lane"
+            if child.extra.get("fork_refused")
+            else "thread session forked from its parent chat",
             extra={"session_key": child.session_key, "parent_key": parent_key},
         )
 

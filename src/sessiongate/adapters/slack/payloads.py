@@ -132,12 +132,16 @@ def parse_envelope(
     )
     parent = None
     if thread_id is not None:
+        # The lane the thread's root message is in: its author's (Slack names them), so a
+        # thread someone else opens still finds the root; under the bot's own post, the poster's.
+        root_author = message.get("parent_user_id")
+        by_root = bool(root_author) and str(root_author) != me.user_id
         parent = SessionSource(
             platform=Platform.SLACK,
             chat_id=channel,
             chat_type=chat_type,
-            user_id=source.user_id,
-            user_name=source.user_name,
+            user_id=str(root_author) if by_root else source.user_id,
+            user_name=None if by_root else source.user_name,
             guild_id=team,
         )
     return PlatformEvent(

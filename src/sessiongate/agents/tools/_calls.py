@@ -3,8 +3,15 @@
 Whatever the model or the tool does wrong becomes a result the model can read, never an
 exception out of the turn: an unknown tool, arguments that are not JSON or do not match the
 schema, a tool that raises, one that runs past its timeout (stopped), one that returns something
-that is not JSON. Only cancellation (an interrupt, `/stop`, the drain) goes through. Calls of one
-message run concurrently when `parallel`, and their results come back in the calls' order.
+that is not JSON, arguments nested too deeply to parse, and anything unforeseen while running
+one call. Only cancellation (an interrupt, `/stop`, the drain) goes through. Calls of one
+message run concurrently when `parallel`, and their results come back in the calls' order, so
+one bad call never costs the others their results.
+
+Before a message's calls are stored or run, `repair_tool_calls` makes each one storable and
+sendable back to the model: a name no server accepts (empty, too long, odd characters)
+becomes `INVALID_TOOL_NAME`, and a missing or repeated call id a fresh one, so the turn's
+transcript stays valid and the model reads one error result per bad call.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import contextlib
 import inspect
 import json
 import logging
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +30,26 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from sessiongate.agents.tools._schema import describe_validation_error
 from sessiongate.core.turn_events import ToolResult
+from sessiongate.gateway.tracing import traced
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sessiongate.agents.tools import Tool, ToolContext
 
-__all__ = ["ToolLimits", "run_tool_calls"]
+__all__ = ["INVALID_TOOL_NAME", "ToolLimits", "repair_tool_calls", "run_tool_calls"]
 
 log = logging.getLogger(__name__)
+
+# What a call whose name no chat API accepts is stored and sent back as: the transcript refuses
+# an empty name, and servers refuse names outside this pattern in the next request.
+INVALID_TOOL_NAME = "invalid_tool_name"
+_SENDABLE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Arguments nested deeper than this are refused before they are parsed: Python's parser and
+# the schema's validation recurse once per level and would fail the whole turn at ~1,000.
+MAX_ARGUMENT_DEPTH = 64
+_OPENERS = frozenset("[{")
+_CLOSERS = frozenset("]}")
 
 
 class ToolLimits:
@@ -54,6 +73,58 @@ class ToolLimits:
         return tool.timeout_seconds if tool.timeout_seconds is not None else self.timeout_seconds
 
 
+def repair_tool_calls(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """An assistant message's `tool_calls` made valid to store and to send back: each call an
+    object of type `function` with a sendable name (else `INVALID_TOOL_NAME`), string
+    arguments and an id of its own."""
+    repaired: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        function = function if isinstance(function, dict) else {}
+        name = function.get("name")
+        if not isinstance(name, str) or not _SENDABLE_NAME.fullmatch(name):
+            log.info(
+                "tool call with a name no server accepts",
+                extra={"tool": str(name)[:80]},
+            )
+            name = INVALID_TOOL_NAME
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = "{}" if arguments is None else _dumped(arguments)
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = f"call_{index}"
+            while call_id in seen:
+                call_id += "_"
+        seen.add(call_id)
+        repaired.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        )
+    return repaired
+
+
+def _dumped(value: object) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return "{}"
+
+
+def _too_deep(raw: str) -> bool:
+    """Whether JSON text nests brackets deeper than `MAX_ARGUMENT_DEPTH` (brackets inside
+    strings counted too: an overestimate only refuses arguments no tool needs)."""
+    depth = 0
+    for char in raw:
+        if char in _OPENERS:
+            depth += 1
+            if depth > MAX_ARGUMENT_DEPTH:
+                return True
+        elif char in _CLOSERS:
+            depth -= 1
+    return False
+
+
 async def run_tool_calls(
     calls: Sequence[Mapping[str, Any]],
     tools: Mapping[str, Tool],
@@ -62,12 +133,45 @@ async def run_tool_calls(
 ) -> list[ToolResult]:
     """One `ToolResult` per call of an assistant message's `tool_calls`, in their order."""
     if not limits.parallel or len(calls) == 1:
-        return [await _run_one(call, tools, context, limits) for call in calls]
+        return [await _run_guarded(call, tools, context, limits) for call in calls]
     async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(_run_one(call, tools, context, limits)) for call in calls]
+        tasks = [group.create_task(_run_guarded(call, tools, context, limits)) for call in calls]
     return [task.result() for task in tasks]
 
 
+async def _run_guarded(
+    call: Mapping[str, Any],
+    tools: Mapping[str, Tool],
+    context: ToolContext,
+    limits: ToolLimits,
+) -> ToolResult:
+    """`_run_one`, whose every failure is already a result; anything it did not foresee
+    (an `Exception`, never a cancellation) still becomes this call's error result, logged
+    with its traceback, so the other calls and the turn go on."""
+    try:
+        return await _run_one(call, tools, context, limits)
+    except Exception as exc:
+        log.exception("tool call failed unexpectedly", extra={"session_key": context.session_key})
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        payload = json.dumps({"error": f"the call could not be run: {type(exc).__name__}"})
+        return ToolResult(str(call.get("id") or ""), str(name or ""), payload, is_error=True)
+
+
+def _tool_name(call: Mapping[str, Any], *_: Any) -> str:
+    return str((call.get("function") or {}).get("name") or "")
+
+
+@traced(
+    lambda call, *_: f"execute_tool {_tool_name(call)}",
+    start=lambda call, tools, context, limits: {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": _tool_name(call),
+        "gen_ai.tool.call.id": call.get("id"),
+        "sessiongate.turn_id": context.turn_id,
+    },
+    finish=lambda result, *_: {"error.type": "tool_error" if result.is_error else None},
+)
 async def _run_one(
     call: Mapping[str, Any],
     tools: Mapping[str, Tool],
@@ -86,21 +190,30 @@ async def _run_one(
         payload = json.dumps({"error": text}, ensure_ascii=False)
         return ToolResult(call_id, name, payload, is_error=True)
 
+    known = ", ".join(sorted(tools)) or "none"
+    if name == INVALID_TOOL_NAME and name not in tools:
+        return error(f"the call names no valid tool (a name is 1 to 64 of A-Z a-z 0-9 _ -); "
+                     f"the tools are: {known}")  # fmt: skip
     tool = tools.get(name)
     if tool is None:
-        known = ", ".join(sorted(tools)) or "none"
         return error(f"unknown tool {name!r}; the tools are: {known}")
     raw = function.get("arguments") or "{}"
+    if isinstance(raw, str) and _too_deep(raw):
+        return error(f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep")
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError as exc:
         return error(f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})")
+    except RecursionError:
+        return error(f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep")
     if not isinstance(arguments, dict):
         return error("the arguments must be a JSON object")
     try:
         validated = tool.arguments.model_validate(arguments)
     except ValidationError as exc:
         return error(f"the arguments do not match the schema: {describe_validation_error(exc)}")
+    except RecursionError:
+        return error(f"the arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep")
     kwargs = dict(validated)
     if tool.context_parameter is not None:
         kwargs[tool.context_parameter] = context

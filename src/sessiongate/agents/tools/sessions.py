@@ -5,10 +5,17 @@ Off unless named in `agent.openai.tools`. What they may see is `session_tools.vi
 session of its agent namespace, `all` everything. A session outside that is answered exactly like
 one that does not exist, so a tool never confirms that someone else's conversation is there.
 
+Incognito sessions are outside every visibility: their keys look like forks of the person's
+ordinary session (`<key>:%f<hex>`), but no tool lists, reads, searches or sends to them, and an
+incognito session's tools never send into another session, so nothing of one is copied into a
+persistent transcript (a tool result is stored with the calling turn).
+
 `sessions_spawn` forks a sub-agent session by the spec's automatic parent fork policy: the
 parent's active branch, or an isolated start when that branch is larger than the child model's
 usable input capacity (`session_tools.context_windows`, else the 100K cap); the task runs as
-the child's first turn and its reply comes back as the tool's result.
+the child's first turn and its reply comes back as the tool's result. The child is a fork key
+of the caller's lane, so it has the caller's readers and `core.fork_policy` allows the copy
+(the store's `fork_session` applies that rule to every fork).
 """
 
 from __future__ import annotations
@@ -71,10 +78,17 @@ def _host(context: ToolContext) -> AgentHost:
     return context.host
 
 
+def _may_see(context: ToolContext, host: AgentHost, session_key: str) -> bool:
+    """`is_visible`, and never an incognito session (held in memory only, by design)."""
+    visibility = context.settings.visibility
+    return is_visible(
+        session_key, caller=context.session_key, visibility=visibility
+    ) and not host.store.is_incognito(session_key)
+
+
 def _entry(context: ToolContext, session_key: str) -> SessionEntry:
     host = _host(context)
-    visibility = context.settings.visibility
-    if not is_visible(session_key, caller=context.session_key, visibility=visibility):
+    if not _may_see(context, host, session_key):
         raise _NotVisibleError(session_key)
     entry = host.store.get_session(session_key)
     if entry is None:
@@ -102,11 +116,8 @@ async def sessions_list(context: ToolContext, limit: int = 20) -> list[dict[str,
         limit: the most sessions to return (1 to 200)
     """
     host = _host(context)
-    visibility = context.settings.visibility
     entries = [
-        entry
-        for entry in host.store.list_sessions()
-        if is_visible(entry.session_key, caller=context.session_key, visibility=visibility)
+        entry for entry in host.store.list_sessions() if _may_see(context, host, entry.session_key)
     ]
     return [_row(entry) for entry in entries[: max(1, min(limit, 200))]]
 
@@ -155,14 +166,20 @@ async def sessions_search(
     host = _host(context)
     visibility = context.settings.visibility
     wanted = max(1, min(limit, 50))
-    # Hits outside the visible sessions are dropped after the search, so ask for more.
-    hits = host.store.search(query, limit=wanted * 10 if visibility != "all" else wanted)
-    visible = [
+    caller = context.session_key
+    # The visible set is part of the query, so others' better-ranked hits never crowd out the
+    # caller's own; the check after it is a second guard, never the filter.
+    hits, _ = host.store.search_detailed(
+        query,
+        limit=wanted,
+        key_prefix=f"{_namespace(caller)}:" if visibility == "agent" else None,
+        tree_of=caller if visibility == "tree" else None,
+    )
+    return [
         {**hit, "snippet": _text(hit.get("snippet"))}
         for hit in hits
-        if is_visible(hit["session_key"], caller=context.session_key, visibility=visibility)
+        if _may_see(context, host, hit["session_key"])
     ]
-    return visible[:wanted]
 
 
 async def sessions_send(context: ToolContext, session_key: str, text: str) -> dict[str, Any]:
@@ -176,6 +193,8 @@ async def sessions_send(context: ToolContext, session_key: str, text: str) -> di
         raise ValueError("this is the calling session: answer in your reply instead")
     if not text.strip():
         raise ValueError("the text is empty")
+    if _host(context).store.is_incognito(context.session_key):
+        raise ValueError("an incognito session cannot send into another session")
     entry = _entry(context, session_key)
     source = entry.origin or _api_source(session_key, entry)
     event = MessageEvent(

@@ -322,6 +322,28 @@ _V8 = [
     "ALTER FUNCTION sg_us(timestamptz) STABLE",
 ]
 
+# A receiver's cursor per platform and account, as on SQLite (see its migration 9).
+_V9 = [
+    """CREATE TABLE platform_cursors (
+        platform text NOT NULL,
+        account text NOT NULL,
+        cursor text NOT NULL,
+        updated_at timestamptz NOT NULL,
+        PRIMARY KEY (platform, account)
+    )""",
+]
+
+# Erasure receipts, as on SQLite (see the comment on its migration 10).
+_V10 = [
+    """CREATE TABLE erasures (
+        id bigserial PRIMARY KEY,
+        erased_at timestamptz NOT NULL,
+        subject_hash text NOT NULL,
+        counts jsonb NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -331,4 +353,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "the lane fence and a reply's journal step as statements that fail their transaction", _V6),
     (7, "a route written over as seen, checked at the server", _V7),
     (8, "time conversions the planner inlines", _V8),
+    (9, "platform receiver cursors", _V9),
+    (10, "erasure receipts", _V10),
 ]

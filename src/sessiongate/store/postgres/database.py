@@ -419,6 +419,24 @@ class PostgresDatabase:
         with self.transaction() as tx:
             copy.finish_copy(tx.conn, table)
 
+    def scrub(self) -> None:
+        """Nothing to do in a transaction: deleted and overwritten rows are dead tuples that
+        no query returns, and (auto)vacuum reclaims their space (docs/PRIVACY.md)."""
+        return None
+
+    def give_back_space(self) -> None:
+        """Autovacuum's job on PostgreSQL."""
+        return None
+
+    def disk_bytes(self) -> int:
+        with self.read() as tx:
+            row = tx.conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+                "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def holds(self, tx: object) -> bool:
         return tx is self._tx
 

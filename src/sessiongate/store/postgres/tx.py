@@ -21,9 +21,10 @@ import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.core.jsontext import json_encoder
-from sessiongate.core.keys import KeyParts
+from sessiongate.core.keys import FORK_TAG, KeyParts
 from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
+from sessiongate.store.postgres.erasure import PostgresErasure
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
@@ -217,6 +218,8 @@ SELECT s.session_id, s.session_key, e.role,
 FROM entries e JOIN sessions s ON s.sid = e.sid, plainto_tsquery('simple', %(terms)s) AS q
 WHERE e.search @@ q AND e.on_path = 1
   AND (%(prefix)s::text IS NULL OR starts_with(s.session_key, %(prefix)s::text))
+  AND (%(tree)s::text IS NULL OR s.session_key = %(tree)s::text
+       OR starts_with(s.session_key, %(forks)s::text))
 ORDER BY ts_rank(e.search, q) DESC, e.id DESC
 LIMIT %(limit)s
 """
@@ -226,6 +229,8 @@ FROM entries e JOIN sessions s ON s.sid = e.sid
 WHERE e.on_path = 1 AND e.type = 'message' AND e.role IN ('user', 'assistant')
   AND e.content LIKE %(like)s ESCAPE '\\'
   AND (%(prefix)s::text IS NULL OR starts_with(s.session_key, %(prefix)s::text))
+  AND (%(tree)s::text IS NULL OR s.session_key = %(tree)s::text
+       OR starts_with(s.session_key, %(forks)s::text))
 ORDER BY e.id DESC
 LIMIT %(limit)s
 """
@@ -528,7 +533,7 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
     }
 
 
-class PostgresTx(PostgresPlatformState):
+class PostgresTx(PostgresPlatformState, PostgresErasure):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
@@ -1280,21 +1285,26 @@ class PostgresTx(PostgresPlatformState):
         return None
 
     def search_index(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         terms = _TOKEN.findall(query)
         if not terms:
             return []
-        params = {"terms": " ".join(terms[:32]), "prefix": key_prefix, "limit": limit}
+        params = {
+            "terms": " ".join(terms[:32]),
+            "prefix": key_prefix,
+            "limit": limit,
+            **_tree(tree_of),
+        }
         return [_hit(r) for r in self._all(_SEARCH, params)]
 
     def search_scan(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         if not _TOKEN.findall(query):
             return []
         like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        params = {"like": like, "prefix": key_prefix, "limit": limit}
+        params = {"like": like, "prefix": key_prefix, "limit": limit, **_tree(tree_of)}
         return [_hit(r, scan=True) for r in self._all(_SCAN, params)]
 
     def rebuild_search_index(self) -> int:
@@ -1794,3 +1804,8 @@ class PostgresTx(PostgresPlatformState):
 
     def release_leader(self, name: str, owner: str, epoch: int) -> bool:
         return leases.release_leader(self.conn, name, owner, epoch)
+
+
+def _tree(tree_of: str | None) -> dict[str, str | None]:
+    """The `tree` and `forks` parameters of a search: a key, and the prefix of its forks' keys."""
+    return {"tree": tree_of, "forks": None if tree_of is None else f"{tree_of}:{FORK_TAG}"}

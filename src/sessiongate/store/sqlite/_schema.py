@@ -304,6 +304,32 @@ _V8 = [
     "CREATE UNIQUE INDEX routes_label ON routes(label) WHERE label IS NOT NULL",
 ]
 
+# A receiver's cursor that is not a platform event id (Matrix's `/sync` `since` token), per
+# platform and account: written only after the batch it follows was durably accepted, so a
+# restart resumes where the last accepted batch ended (DESIGN decision 13).
+_V9 = [
+    """CREATE TABLE platform_cursors (
+        platform TEXT NOT NULL,
+        account TEXT NOT NULL,
+        cursor TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (platform, account)
+    ) WITHOUT ROWID""",
+]
+
+# The audit trail of right-to-erasure requests (`store/erasure.py`): one receipt per request,
+# naming the person only by an HMAC of `<platform>:<user_id>` under the home's salt (meta
+# `erasure_salt`), with what was removed (`counts`, JSON).
+_V10 = [
+    """CREATE TABLE erasures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        erased_at INTEGER NOT NULL,
+        subject_hash TEXT NOT NULL,
+        counts TEXT NOT NULL
+    )""",
+    "CREATE INDEX erasures_subject ON erasures(subject_hash)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -313,4 +339,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (6, "routing writes keep no index on updated_at", _V6),
     (7, "platform event claims, pairing, thread participation, sends", _V7),
     (8, "routes as a rowid table keyed by a unique index", _V8),
+    (9, "platform receiver cursors", _V9),
+    (10, "erasure receipts", _V10),
 ]

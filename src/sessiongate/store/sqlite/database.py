@@ -101,6 +101,8 @@ class Database:
             self._tx = SqliteTx(self.conn, keeps_rows=True)
             self._configure(synchronous, busy_timeout_ms)
             self._migrate()
+            if path is not None:
+                self._incremental_auto_vacuum()
             if path is None:
                 self._number_rows_from(MEMORY_ROW_BASE)
             else:
@@ -127,6 +129,9 @@ class Database:
     def _configure(self, synchronous: str, busy_timeout_ms: int) -> None:
         conn = self.conn
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        # Freed pages can be given back (`give_back_space`); on a new file this takes effect
+        # with the first table, an older one is converted once after its migrations.
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         # Write-ahead log: readers never block the writer and a crash never tears a commit.
         _enable_wal(conn, busy_timeout_ms)
         # NORMAL in WAL loses at most the last commits on power loss, never on a process crash;
@@ -167,6 +172,24 @@ class Database:
             if newest > known:
                 raise StoreUnavailableError(
                     f"state.db has schema version {newest}, newer than this sessiongate ({known})"
+                )
+
+    def _incremental_auto_vacuum(self) -> None:
+        """A file made before `auto_vacuum=INCREMENTAL` was set at creation keeps mode NONE
+        until a VACUUM rewrites it: done once here, at the first open by this version (it
+        takes as long as copying the file; later opens find the mode set)."""
+        with self.lock:
+            if int(self.conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == 2:
+                return
+            log.warning("converting %s to incremental auto-vacuum (one time)", self.path)
+            self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            try:
+                self.conn.execute("VACUUM")
+            except sqlite3.OperationalError as exc:
+                # Another connection is busy with the file: the next open tries again, and
+                # until then freed pages are reused in place instead of given back.
+                log.warning(
+                    "could not convert %s now (%s); will retry at next open", self.path, exc
                 )
 
     def _number_rows_from(self, base: int) -> None:
@@ -325,6 +348,46 @@ class Database:
         finally:
             self.lock.release()
         return True
+
+    def scrub(self) -> None:
+        """Rewrite the file from what it holds now (VACUUM) and empty the log (a TRUNCATE
+        checkpoint): no page, free or live, of the file or its log keeps deleted or
+        overwritten text. Takes the writer lock for as long as the rewrite lasts."""
+        if self.path is None:
+            return
+        with self.lock:
+            try:
+                self.conn.execute("PRAGMA secure_delete=ON")
+                self.conn.execute("VACUUM")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(f"could not scrub {self.path}: {exc}") from exc
+            finally:
+                self.conn.execute("PRAGMA secure_delete=OFF")
+
+    def give_back_space(self) -> None:
+        """Return free pages to the file system (`auto_vacuum=INCREMENTAL`): they move to the
+        end of the file, which the next checkpoint truncates."""
+        if self.path is None:
+            return
+        with self.lock:
+            # It frees one page per step, and `execute` steps a statement without result
+            # columns once: `executescript` steps it to its end (no transaction is open here).
+            try:
+                self.conn.executescript("PRAGMA incremental_vacuum;")
+            except sqlite3.OperationalError as exc:
+                log.warning("incremental vacuum skipped (%s); the pages stay free for reuse", exc)
+                return
+        self.checkpoint_now()
+
+    def disk_bytes(self) -> int:
+        """The bytes of live pages (the file less its free pages): what the data takes, not
+        the log's momentary length, so a budget compares the same thing every time."""
+        with self.lock:
+            pages = int(self.conn.execute("PRAGMA page_count").fetchone()[0])
+            free = int(self.conn.execute("PRAGMA freelist_count").fetchone()[0])
+            size = int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+        return (pages - free) * size
 
     def checkpoint_now(self) -> None:
         """Ask the checkpointer to run now (tests, and after a bulk import)."""

@@ -171,3 +171,20 @@ class SqlitePlatformState:
             (platform, turn_id),
         ).fetchone()
         return None if row is None else (str(row[0]), row[1])
+
+    # ------------------------------------------------------------------ receiver cursors
+
+    def get_cursor(self, platform: str, account: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT cursor FROM platform_cursors WHERE platform = ? AND account = ?",
+            (platform, account),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_cursor(self, platform: str, account: str, cursor: str, now: int) -> None:
+        self.conn.execute(
+            "INSERT INTO platform_cursors (platform, account, cursor, updated_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (platform, account) DO UPDATE SET "
+            "cursor = excluded.cursor, updated_at = excluded.updated_at",
+            (platform, account, cursor, now),
+        )

@@ -16,6 +16,7 @@ import re
 import sqlite3
 from typing import Any
 
+from sessiongate.core.keys import FORK_TAG
 from sessiongate.store.sqlite._codec import iso_from_us
 
 __all__ = [
@@ -71,6 +72,8 @@ JOIN sessions s ON s.sid = e.sid
 WHERE entries_fts MATCH :match AND e.on_path = 1 AND e.type = 'message'
   AND e.role IN ('user', 'assistant')
   AND (:prefix IS NULL OR substr(s.session_key, 1, length(:prefix)) = :prefix)
+  AND (:tree IS NULL OR s.session_key = :tree
+       OR substr(s.session_key, 1, length(:forks)) = :forks)
 ORDER BY rank
 LIMIT :limit
 """
@@ -80,6 +83,8 @@ FROM entries e JOIN sessions s ON s.sid = e.sid
 WHERE e.on_path = 1 AND e.type = 'message' AND e.role IN ('user', 'assistant')
   AND e.content LIKE :like ESCAPE '\\'
   AND (:prefix IS NULL OR substr(s.session_key, 1, length(:prefix)) = :prefix)
+  AND (:tree IS NULL OR s.session_key = :tree
+       OR substr(s.session_key, 1, length(:forks)) = :forks)
 ORDER BY e.id DESC
 LIMIT :limit
 """
@@ -143,26 +148,41 @@ def lower_cursor(conn: sqlite3.Connection) -> None:
 
 
 def query_index(
-    conn: sqlite3.Connection, query: str, limit: int, *, key_prefix: str | None = None
+    conn: sqlite3.Connection,
+    query: str,
+    limit: int,
+    *,
+    key_prefix: str | None = None,
+    tree_of: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Hits from the index (only keys starting `key_prefix` when given); raises
-    `sqlite3.DatabaseError` if the index is damaged."""
+    """Hits from the index (only keys starting `key_prefix`, and only `tree_of` and its forks,
+    when given); raises `sqlite3.DatabaseError` if the index is damaged."""
     match = fts_query(query)
     if match is None:
         return []
-    params = {"match": match, "prefix": key_prefix, "limit": limit}
+    params = {"match": match, "prefix": key_prefix, "limit": limit, **_tree(tree_of)}
     return [_hit(r) for r in conn.execute(_SEARCH, params).fetchall()]
 
 
 def scan(
-    conn: sqlite3.Connection, query: str, limit: int, *, key_prefix: str | None = None
+    conn: sqlite3.Connection,
+    query: str,
+    limit: int,
+    *,
+    key_prefix: str | None = None,
+    tree_of: str | None = None,
 ) -> list[dict[str, Any]]:
     """The fallback: a LIKE scan of active message text, slower but independent of the index."""
     if fts_query(query) is None:
         return []
     like = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    params = {"like": like, "prefix": key_prefix, "limit": limit}
+    params = {"like": like, "prefix": key_prefix, "limit": limit, **_tree(tree_of)}
     return [_hit(r, scan=True) for r in conn.execute(_SCAN, params).fetchall()]
+
+
+def _tree(tree_of: str | None) -> dict[str, str | None]:
+    """The `:tree` and `:forks` parameters: a key, and the prefix of its forks' keys."""
+    return {"tree": tree_of, "forks": None if tree_of is None else f"{tree_of}:{FORK_TAG}"}
 
 
 def rebuild_index(conn: sqlite3.Connection) -> int:

@@ -22,6 +22,7 @@ from sessiongate.store.sqlite import (
     transcripts,
 )
 from sessiongate.store.sqlite._errors import translate_errors
+from sessiongate.store.sqlite.erasure import SqliteErasure
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ __all__ = ["SqliteTx"]
 _ROWS_KEPT = 4096
 
 
-class SqliteTx(SqlitePlatformState):
+class SqliteTx(SqlitePlatformState, SqliteErasure):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
@@ -415,16 +416,16 @@ class SqliteTx(SqlitePlatformState):
             return fts.lower_cursor(self.conn)
 
     def search_index(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.query_index(self.conn, query, limit, key_prefix=key_prefix)
+            return fts.query_index(self.conn, query, limit, key_prefix=key_prefix, tree_of=tree_of)
 
     def search_scan(
-        self, query: str, limit: int, *, key_prefix: str | None = None
+        self, query: str, limit: int, *, key_prefix: str | None = None, tree_of: str | None = None
     ) -> list[dict[str, Any]]:
         with translate_errors():
-            return fts.scan(self.conn, query, limit, key_prefix=key_prefix)
+            return fts.scan(self.conn, query, limit, key_prefix=key_prefix, tree_of=tree_of)
 
     def rebuild_search_index(self) -> int:
         with translate_errors():

@@ -60,14 +60,29 @@ function plural(n, one, many = one + "s") {
   return `${n.toLocaleString()} ${n === 1 ? one : many}`;
 }
 
+// A toast says what happened; a close button (or Escape) dismisses it. Errors stay until
+// dismissed (or replaced by the next toast), other toasts go by themselves after a while.
 function toast(message, kind = "info") {
   const box = document.getElementById("toast");
-  box.textContent = message;
+  box.replaceChildren(
+    h("span", { class: "toast-text", text: message }),
+    h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss", title: "Dismiss (Esc)", text: "×", onclick: dismissToast }),
+  );
   box.dataset.kind = kind;
+  box.setAttribute("role", kind === "error" ? "alert" : "status");
   box.hidden = false;
   clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => (box.hidden = true), 6000);
+  if (kind !== "error") toast.timer = setTimeout(dismissToast, 6000);
 }
+
+function dismissToast() {
+  clearTimeout(toast.timer);
+  document.getElementById("toast").hidden = true;
+}
+
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && !document.getElementById("toast").hidden) dismissToast();
+});
 
 function confirmDialog(text) {
   const dialog = document.getElementById("confirm");
@@ -87,8 +102,33 @@ function agentOf(key) {
   return parts[0] === "agent" && parts.length > 1 ? decodeURIComponent(parts[1]) : null;
 }
 
+// The chat's name as a person would say it: its label, the name the platform gave it, else
+// the chat (and thread or participant) of its key, never the raw key.
 function titleOf(row) {
-  return row.label || row.title || row.display_name || row.session_key;
+  return row.label || row.title || row.display_name || chatOfKey(row.session_key);
+}
+
+function chatOfKey(key) {
+  const parts = key.split(":");
+  if (parts[0] !== "agent" || parts.length < 5) return key;
+  const [, , , , chat, ...rest] = parts;
+  const shown = [chat, ...rest.filter((p) => !p.startsWith("%f"))].map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return p;
+    }
+  });
+  const fork = rest.some((p) => p.startsWith("%f")) ? " (fork)" : "";
+  return shown.join(" · ") + fork;
+}
+
+function lastLine(row) {
+  const last = row.last_message;
+  if (!last) return h("span", { class: "preview muted", text: "no messages yet" });
+  const who = last.notice ? `${last.notice}: ` : last.role === "user" ? "" : `${last.role}: `;
+  return h("span", { class: last.notice ? "preview notice" : "preview" },
+    who ? h("span", { class: "who", text: who }) : null, last.text || "(no text)");
 }
 
 // ------------------------------------------------------------------------------------- API
@@ -303,15 +343,17 @@ function listView(main, params) {
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   main.append(h("h1", { text: "Sessions" }), form, summary, list, pager);
 
+  let refreshes = 0; // only the latest refresh renders (an older read may answer last)
   async function refresh() {
     if (filters.q) return showSearch();
+    const mine = ++refreshes;
     const query = new URLSearchParams({ limit: PAGE_SIZE, offset: filters.offset });
     if (filters.archived) query.set("archived", "true");
     for (const name of ["platform", "agent", "unread", "pinned"]) {
       if (filters[name]) query.set(name, filters[name]);
     }
     const page = await report(api("GET", `/v1/sessions?${query}`));
-    if (!page) return;
+    if (!page || mine !== refreshes) return;
     const first = page.total ? filters.offset + 1 : 0;
     summary.textContent = `${first.toLocaleString()}–${(filters.offset + page.sessions.length).toLocaleString()} of ${plural(page.total, "session")}`;
     list.replaceChildren(...page.sessions.map(sessionItem));
@@ -351,16 +393,27 @@ function sessionItem(row) {
   const agent = agentOf(row.session_key);
   return h("li", { class: row.unread ? "session unread" : "session", dataset: { key: row.session_key } },
     h("a", { href: `#/s/${encodeURIComponent(row.session_key)}`, class: "title" },
-      row.unread ? h("span", { class: "dot", title: "unread", "aria-label": "unread" }) : null,
+      row.unread ? h("span", { class: "dot", "aria-hidden": "true" }) : null,
       row.pinned ? h("span", { class: "badge pin", text: "pinned" }) : null,
-      h("span", { class: "name", text: titleOf(row) })),
+      h("span", { class: "name", text: titleOf(row) }),
+      row.unread ? h("span", { class: "badge unread-badge", text: "unread" }) : null),
     h("span", { class: "meta" },
       h("span", { class: "platform", text: row.platform || "?" }),
       agent && agent !== "main" ? h("span", { class: "agent", text: agent }) : null,
       h("span", { class: "chat", text: row.chat_type }),
+      row.message_count != null ? h("span", { class: "count", text: plural(row.message_count, "message") }) : null,
       row.archived ? h("span", { class: "badge", text: "archived" }) : null),
     h("span", { class: "activity" }, when(row.last_activity_at || row.updated_at)),
-    titleOf(row) !== row.session_key ? h("code", { class: "key", text: row.session_key }) : null);
+    lastLine(row),
+    h("code", { class: "key", text: row.session_key }));
+}
+
+// The model that answers the next turn, as the side panel names it.
+function modelOf(row) {
+  const thinking = row.thinking_level_override ? ` · thinking ${row.thinking_level_override}` : "";
+  if (row.model) return row.model + (row.model_override ? " (this session's choice)" : "") + thinking;
+  if (row.agent_kind === "echo") return "none: the echo agent repeats each message";
+  return "the agent's default" + thinking;
 }
 
 // ---------------------------------------------------------------------------- session view
@@ -373,6 +426,7 @@ function sessionView(main, key) {
   const details = h("dl", { class: "details" });
   const actions = h("div", { class: "actions", role: "toolbar", "aria-label": "Session actions" });
   const branches = h("ol", { class: "branches", "aria-label": "Branches" });
+  const branchesHeading = h("h2", { text: "Branches" });
   const transcript = h("ol", { class: "transcript", id: "transcript", "aria-label": "Transcript" });
   const sentinel = h("li", { class: "sentinel" },
     h("button", { type: "button", class: "quiet", text: "Load earlier", onclick: () => loadEarlier() }));
@@ -381,13 +435,14 @@ function sessionView(main, key) {
     "aria-label": "Message",
   });
   const streaming = h("div", { class: "streaming", "aria-live": "polite" });
+  const sendButton = h("button", { type: "submit", text: "Send" });
   const composer = h("form", {
     class: "composer",
     onsubmit: (event) => {
       event.preventDefault();
       send();
     },
-  }, composerText, h("button", { type: "submit", text: "Send" }), streaming);
+  }, composerText, sendButton, streaming);
   composerText.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
@@ -405,19 +460,29 @@ function sessionView(main, key) {
       h("section", { class: "conversation", "aria-label": "Conversation" }, transcript, composer),
       h("aside", { class: "side" },
         h("h2", { text: "Session" }), details, actions,
-        h("h2", { text: "Branches" }), branches)),
+        branchesHeading, branches)),
   );
 
   const observer = new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting) && hasMore) loadEarlier();
   });
 
+  // Refreshes overlap (a feed event, the end of a Send): only the latest one renders, so an
+  // older read answering last can never put back a transcript without the newest reply. The
+  // transcript is read after the row, so it is never older than the counts beside it.
+  let refreshes = 0;
   async function refresh() {
-    const [loaded, tips, page] = await Promise.all([
+    const mine = ++refreshes;
+    const [loaded, tips] = await Promise.all([
       report(api("GET", keyPath(key))),
       report(api("GET", keyPath(key, "/branches"))),
-      report(api("GET", keyPath(key, `/transcript?limit=${TRANSCRIPT_PAGE}`))),
     ]);
+    const page = loaded ? await report(api("GET", keyPath(key, `/transcript?limit=${TRANSCRIPT_PAGE}`))) : null;
+    if (mine !== refreshes) {
+      // Counted for the tests: a read overtaken by a newer one is dropped, never rendered.
+      document.body.dataset.droppedReads = String(Number(document.body.dataset.droppedReads || 0) + 1);
+      return;
+    }
     if (!loaded) {
       header.replaceChildren(h("h1", { text: "Session not found" }), h("code", { text: key }));
       return;
@@ -457,8 +522,12 @@ function sessionView(main, key) {
     header.replaceChildren();
     append(header, [
       h("h1", { text: titleOf(row) }),
-      titleOf(row) !== row.session_key ? h("code", { class: "key", text: row.session_key }) : null,
+      h("code", { class: "key", text: row.session_key }),
       h("span", { class: "flags" }, flags.map((f) => h("span", { class: "badge", text: f }))),
+      row.parent_session_key
+        ? h("span", { class: "parent" }, "fork of ",
+          h("a", { href: `#/s/${encodeURIComponent(row.parent_session_key)}`, text: chatOfKey(row.parent_session_key) }))
+        : null,
     ]);
     const item = (label, ...value) => [h("dt", { text: label }), h("dd", {}, ...value)];
     const tokens = `${(row.input_tokens || 0).toLocaleString()} in · ${(row.output_tokens || 0).toLocaleString()} out · ${(row.total_tokens || 0).toLocaleString()} total`;
@@ -470,7 +539,8 @@ function sessionView(main, key) {
       item("Platform", row.platform || "?"),
       item("Chat", `${row.chat_type}${row.display_name ? ` · ${row.display_name}` : ""}`),
       item("Agent", agentOf(row.session_key) || "main"),
-      item("Model", [row.model_override || row.model || "default", row.thinking_level_override ? ` · thinking ${row.thinking_level_override}` : ""].join("")),
+      item("Model", modelOf(row)),
+      row.message_count != null ? item("Messages", String(row.message_count)) : [],
       item("Tokens", tokens),
       item("Cost", cost),
       item("Compactions", String(row.compaction_count || 0)),
@@ -479,6 +549,17 @@ function sessionView(main, key) {
       row.label ? item("Label", row.label) : [],
     ].flat());
     renderActions();
+    renderComposer();
+  }
+
+  // An archived session takes no new work: the composer says so instead of failing on Send.
+  function renderComposer() {
+    const archived = Boolean(row && row.archived);
+    composerText.disabled = archived;
+    sendButton.disabled = archived;
+    composerText.placeholder = archived
+      ? "This session is archived: unarchive it to send"
+      : "Message the agent as the operator";
   }
 
   function renderActions() {
@@ -546,6 +627,8 @@ function sessionView(main, key) {
   }
 
   function renderBranches(tips) {
+    // One branch (a new fork, a conversation never rewound) leaves nothing to switch to.
+    branchesHeading.hidden = branches.hidden = tips.length < 2;
     branches.replaceChildren(...tips.map((tip) =>
       h("li", { class: tip.active ? "branch active" : "branch" },
         h("span", { class: "headline", text: tip.headline || "(empty)" }),
@@ -596,9 +679,15 @@ function sessionView(main, key) {
   function renderMessage(event) {
     const role = event.role || "?";
     const interrupted = event.metadata && event.metadata.interrupted;
-    const item = h("li", { class: `message ${role}`, dataset: { id: event.id } },
-      h("div", { class: "who" }, h("span", { class: "role", text: role }), when(event.timestamp),
-        interrupted ? h("span", { class: "badge", text: "interrupted" }) : null));
+    // A notice of the gateway in the agent's place (`failed`: the turn failed) is not a reply.
+    const notice = event.metadata && event.metadata.gateway_notice;
+    const failed = notice === "failed";
+    const item = h("li", { class: `message ${role}${notice ? ` notice ${notice}` : ""}`, dataset: { id: event.id } },
+      h("div", { class: "who" },
+        h("span", { class: "role", text: notice ? "gateway" : role }), when(event.timestamp),
+        interrupted ? h("span", { class: "badge", text: "interrupted" }) : null,
+        failed ? h("span", { class: "badge failed-badge", text: "turn failed" }) : null,
+        notice && !failed ? h("span", { class: "badge", text: notice }) : null));
     if (role === "tool") {
       append(item, [h("details", {},
         h("summary", { text: `Tool result${event.name ? `: ${event.name}` : ""}` }),
@@ -636,11 +725,12 @@ function sessionView(main, key) {
     // The spec: the child opens with the forked message in its composer.
     sessionStorage.setItem(`composer:${result.session_key}`, result.editor_text || "");
     location.hash = `#/s/${encodeURIComponent(result.session_key)}`;
+    toast(`Forked into a new conversation: edit the message and send it here. ${titleOf(row)} is unchanged.`);
   }
 
   async function send() {
     const text = composerText.value.trim();
-    if (!text) return;
+    if (!text || (row && row.archived)) return;
     composerText.value = "";
     const bubble = h("p", { class: "text" });
     streaming.replaceChildren(h("span", { class: "role", text: "assistant" }), bubble);
