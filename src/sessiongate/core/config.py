@@ -241,6 +241,10 @@ class AgentConfig(_AgentChoices):
     context_window: int = Field(100_000, ge=1000)
 
 
+_KIND_DESCRIPTION = (
+    "The agent's kind: `echo`, `openai`, or one built by your code (`python`, "
+    "`openai-agents`, `pydantic-ai`, `langgraph`, with `entry`)."
+)
 _CONTEXT_WINDOW_DESCRIPTION = (
     "This agent's model context window in tokens (fork admission, compaction); unset means "
     "`agent.context_window`."
@@ -250,22 +254,21 @@ _CONTEXT_WINDOW_DESCRIPTION = (
 class EchoAgentSpec(EchoAgentConfig, _AgentChoices):
     """An agent of `agents`: the echo agent, with `agent.echo`'s settings."""
 
-    kind: Literal["echo"] = Field(description="The agent's kind: `echo` or `openai`.")
+    kind: Literal["echo"] = Field(description=_KIND_DESCRIPTION)
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
 class OpenAIAgentSpec(OpenAIAgentConfig, _AgentChoices):
     """An agent of `agents`: an OpenAI-compatible agent, with `agent.openai`'s settings."""
 
-    kind: Literal["openai"] = Field(description="The agent's kind: `echo` or `openai`.")
+    kind: Literal["openai"] = Field(description=_KIND_DESCRIPTION)
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
-ENTRY_KINDS = ("python", "openai-agents", "pydantic-ai", "langgraph")
 EntryKind = Literal["python", "openai-agents", "pydantic-ai", "langgraph"]
 
 
-class EntryAgentSpec(_Model):
+class EntryAgentSpec(_AgentChoices):
     """An agent of `agents` built by your own code: `entry` names an object or a factory."""
 
     kind: EntryKind = Field(

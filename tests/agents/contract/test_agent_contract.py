@@ -73,8 +73,9 @@ async def gateway(tmp_path, clock, kind, server):
 
 
 async def _until(predicate) -> None:
+    """Wait for `predicate` to come true, checking between passes of the loop."""
     async with asyncio.timeout(GUARD):
-        while not predicate():
+        for _ in iter(predicate, True):
             await asyncio.sleep(0.01)
 
 
@@ -155,6 +156,8 @@ async def test_a_cut_off_turn_resumes_without_running_its_tool_again(gateway, se
     gateway.config.agent.restart_drain_timeout = 0
     await gateway.say("where is A-1?", wait=False)
     await _until(lambda: any(m["role"] == "tool" for m in gateway.messages()))
+    # The model was asked again (and hangs): the turn is cut off after its tool, mid-loop.
+    await _until(lambda: len(server.requests) == 2)
     assert bots.CALLS == ["A-1"]
     server.script(Reply("It shipped, as I found."))
     await gateway.restart()
