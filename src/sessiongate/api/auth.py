@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sessiongate.ui.sessions import UiSessions
 
 __all__ = [
+    "MIN_TOKEN_CHARS",
     "OPEN_PATHS",
     "OPEN_PREFIXES",
     "UNAUTHORIZED_CHALLENGE",
@@ -51,6 +52,9 @@ __all__ = [
 OPEN_PATHS = frozenset({"/healthz", "/ui"})
 OPEN_PREFIXES = ("/hooks/", "/ui/")
 UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+# Shortest token accepted beyond loopback: with failures limited per address
+# (api/auth_limits.py), 16 random characters are beyond guessing.
+MIN_TOKEN_CHARS = 16
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _bearer = HTTPBearer(
@@ -78,12 +82,25 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_bind_address(host: str, config: GatewayConfig) -> None:
-    """Raise `UnsafeBindError` when `host` is not loopback and no API token is set."""
-    if config.api.token is None and not is_loopback_host(host):
+    """Raise `UnsafeBindError` when `host` is not loopback and no API token is set, or the
+    token is shorter than `MIN_TOKEN_CHARS`."""
+    if is_loopback_host(host):
+        return
+    token = config.api.token
+    if token is None:
         raise UnsafeBindError(
             f"refusing to listen on {host!r} without an API token: anyone who can reach it "
             "could read every conversation. Set api.token (SESSIONGATE_API__TOKEN) or listen "
             "on 127.0.0.1.",
+            host=host,
+        )
+    length = len(token.get_secret_value())
+    if length < MIN_TOKEN_CHARS:
+        # The length is said, never the token.
+        raise UnsafeBindError(
+            f"refusing to listen on {host!r} with an api.token of {length} characters: "
+            f"beyond loopback a short token can be guessed; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))').",
             host=host,
         )
 

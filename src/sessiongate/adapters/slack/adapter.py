@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl
 
@@ -63,6 +64,11 @@ log = logging.getLogger(__name__)
 SLACK_RENDERING = Rendering(limit=SLACK_LIMIT, measure=len, render=to_mrkdwn, plain=to_plain)
 # Slack wants an answer within 3 seconds; what is not settled by then is acknowledged anyway.
 ACK_DEADLINE_SECONDS = 2.5
+# Slack's replay window: a request signed longer ago than this (or ahead of it) is refused.
+SIGNATURE_WINDOW_SECONDS = 300
+# ASCII digits only (`str.isdigit` takes `²`, which `int` refuses); `v0=` and an HMAC-SHA256.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-fA-F]{64}")
 # Finished claims are kept this long: Slack retries an event for about an hour at most.
 _CLAIM_HORIZON_SECONDS = 24 * 3600.0
 
@@ -315,11 +321,31 @@ class SlackAdapter(KitAdapter):
         except ValueError:  # a timestamp that is not a number
             return False
 
+    def check_webhook_headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why an Events API POST is refused before its body is read, or None: the signature
+        and a timestamp within Slack's 5-minute window must be there (the signature itself is
+        an HMAC over the body, checked by `receive_webhook` once the body is in)."""
+        if self.config.mode != "events" or self._verifier is None:
+            return "not a signed webhook request"
+        timestamp = headers.get("x-slack-request-timestamp")
+        signature = headers.get("x-slack-signature")
+        if timestamp is None or signature is None:
+            return "missing X-Slack-Request-Timestamp or X-Slack-Signature"
+        if _TIMESTAMP.fullmatch(timestamp) is None or (
+            abs(self._verifier.clock.now() - int(timestamp)) > SIGNATURE_WINDOW_SECONDS
+        ):
+            return "X-Slack-Request-Timestamp is not within 5 minutes of now"
+        if _SIGNATURE.fullmatch(signature) is None:
+            return "X-Slack-Signature is not a v0 signature"
+        return None
+
     async def receive_webhook(
         self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) for one Events API POST; parsed only once verified."""
-        if not self.verify_webhook(headers, body):
+        if self.check_webhook_headers(headers) is not None or not self.verify_webhook(
+            headers, body
+        ):
             return 401, _error(
                 "unauthorized", "missing, wrong or expired X-Slack-Signature (5-minute window)"
             )

@@ -261,12 +261,20 @@ class TelegramAdapter(KitAdapter):
             return False
         return hmac.compare_digest(given.encode(), secret.get_secret_value().encode())
 
+    def check_webhook_headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why a webhook POST is refused before its body is read, or None: the secret token
+        is the whole credential, and it is a header."""
+        if not self.verify_webhook(headers):
+            return "missing or wrong X-Telegram-Bot-Api-Secret-Token"
+        return None
+
     async def receive_webhook(
         self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) for one webhook POST; the body is parsed only once verified."""
-        if not self.verify_webhook(headers):
-            return 401, _error("unauthorized", "missing or wrong X-Telegram-Bot-Api-Secret-Token")
+        refusal = self.check_webhook_headers(headers)
+        if refusal is not None:
+            return 401, _error("unauthorized", refusal)
         assert self.me is not None
         try:
             update = json.loads(body)
