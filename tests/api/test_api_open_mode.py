@@ -61,6 +61,14 @@ def test_healthz_answers_only_its_own_host_too(client):
     assert client.get("/healthz", headers=REBOUND).status_code == 421
 
 
+def test_webhooks_keep_their_own_rules_under_any_host(client):
+    # A proxy may pass a platform's post on under its own name; the platform's secret decides.
+    headers = {**REBOUND, **CROSS_SITE}
+    response = client.post("/hooks/telegram", json={"update_id": 1}, headers=headers)
+    assert response.status_code == 401
+    assert client.post("/hooks/nothing", json={}, headers=headers).status_code == 404
+
+
 class TestBehindAProxy:
     @pytest.fixture
     def config(self) -> GatewayConfig:

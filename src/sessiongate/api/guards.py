@@ -15,7 +15,8 @@ can be made to reach it from any web page. Two things keep such a page out:
   browser says it comes from another site (`Sec-Fetch-Site: cross-site` or `same-site`) or
   its `Origin` is not the gateway's own. A client that is not a browser sends neither header
   and is not affected. Platform webhooks (`/hooks/`) are not browsers' business and keep their
-  own rules (api/body_gates.py).
+  own rules (api/body_gates.py), and so they are served under any `Host`: a proxy may pass
+  them on under its own name, and a page gains nothing there without the platform's secret.
 
 With a token both are unnecessary: a browser adds no bearer token on its own, and the
 dashboard's cookie is SameSite=Strict with a CSRF token on every change. So the guard is only
@@ -130,7 +131,8 @@ class OpenModeGuardMiddleware:
         self.drain_budget = drain_budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket") or scope["path"].startswith(_HOOKS_PREFIX):
+            # A platform's webhook carries its own credential, whatever name a proxy gave it.
             await self.app(scope, receive, send)
             return
         host = header(scope, b"host")
@@ -139,9 +141,7 @@ class OpenModeGuardMiddleware:
             await self._refuse(scope, receive, send, 421, "misdirected_request", refusal)
             return
         method = scope.get("method", "GET")
-        if scope["type"] == "websocket" or (
-            method not in _SAFE_METHODS and not scope["path"].startswith(_HOOKS_PREFIX)
-        ):
+        if scope["type"] == "websocket" or method not in _SAFE_METHODS:
             refusal = cross_site_refusal(
                 header(scope, b"sec-fetch-site"),
                 header(scope, b"origin"),
