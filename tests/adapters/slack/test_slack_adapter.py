@@ -358,3 +358,32 @@ async def test_signed_garbage_is_400_naming_the_field_and_starts_nothing(
     assert any(getattr(r, "field", None) == field for r in caplog.records)
     assert gateway.adapter.counters.events == 0
     assert gateway.store.list_sessions() == []
+
+
+@pytest.mark.parametrize("tamper", ["unsigned", "stale-timestamp", "no-signature", "garbage"])
+async def test_a_stalled_post_whose_headers_fail_is_401_before_its_body(events, clock, tamper):
+    _, base, gateway = events
+    now = int(clock.now().timestamp())
+    signature = "v0=" + "a" * 64
+    headers = {
+        "unsigned": "",
+        "stale-timestamp": f"X-Slack-Request-Timestamp: {now - 301}\r\n"
+        f"X-Slack-Signature: {signature}\r\n",
+        "no-signature": f"X-Slack-Request-Timestamp: {now}\r\n",
+        "garbage": f"X-Slack-Request-Timestamp: {now}\r\nX-Slack-Signature: v0=zz\r\n",
+    }[tamper]
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            b"POST /hooks/slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + headers.encode()
+            + b"Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n{"
+        )
+        await writer.drain()
+        async with asyncio.timeout(HANG_GUARD):  # the body timeout is 30 s away
+            status_line = await reader.readline()
+    finally:
+        writer.close()
+    assert status_line.split()[1] == b"401"
+    assert gateway.adapter.counters.events == 0
