@@ -11,7 +11,9 @@ Platform webhooks (`/hooks/...`) are the other exception: the platform signs the
 route checks that signature instead (DESIGN.md), and so are the dashboard's own pages under
 `/ui/`, which send a visitor without a session to their sign-in form. Without a token the API is
 open, which is only acceptable on a loopback address: `check_bind_address` refuses anything
-else before the server binds.
+else before the server binds, and beyond loopback refuses a token shorter than
+`MIN_TOKEN_CHARS`. Wrong tokens are limited per client address (api/auth_limits.py), and an
+open API answers only its own Host and its own pages (api/guards.py).
 """
 
 from __future__ import annotations
