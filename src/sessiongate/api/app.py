@@ -86,6 +86,12 @@ is a 401 before its body is read. Errors are `{"error": {"code", "message"}}` wi
 status for any bad input; malformed JSON is a 400 `invalid_json`, a field of the wrong type or
 out of range a 422 `invalid_request` (with `details`). Session keys go into paths
 percent-encoded (`agent%3Amain%3Aapi%3Adm%3Aalice`).
+
+A change under `/v1/` with a body must declare it JSON (`Content-Type: application/json`),
+or it is a 415. Ten wrong tokens within a minute from one address make every further attempt
+from it a 429 with `Retry-After`. Without a token, only loopback `Host`s (and
+`api.allowed_hosts`) are served (421 otherwise), and a change sent by another site
+(`Sec-Fetch-Site`, `Origin`) is a 403.
 """
 
 
