@@ -67,7 +67,7 @@ def tiny() -> TestClient:
     async def bug() -> None:
         raise RuntimeError("secret internals")
 
-    return TestClient(app, raise_server_exceptions=False)
+    return TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
 
 
 def test_a_mapped_error_is_its_status_and_code(tiny):

@@ -175,7 +175,7 @@ async def test_rewind_switch_and_fork_are_refused_while_a_turn_runs(
     await runner.start()
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             first = await http.post("/v1/messages", json={"chat_id": "a", "text": "hi"})
             assert first.status_code == 200, first.text
             key = first.json()["session_key"]

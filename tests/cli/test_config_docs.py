@@ -30,6 +30,8 @@ def _other_value(key, default):
     """An environment value for `key` that differs from its default and is valid."""
     if key.path == "reset_policy.timezone":
         return "Europe/Berlin"
+    if key.path == "api.allowed_hosts":
+        return "[gateway.example.com]"
     if key.path == "store.url":
         return "postgresql://sessiongate@127.0.0.1/sessiongate"
     if key.path.endswith("system_prompt_file"):  # it must exist: any readable text file

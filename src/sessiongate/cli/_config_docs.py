@@ -199,7 +199,10 @@ MEANINGS: dict[str, str] = {
     "address is allowed.",
     "api.port": "Port of the HTTP API (0 picks a free one).",
     "api.token": "Bearer token every route but `/healthz` requires; unset (or empty) means no "
-    "authentication, on loopback only.",
+    "authentication, on loopback only; beyond loopback it must be at least 16 characters.",
+    "api.allowed_hosts": "Host names served besides loopback ones while `api.token` is unset "
+    "(`name` or `name:port`), for a reverse proxy that passes its own name in `Host`; any "
+    "other Host gets a 421, which keeps DNS-rebinding pages out.",
     "api.max_body_bytes": "Largest request body accepted, in bytes (a larger one is a 413).",
     "api.body_timeout_seconds": "Seconds a request body may take to arrive, from its first "
     "read to its last byte; a stalled upload is answered 408.",

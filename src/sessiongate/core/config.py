@@ -567,6 +567,22 @@ class ApiConfig(_Model):
     # From the first read to the last byte: a stalled upload is answered 408, not held open.
     body_timeout_seconds: float = Field(30.0, gt=0)
     max_message_chars: int = Field(100_000, ge=1)
+    # Host names served besides loopback ones while no token is set (a reverse proxy's name).
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        names = []
+        for entry in value:
+            name = entry.strip().lower()
+            if not name or any(c in name for c in "/ @?#*\t"):
+                raise ValueError(
+                    f"{entry!r} is not a host name: write the name the proxy passes in Host, "
+                    "optionally with :port (gateway.example.com, gateway.example.com:443)"
+                )
+            names.append(name)
+        return names
 
     @field_validator("token")
     @classmethod
