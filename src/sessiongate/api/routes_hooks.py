@@ -78,6 +78,14 @@ HOOKS = (
         524_288,
         "Slack Events API and slash commands (verified by X-Slack-Signature, 5-minute window)",
     ),
+    # A WhatsApp webhook batches a few messages or delivery reports (media comes by id, never
+    # inline): a few KiB. `platforms.whatsapp.max_webhook_bytes` may lower the bound.
+    HookRoute(
+        "/hooks/whatsapp",
+        "whatsapp",
+        1_048_576,
+        "WhatsApp Cloud API webhook (verified by X-Hub-Signature-256)",
+    ),
 )
 
 _NOT_SIGNED = "not a signed webhook request"

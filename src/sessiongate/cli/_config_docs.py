@@ -169,7 +169,8 @@ MEANINGS: dict[str, str] = {
     "once when a reply falls outside the 24-hour customer-service window, inviting the user to "
     "write again; unset: the reply only fails, logged.",
     "platforms.whatsapp.window_template_language": "The template's language code (`en_US`).",
-    "platforms.whatsapp.max_webhook_bytes": "The largest webhook body read; a larger one is a "
+    "platforms.whatsapp.max_webhook_bytes": "The largest webhook body taken (at most 1 MiB, the "
+    "route's own bound); a larger one is a "
     "413 and is not parsed.",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",

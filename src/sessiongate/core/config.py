@@ -528,7 +528,7 @@ class WhatsAppConfig(PlatformConfig):
     window_template: str | None = None
     window_template_language: str = "en_US"
     # The largest webhook body taken (Meta's are a few KB; batches stay well under this).
-    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=16 * 1_048_576)
+    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=1_048_576)
 
     @field_validator("base_url")
     @classmethod
