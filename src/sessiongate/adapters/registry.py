@@ -20,6 +20,8 @@ ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "telegram": ("telegram", "telegram"),
     "slack": ("slack_sdk", "slack"),
     "discord": ("discord", "discord"),
+    # No SDK: httpx (a core dependency) against a signal-cli daemon.
+    "signal": ("httpx", "signal"),
 }
 
 
@@ -61,4 +63,10 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, DiscordConfig)
             adapters.append(DiscordAdapter(section))
+        elif name == "signal":
+            from sessiongate.adapters.signal import SignalAdapter
+            from sessiongate.core.config import SignalConfig
+
+            assert isinstance(section, SignalConfig)
+            adapters.append(SignalAdapter(section))
     return adapters

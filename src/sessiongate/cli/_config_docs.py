@@ -146,6 +146,16 @@ MEANINGS: dict[str, str] = {
     "and deleted to match the gateway's, keeping ids; `off`: left alone.",
     "platforms.discord.gateway_stall_seconds": "The gateway has delivered nothing (not even "
     "a heartbeat ack) for this long: the socket is closed and reopened (the watchdog).",
+    "platforms.signal.url": "The signal-cli daemon's root (`signal-cli -a +NUMBER daemon "
+    "--http 127.0.0.1:8080`): JSON-RPC at `/api/v1/rpc`, events at `/api/v1/events`.",
+    "platforms.signal.account": "The bot's account (E.164 number) as registered or linked in "
+    "signal-cli; required.",
+    "platforms.signal.ack_reaction": "The reaction put on a message once the gateway accepted "
+    "it (empty: none).",
+    "platforms.signal.stream_stall_seconds": "The event stream delivered nothing (not even a "
+    "keep-alive) for this long: the daemon is probed and the stream reopened (the watchdog).",
+    "platforms.signal.attachments_dir": "signal-cli's attachments folder, when it is on this "
+    "host: inbound attachments resolve to files there (else they are fetched over JSON-RPC).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "

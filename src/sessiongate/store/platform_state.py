@@ -120,6 +120,17 @@ class PlatformState:
         with self._db.transaction() as conn:
             return conn.prune_platform_events(to_us(cutoff))
 
+    def load_cursor(self, platform: str, name: str) -> str | None:
+        """Where a platform's stream was read up to (a resumable event id), if saved."""
+        with self._db.read() as conn:
+            return conn.get_meta(_cursor_key(platform, name))
+
+    def save_cursor(self, platform: str, name: str, value: str) -> None:
+        """Record how far a stream was read: only past events whose claims committed, so a
+        restart resumes after them and never skips one (decision 13)."""
+        with self._db.transaction() as conn:
+            conn.set_meta(_cursor_key(platform, name), value)
+
     # ------------------------------------------------------------------ pairing
 
     def request_pairing(
@@ -203,3 +214,7 @@ class PlatformState:
         with self._db.read() as conn:
             found = conn.get_send(platform, turn_id)
         return None if found is None else SendRecord(*found)
+
+
+def _cursor_key(platform: str, name: str) -> str:
+    return f"platform_cursor:{platform}:{name}"

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from discord_harness import DiscordHarness
+from signal_harness import SignalHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 # name -> factory(tmp_path, clock). Slack and Discord add theirs here.
 HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
     "discord": DiscordHarness,
+    "signal": SignalHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
 }

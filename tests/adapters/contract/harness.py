@@ -13,6 +13,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import pytest
+
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
 from sessiongate.core.turn_events import TextDelta, TurnEnd
 
@@ -110,6 +112,10 @@ class Harness(Protocol):
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float
+    # What the platform does not have, among: threads, channels, bot_flag (it marks bots),
+    # edits (a message edited in place), command_registration, command_ack (a command is
+    # acknowledged to its user alone). Optional: a harness without it lacks nothing.
+    lacks: frozenset[str]
 
     async def start(self, **platform_config: Any) -> None:
         """Start the stub, a runner on a fresh home and the adapter (config overrides)."""
@@ -171,6 +177,18 @@ class Harness(Protocol):
     def chat_of(self, kind: ChatKind) -> str:
         """The raw chat id the harness uses for chats of `kind`."""
         ...
+
+
+def lacks(harness: Any, feature: str) -> bool:
+    """Whether `harness`'s platform lacks `feature` (see `Harness.lacks`)."""
+    return feature in getattr(harness, "lacks", frozenset())
+
+
+def require(harness: Any, *features: str) -> None:
+    """Skip the test on a platform that lacks one of `features`."""
+    for feature in features:
+        if lacks(harness, feature):
+            pytest.skip(f"{harness.name} has no {feature.replace('_', ' ')}")
 
 
 async def wait_admitted(adapter: KitAdapter, sleeper: ClockSleep, count: int) -> None:
