@@ -170,6 +170,13 @@ class SignalCliStub:
         self._notify()
         return f"{self.prefix}{seq}"
 
+    def push_raw(self, data: str) -> str:
+        """Deliver a stream event whose data is `data` as it is (a malformed event)."""
+        seq = next(self._seq)
+        self.kept.append((seq, data))
+        self._notify()
+        return f"{self.prefix}{seq}"
+
     def redeliver(self, index: int) -> str:
         """Deliver pushed event `index` once more, as a new stream event."""
         return self.push(self.pushed[index])
@@ -226,8 +233,8 @@ class SignalCliStub:
                 due = [(s, d) for s, d in self.kept if s > cursor]
                 for seq, data in due:
                     cursor = seq
-                    stamp = json.loads(data)["envelope"].get("timestamp")
-                    if isinstance(stamp, int):
+                    stamp = _stamp_of(data)
+                    if stamp is not None:
                         self.delivered_at.setdefault(stamp, time.perf_counter())
                     yield f"id:{self.prefix}{seq}\nevent:receive\ndata:{data}\n\n".encode()
                 if due:
@@ -353,6 +360,14 @@ class SignalCliStub:
 
 class _UserError(Exception):
     """signal-cli's UserErrorException: answered with code -1."""
+
+
+def _stamp_of(data: str) -> int | None:
+    try:
+        stamp = json.loads(data)["envelope"]["timestamp"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return stamp if isinstance(stamp, int) else None
 
 
 def _sequence(event_id: str, prefix: str) -> int | None:
