@@ -89,3 +89,14 @@ def test_threads_and_sends_are_remembered(store):
     state.record_send("tg", 7, "unconfirmed", "timed out")
     assert state.get_send("tg", 7) == SendRecord("unconfirmed", "timed out")
     assert state.get_send("other", 7) is None
+
+
+def test_a_stream_cursor_is_kept_per_platform_and_stream(store):
+    state = PlatformState(store)
+    assert state.load_cursor("signal", "+15550000001") is None
+    state.save_cursor("signal", "+15550000001", "1767225600000-41")
+    state.save_cursor("signal", "+15550000001", "1767225600000-42")
+    state.save_cursor("signal", "+15550000002", "1767225600000-7")
+    assert state.load_cursor("signal", "+15550000001") == "1767225600000-42"
+    assert state.load_cursor("signal", "+15550000002") == "1767225600000-7"
+    assert state.load_cursor("matrix", "+15550000001") is None
