@@ -155,7 +155,10 @@ class SignalAdapter(KitAdapter):
         self.malformed = 0
         self.acks = 0
         self._order: deque[_Pending] = deque()
-        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self._batch: list[tuple[PlatformEvent, _Pending]] = []
+        self._flush_due = False
+        self._in_flight = 0
+        self._room = asyncio.Event()
         self._holds_account = False
 
     # ------------------------------------------------------------------ the platform's part
@@ -252,21 +255,38 @@ class SignalAdapter(KitAdapter):
                     await self._take(sse)
 
     async def _take(self, sse: SseEvent) -> None:
-        """One stream event: parsed, then admitted in the adapter's task group (so a message
-        held for the rest of a split paste does not hold the stream)."""
+        """One stream event, parsed and queued for `admit`. The events read from one network
+        read are admitted as one batch (one claim transaction), in the adapter's task group, so
+        a message held for the rest of a split paste does not hold the stream."""
         event = self._parse(sse)
         pending = _Pending(sse.id)
         self._order.append(pending)
         if event is None:
-            self._settle(pending)
+            self._settle([pending])
             return
         if not self.leads():
             return  # this instance lost the lead: the successor reads from the saved cursor
-        await self._slots.acquire()
+        while self._in_flight >= MAX_IN_FLIGHT:
+            self._room.clear()
+            await self._room.wait()
+        self._in_flight += 1
+        self._batch.append((event, pending))
+        if not self._flush_due:
+            # Runs once the reader waits for the network: what it read meanwhile is one batch.
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush_batch)
+
+    def _flush_batch(self) -> None:
+        self._flush_due = False
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
         try:
-            self.spawn(self._admit(event, pending))
+            self.spawn(self._admit_batch(batch))
         except RuntimeError:
-            self._slots.release()  # stopping: the event stays unconfirmed and comes again
+            # Stopping: the events stay before the cursor and come again at the next start.
+            self._in_flight -= len(batch)
+            self._room.set()
 
     def _parse(self, sse: SseEvent) -> PlatformEvent | None:
         assert self.me is not None
@@ -285,22 +305,27 @@ class SignalAdapter(KitAdapter):
             )  # fmt: skip
             return None
 
-    async def _admit(self, event: PlatformEvent, pending: _Pending) -> None:
+    async def _admit_batch(self, batch: list[tuple[PlatformEvent, _Pending]]) -> None:
         try:
-            admission = await self.admit(event)
+            admitted = await self.admit_batch([event for event, _ in batch])
         except HandoffError:
-            # Not accepted (the gateway is stopping): the cursor stays before it.
-            log.info("signal event not accepted; it is read again at the next start")
-            return
+            admitted = []
         finally:
-            self._slots.release()
-        self._settle(pending)
-        if self._is_new_turn(admission) and self.config.ack_reaction:
-            await self._ack(event)
+            self._in_flight -= len(batch)
+            self._room.set()
+        if len(admitted) < len(batch):
+            # Not accepted (the gateway is stopping): the cursor stays before them.
+            log.info("signal events not accepted; they are read again at the next start")
+        self._settle([pending for _, pending in batch[: len(admitted)]])
+        if self.config.ack_reaction:
+            acks = [self._ack(event) for (event, _), admission in zip(batch, admitted, strict=False)
+                    if self._is_new_turn(admission)]  # fmt: skip
+            await asyncio.gather(*acks)
 
-    def _settle(self, pending: _Pending) -> None:
-        """Mark `pending` done and move the saved cursor past every done event in order."""
-        pending.done = True
+    def _settle(self, done: list[_Pending]) -> None:
+        """Mark `done` and move the saved cursor past every done event, in stream order."""
+        for pending in done:
+            pending.done = True
         moved: str | None = None
         while self._order and self._order[0].done:
             head = self._order.popleft()
