@@ -227,3 +227,10 @@ def test_any_event_parses_or_raises_the_one_error(data, name):
 def test_arbitrary_json_parses_or_raises_the_one_error(value):
     with contextlib.suppress(MalformedEnvelopeError):
         parse_event(value, ME)
+
+
+def test_a_lone_surrogate_in_the_text_is_carried_not_fatal():
+    """JSON can carry half an emoji; the UTF-16 arithmetic must not choke on it."""
+    event = fixture("group_mention")
+    event["envelope"]["dataMessage"]["message"] = "\ufffc \ud83d broken"
+    assert parse_event(event, ME).text == "\ud83d broken"

@@ -40,7 +40,7 @@ from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings
 from sessiongate.adapters.kit.formatting import defuse_mass_mentions, to_plain_text
 from sessiongate.adapters.kit.outbound import Outbox, Rendering, Target
-from sessiongate.adapters.kit.splitting import split_text, utf16_len
+from sessiongate.adapters.kit.splitting import split_text
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.signal.client import SignalClient, quote_anchor
 from sessiongate.adapters.signal.payloads import (
@@ -48,6 +48,7 @@ from sessiongate.adapters.signal.payloads import (
     SignalIdentity,
     parse_event,
 )
+from sessiongate.adapters.signal.styles import utf16_units
 from sessiongate.core.platform import Platform
 from sessiongate.gateway.receipts import ReceiptStatus
 
@@ -80,7 +81,7 @@ def _markdown(text: str) -> str:
 
 
 SIGNAL_RENDERING = Rendering(
-    limit=SIGNAL_LIMIT, measure=utf16_len, render=_markdown, plain=to_plain_text
+    limit=SIGNAL_LIMIT, measure=utf16_units, render=_markdown, plain=to_plain_text
 )
 
 

@@ -205,7 +205,7 @@ def _mentions(text: str, raw: object, me: SignalIdentity) -> tuple[bool, str]:
         return False, text
     if not isinstance(raw, list):
         raise MalformedEnvelopeError("envelope.dataMessage.mentions", "is not a list")
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")
     spans: list[tuple[int, int, str, bool]] = []
     for n, item in enumerate(raw):
         field = f"envelope.dataMessage.mentions[{n}]"
@@ -223,9 +223,11 @@ def _mentions(text: str, raw: object, me: SignalIdentity) -> tuple[bool, str]:
     out = units
     # From the end, so earlier offsets stay valid.
     for start, length, label, is_bot in sorted(spans, reverse=True):
-        replacement = b"" if is_bot and start == 0 else f"@{label}".encode("utf-16-le")
+        replacement = (
+            b"" if is_bot and start == 0 else f"@{label}".encode("utf-16-le", "surrogatepass")
+        )
         out = out[: start * 2] + replacement + out[(start + length) * 2 :]
-    written = out.decode("utf-16-le", errors="replace")
+    written = out.decode("utf-16-le", errors="surrogatepass")
     # "@bot do this" is addressed to the bot: the agent gets "do this".
     return mentions_bot, written.lstrip() if leading else written
 

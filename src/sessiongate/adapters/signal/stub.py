@@ -299,7 +299,7 @@ class SignalCliStub:
         if not text and not attachments:
             raise _UserError("Sending empty message is not allowed")
         styles = params.get("textStyle") or []
-        units = len(text.encode("utf-16-le")) // 2
+        units = len(text.encode("utf-16-le", "surrogatepass")) // 2
         for style in styles:
             start, _, rest = str(style).partition(":")
             length, _, name = rest.partition(":")

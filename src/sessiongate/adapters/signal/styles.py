@@ -48,7 +48,8 @@ class TextStyle:
 
 
 def utf16_units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
+    """Length in UTF-16 code units; a lone surrogate (JSON may carry one) counts as one."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def to_signal_text(markdown: str) -> tuple[str, list[TextStyle]]:
