@@ -2,7 +2,8 @@
 
 Receiving: the daemon's SSE stream (`/api/v1/events`). Each receive event is parsed
 (`payloads.py`; a malformed one is logged with its field and starts nothing) and handed to the
-kit's `admit` in the adapter's task group, in arrival order: the claim of the event id
+kit's `admit` in the adapter's task group, in arrival order (what one network read brought is
+one batch, with one claim transaction): the claim of the event id
 (`<sender>:<timestamp>`, the envelope's own identity) commits before anything else is done
 with it, so a replay (a reconnect, the daemon's `Last-Event-ID` resend, a second delivery) is
 no second turn. The stream's position (its last event id) advances only past events whose

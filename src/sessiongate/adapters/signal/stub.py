@@ -144,6 +144,7 @@ class SignalCliStub:
         self.down = False
         self.hang = False
         self.keepalive_seconds: float | None = None
+        self.keepalives = 0
         # When an event first went out on a stream (perf_counter), by event timestamp.
         self.delivered_at: dict[int, float] = {}
         self._seq = itertools.count(1)
@@ -243,6 +244,7 @@ class SignalCliStub:
                     async with asyncio.timeout(self.keepalive_seconds):
                         await wake.wait()
                 except TimeoutError:
+                    self.keepalives += 1
                     yield b":\n"
         finally:
             self.open_streams -= 1
