@@ -260,14 +260,14 @@ class SignalAdapter(KitAdapter):
         """One stream event, parsed and queued for `admit`. The events read from one network
         read are admitted as one batch (one claim transaction), in the adapter's task group, so
         a message held for the rest of a split paste does not hold the stream."""
+        if not self.leads():
+            return  # this instance lost the lead: the successor reads from the saved cursor
         event = self._parse(sse)
         pending = _Pending(sse.id)
         self._order.append(pending)
         if event is None:
             self._settle([pending])
             return
-        if not self.leads():
-            return  # this instance lost the lead: the successor reads from the saved cursor
         while self._in_flight >= MAX_IN_FLIGHT:
             self._room.clear()
             await self._room.wait()
