@@ -338,7 +338,7 @@ def _default(field: Any) -> str:
         value = field.default_factory()
     if value is None:
         return "unset"
-    return f"`{json.dumps(value)}`"
+    return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
 def _cell(text: str) -> str:
