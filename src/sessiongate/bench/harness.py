@@ -38,6 +38,7 @@ from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.postgres import postgres_url_from
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
+from sessiongate.bench.signal import run_signal_section
 from sessiongate.bench.streaming import run_streaming_section
 from sessiongate.bench.telegram import run_telegram_section
 from sessiongate.bench.tree import run_tree_section
@@ -129,6 +130,7 @@ def run_bench(
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),
+        "signal": run_signal_section(quick=quick),
         "platforms": run_platforms_section(quick=quick),
         "whatsapp": run_whatsapp_section(quick=quick),
     }

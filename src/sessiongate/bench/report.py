@@ -499,6 +499,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines.append("")
     lines += instances_lines(results.get("instances", {}))
     lines += _telegram_lines(results.get("telegram", {}))
+    lines += _signal_lines(results.get("signal", {}))
     tree = results.get("tree", {})
     if tree.get("status") == "ok":
         sizes = tree["sizes"]
@@ -549,6 +550,25 @@ def _whatsapp_lines(whatsapp: dict[str, Any]) -> list[str]:
         f"{_n(rate['floor']['messages_per_s'])} messages/s in the same run",
         f"- one at a time: {_pair(one['gateway_ms'])} per message (p50 / p99), the floor "
         f"{_pair(one['floor_ms'])}: the adapter and gateway add {_pair(one['overhead_ms'])}",
+        "",
+    ]
+
+
+def _signal_lines(signal: dict[str, Any]) -> list[str]:
+    lines = ["## Signal adapter", ""]
+    if signal.get("status") != "ok":
+        return [*lines, f"Not measured: {signal.get('reason', 'no signal section')}.", ""]
+    gateway, floor = signal["gateway"], signal["floor"]
+    rate = _n(gateway["throughput"]["updates_per_s"])
+    return [
+        *lines,
+        f"- {signal['updates']} messages through the signal-cli stub's event stream, the "
+        f"adapter, the echo agent and JSON-RPC `send`: {rate} updates/s (each also "
+        "acknowledged with a reaction); the stub's floor, each event answered straight from "
+        "the stream with no gateway: "
+        f"{_n(floor['throughput']['updates_per_s'])} updates/s",
+        f"- one at a time: {_pair(gateway['latency']['latency_ms'])} per message (p50 / p99); "
+        f"the floor {_pair(floor['latency']['latency_ms'])}",
         "",
     ]
 

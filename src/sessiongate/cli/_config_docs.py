@@ -172,6 +172,16 @@ MEANINGS: dict[str, str] = {
     "platforms.whatsapp.max_webhook_bytes": "The largest webhook body taken (at most 1 MiB, the "
     "route's own bound); a larger one is a "
     "413 and is not parsed.",
+    "platforms.signal.url": "The signal-cli daemon's root (`signal-cli -a +NUMBER daemon "
+    "--http 127.0.0.1:8080`): JSON-RPC at `/api/v1/rpc`, events at `/api/v1/events`.",
+    "platforms.signal.account": "The bot's account (E.164 number) as registered or linked in "
+    "signal-cli; required.",
+    "platforms.signal.ack_reaction": "The reaction put on a message once the gateway accepted "
+    "it (empty: none).",
+    "platforms.signal.stream_stall_seconds": "The event stream delivered nothing (not even a "
+    "keep-alive) for this long: the daemon is probed and the stream reopened (the watchdog).",
+    "platforms.signal.attachments_dir": "signal-cli's attachments folder, when it is on this "
+    "host: inbound attachments resolve to files there (else they are fetched over JSON-RPC).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "
@@ -363,7 +373,7 @@ def _default(field: Any) -> str:
         value = field.default_factory()
     if value is None:
         return "unset"
-    return f"`{json.dumps(value)}`"
+    return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
 def _cell(text: str) -> str:

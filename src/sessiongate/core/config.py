@@ -44,6 +44,7 @@ __all__ = [
     "ResetPolicyConfig",
     "ResetRule",
     "SessionToolsConfig",
+    "SignalConfig",
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
@@ -549,6 +550,36 @@ class WhatsAppConfig(PlatformConfig):
         return value
 
 
+class SignalConfig(PlatformConfig):
+    """`platforms.signal`: a signal-cli daemon in HTTP mode (JSON-RPC + its SSE event stream)."""
+
+    # The daemon's root (`signal-cli -a +NUMBER daemon --http 127.0.0.1:8080`).
+    url: str = "http://127.0.0.1:8080"
+    # The bot's own account (E.164 number) as registered or linked in signal-cli.
+    account: str | None = None
+    # The reaction put on a message once the gateway accepted it (empty: none).
+    ack_reaction: str = "\N{EYES}"
+    # No event and no keep-alive on the stream for this long: probe and reconnect (watchdog).
+    stream_stall_seconds: float = Field(120.0, gt=0)
+    # signal-cli's attachments folder, when on this host: `resolve_media` returns file paths.
+    attachments_dir: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _daemon_url(cls, value: str) -> str:
+        value = _http_url(value, "http://127.0.0.1:8080").rstrip("/")
+        if value.endswith("/api/v1"):
+            raise ValueError("url is the daemon's root, without /api/v1")
+        return value
+
+    @field_validator("account")
+    @classmethod
+    def _e164(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith("+") and value[1:].isdigit()):
+            raise ValueError("account is the bot's number in E.164 form, such as +15551234567")
+        return value
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
 PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "telegram": TelegramConfig,
@@ -556,6 +587,7 @@ PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "discord": DiscordConfig,
     "matrix": MatrixConfig,
     "whatsapp": WhatsAppConfig,
+    "signal": SignalConfig,
 }
 
 
