@@ -22,6 +22,7 @@ from sessiongate.errors import (
     AgentTurnError,
     ConflictError,
     EntryNotFoundError,
+    ForeignStoreError,
     ForkTooLargeError,
     InvalidEntryError,
     InvalidSessionIdError,
@@ -60,6 +61,9 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     InvalidSessionKeyError: 400,
     InvalidSessionIdError: 400,
     InvalidEntryError: 400,
+    # An import source that is not what it claims (no route imports today; a future one would
+    # be answering bad input).
+    ForeignStoreError: 400,
     UnauthorizedError: 403,
     SessionNotFoundError: 404,
     EntryNotFoundError: 404,

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
 
 GROUP_ID = "S2lkcyBncm91cCBpZCAxMjM0NTY3ODkwMTIzNDU2Nzg5MA=="
+# Signal has no threads: a "thread" message of the suite is one in a second group.
+_GROUPS = {"group": GROUP_ID, "thread": "U2Vjb25kIGdyb3VwIGlkIDEyMzQ1Njc4OTAxMjM0NTY3ODk="}
 _USERS = {
     "alice": ("+15550000011", "a11ce000-0000-4000-8000-000000000011"),
     "bob": ("+15550000012", "b0b00000-0000-4000-8000-000000000012"),
@@ -159,12 +161,12 @@ class SignalHarness:
     def chat_of(self, kind: ChatKind) -> str:
         if kind == "dm":
             return _USERS["alice"][1]
-        if kind == "group":
-            return group_chat_id(GROUP_ID)
+        if kind in _GROUPS:
+            return group_chat_id(_GROUPS[kind])
         raise ValueError(f"Signal has no {kind}")
 
     def _receive(self, msg: Msg) -> dict[str, Any]:
-        if msg.chat not in ("dm", "group"):
+        if msg.chat not in ("dm", *_GROUPS):
             raise ValueError(f"Signal has no {msg.chat}")
         self._count += 1
         number, uuid = (self.stub.account, self.stub.uuid) if msg.own else _USERS.get(
@@ -192,7 +194,7 @@ class SignalHarness:
             data["attachments"] = [{"contentType": "application/octet-stream",
                                     "filename": "big.bin", "id": f"att{self._count}.bin",
                                     "size": msg.attachment_bytes}]  # fmt: skip
-        group = GROUP_ID if msg.chat == "group" else None
+        group = _GROUPS.get(msg.chat)
         event = sg.data_envelope(text, number=number, uuid=uuid, timestamp=timestamp,
                                  name=msg.user.title(), group_id=group, group_name="Team chat",
                                  **data)  # fmt: skip
