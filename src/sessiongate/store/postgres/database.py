@@ -419,6 +419,14 @@ class PostgresDatabase:
         with self.transaction() as tx:
             copy.finish_copy(tx.conn, table)
 
+    def begin_copy(self, origin: str) -> None:
+        with self.transaction() as tx:
+            copy.begin_copy(tx.conn, origin)
+
+    def end_copy(self) -> None:
+        with self.transaction() as tx:
+            copy.end_copy(tx.conn)
+
     def holds(self, tx: object) -> bool:
         return tx is self._tx
 
