@@ -134,14 +134,14 @@ def branches(
     for branch in out.branches:
         table.add_row(
             "*" if branch.active else "",
-            str(branch.leaf_entry_id),
+            "-" if branch.leaf_entry_id is None else str(branch.leaf_entry_id),
             str(branch.message_count),
-            when(branch.updated_at),
-            Text(branch.headline),  # user text, not markup
+            when(branch.updated_at) if branch.updated_at else "",
+            # User text, not markup; the empty start has none.
+            Text(branch.headline)
+            if branch.leaf_entry_id is not None
+            else "(empty: the next message starts here)",
         )
-    if not any(branch.active for branch in out.branches):
-        # Everything was rewound: the active position is the empty start of the session.
-        table.add_row("*", "-", "0", "", "(empty: the next message starts here)")
     console.print(table)
 
 
