@@ -308,5 +308,5 @@ def test_branches_json_marks_the_empty_start_active_after_rewinding_everything(s
     result = sg("sessions", "branches", key, "--home", str(home), "--json")
     assert result.returncode == 0, result.stderr
     branches = json.loads(result.stdout)["branches"]
-    assert [(b["leaf_entry_id"], b["active"]) for b in branches][0] == (None, True)
+    assert (branches[0]["leaf_entry_id"], branches[0]["active"]) == (None, True)
     assert sum(b["active"] for b in branches) == 1
