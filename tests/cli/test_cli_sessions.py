@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sessiongate import GatewayConfig, Platform, SessionSource, SessionStore
 from sessiongate.config import load_config
 
@@ -300,3 +302,27 @@ def test_list_and_search_filter_by_agent(sg, tmp_path):
     bad = sg("sessions", "list", "--agent", "Not:An:Id", "--home", str(home))
     assert bad.returncode == 2
     assert "agent id" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show"],
+        ["context"],
+        ["branches"],
+        ["rewind"],
+        ["fork"],
+        ["compact"],
+        ["reset"],
+        ["pin"],
+        ["archive"],
+        ["read"],
+        ["label", "x"],
+        ["delete", "--yes"],
+    ],
+)
+def test_a_missing_session_is_the_api_s_error_code_under_json(sg, home, seeded, args):
+    missing = "agent:main:telegram:dm:nobody"
+    result = sg("sessions", args[0], missing, *args[1:], "--home", str(home), "--json")
+    assert result.returncode == 1, result.stdout
+    assert json.loads(result.stderr)["error"]["code"] == "session_not_found"

@@ -153,9 +153,9 @@ def open_store(paths: Paths, config: GatewayConfig) -> SessionStore:
         paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         return SessionStore(sessions_dir(paths.home), config)
     except SessiongateError as exc:
-        fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)")
+        fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)", error_code=exc.code)
     except OSError as exc:
-        fail(f"cannot open the store under {paths.home}: {exc}")
+        fail(f"cannot open the store under {paths.home}: {exc}", error_code="store_unavailable")
 
 
 @contextlib.contextmanager
@@ -171,7 +171,7 @@ def opened_store(home: Path | None, config_file: Path | None) -> Iterator[Sessio
         fail(exc.message, code, error_code=exc.code)
     except OSError as exc:
         # The disk refused a file the store writes beside the database (a delete's archive).
-        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}")
+        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}", error_code="store_unavailable")
     finally:
         store.close()
 

@@ -56,7 +56,7 @@ def status(
     try:
         info = describe_database(config, sessions_dir(paths.home) / "state.db")
     except SessiongateError as exc:
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     if as_json:
         emit_json(info)
         return
@@ -78,7 +78,7 @@ def upgrade(
     try:
         applied = upgrade_database(config, sessions_dir(paths.home) / "state.db")
     except SessiongateError as exc:
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     if as_json:
         emit_json({"applied": applied})
         return

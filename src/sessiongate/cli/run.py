@@ -177,7 +177,7 @@ def run(
     try:
         code = asyncio.run(_serve(paths, config, store, bind_host, bind_port, prepared))
     except SessiongateError as exc:  # another runner holds the home, the store refused
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     finally:
         store.close()
     raise typer.Exit(code)

@@ -149,7 +149,7 @@ def show(
     with opened_store(home, config_file) as store:
         entry = store.get_session(key)
         if entry is None:
-            fail(f"no session with key {key!r}")
+            fail(f"no session with key {key!r}", error_code="session_not_found")
         row = _row(entry, store)
         events: list[dict[str, Any]] | None = None
         if transcript:
@@ -239,7 +239,7 @@ def export(
             for key in keys:
                 entry = store.get_session(key)
                 if entry is None:
-                    fail(f"no session with key {key!r}")
+                    fail(f"no session with key {key!r}", error_code="session_not_found")
                 entries.append(entry)
         else:
             entries = store.list_sessions()
