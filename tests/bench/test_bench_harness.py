@@ -37,12 +37,12 @@ Bench = tuple[dict[str, Any], dict[str, Any], Path]
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+def bench(tmp_path_factory: pytest.TempPathFactory, long_run: Any) -> Bench:
     root = tmp_path_factory.mktemp("bench")
     json_path = root / "results.json"
     # Without a server named (as on a machine without PostgreSQL, whatever this one exports):
     # test_bench_postgres.py and test_bench_instances.py measure those sections on a server.
-    with pytest.MonkeyPatch.context() as env:
+    with pytest.MonkeyPatch.context() as env, long_run():
         env.delenv(ENV_URL, raising=False)
         results = run_bench(
             quick=True,
