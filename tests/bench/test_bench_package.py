@@ -26,4 +26,3 @@ def test_importing_the_package_imports_no_section():
         "[]",
         "sessiongate.bench.harness sessiongate.bench.workload",
     ]
-

@@ -81,16 +81,16 @@ class Sizes:
     def quick(cls) -> Sizes:
         """About a minute for every store together; checks that the benchmark works."""
         return cls(
-            sessions=500,
-            messages=3_000,
-            hot_messages=1_000,
-            tail_reads=200,
+            sessions=200,
+            messages=1_000,
+            hot_messages=500,
+            tail_reads=100,
             full_reads=5,
-            cold_reads=100,
-            writer_turns=40,
+            cold_reads=50,
+            writer_turns=20,
             writer_sessions=5,
-            new_sessions=250,
-            new_messages=3_000,
+            new_sessions=100,
+            new_messages=1_000,
         )
 
     @classmethod
