@@ -35,6 +35,7 @@ from sessiongate.cli._common import (
     plural,
     when,
 )
+from sessiongate.cli._tables import KeyCell, table_of
 from sessiongate.core.bindings import AGENT_ID
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
@@ -114,22 +115,28 @@ def list_sessions(
     if as_json:
         emit_json({"sessions": rows, "total": total})
         return
-    table = Table(title=f"{len(rows)} of {plural(total, 'session')}", title_justify="left")
-    for column in ("session key", "name", "updated", "tokens", "cost", "flags"):
-        # A time or a figure reads whole; the key and the name fold when the width is short.
-        table.add_column(column, overflow="fold", no_wrap=column in ("updated", "cost"))
-    for row in rows:
-        table.add_row(
+    cells = [
+        [
+            KeyCell(row["session_key"]),
             *_plain(
-                row["session_key"],
                 row["label"] or row["display_name"] or "",
                 when(row["updated_at"]),
                 str(row["total_tokens"]),
                 _cost(row),
                 _flags(row),
-            )
+            ),
+        ]
+        for row in rows
+    ]
+    # A time or a figure reads whole; the key folds between its parts, the name anywhere.
+    console.print(
+        table_of(
+            f"{len(rows)} of {plural(total, 'session')}",
+            ("session key", "name", "updated", "tokens", "cost", "flags"),
+            cells,
+            no_wrap=("updated", "cost"),
         )
-    console.print(table)
+    )
 
 
 @app.command("show")
@@ -204,19 +211,16 @@ def search(
         return
     if degraded:
         console.print("[yellow]the search index is stale; results come from a slower scan[/]")
-    table = Table(title=plural(len(hits), "hit"), title_justify="left")
-    for column in ("session key", "role", "when", "snippet"):
-        table.add_column(column, overflow="fold")
-    for hit in hits:
-        table.add_row(
-            *_plain(
-                str(hit.get("session_key")),
-                str(hit.get("role")),
-                when(hit.get("timestamp")),
-                str(hit.get("snippet")),
-            )
-        )
-    console.print(table)
+    cells = [
+        [
+            KeyCell(str(hit.get("session_key"))),
+            *_plain(str(hit.get("role")), when(hit.get("timestamp")), str(hit.get("snippet"))),
+        ]
+        for hit in hits
+    ]
+    console.print(
+        table_of(plural(len(hits), "hit"), ("session key", "role", "when", "snippet"), cells)
+    )
 
 
 @app.command("export")
