@@ -41,6 +41,8 @@ from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["EXPORT_FORMAT", "app"]
@@ -115,7 +117,7 @@ def list_sessions(
     if as_json:
         emit_json({"sessions": rows, "total": total})
         return
-    cells = [
+    cells: list[list[RenderableType]] = [
         [
             KeyCell(row["session_key"]),
             *_plain(
@@ -211,7 +213,7 @@ def search(
         return
     if degraded:
         console.print("[yellow]the search index is stale; results come from a slower scan[/]")
-    cells = [
+    cells: list[list[RenderableType]] = [
         [
             KeyCell(str(hit.get("session_key"))),
             *_plain(str(hit.get("role")), when(hit.get("timestamp")), str(hit.get("snippet"))),
