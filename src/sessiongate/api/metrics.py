@@ -3,10 +3,12 @@
 Gauges and counters the runner already keeps are read from `runner.statistics()` when the
 metrics are scraped (nothing is double-counted or kept in sync by hand); what only the API sees
 (turn latency as a caller waits for it, whether search fell back to a scan) is recorded here.
-Every numeric field of the statistics also appears as `sessiongate_runner_<field>`, so a field
-the runner adds later is exported without a change here. Each platform adapter with a
-`statistics()` (the adapter kit's) is read the same way, as `sessiongate_platform_<field>`
-labelled with the platform, so "connected" is told from "receiving" and "degraded".
+Every other numeric field of the statistics appears as `sessiongate_runner_<field>`, so a field
+the runner adds later is exported without a change here; the running totals exported as
+counters (turns by outcome, evictions) are not repeated there as gauges. Each platform
+adapter with a `statistics()` (the adapter kit's) is read the same way, as
+`sessiongate_platform_<field>` labelled with the platform, so "connected" is told from
+"receiving" and "degraded".
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ _NAMED: dict[str, tuple[str, str, str]] = {
 }
 # Statistics fields counting finished turns, by outcome (`turns_<outcome>`).
 _TURN_OUTCOMES = ("completed", "failed", "interrupted")
+# Fields exported as counters above: not again as `sessiongate_runner_<field>` gauges, where a
+# running total would read as a level (and be summed or averaged wrongly).
+_COUNTED = frozenset(
+    {f for f, (_, kind, _) in _NAMED.items() if kind == "counter"}
+    | {f"turns_{outcome}" for outcome in _TURN_OUTCOMES}
+)
 # A turn with the echo agent takes about a millisecond; one with a model, seconds to minutes.
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -80,6 +88,8 @@ class RunnerCollector:
                 turns.add_metric([outcome], value)
         yield turns
         for field, value in values.items():
+            if field in _COUNTED:
+                continue  # a running total goes out once, as its counter above
             yield GaugeMetricFamily(
                 f"sessiongate_runner_{field}", f"RunnerStatistics.{field}", value=value
             )

@@ -240,7 +240,10 @@ sessiongate reads `config.yaml` in its home (or the file given with `--config` o
 variable overrides one value: `{ENV_PREFIX}` and the key's path in upper case, `__` between
 levels; its value is read as YAML (`true`, `30`, `[a, b]`), except for text keys, which take
 the raw string. `<NAME>` in a variable is the mapping key (a platform name, in upper case).
-`sessiongate config` prints the configuration in effect, secrets masked.
+A list of sections (`bindings`) is set whole by one variable holding it as JSON:
+`SESSIONGATE_BINDINGS='[{{"platform": "telegram", "chat_id": "42", "agent": "support"}}]'`.
+`sessiongate config` prints the configuration in effect, secrets masked (every `secret` key
+and a password written into a URL); no error or log line shows them either.
 
 | key | type | default | meaning | environment variable |
 |---|---|---|---|---|
@@ -380,10 +383,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _list_variable(path: str) -> str:
+    """The variable that sets the whole list a `list[].key` belongs to."""
+    return ENV_PREFIX + "__".join(p.upper() for p in path.split("[]")[0].split("."))
+
+
 def render_config_markdown() -> str:
     rows = [
         f"| `{k.path}` | {k.type} | {k.default} | {_cell(k.meaning)} | "
-        + (f"`{k.env}` |" if k.env else "(the list, in YAML) |")
+        + (f"`{k.env}` |" if k.env else f"`{_list_variable(k.path)}` (the list, as JSON) |")
         for k in config_keys()
     ]
     return _INTRO + "\n".join(rows) + "\n"

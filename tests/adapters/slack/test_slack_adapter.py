@@ -232,16 +232,29 @@ async def test_a_dropped_socket_reconnects_and_keeps_receiving(tmp_path, clock, 
         await gateway.close()
 
 
+async def _connected_socket(gateway: Gateway) -> Any:
+    """The receiver's socket once its first connect() finished (the adapter sets `receiving`
+    after it, and is then waiting on its watchdog tick): the SDK sets up its reconnect state
+    inside connect(), so a socket dropped before then would be repaired behind the test."""
+    async with asyncio.timeout(HANG_GUARD):
+        while not gateway.adapter.receiving:  # noqa: ASYNC110  # set by the receiver task
+            await asyncio.sleep(0.01)
+    socket = gateway.adapter.socket
+    assert socket is not None
+    assert await socket.is_connected()
+    return socket
+
+
 async def test_the_watchdog_rebuilds_a_socket_that_stays_down(tmp_path, clock, stub):
     gateway = Gateway(tmp_path, clock, stub)
     await gateway.runner.start()
     try:
-        async with asyncio.timeout(HANG_GUARD):
-            while gateway.adapter.socket is None:  # noqa: ASYNC110  # opened by the receiver
-                await asyncio.sleep(0.01)
-        assert gateway.adapter.socket is not None
-        await gateway.adapter.socket.disconnect()  # type: ignore[no-untyped-call]
-        gateway.adapter.socket.auto_reconnect_enabled = False  # the SDK's own repair is off
+        socket = await _connected_socket(gateway)
+        # The SDK's own repair off *before* the drop: once the first connect() returned,
+        # nothing turns it back on, so the socket stays down until the watchdog acts.
+        socket.auto_reconnect_enabled = False
+        await socket.disconnect()  # type: ignore[no-untyped-call]
+        assert not await socket.is_connected()
         await gateway.sleeper.advance(gateway.adapter.watchdog.stall_seconds)
         async with asyncio.timeout(HANG_GUARD):
             while gateway.adapter.counters.reconnects < 1:  # noqa: ASYNC110
