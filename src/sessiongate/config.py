@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from sessiongate.core.config import PLATFORM_CONFIGS, GatewayConfig, PlatformConfig
+from sessiongate.core.secrets import mask_secrets as mask_in_text, url_passwords
 from sessiongate.errors import SessiongateError
 from sessiongate.gateway.prompts import SystemPromptError, SystemPrompts
 
@@ -318,4 +319,11 @@ def _plain(value: Any, *, mask_secrets: bool) -> Any:
         return {k: _plain(v, mask_secrets=mask_secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, mask_secrets=mask_secrets) for v in value]
+    if mask_secrets and isinstance(value, str) and "://" in value:
+        # A database password written into store.url is as secret as a token.
+        return _mask_url(value)
     return value
+
+
+def _mask_url(url: str) -> str:
+    return mask_in_text(url, frozenset(url_passwords(url)))

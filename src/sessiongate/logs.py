@@ -10,6 +10,10 @@ With `redact_ids` (the config's `redact_pii`), no raw id reaches a line: session
 shown as `core.redaction.redact_session_key` shows them in the prompt, user and chat id fields
 are hashed the same way, and key-shaped text inside messages and errors is replaced too. It
 is applied to every record in one place, so a log call written later cannot forget it.
+
+The configuration's secrets (`hide_secrets`, given by the command line once the configuration
+is read) never reach a line either: every rendered line, the traceback included, is masked
+(`core.secrets`), whatever a library put in its message.
 """
 
 from __future__ import annotations
@@ -24,11 +28,45 @@ from urllib.parse import unquote
 import structlog
 
 from sessiongate.core.redaction import hash_chat_id, hash_user_id, redact_session_key
+from sessiongate.core.secrets import mask_secrets
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from structlog.typing import EventDict, Processor
 
-__all__ = ["LogFormat", "configure_logging", "redact_record", "render_json", "resolve_format"]
+__all__ = [
+    "LogFormat",
+    "configure_logging",
+    "hidden",
+    "hide_secrets",
+    "redact_record",
+    "render_json",
+    "resolve_format",
+]
+
+# Values no line may show (`hide_secrets`): read when a line is rendered, so a secret hidden
+# after `configure_logging` ran is masked all the same.
+_secrets: frozenset[str] = frozenset()
+
+
+def hide_secrets(values: Iterable[str]) -> None:
+    """Mask these values (the configuration's secrets) in every line and error from now on."""
+    global _secrets
+    _secrets = _secrets | frozenset(values)
+
+
+def hidden(text: str) -> str:
+    """`text` with every hidden secret masked (`***`)."""
+    return mask_secrets(text, _secrets)
+
+
+def _masking(render: Callable[[Any, str, EventDict], str]) -> Processor:
+    def masked(logger: Any, name: str, event_dict: EventDict) -> str:
+        return hidden(render(logger, name, event_dict))
+
+    return masked
+
 
 LogFormat = Literal["auto", "console", "json"]
 
@@ -139,16 +177,14 @@ def configure_logging(
     ]
     if redact_ids:
         final.append(redact_record)
+    render: Callable[[Any, str, EventDict], str] = render_json
     if resolve_format(log_format, out) == "console":
-        final.append(
-            structlog.dev.ConsoleRenderer(
-                colors=bool(getattr(out, "isatty", lambda: False)()),
-                exception_formatter=structlog.dev.plain_traceback,
-                pad_event_to=0,
-            )
+        render = structlog.dev.ConsoleRenderer(
+            colors=bool(getattr(out, "isatty", lambda: False)()),
+            exception_formatter=structlog.dev.plain_traceback,
+            pad_event_to=0,
         )
-    else:
-        final.append(render_json)
+    final.append(_masking(render))
     formatter = structlog.stdlib.ProcessorFormatter(foreign_pre_chain=pre_chain, processors=final)
     handler = logging.StreamHandler(out)
     handler.set_name(_HANDLER_NAME)

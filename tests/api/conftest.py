@@ -63,7 +63,7 @@ def app(runner, store: SessionStore, config: GatewayConfig):
 @pytest.fixture
 def client(app, runner) -> Iterator[TestClient]:
     """A TestClient whose event loop also runs the runner (started and stopped around it)."""
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
         portal = client.portal
         assert portal is not None
         portal.call(runner.start)

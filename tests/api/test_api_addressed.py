@@ -188,7 +188,11 @@ def test_an_incognito_key_is_refused_after_a_restart(tmp_path, clock, config, ke
             clock=clock,
             agent_factory=build_agent_factory(config),
         )
-        return runner, TestClient(create_app(runner, store, config), raise_server_exceptions=False)
+        return runner, TestClient(
+            create_app(runner, store, config),
+            base_url="http://127.0.0.1",
+            raise_server_exceptions=False,
+        )
 
     sessions = tmp_path / "home" / "sessions"
     with SessionStore(sessions, config, clock=clock) as store:

@@ -71,5 +71,21 @@ def test_loopback_hosts(host, loopback):
 def test_a_public_address_needs_a_token():
     with pytest.raises(UnsafeBindError, match="without an API token"):
         check_bind_address("0.0.0.0", GatewayConfig())
-    check_bind_address("0.0.0.0", GatewayConfig(api={"token": TOKEN}))
+    check_bind_address("0.0.0.0", GatewayConfig(api={"token": "x" * 16}))
     check_bind_address("127.0.0.1", GatewayConfig())
+
+
+def test_a_public_address_refuses_a_token_shorter_than_16_characters():
+    short = "Fifteen-chars!!"
+    assert len(short) == 15
+    with pytest.raises(UnsafeBindError) as refused:
+        check_bind_address("0.0.0.0", GatewayConfig(api={"token": short}))
+    message = refused.value.message
+    assert "15 characters" in message
+    assert "at least 16" in message
+    assert "guessed" in message
+    assert short not in message
+    assert "\n" not in message
+    # On loopback a short token (or none) is still the operator's choice.
+    check_bind_address("127.0.0.1", GatewayConfig(api={"token": short}))
+    check_bind_address("::1", GatewayConfig(api={"token": "abc"}))

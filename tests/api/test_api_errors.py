@@ -67,7 +67,7 @@ def tiny() -> TestClient:
     async def bug() -> None:
         raise RuntimeError("secret internals")
 
-    return TestClient(app, raise_server_exceptions=False)
+    return TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
 
 
 def test_a_mapped_error_is_its_status_and_code(tiny):
@@ -151,3 +151,22 @@ def test_a_body_json_cannot_decode_is_invalid_json(client, body, words):
     assert error["code"] == "invalid_json"
     assert words in error["message"]
     assert client.get("/v1/sessions").json()["total"] == 0
+
+
+def test_a_key_sent_with_a_bare_percent_says_to_percent_encode_it(client):
+    # An incognito key's own `%f…` taken as an escape decodes to a byte that is not text.
+    response = client.get("/v1/sessions/agent:main:api:dm:alice:%fa1b2c3/transcript")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_session_key"
+    assert "percent-encode the key (`%` is `%25`" in error["message"]
+
+
+def test_an_empty_text_says_what_is_wrong_in_words(client):
+    response = client.post("/v1/messages", json={"chat_id": "alice", "text": ""})
+    assert response.status_code == 422
+    message = response.json()["error"]["message"]
+    assert "text" in message
+    assert "empty" in message
+    assert "at least 1 item" not in message
+    assert "after validation" not in message

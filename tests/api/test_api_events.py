@@ -145,6 +145,22 @@ async def test_an_unknown_last_event_id_gets_reset_then_live_events(runner, stor
         assert (await events.until("turn.finished"))[-1].data["status"] == "replied"
 
 
+@pytest.mark.parametrize("sequence", ["\u00b2", "1\u00b2", "\u00b9\u00b2"])
+async def test_a_last_event_id_of_this_epoch_with_odd_digits_gets_reset(
+    runner, store, config, sequence
+):
+    # `²` passes `str.isdigit` and fails `int`; on the wire it is one latin-1 byte.
+    last_event_id = f"{runner.feed.epoch}-{sequence}".encode("latin-1")
+    async with (
+        served(runner, store, config) as http,
+        http.stream("GET", "/v1/events", headers={"Last-Event-ID": last_event_id}) as response,
+    ):
+        assert response.status_code == 200
+        reset = await SSEReader(response).next()
+        assert reset.event == "reset"
+        assert reset.data["reason"] == "unknown"
+
+
 async def test_events_need_the_token(runner, store, config):
     async with served(runner, store, config) as http:
         response = await http.get("/v1/events", headers={"Authorization": "Bearer wrong"})

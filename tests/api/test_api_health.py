@@ -13,6 +13,6 @@ def test_healthz_reports_an_open_store(client):
 
 def test_healthz_is_503_once_the_store_is_closed(app, store):
     store.close()
-    response = TestClient(app).get("/healthz")
+    response = TestClient(app, base_url="http://127.0.0.1").get("/healthz")
     assert response.status_code == 503
     assert response.json()["store"] == "closed"

@@ -91,7 +91,7 @@ async def test_a_head_just_inside_the_bound_is_served(server):
     "raw",
     [
         b"GET /healthz HTTP/1.0\r\n\r\n",  # Host is HTTP/1.1's requirement
-        b"GET http://elsewhere.example/healthz HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET http://elsewhere.example/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     ],
     ids=["HTTP/1.0 without Host", "an absolute URL"],
 )

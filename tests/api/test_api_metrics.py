@@ -40,6 +40,18 @@ def test_metrics_expose_the_runner_and_the_api(client, send):
     assert samples[requests] == 1
 
 
+def test_a_running_total_is_exported_once_as_a_counter_not_also_as_a_gauge(client, send):
+    send("hello")
+    families = {f.name: f.type for f in text_string_to_metric_families(client.get("/metrics").text)}
+    assert families["sessiongate_turns"] == "counter"
+    assert families["sessiongate_agent_evictions"] == "counter"
+    for total in ("turns_completed", "turns_failed", "turns_interrupted", "evictions"):
+        assert f"sessiongate_runner_{total}" not in families
+    # Levels, and totals with no counter of their own, are still there.
+    assert families["sessiongate_runner_waiters"] == "gauge"
+    assert families["sessiongate_runner_turns_resumed"] == "gauge"
+
+
 def test_each_app_has_its_own_registry(runner, store, config):
     first = create_app(runner, store, config)
     second = create_app(runner, store, config)

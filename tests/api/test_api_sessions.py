@@ -191,7 +191,7 @@ async def test_archiving_is_refused_while_a_turn_runs_and_its_queue_waits(
     await runner.start()
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             first = (await http.post("/v1/messages", json={"chat_id": "a", "text": "hi"})).json()
             key, session_id = first["session_key"], first["session_id"]
             agent.release = asyncio.Event()

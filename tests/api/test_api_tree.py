@@ -23,6 +23,27 @@ def test_rewind_by_turns_returns_the_text_to_edit(client, send, key_path):
     assert again == {"status": "nothing_to_rewind", "editor_text": "", "rewound_count": 0}
 
 
+def test_after_rewinding_everything_the_empty_start_is_the_active_position(client, send, key_path):
+    key = send("first")["session_key"]
+    send("second")
+    assert client.post(key_path(key, "/rewind"), json={"turns": 5}).json()["status"] == "rewound"
+    branches = client.get(key_path(key, "/branches")).json()["branches"]
+    assert [b["active"] for b in branches] == [True, False]
+    assert branches[0] == {
+        "leaf_entry_id": None,
+        "headline": "",
+        "message_count": 0,
+        "updated_at": None,
+        "active": True,
+    }
+    assert branches[1]["message_count"] == 4  # the rewound branch, kept as a tip
+    # Back on it, the empty start is no position of its own any more.
+    tip = branches[1]["leaf_entry_id"]
+    client.post(key_path(key, "/branches/switch"), json={"leaf_entry_id": tip})
+    after = client.get(key_path(key, "/branches")).json()["branches"]
+    assert [(b["leaf_entry_id"], b["active"]) for b in after] == [(tip, True)]
+
+
 def test_rewind_to_an_entry_and_its_refusals(client, send, key_path):
     key = send("first")["session_key"]
     send("second")
@@ -175,7 +196,7 @@ async def test_rewind_switch_and_fork_are_refused_while_a_turn_runs(
     await runner.start()
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             first = await http.post("/v1/messages", json={"chat_id": "a", "text": "hi"})
             assert first.status_code == 200, first.text
             key = first.json()["session_key"]

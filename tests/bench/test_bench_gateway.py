@@ -30,8 +30,9 @@ TINY = GatewaySizes(
 
 
 @pytest.fixture(scope="module")
-def section() -> dict[str, Any]:
-    return run_gateway_section(quick=True, sizes=TINY, timeout_s=300)
+def section(long_run: Any) -> dict[str, Any]:
+    with long_run():
+        return run_gateway_section(quick=True, sizes=TINY, timeout_s=300)
 
 
 def test_latency_summary_uses_the_nearest_rank():

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sessiongate.bench import Sizes, run_bench
+from sessiongate.bench.harness import QUICK_NOTE, exit_code
 from sessiongate.bench.postgres import ENV_URL
 from sessiongate.bench.report import NOTES_END, NOTES_START, write_markdown
 
@@ -37,12 +38,12 @@ Bench = tuple[dict[str, Any], dict[str, Any], Path]
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Bench:
+def bench(tmp_path_factory: pytest.TempPathFactory, long_run: Any) -> Bench:
     root = tmp_path_factory.mktemp("bench")
     json_path = root / "results.json"
     # Without a server named (as on a machine without PostgreSQL, whatever this one exports):
     # test_bench_postgres.py and test_bench_instances.py measure those sections on a server.
-    with pytest.MonkeyPatch.context() as env:
+    with pytest.MonkeyPatch.context() as env, long_run():
         env.delenv(ENV_URL, raising=False)
         results = run_bench(
             quick=True,
@@ -135,7 +136,7 @@ def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
     assert any("Telegram" in g for g in goals)
     fresh = [g for g in goals.values() if "conversation creation" in g["goal"]]
     assert len(fresh) == 2
-    assert all(g["passed"] is not None and "without creation" in g["measured"] for g in fresh)
+    assert all("without creation" in g["measured"] for g in fresh)
     feed = next(g for g in goals.values() if g["goal"].startswith("Feed:"))
     assert "turns/s" in feed["measured"]
     assert results["gateway"]["feed"]["resets"] == 0
@@ -145,12 +146,9 @@ def test_goals_are_judged_or_say_why_not(bench: Bench) -> None:
         assert goal["measured"]
     # OpenAI did not run and the hot session is below 5,000; the gateway section ran.
     assert results["gateway"]["status"] == "ok", results["gateway"].get("reason")
-    unjudged = [g["goal"] for g in results["goals"] if g["passed"] is None]
-    assert any("OpenAI" in g for g in unjudged)
-    assert any("5,000" in g for g in unjudged)
-    # Quick runs judge the gateway's speed; its memory aim is for the full 100,000 sessions,
-    # and PostgreSQL needs a server named.
-    assert not any("Gateway" in g and "RSS" not in g and "PostgreSQL" not in g for g in unjudged)
+    # Quick sizes check only that every part runs: no goal is judged on them, so none fails.
+    assert all(g["passed"] is None for g in results["goals"])
+    assert exit_code(results) == 0
 
 
 def test_markdown_report_is_written_with_tables_and_goals(bench: Bench) -> None:
@@ -226,3 +224,40 @@ def test_whatsapp_is_measured_beside_its_stubs_floor(bench: Bench) -> None:
     assert set(section["throughput"]) == {"floor", "gateway"}
     text = (root / "docs" / "PERFORMANCE.md").read_text()
     assert "## WhatsApp adapter" in text
+
+
+def _summary_results(*, quick: bool, passed: bool | None) -> dict[str, Any]:
+    workload = {
+        "append": {"msg_per_s": 12345.0},
+        "tail_50": {"p50_ms": 0.1},
+        "full_load": {"p50_ms": 15.0},
+        "disk": {"bytes_per_message": 884.0},
+    }
+    writers = {"distinct": {"clean": True}, "shared": {"clean": True}}
+    stores = {
+        name: {"id": name, "family": name.split("-")[0], "status": "ok", "workload": workload,
+               "writers": writers}
+        for name in ("sessiongate-normal", "sessiongate-full", "sqlite-normal", "sqlite-full")
+    }  # fmt: skip
+    goal = {"goal": "Gateway ≥ 1,000 turns/s in process", "measured": "84 turns/s"}
+    return {"quick": quick, "stores": stores, "skipped": [], "goals": [{**goal, "passed": passed}]}
+
+
+def test_a_failed_goal_fails_the_command_and_a_passed_or_unjudged_one_does_not() -> None:
+    assert exit_code(_summary_results(quick=False, passed=False)) == 1
+    assert exit_code(_summary_results(quick=False, passed=True)) == 0
+    assert exit_code(_summary_results(quick=True, passed=None)) == 0
+
+
+def test_the_summary_keeps_every_store_distinguishable_at_80_columns(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from sessiongate.bench.harness import _print_summary
+
+    console = Console(width=80, record=True, color_system=None)
+    _print_summary(console, _summary_results(quick=True, passed=None), tmp_path)
+    text = console.export_text()
+    for store in ("sessiongate-normal", "sessiongate-full", "sqlite-normal", "sqlite-full"):
+        assert store in text
+    assert "…" not in text
+    assert " ".join(QUICK_NOTE.split()[:6]) in " ".join(text.split())

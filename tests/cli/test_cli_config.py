@@ -42,3 +42,11 @@ def test_a_bad_config_file_exits_2_naming_the_key(sg, home, tmp_path):
 def test_sessiongate_home_is_the_default_home(sg, env, tmp_path):
     result = sg("config", "--json", env=env(SESSIONGATE_HOME=str(tmp_path / "h")))
     assert json.loads(result.stdout)["home"] == str(tmp_path / "h")
+
+
+def test_config_masks_a_database_password_in_store_url(sg, env, home):
+    url = "postgresql://me:hunter22@db.example/x"
+    result = sg("config", "--home", str(home), env=env(SESSIONGATE_STORE__URL=url))
+    assert result.returncode == 0, result.stderr
+    assert "hunter22" not in result.stdout
+    assert "postgresql://me:***@db.example/x" in result.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -156,10 +157,71 @@ def test_copy_moves_a_home_onto_postgres_and_verifies_it(tmp_path, pg_schema, sg
         # New rows take ids past the copied ones.
         entry = store.get_or_create_session(SessionSource(platform="api", chat_id="new"))
         store.append_messages(entry.session_id, [{"role": "user", "content": "after the copy"}])
-    again = json.loads(
-        sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json").stdout
-    )
-    assert again["verified"] is False  # the target moved on: the copy says so, exit 1
+    # The target is now served, with rows of its own: a second copy is refused whole.
+    before = _target_rows(pg_schema.url)
+    again = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
+    assert again.returncode == 1
+    assert json.loads(again.stderr)["error"]["code"] == "conflict"
+    assert "already holds sessiongate data" in json.loads(again.stderr)["error"]["message"]
+    assert _target_rows(pg_schema.url) == before
+    resumed = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--resume")
+    assert resumed.returncode == 1
+    assert "not an unfinished copy" in resumed.stderr
+    assert _target_rows(pg_schema.url) == before
+
+
+def _target_rows(url):
+    """Every row of every table in the schema `url` names (nothing when it has no tables)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = [
+            name
+            for (name,) in conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema() ORDER BY table_name"
+            )
+        ]
+        return {
+            name: sorted(map(repr, conn.execute(f"SELECT * FROM {name}").fetchall()))  # noqa: S608
+            for name in names
+        }
+
+
+def test_a_database_another_instance_serves_is_refused_before_any_write(tmp_path, pg_schema, sg):
+    home = tmp_path / "home"
+    _seed_home(home)
+    config = GatewayConfig(store={"url": pg_schema.url})  # type: ignore[arg-type]
+    with SessionStore(tmp_path / "serving", config) as store:
+        entry = store.get_or_create_session(SessionSource(platform="api", chat_id="c1"))
+        store.append_messages(entry.session_id, [{"role": "user", "content": "live"}])
+        before = _target_rows(pg_schema.url)
+        for extra in ((), ("--resume",)):
+            result = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), *extra)
+            assert result.returncode == 1, result.stdout
+            assert "Traceback" not in result.stderr
+            assert _target_rows(pg_schema.url) == before
+        assert [e.get("content") for e in store.load_events(entry.session_id)][-1] == "live"
+
+
+def test_a_copy_is_refused_while_a_gateway_holds_the_home(tmp_path, pg_schema, sg):
+    from sessiongate.gateway.recovery import HomeLock
+
+    home = tmp_path / "home"
+    _seed_home(home)
+    lock = HomeLock(home)  # the gateway's own lock, held by this process
+    lock.acquire()
+    try:
+        result = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
+    finally:
+        lock.release()
+    assert result.returncode == 1
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "home_in_use"
+    assert f"pid {os.getpid()}" in error["message"]
+    assert _target_rows(pg_schema.url) == {}  # not even the migrations ran
+    done = sg("db", "copy", "--to", pg_schema.url, "--home", str(home), "--json")
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema, sg, env):
@@ -192,7 +254,16 @@ def test_a_copy_killed_midway_resumes_and_verifies(tmp_path, pg_schema, sg, env)
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait(timeout=30)
-    resumed = sg(*args[3:], "--home", str(home), "--json")
+    plain = sg(*args[3:], "--home", str(home))
+    assert plain.returncode == 1
+    assert "unfinished copy" in plain.stderr
+    assert "--resume" in plain.stderr
+    other = tmp_path / "other"
+    _seed_home(other)
+    elsewhere = sg(*args[3:], "--home", str(other), "--resume")
+    assert elsewhere.returncode == 1
+    assert "not an unfinished copy" in elsewhere.stderr
+    resumed = sg(*args[3:], "--home", str(home), "--resume", "--json")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["verified"] is True
@@ -215,3 +286,28 @@ def test_the_copy_carries_every_column_of_every_table(tmp_path):
         for table in TABLES:
             info = tx.execute(f"PRAGMA table_info({table.name})").fetchall()  # type: ignore[attr-defined]
             assert [c for c, _ in table.columns] == [row[1] for row in info], table.name
+
+
+@pytest.mark.parametrize("command", ["status", "upgrade"])
+def test_a_missing_postgres_driver_is_the_one_line_install_hint(tmp_path, command, sg, env):
+    # The interpreter starts with psycopg unimportable, as it is without the extra.
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['psycopg'] = None\nsys.modules['psycopg_pool'] = None\n"
+    )
+    path = os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)
+    url = "postgresql://nobody@127.0.0.1:1/none"
+    result = sg(
+        "db",
+        command,
+        "--home",
+        str(tmp_path / "home"),
+        env=env(SESSIONGATE_STORE__URL=url, PYTHONPATH=path),
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: store.url names PostgreSQL, which needs psycopg 3 and psycopg_pool: "
+        "pip install 'sessiongate[postgres]'"
+    ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.store.sqlite import search as fts
@@ -107,3 +108,57 @@ def test_sessions_json_problems_found_at_open_are_shown(sg, home, seeded):
     assert "hostile" in text.stdout
     # Skipped and backed up once; the next run has nothing to say about it.
     assert sg("doctor", "--home", str(home)).returncode == 0
+
+
+def _write_config(home, text):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(text)
+
+
+def test_a_config_run_refuses_is_a_config_problem_with_run_s_own_message(sg, home):
+    _write_config(home, "agent:\n  openai:\n    api_key: sk-x\n    tools: [sessions_lst]\n")
+    run = sg("run", "--home", str(home), "--port", "0")
+    assert run.returncode == 1
+    (line,) = run.stderr.strip().splitlines()
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 1
+    config = _checks(_report(result))["config"]
+    assert config["ok"] is False
+    assert config["detail"] == line.removeprefix("error: ")
+    assert "sessions_lst" in config["detail"]
+
+
+def test_an_unsafe_listen_address_is_a_config_problem(sg, home):
+    _write_config(home, "api:\n  host: 0.0.0.0\n")
+    result = sg("doctor", "--home", str(home), "--json")
+    assert result.returncode == 1
+    assert "without an API token" in _checks(_report(result))["config"]["detail"]
+
+
+def test_details_are_shown_as_written_not_read_as_markup(sg, home, seeded, tmp_path, env):
+    # psycopg made unimportable, as without the extra: the store check names the install.
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['psycopg'] = None\n")
+    path = os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)
+    result = sg(
+        "doctor",
+        "--home",
+        str(home),
+        env=env(
+            PYTHONPATH=path,
+            COLUMNS="300",
+            SESSIONGATE_STORE__URL="postgresql://nobody@127.0.0.1:1/none",
+        ),
+    )
+    assert result.returncode == 1
+    assert "pip install 'sessiongate[postgres]'" in result.stdout
+
+
+def test_one_mirrored_entry_is_one_entry(sg, home):
+    from sessiongate import SessionSource
+
+    with SessionStore(home / "sessions", GatewayConfig()) as store:
+        store.get_or_create_session(SessionSource(platform="api", chat_id="only"))
+    result = sg("doctor", "--home", str(home), "--json")
+    assert _checks(_report(result))["sessions.json"]["detail"] == "readable, 1 entry"

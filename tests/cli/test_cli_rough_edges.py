@@ -21,7 +21,7 @@ def _error(result, exit_code: int) -> dict:
 @pytest.mark.parametrize(
     ("args", "exit_code", "code"),
     [
-        (("sessions", "show", "agent:main:api:dm:nobody"), 1, "failed"),
+        (("sessions", "show", "agent:main:api:dm:nobody"), 1, "session_not_found"),
         (("sessions", "branches", "not a key"), 2, "invalid_session_key"),
         (("sessions", "show"), 2, "invalid_usage"),  # click's own usage error
         (("sessions", "list", "--limit", "many"), 2, "invalid_usage"),

@@ -81,6 +81,27 @@ def test_run_refuses_a_public_address_with_an_empty_token(sg, env, home):
     assert not (home / "sessions").exists()
 
 
+def test_run_refuses_a_public_address_with_a_short_token(sg, env, home):
+    token = "Short-Secret-15"
+    result = sg(
+        "run",
+        "--home",
+        str(home),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        env=env(SESSIONGATE_API__TOKEN=token),
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert "refusing to listen" in line
+    assert "15 characters" in line
+    assert "at least 16" in line
+    assert token not in result.stderr + result.stdout
+    assert not (home / "sessions").exists()
+
+
 def test_run_with_a_bad_log_level_is_a_usage_error(sg, home):
     result = sg("run", "--home", str(home), "--log-level", "loud")
     assert result.returncode == 2

@@ -298,3 +298,15 @@ def test_model_choice_and_a_reset_that_keeps_the_tail(sg, home):
     assert len(context["messages"]) == 6
     default = _ok(sg("sessions", "model", key, "--model", "default", *h, "--json"))
     assert default["model_override"] is None
+
+
+def test_branches_json_marks_the_empty_start_active_after_rewinding_everything(sg, home, seeded):
+    import json
+
+    key = seeded["alice"]
+    assert sg("sessions", "rewind", key, "--turns", "9", "--home", str(home)).returncode == 0
+    result = sg("sessions", "branches", key, "--home", str(home), "--json")
+    assert result.returncode == 0, result.stderr
+    branches = json.loads(result.stdout)["branches"]
+    assert (branches[0]["leaf_entry_id"], branches[0]["active"]) == (None, True)
+    assert sum(b["active"] for b in branches) == 1

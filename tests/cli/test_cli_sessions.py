@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sessiongate import GatewayConfig, Platform, SessionSource, SessionStore
 from sessiongate.config import load_config
 
@@ -316,3 +318,56 @@ def test_prune_dry_run_shows_the_retention_plan_the_real_run_carries_out(sg, hom
     assert listed["total"] == 1
     gone = plan["retention"][0]["session_key"]
     assert gone not in {row["session_key"] for row in listed["sessions"]}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show"],
+        ["context"],
+        ["branches"],
+        ["rewind"],
+        ["fork"],
+        ["compact"],
+        ["reset"],
+        ["pin"],
+        ["archive"],
+        ["read"],
+        ["label", "x"],
+        ["delete", "--yes"],
+    ],
+)
+def test_a_missing_session_is_the_api_s_error_code_under_json(sg, home, seeded, args):
+    missing = "agent:main:telegram:dm:nobody"
+    result = sg("sessions", args[0], missing, *args[1:], "--home", str(home), "--json")
+    assert result.returncode == 1, result.stdout
+    assert json.loads(result.stderr)["error"]["code"] == "session_not_found"
+
+
+def test_at_80_columns_keys_fold_only_between_parts_and_no_column_is_empty(sg, home, env):
+    from sessiongate import GatewayConfig, SessionSource, SessionStore
+
+    keys = []
+    with SessionStore(home / "sessions", GatewayConfig()) as store:
+        for chat in ("-1001234567890", "family-group-chat"):
+            source = SessionSource(
+                platform="telegram", chat_id=chat, user_id="987654321", chat_type="group"
+            )
+            keys.append(store.get_or_create_session(source).session_key)
+    result = sg("sessions", "list", "--home", str(home), env=env(COLUMNS="80"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    header = next(line for line in lines if "session key" in line)
+    assert "flags" not in header  # no session has a flag: no empty column
+    # The key column's text, row by row: each fold ends at a `:`.
+    cells = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    folded: list[str] = []
+    for cell in cells:
+        if folded and not folded[-1].endswith(":"):
+            folded.append(cell)
+        elif folded and folded[-1].endswith(":") and not cell.startswith("agent:"):
+            folded[-1] += cell
+        else:
+            folded.append(cell)
+    assert sorted(folded) == sorted(keys)

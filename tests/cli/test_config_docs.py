@@ -30,6 +30,8 @@ def _other_value(key, default):
     """An environment value for `key` that differs from its default and is valid."""
     if key.path == "reset_policy.timezone":
         return "Europe/Berlin"
+    if key.path == "api.allowed_hosts":
+        return "[gateway.example.com]"
     if key.path == "store.url":
         return "postgresql://sessiongate@127.0.0.1/sessiongate"
     if key.path.endswith("system_prompt_file"):  # it must exist: any readable text file
@@ -74,3 +76,21 @@ def test_every_documented_variable_sets_its_key():
         assert _value_at(config, key.path) != default, key.env
         checked += 1
     assert checked > 30
+
+
+def test_the_documented_bindings_variable_sets_the_list_as_json():
+    documented = re.search(r"`(SESSIONGATE_BINDINGS)='([^']*)'`", DOCS.read_text("utf-8"))
+    assert documented is not None
+    name, raw = documented.groups()
+    config = load_config(
+        environ={
+            name: raw,
+            "SESSIONGATE_AGENTS__SUPPORT__KIND": "echo",
+            "SESSIONGATE_HOME": "/nonexistent",
+        }
+    )
+    ((binding,),) = [config.bindings]
+    assert (binding.platform, binding.chat_id, binding.agent) == ("telegram", "42", "support")
+    rows = [line for line in DOCS.read_text("utf-8").splitlines() if "`bindings[]." in line]
+    assert rows
+    assert all("`SESSIONGATE_BINDINGS` (the list, as JSON)" in row for row in rows)

@@ -80,3 +80,10 @@ def test_the_docs_link_what_they_name_and_never_cite_tracker_issues():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"\bissues? #?\d+", text, flags=re.IGNORECASE), path.name
         assert "design notes" not in text, path.name
+
+
+def test_the_readme_says_busy_follow_ups_merge_and_how_to_queue_them():
+    where = README.index("busy_input_mode:")
+    nearby = " ".join(README[where : where + 1200].split())
+    assert "merged into one next turn" in nearby
+    assert "`/queue <text>`" in nearby

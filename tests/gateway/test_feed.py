@@ -48,7 +48,21 @@ async def test_a_reconnect_resumes_after_its_last_id(clock):
 
 @pytest.mark.parametrize(
     ("last_id", "reason"),
-    [("e0-3", "restarted"), ("e1-99", "unknown"), ("garbage", "unknown"), ("e1-x", "unknown")],
+    [
+        ("e0-3", "restarted"),
+        ("e1-99", "unknown"),
+        ("garbage", "unknown"),
+        ("e1-x", "unknown"),
+        # `str.isdigit` takes these and `int` refuses them (or, for 5000 digits, refuses the
+        # length): each must be the explicit reset, never an error.
+        ("e1-\u00b2", "unknown"),
+        ("e1-1\u00b2", "unknown"),
+        ("e1-\u0663", "unknown"),
+        ("e1-" + "9" * 5000, "unknown"),
+        ("e1-+3", "unknown"),
+        ("e1- 3", "unknown"),
+        ("e1-3_0", "unknown"),
+    ],
 )
 async def test_an_id_the_feed_cannot_resume_from_gives_reset(clock, last_id, reason):
     feed = make_feed(clock)

@@ -321,7 +321,7 @@ async def test_the_http_reset_route_resets_the_counter_and_its_file(gw):
     gw.lanes.merge_restart_counts({key: 2})
     app = create_app(gw.runner, gw.store, gw.config)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
         response = await http.post(f"/v1/sessions/{quote(key, safe='')}/reset")
     assert response.status_code == 200, response.text
     assert response.json()["session_id"] != receipt.session_id

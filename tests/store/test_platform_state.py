@@ -100,3 +100,14 @@ def test_a_receiver_cursor_is_kept_per_platform_and_account(store):
     assert state.get_cursor("matrix", "@bot:example.org") == "s2"
     assert state.get_cursor("matrix", "@other:example.org") == "t9"
     assert state.get_cursor("telegram", "@bot:example.org") is None
+
+
+def test_a_stream_cursor_is_kept_per_platform_and_stream(store):
+    state = PlatformState(store)
+    assert state.get_cursor("signal", "+15550000001") is None
+    state.set_cursor("signal", "+15550000001", "1767225600000-41")
+    state.set_cursor("signal", "+15550000001", "1767225600000-42")
+    state.set_cursor("signal", "+15550000002", "1767225600000-7")
+    assert state.get_cursor("signal", "+15550000001") == "1767225600000-42"
+    assert state.get_cursor("signal", "+15550000002") == "1767225600000-7"
+    assert state.get_cursor("matrix", "+15550000001") is None

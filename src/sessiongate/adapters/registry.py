@@ -22,6 +22,8 @@ ADAPTER_EXTRAS: dict[str, tuple[str, str]] = {
     "discord": ("discord", "discord"),
     "matrix": ("mautrix", "matrix"),
     "whatsapp": ("pywa_async", "whatsapp"),
+    # No SDK: httpx (a core dependency) against a signal-cli daemon.
+    "signal": ("httpx", "signal"),
 }
 
 
@@ -75,4 +77,10 @@ def build_adapters(config: GatewayConfig) -> list[PlatformAdapter]:
 
             assert isinstance(section, WhatsAppConfig)
             adapters.append(WhatsAppAdapter(section))
+        elif name == "signal":
+            from sessiongate.adapters.signal import SignalAdapter
+            from sessiongate.core.config import SignalConfig
+
+            assert isinstance(section, SignalConfig)
+            adapters.append(SignalAdapter(section))
     return adapters

@@ -55,8 +55,11 @@ from sessiongate.api import (
     routes_whatsapp,
 )
 from sessiongate.api.auth import require_operator
+from sessiongate.api.auth_limits import FailureLimiter
+from sessiongate.api.body_gates import BodyGateMiddleware
 from sessiongate.api.docs import install_docs
 from sessiongate.api.errors import CatchAllMiddleware, install_error_handlers
+from sessiongate.api.guards import JsonBodyMiddleware, OpenModeGuardMiddleware
 from sessiongate.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics, LeaderCollector
 from sessiongate.api.middleware import (
     BearerAuthMiddleware,
@@ -66,7 +69,9 @@ from sessiongate.api.middleware import (
     UiHeadersMiddleware,
 )
 from sessiongate.api.responses import errors
+from sessiongate.api.routes_hooks import hook_gates
 from sessiongate.api.schemas import HealthOut
+from sessiongate.api.ui_gates import dashboard_gates
 from sessiongate.api.uploads import UploadGate
 
 if TYPE_CHECKING:
@@ -87,6 +92,12 @@ is a 401 before its body is read. Errors are `{"error": {"code", "message"}}` wi
 status for any bad input; malformed JSON is a 400 `invalid_json`, a field of the wrong type or
 out of range a 422 `invalid_request` (with `details`). Session keys go into paths
 percent-encoded (`agent%3Amain%3Aapi%3Adm%3Aalice`).
+
+A change under `/v1/` with a body must declare it JSON (`Content-Type: application/json`),
+or it is a 415. Ten wrong tokens within a minute from one address make every further attempt
+from it a 429 with `Retry-After`. Without a token, only loopback `Host`s (and
+`api.allowed_hosts`) are served (421 otherwise), and a change sent by another site
+(`Sec-Fetch-Site`, `Origin`) is a 403.
 """
 
 
@@ -190,16 +201,33 @@ def create_app(
     # Added last = outermost: the token is checked before anything reads the body, the body
     # limit runs before anything parses it, and the catch-all sits outside the routes so
     # nothing unexpected escapes as a bare 500.
+    # Routes with a credential of their own check its headers before their body is read,
+    # and take a body limit of their own (api/body_gates.py).
     limit = config.api.max_body_bytes
+    app.state.auth_failures = failures = FailureLimiter(store.clock)
+    gates = [*hook_gates(), *dashboard_gates(app.state.ui_sessions, failures)]
     app.add_middleware(UiHeadersMiddleware, headers=ui.routes.SECURITY_HEADERS)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(SessionKeyPathMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=limit, uploads=uploads)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=limit,
+        uploads=uploads,
+        path_limits={gate.path: gate.max_body_bytes for gate in gates},
+    )
+    app.add_middleware(BodyGateMiddleware, gates=gates)
+    app.add_middleware(JsonBodyMiddleware, drain_budget=limit)
     app.add_middleware(
         BearerAuthMiddleware,
         token=config.api.token,
         max_body_bytes=limit,
         ui_sessions=app.state.ui_sessions,
+        failures=failures,
     )
+    if config.api.token is None:
+        # An open API answers only its own Host and its own pages (api/guards.py).
+        app.add_middleware(
+            OpenModeGuardMiddleware, allowed_hosts=config.api.allowed_hosts, drain_budget=limit
+        )
     app.add_middleware(RequestCounterMiddleware, counter=app.state.metrics.http_requests)
     return app

@@ -12,7 +12,9 @@ Platform webhooks (`/hooks/...`) are the other exception: the platform signs the
 route checks that signature instead (DESIGN.md), and so are the dashboard's own pages under
 `/ui/`, which send a visitor without a session to their sign-in form. Without a token the API is
 open, which is only acceptable on a loopback address: `check_bind_address` refuses anything
-else before the server binds.
+else before the server binds, and beyond loopback refuses a token shorter than
+`MIN_TOKEN_CHARS`. Wrong tokens are limited per client address (api/auth_limits.py), and an
+open API answers only its own Host and its own pages (api/guards.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from sessiongate.ui.sessions import UiSessions
 
 __all__ = [
+    "MIN_TOKEN_CHARS",
     "OPEN_PATHS",
     "OPEN_PREFIXES",
     "UNAUTHORIZED_CHALLENGE",
@@ -52,6 +55,9 @@ __all__ = [
 OPEN_PATHS = frozenset({"/", "/healthz", "/ui"})
 OPEN_PREFIXES = ("/hooks/", "/ui/")
 UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+# Shortest token accepted beyond loopback: with failures limited per address
+# (api/auth_limits.py), 16 random characters are beyond guessing.
+MIN_TOKEN_CHARS = 16
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _bearer = HTTPBearer(
@@ -79,12 +85,25 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_bind_address(host: str, config: GatewayConfig) -> None:
-    """Raise `UnsafeBindError` when `host` is not loopback and no API token is set."""
-    if config.api.token is None and not is_loopback_host(host):
+    """Raise `UnsafeBindError` when `host` is not loopback and no API token is set, or the
+    token is shorter than `MIN_TOKEN_CHARS`."""
+    if is_loopback_host(host):
+        return
+    token = config.api.token
+    if token is None:
         raise UnsafeBindError(
             f"refusing to listen on {host!r} without an API token: anyone who can reach it "
             "could read every conversation. Set api.token (SESSIONGATE_API__TOKEN) or listen "
             "on 127.0.0.1.",
+            host=host,
+        )
+    length = len(token.get_secret_value())
+    if length < MIN_TOKEN_CHARS:
+        # The length is said, never the token.
+        raise UnsafeBindError(
+            f"refusing to listen on {host!r} with an api.token of {length} characters: "
+            f"beyond loopback a short token can be guessed; use at least {MIN_TOKEN_CHARS} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))').",
             host=host,
         )
 

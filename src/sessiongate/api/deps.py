@@ -58,7 +58,13 @@ def decode_session_key(raw: str) -> str:
     try:
         key = unquote(raw, errors="strict")
     except UnicodeDecodeError:
-        raise InvalidSessionKeyError("the session key is not UTF-8", session_key=raw) from None
+        # Almost always a key sent as it is, whose own `%` (an incognito key's `:%f…`) was
+        # decoded as an escape: say how to send it.
+        raise InvalidSessionKeyError(
+            "the session key in the path does not percent-decode to text: percent-encode the "
+            "key (`%` is `%25`, `:` is `%3A`)",
+            session_key=raw,
+        ) from None
     return check_key_text(key)
 
 

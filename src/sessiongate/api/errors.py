@@ -22,6 +22,7 @@ from sessiongate.errors import (
     AgentTurnError,
     ConflictError,
     EntryNotFoundError,
+    ForeignStoreError,
     ForkTooLargeError,
     InvalidEntryError,
     InvalidSessionIdError,
@@ -60,6 +61,9 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     InvalidSessionKeyError: 400,
     InvalidSessionIdError: 400,
     InvalidEntryError: 400,
+    # An import source that is not what it claims (no route imports today; a future one would
+    # be answering bad input).
+    ForeignStoreError: 400,
     UnauthorizedError: 403,
     SessionNotFoundError: 404,
     EntryNotFoundError: 404,
@@ -176,6 +180,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 # parameter has a name of its own.
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 _NOT_AN_OBJECT = ("model_attributes_type", "model_type", "dict_type")
+_TOO_SHORT = ("too_short", "string_too_short")
 
 
 def _field_name(loc: Sequence[str]) -> str:
@@ -195,6 +200,10 @@ def _problem(error: Any, fields: list[str]) -> str:
         return f"not a field of this request{allowed}"
     if kind in _NOT_AN_OBJECT and loc == ("body",):
         return "the body must be a JSON object"
+    if kind in _TOO_SHORT:
+        least = (error.get("ctx") or {}).get("min_length")
+        # pydantic counts "items" even for text ("at least 1 item after validation").
+        return "must not be empty" if least in (None, 1) else f"must be at least {least} long"
     # A rule across fields (a model validator) words its own message.
     return msg.removeprefix("Value error, ")
 

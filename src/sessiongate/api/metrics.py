@@ -3,10 +3,12 @@
 Gauges and counters the runner already keeps are read from `runner.statistics()` when the
 metrics are scraped (nothing is double-counted or kept in sync by hand); what only the API sees
 (turn latency as a caller waits for it, whether search fell back to a scan) is recorded here.
-Every numeric field of the statistics also appears as `sessiongate_runner_<field>`, so a field
-the runner adds later is exported without a change here. Each platform adapter with a
-`statistics()` (the adapter kit's) is read the same way, as `sessiongate_platform_<field>`
-labelled with the platform, so "connected" is told from "receiving" and "degraded".
+Every other numeric field of the statistics appears as `sessiongate_runner_<field>`, so a field
+the runner adds later is exported without a change here; the running totals exported as
+counters (turns by outcome, evictions) are not repeated there as gauges. Each platform
+adapter with a `statistics()` (the adapter kit's) is read the same way, as
+`sessiongate_platform_<field>` labelled with the platform, so "connected" is told from
+"receiving" and "degraded".
 """
 
 from __future__ import annotations
@@ -41,6 +43,28 @@ _NAMED: dict[str, tuple[str, str, str]] = {
 }
 # Statistics fields counting finished turns, by outcome (`turns_<outcome>`).
 _TURN_OUTCOMES = ("completed", "failed", "interrupted")
+# Fields exported under a name of their own above: not again as `sessiongate_runner_<field>`
+# gauges (a running total would read as a level there, and a level would be there twice).
+_COUNTED = frozenset(_NAMED) | {f"turns_{outcome}" for outcome in _TURN_OUTCOMES}
+# What each other statistics field is, for its `sessiongate_runner_<field>` gauge's help.
+_RUNNER_HELP: dict[str, str] = {
+    "turns_resumed": "Turns resumed after a restart or a drain since start",
+    "duplicates": "Inbound messages seen before (a redelivery or a retry), answered without "
+    "a second turn, since start",
+    "unauthorized": "Messages refused since start: the sender is not allowed on the platform",
+    "queue_full": "Messages refused since start: their lane's queue was at its cap",
+    "archived": "Messages refused since start: their session is archived",
+    "rollovers": "Sessions rolled over to a new id by a reset policy or a suspension since start",
+    "deliveries_failed": "Replies or notices a platform refused since start (they are retried)",
+    "lane_errors": "Lane workers that stopped on an unexpected error since start",
+    "waiters": "HTTP requests waiting for a turn's outcome now",
+    "startup_gate_open": "1 once start-up recovery has finished and live messages run",
+    "accepting": "1 while the gateway accepts messages (0 while it stops)",
+    "instance_heartbeats": "Instance heartbeats written since start (PostgreSQL)",
+    "instance_heartbeat_failures": "Instance heartbeats that failed since start (PostgreSQL)",
+    "database_connected": "1 while the store's database answers",
+    "fenced_commits": "Turn outcomes refused since start because the lane's lease moved on",
+}
 # A turn with the echo agent takes about a millisecond; one with a model, seconds to minutes.
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -80,9 +104,10 @@ class RunnerCollector:
                 turns.add_metric([outcome], value)
         yield turns
         for field, value in values.items():
-            yield GaugeMetricFamily(
-                f"sessiongate_runner_{field}", f"RunnerStatistics.{field}", value=value
-            )
+            if field in _COUNTED:
+                continue  # a running total goes out once, as its counter above
+            help_text = _RUNNER_HELP.get(field, f"RunnerStatistics.{field}")
+            yield GaugeMetricFamily(f"sessiongate_runner_{field}", help_text, value=value)
 
 
 class PlatformCollector:

@@ -31,13 +31,17 @@ from sessiongate.api.auth import (
     dashboard_refusal,
     is_open_path,
 )
+from sessiongate.api.auth_limits import client_address
 from sessiongate.api.errors import error_response
 from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pydantic import SecretStr
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from sessiongate.api.auth_limits import FailureLimiter
     from sessiongate.api.uploads import UploadGate
     from sessiongate.ui.sessions import UiSessions
 
@@ -47,6 +51,10 @@ __all__ = [
     "RequestCounterMiddleware",
     "SessionKeyPathMiddleware",
     "UiHeadersMiddleware",
+    "has_body",
+    "header",
+    "is_declared_json",
+    "refuse_unread",
 ]
 
 _SESSIONS_PREFIX = "/v1/sessions/"
@@ -72,11 +80,13 @@ class BearerAuthMiddleware:
         token: SecretStr | None,
         max_body_bytes: int,
         ui_sessions: UiSessions | None = None,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.app = app
         self.token = token
         self.drain_budget = max_body_bytes * _DRAIN_FACTOR
         self.ui_sessions = ui_sessions
+        self.failures = failures
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.token is None or scope["type"] not in ("http", "websocket"):
@@ -84,14 +94,27 @@ class BearerAuthMiddleware:
             return
         refusal = None
         status, code = 401, "unauthorized"
+        given = header(scope, b"authorization")
         if not is_open_path(scope["path"]):
-            refusal = authorization_refusal(_header(scope, b"authorization"), self.token)
-        if refusal is not None and _header(scope, b"authorization") is None:
-            cookie = cookie_parser(_header(scope, b"cookie") or "").get(SESSION_COOKIE)
+            if given is not None and self.failures is not None:
+                # A credential is an attempt: a client over its failure budget is told to wait,
+                # whatever it sent (api/auth_limits.py).
+                client = client_address(scope)
+                wait = self.failures.retry_after(client)
+                if wait is not None:
+                    await self._too_many(scope, receive, send, wait)
+                    return
+                refusal = authorization_refusal(given, self.token)
+                if refusal is not None:
+                    self.failures.record_failure(client)
+            else:
+                refusal = authorization_refusal(given, self.token)
+        if refusal is not None and given is None:
+            cookie = cookie_parser(header(scope, b"cookie") or "").get(SESSION_COOKIE)
             signed_in, csrf_refusal = dashboard_refusal(
                 scope.get("method", "GET"),
                 cookie,
-                _header(scope, CSRF_HEADER.lower().encode("latin-1")),
+                header(scope, CSRF_HEADER.lower().encode("latin-1")),
                 self.ui_sessions,
             )
             if signed_in:
@@ -99,33 +122,85 @@ class BearerAuthMiddleware:
         if refusal is None:
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": refusal})
-            return
-        declared = _content_length(scope)
-        if declared is None:
-            # No length: either no body, or a chunked one of any size.
-            declared = -1 if _header(scope, b"transfer-encoding") is not None else 0
-        keep = 0 <= declared <= self.drain_budget and _header(scope, b"expect") is None
-        await _refuse(
+        await refuse_unread(
             scope,
             receive,
             send,
             status,
             code,
             refusal,
-            close=not keep,
+            drain_budget=self.drain_budget,
             headers=UNAUTHORIZED_CHALLENGE if status == 401 else None,
         )
 
+    async def _too_many(self, scope: Scope, receive: Receive, send: Send, wait: int) -> None:
+        await refuse_unread(
+            scope,
+            receive,
+            send,
+            429,
+            "too_many_requests",
+            f"too many wrong tokens from this address; try again in {wait} seconds",
+            drain_budget=self.drain_budget,
+            headers={"Retry-After": str(wait)},
+        )
+
+
+async def refuse_unread(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    drain_budget: int,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Answer a request whose body nothing has read yet, without reading it for the app.
+
+    The connection is kept only when the server can drop the rest of the body cheaply: a
+    declared length within `drain_budget` and no `Expect: 100-continue` waiting for a go-ahead.
+    A websocket is closed with the refusal as its reason.
+    """
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008, "reason": message})
+        return
+    declared = _content_length(scope)
+    if declared is None:
+        # No length: either no body, or a chunked one of any size.
+        declared = -1 if header(scope, b"transfer-encoding") is not None else 0
+    keep = 0 <= declared <= drain_budget and header(scope, b"expect") is None
+    await _refuse(scope, receive, send, status, code, message, close=not keep, headers=headers)
+
+
+def has_body(scope: Scope) -> bool:
+    """Whether the request announces a body: a non-zero (or unreadable) length, or chunks."""
+    declared = _content_length(scope)
+    if declared is not None:
+        return declared != 0
+    return header(scope, b"transfer-encoding") is not None
+
 
 class BodyLimitMiddleware:
-    """Reads the whole body within its bounds (see the module docstring), then replays it."""
+    """Reads the whole body within its bounds (see the module docstring), then replays it.
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, uploads: UploadGate) -> None:
+    `path_limits` gives some routes a limit of their own (the platform webhooks), in place of
+    `max_body_bytes`.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        uploads: UploadGate,
+        path_limits: Mapping[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.uploads = uploads
+        self.path_limits = dict(path_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,9 +210,10 @@ class BodyLimitMiddleware:
         if declared == -1:
             await _refuse(scope, receive, send, 400, "bad_request", "invalid Content-Length")
             return
+        limit = self.path_limits.get(scope["path"], self.max_body_bytes)
         try:
             async with self.uploads.deadline():
-                body = await self._read(receive, declared)
+                body = await self._read(receive, declared, limit)
         except TimeoutError:
             await self._timed_out(scope, receive, send)
             return
@@ -150,11 +226,11 @@ class BodyLimitMiddleware:
                 send,
                 413,
                 "payload_too_large",
-                f"the request body is larger than {self.max_body_bytes} bytes",
+                f"the request body is larger than {limit} bytes",
                 close=not body.drained,
             )
             return
-        if body and _is_declared_json(scope) and not _is_utf8_text(body):
+        if body and is_declared_json(scope) and not _is_utf8_text(body):
             await _refuse(
                 scope,
                 receive,
@@ -177,9 +253,11 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _read(self, receive: Receive, declared: int | None) -> bytes | _TooLarge | None:
-        drain_budget = self.max_body_bytes * _DRAIN_FACTOR
-        if declared is not None and declared > self.max_body_bytes:
+    async def _read(
+        self, receive: Receive, declared: int | None, limit: int
+    ) -> bytes | _TooLarge | None:
+        drain_budget = limit * _DRAIN_FACTOR
+        if declared is not None and declared > limit:
             return _TooLarge(declared <= drain_budget and await _drain(receive, drain_budget))
         chunks: list[bytes] = []
         size = 0
@@ -191,7 +269,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             more = bool(message.get("more_body", False))
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > limit:
                 return _TooLarge(not more or await _drain(receive, drain_budget - size))
             chunks.append(chunk)
         return b"".join(chunks)
@@ -226,7 +304,8 @@ async def _drain(receive: Receive, budget: int) -> bool:
     return False
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header `name` (lower-case bytes), or None."""
     for key, value in scope.get("headers", ()):
         if key == name:
             return bytes(value).decode("latin-1")
@@ -235,7 +314,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 def _content_length(scope: Scope) -> int | None:
     """The declared length; None when absent, -1 when unparseable."""
-    value = _header(scope, b"content-length")
+    value = header(scope, b"content-length")
     if value is None:
         return None
     try:
@@ -245,9 +324,9 @@ def _content_length(scope: Scope) -> int | None:
     return length if length >= 0 else -1
 
 
-def _is_declared_json(scope: Scope) -> bool:
+def is_declared_json(scope: Scope) -> bool:
     """Whether FastAPI will parse the body as JSON: no Content-Type, or a JSON one."""
-    value = _header(scope, b"content-type")
+    value = header(scope, b"content-type")
     if value is None:
         return True
     media = value.split(";", 1)[0].strip().lower()

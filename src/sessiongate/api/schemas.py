@@ -449,7 +449,8 @@ class ForkOut(BaseModel):
 
 
 class BranchOut(BaseModel):
-    leaf_entry_id: int
+    # None for the empty start of the session, active when everything was rewound.
+    leaf_entry_id: int | None
     headline: str
     message_count: int
     updated_at: str | None

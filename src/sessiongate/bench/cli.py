@@ -15,7 +15,12 @@ __all__ = ["app", "bench_command", "main"]
 
 def bench_command(
     quick: Annotated[
-        bool, typer.Option("--quick", help="Small sizes: about a minute; checks that it works.")
+        bool,
+        typer.Option(
+            "--quick",
+            help="Small sizes that check only that every part runs (about a minute); no goal "
+            "is judged.",
+        ),
     ] = False,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the results as JSON to this file.")
@@ -53,7 +58,8 @@ def bench_command(
     """Benchmark sessiongate's store against the sqlite3 baseline and the popular libraries.
 
     Each store runs in its own processes, one after another; the contenders install into
-    benchmarks/.contenders/venv on first use. Writes a markdown report and a chart.
+    benchmarks/.contenders/venv on first use. Writes a markdown report and a chart. Exits 1
+    when a sessiongate store fails to run or a goal prints FAIL.
     """
     names = list(only or [])
     if no_contenders:

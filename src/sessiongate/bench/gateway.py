@@ -85,14 +85,14 @@ class GatewaySizes:
 
     @classmethod
     def quick(cls) -> GatewaySizes:
-        # About ten seconds in all: it checks that the section works, not the speed.
+        # A few seconds of work in all: it checks that the section works, not the speed.
         return cls(
-            turns=2000,
-            http_sequential=200,
-            http_turns=1000,
-            known_sessions=10_000,
-            memory_turns=500,
-            postgres_turns=500,
+            turns=500,
+            http_sequential=50,
+            http_turns=250,
+            known_sessions=2_000,
+            memory_turns=100,
+            postgres_turns=150,
         )
 
 

@@ -44,7 +44,7 @@ class InstanceSizes:
     @classmethod
     def quick(cls) -> InstanceSizes:
         # A few seconds per configuration: it checks that every configuration works.
-        return cls(turns=600)
+        return cls(turns=150)
 
 
 def run_instances_section(

@@ -38,7 +38,7 @@ _THROUGHPUT_AIM = 500.0
 def run_telegram_section(*, quick: bool, timeout_s: float = 600.0) -> dict[str, Any]:
     # One update per chat: a second message to a busy chat would interrupt or merge into its
     # turn (the gateway's busy-lane rule), which is not what this section measures.
-    updates, sequential = (600, 50) if quick else (5000, 300)
+    updates, sequential = (200, 20) if quick else (5000, 300)
     chats = updates
     result: dict[str, Any] = {
         "status": "ok",

@@ -22,7 +22,9 @@ from rich.markup import escape
 
 from sessiongate.agents import build_agent_factory
 from sessiongate.config import ConfigError, default_home, load_config
+from sessiongate.core.secrets import collect_secrets
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
+from sessiongate.logs import hidden, hide_secrets
 from sessiongate.store.session_store import SessionStore
 
 if TYPE_CHECKING:
@@ -113,7 +115,9 @@ def fail(message: str, code: int = EXIT_FAILURE, *, error_code: str | None = Non
 
 
 def print_error(message: str, error_code: str, *, as_json: bool | None = None) -> None:
-    """One error on stderr: JSON under `--json` (or `as_json`), else a line of text."""
+    """One error on stderr: JSON under `--json` (or `as_json`), else a line of text; the
+    configuration's secrets masked, whatever the error quoted."""
+    message = hidden(message)
     if _json_errors if as_json is None else as_json:
         error = {"error": {"code": error_code, "message": message}}
         sys.stderr.write(json.dumps(error, ensure_ascii=False) + "\n")
@@ -137,6 +141,8 @@ def load_paths_and_config(
         config = load_config(config_file, home=resolved)
     except ConfigError as exc:
         fail(exc.message, EXIT_USAGE)
+    # From here no error or log line of this command shows one of the config's secrets.
+    hide_secrets(collect_secrets(config))
     return Paths(resolved, config_file), config
 
 
@@ -147,9 +153,9 @@ def open_store(paths: Paths, config: GatewayConfig) -> SessionStore:
         paths.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         return SessionStore(sessions_dir(paths.home), config)
     except SessiongateError as exc:
-        fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)")
+        fail(f"{exc.message} (try `sessiongate doctor --home {paths.home}`)", error_code=exc.code)
     except OSError as exc:
-        fail(f"cannot open the store under {paths.home}: {exc}")
+        fail(f"cannot open the store under {paths.home}: {exc}", error_code="store_unavailable")
 
 
 @contextlib.contextmanager
@@ -165,7 +171,7 @@ def opened_store(home: Path | None, config_file: Path | None) -> Iterator[Sessio
         fail(exc.message, code, error_code=exc.code)
     except OSError as exc:
         # The disk refused a file the store writes beside the database (a delete's archive).
-        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}")
+        fail(f"{exc.strerror or exc}: {exc.filename or paths.home}", error_code="store_unavailable")
     finally:
         store.close()
 

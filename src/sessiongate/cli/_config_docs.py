@@ -169,8 +169,19 @@ MEANINGS: dict[str, str] = {
     "once when a reply falls outside the 24-hour customer-service window, inviting the user to "
     "write again; unset: the reply only fails, logged.",
     "platforms.whatsapp.window_template_language": "The template's language code (`en_US`).",
-    "platforms.whatsapp.max_webhook_bytes": "The largest webhook body read; a larger one is a "
+    "platforms.whatsapp.max_webhook_bytes": "The largest webhook body taken (at most 1 MiB, the "
+    "route's own bound); a larger one is a "
     "413 and is not parsed.",
+    "platforms.signal.url": "The signal-cli daemon's root (`signal-cli -a +NUMBER daemon "
+    "--http 127.0.0.1:8080`): JSON-RPC at `/api/v1/rpc`, events at `/api/v1/events`.",
+    "platforms.signal.account": "The bot's account (E.164 number) as registered or linked in "
+    "signal-cli; required.",
+    "platforms.signal.ack_reaction": "The reaction put on a message once the gateway accepted "
+    "it (empty: none).",
+    "platforms.signal.stream_stall_seconds": "The event stream delivered nothing (not even a "
+    "keep-alive) for this long: the daemon is probed and the stream reopened (the watchdog).",
+    "platforms.signal.attachments_dir": "signal-cli's attachments folder, when it is on this "
+    "host: inbound attachments resolve to files there (else they are fetched over JSON-RPC).",
     "agent.gateway_timeout": "Seconds one agent turn may take before it is stopped and the "
     "user told.",
     "agent.gateway_auto_continue_freshness": "Seconds after its acceptance within which a "
@@ -199,7 +210,10 @@ MEANINGS: dict[str, str] = {
     "address is allowed.",
     "api.port": "Port of the HTTP API (0 picks a free one).",
     "api.token": "Bearer token every route but `/healthz` requires; unset (or empty) means no "
-    "authentication, on loopback only.",
+    "authentication, on loopback only; beyond loopback it must be at least 16 characters.",
+    "api.allowed_hosts": "Host names served besides loopback ones while `api.token` is unset "
+    "(`name` or `name:port`), for a reverse proxy that passes its own name in `Host`; any "
+    "other Host gets a 421, which keeps DNS-rebinding pages out.",
     "api.max_body_bytes": "Largest request body accepted, in bytes (a larger one is a 413).",
     "api.body_timeout_seconds": "Seconds a request body may take to arrive, from its first "
     "read to its last byte; a stalled upload is answered 408.",
@@ -226,7 +240,10 @@ sessiongate reads `config.yaml` in its home (or the file given with `--config` o
 variable overrides one value: `{ENV_PREFIX}` and the key's path in upper case, `__` between
 levels; its value is read as YAML (`true`, `30`, `[a, b]`), except for text keys, which take
 the raw string. `<NAME>` in a variable is the mapping key (a platform name, in upper case).
-`sessiongate config` prints the configuration in effect, secrets masked.
+A list of sections (`bindings`) is set whole by one variable holding it as JSON:
+`SESSIONGATE_BINDINGS='[{{"platform": "telegram", "chat_id": "42", "agent": "support"}}]'`.
+`sessiongate config` prints the configuration in effect, secrets masked (every `secret` key
+and a password written into a URL); no error or log line shows them either.
 
 | key | type | default | meaning | environment variable |
 |---|---|---|---|---|
@@ -359,17 +376,22 @@ def _default(field: Any) -> str:
         value = field.default_factory()
     if value is None:
         return "unset"
-    return f"`{json.dumps(value)}`"
+    return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _list_variable(path: str) -> str:
+    """The variable that sets the whole list a `list[].key` belongs to."""
+    return ENV_PREFIX + "__".join(p.upper() for p in path.split("[]")[0].split("."))
+
+
 def render_config_markdown() -> str:
     rows = [
         f"| `{k.path}` | {k.type} | {k.default} | {_cell(k.meaning)} | "
-        + (f"`{k.env}` |" if k.env else "(the list, in YAML) |")
+        + (f"`{k.env}` |" if k.env else f"`{_list_variable(k.path)}` (the list, as JSON) |")
         for k in config_keys()
     ]
     return _INTRO + "\n".join(rows) + "\n"

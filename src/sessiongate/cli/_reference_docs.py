@@ -62,7 +62,8 @@ def served_documents() -> tuple[dict[str, Any], str]:
                 store, config, home=home, agent_factory=build_agent_factory(config)
             )
             app = create_app(runner, store, config)
-            with TestClient(app) as client:
+            # A loopback Host: the gateway without a token serves no other (DNS rebinding).
+            with TestClient(app, base_url="http://127.0.0.1") as client:
                 assert client.portal is not None
                 client.portal.call(runner.start)
                 try:

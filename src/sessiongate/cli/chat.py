@@ -310,8 +310,11 @@ def _chat_here(
             write(_welcome(f"home {paths.home}", agent_description(config), conversation))
         asyncio.run(_converse(store, config, paths, adapter, write))
     except HomeInUseError as exc:
-        fail(f"{exc.message}; or chat through it with --url (the URL its banner shows)")
+        fail(
+            f"{exc.message}; or chat through it with --url (the URL its banner shows)",
+            error_code=exc.code,
+        )
     except SessiongateError as exc:  # the store refused
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     finally:
         store.close()

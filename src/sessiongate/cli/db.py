@@ -8,7 +8,7 @@ home's database onto PostgreSQL.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -23,7 +23,10 @@ from sessiongate.cli._common import (
     sessions_dir,
 )
 from sessiongate.errors import SessiongateError
+from sessiongate.gateway.recovery import HomeLock
 from sessiongate.store.backends import (
+    check_copy_target,
+    database_origin,
     describe_database,
     is_postgres_url,
     open_backend,
@@ -31,6 +34,11 @@ from sessiongate.store.backends import (
     upgrade_database,
 )
 from sessiongate.store.copy import TABLES, copy_database
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sessiongate.core.config import GatewayConfig
 
 __all__ = ["app"]
 
@@ -48,7 +56,7 @@ def status(
     try:
         info = describe_database(config, sessions_dir(paths.home) / "state.db")
     except SessiongateError as exc:
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     if as_json:
         emit_json(info)
         return
@@ -70,7 +78,7 @@ def upgrade(
     try:
         applied = upgrade_database(config, sessions_dir(paths.home) / "state.db")
     except SessiongateError as exc:
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     if as_json:
         emit_json({"applied": applied})
         return
@@ -83,21 +91,51 @@ def copy(
     home: HomeOption = None,
     config_file: ConfigOption = None,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Rows per commit.")] = 1000,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Finish a copy of this same home that was cut short."),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Copy the store's database (every session, transcript tree, row, alias and queued item)
-    into PostgreSQL, then verify counts and checksums of every table.
+    into an empty PostgreSQL database, then verify counts and checksums of every table.
 
-    Stop the gateway first. A copy that is killed resumes where it stopped when run again;
-    rows the target already has are kept. Then set store.url to the target.
+    Refused while a gateway or chat holds the home, and when the target already holds
+    sessiongate data; nothing is written before both checks pass. A copy that is killed is
+    finished with --resume (its marker in the target proves it is this same copy); rows the
+    target already has are kept. Then set store.url to the target.
     """
     if not is_postgres_url(to):
         fail("--to must be a postgresql:// URL", 2)
     paths, config = load_paths_and_config(home, config_file)
+    default_path = sessions_dir(paths.home) / "state.db"
+    # Held for the whole copy: a gateway started meanwhile would change the source under it.
+    lock = HomeLock(paths.home)
     try:
-        source = open_backend(config, sessions_dir(paths.home) / "state.db")
+        lock.acquire()
+        try:
+            origin = database_origin(config, default_path)
+            check_copy_target(to, [t.name for t in TABLES], origin=origin, resume=resume)
+            report = _copy(config, default_path, to, origin=origin, batch=batch, quiet=as_json)
+        finally:
+            lock.release()
     except SessiongateError as exc:
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
+    if as_json:
+        emit_json(report)
+    else:
+        rows = sum(t["rows"] for t in report["tables"].values())
+        bad = [name for name, t in report["tables"].items() if not t["verified"]]
+        print(f"copied {rows} rows in {len(report['tables'])} tables to {report['target']}")
+        print("verified: counts and checksums match" if not bad else f"MISMATCH in {bad}")
+    if not report["verified"]:
+        raise typer.Exit(1)
+
+
+def _copy(
+    config: GatewayConfig, default_path: Path, to: str, *, origin: str, batch: int, quiet: bool
+) -> dict[str, Any]:
+    source = open_backend(config, default_path)
     try:
         target = open_copy_target(to)
         try:
@@ -105,7 +143,7 @@ def copy(
                 TextColumn("{task.description:<18}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                disable=as_json,
+                disable=quiet,
                 transient=False,
             ) as progress:
                 tasks = {t.name: progress.add_task(t.name, total=None) for t in TABLES}
@@ -113,19 +151,10 @@ def copy(
                 def show(table: str, done: int, total: int) -> None:
                     progress.update(tasks[table], completed=done, total=total)
 
-                report = copy_database(source, target, batch=batch, on_progress=show)
+                report = copy_database(source, target, origin=origin, batch=batch, on_progress=show)
+            report["target"] = target.url
+            return report
         finally:
             target.close()
-    except SessiongateError as exc:
-        fail(exc.message)
     finally:
         source.close()
-    if as_json:
-        emit_json(report)
-    else:
-        rows = sum(t["rows"] for t in report["tables"].values())
-        bad = [name for name, t in report["tables"].items() if not t["verified"]]
-        print(f"copied {rows} rows in {len(report['tables'])} tables to {target.url}")
-        print("verified: counts and checksums match" if not bad else f"MISMATCH in {bad}")
-    if not report["verified"]:
-        raise typer.Exit(1)

@@ -1,6 +1,7 @@
 """`sessiongate doctor [--repair]`: check a home directory and say exactly what is wrong.
 
-Checks, in order: the configuration loads; the database file passes SQLite's own check
+Checks, in order: the configuration loads and `run` would start on it (`preflight.py`, the
+code `run` uses); the database file passes SQLite's own check
 (`quick_check`, or `integrity_check` with `--full`), read directly from the file so a store
 that refuses to open can still be examined; the store opens, and what it skipped while
 importing `sessions.json` (bad entries, reported once); the full-text side index is
@@ -18,6 +19,7 @@ from pathlib import Path  # noqa: TC003  # typer reads the annotations at run ti
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sessiongate.cli._agent_choice import describe_agent, openai_key_unused, unused_key_hint
@@ -31,6 +33,7 @@ from sessiongate.cli._common import (
     plural,
     sessions_dir,
 )
+from sessiongate.cli.preflight import PreflightError, preflight
 from sessiongate.config import ConfigError, default_home, load_config
 from sessiongate.core.config import GatewayConfig
 from sessiongate.core.freshness import resolve_timezone
@@ -65,7 +68,12 @@ def _check_config(home: Path, config_file: Path | None) -> tuple[Check, GatewayC
         resolve_timezone(config.reset_policy.timezone)
     except ValueError as exc:
         return Check("config", False, str(exc)), config
-    return Check("config", True, "loads"), config
+    try:
+        # What `run` refuses, `doctor` reports: the same checks, by the same code.
+        preflight(config, host=config.api.host)
+    except PreflightError as exc:
+        return Check("config", False, exc.message), config
+    return Check("config", True, "loads, and `run` would start on it"), config
 
 
 def _check_agents(config: GatewayConfig, environ: Mapping[str, str]) -> Check:
@@ -102,7 +110,7 @@ def _check_mirror(json_path: Path) -> Check:
     if not isinstance(data, dict):
         return Check("sessions.json", False, "top level is not an object")
     count = sum(1 for k in data if not k.startswith("_"))
-    return Check("sessions.json", True, f"readable, {count} entries")
+    return Check("sessions.json", True, f"readable, {plural(count, 'entry', 'entries')}")
 
 
 def _check_import(store: SessionStore) -> Check:
@@ -226,7 +234,9 @@ def doctor(
                 result = "[yellow]warning[/]"
             else:
                 result = "[green]ok[/]" if check.ok else "[red]problem[/]"
-            table.add_row(check.name, result, check.detail)
+            # Details quote paths, errors and install hints (`sessiongate[postgres]`): text,
+            # never markup.
+            table.add_row(escape(check.name), result, escape(check.detail))
         console.print(table)
     if not healthy:
         raise typer.Exit(EXIT_FAILURE)

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sessiongate.adapters.registry import build_adapters
 from sessiongate.api.app import create_app
-from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.api.server import build_server
 from sessiongate.cli import systemd
 from sessiongate.cli._agent_choice import agents_line
@@ -33,12 +31,12 @@ from sessiongate.cli._common import (
     ConfigOption,
     HomeOption,
     Paths,
-    agent_factory_for,
     err_console,
     fail,
     load_paths_and_config,
     open_store,
 )
+from sessiongate.cli.preflight import PreflightError, Prepared, preflight
 from sessiongate.config import default_config_path
 from sessiongate.errors import SessiongateError
 from sessiongate.gateway import GatewayRunner, tracing
@@ -49,7 +47,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["bind_problem", "run", "usage_banner"]
@@ -151,13 +148,14 @@ async def _serve(
     store: SessionStore,
     host: str,
     port: int,
-    adapters: list[PlatformAdapter],
+    prepared: Prepared,
 ) -> int:
+    adapters = prepared.adapters
     runner = GatewayRunner(
         store,
         config,
         home=paths.home,
-        agent_factory=agent_factory_for(config),
+        agent_factory=prepared.agent_factory,
         adapters=adapters,
     )
     # A long poll or a socket runs on the one instance leading it among those sharing the
@@ -251,25 +249,24 @@ def run(
     paths, config = load_paths_and_config(home, config_file)
     bind_host = host if host is not None else config.api.host
     bind_port = port if port is not None else config.api.port
-    try:
-        check_bind_address(bind_host, config)
-    except UnsafeBindError as exc:
-        fail(exc.message, EXIT_USAGE)
     level = log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         fail(f"unknown log level {log_level!r}", EXIT_USAGE)
     configure_logging(level, log_format=config.log.format, redact_ids=config.redact_pii)
     try:
-        # Platform SDKs load here: a missing extra stops the start before anything is opened.
-        adapters = build_adapters(config)
+        # The checks `doctor` runs too: the address, the platforms' SDKs, the agents.
+        prepared = preflight(config, host=bind_host)
+    except PreflightError as exc:
+        fail(exc.message, exc.exit_code)
+    try:
         tracing.configure(config)
     except SessiongateError as exc:
         fail(exc.message)
     store = open_store(paths, config)
     try:
-        code = asyncio.run(_serve(paths, config, store, bind_host, bind_port, adapters))
+        code = asyncio.run(_serve(paths, config, store, bind_host, bind_port, prepared))
     except SessiongateError as exc:  # another runner holds the home, the store refused
-        fail(exc.message)
+        fail(exc.message, error_code=exc.code)
     finally:
         store.close()
         tracing.shutdown()  # the spans still buffered are sent

@@ -82,7 +82,7 @@ def require_entry(store: SessionStore, key: str) -> SessionEntry:
     entry = store.get_session(key)
     if entry is None:
         parse_session_key(key)
-        fail(store.missing_message(key))
+        fail(store.missing_message(key), error_code="session_not_found")
     return entry
 
 

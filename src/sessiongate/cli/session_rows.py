@@ -262,7 +262,7 @@ def delete(
             deleted = store.delete_session(key)
         archive_dir = store.sessions_dir / "archive"
     if not deleted:  # cannot happen: the lane was read in the same transaction
-        fail(f"no session with key {key!r}")
+        fail(f"no session with key {key!r}", error_code="session_not_found")
     show_model(
         DeleteOut(deleted=True, session_key=key),
         f"deleted {key}; its transcript is archived in {archive_dir}",

@@ -135,14 +135,14 @@ def branches(
     for branch in out.branches:
         table.add_row(
             "*" if branch.active else "",
-            str(branch.leaf_entry_id),
+            "-" if branch.leaf_entry_id is None else str(branch.leaf_entry_id),
             str(branch.message_count),
-            when(branch.updated_at),
-            Text(branch.headline),  # user text, not markup
+            when(branch.updated_at) if branch.updated_at else "",
+            # User text, not markup; the empty start has none.
+            Text(branch.headline)
+            if branch.leaf_entry_id is not None
+            else "(empty: the next message starts here)",
         )
-    if not any(branch.active for branch in out.branches):
-        # Everything was rewound: the active position is the empty start of the session.
-        table.add_row("*", "-", "0", "", "(empty: the next message starts here)")
     console.print(table)
 
 
@@ -182,7 +182,10 @@ def rewind(
                 rewound_count=count,
             )
     if out.status in _REWIND_REFUSALS:
-        fail(f"entry {entry_id} {_REWIND_REFUSALS[out.status]}")
+        fail(
+            f"entry {entry_id} {_REWIND_REFUSALS[out.status]}",
+            error_code="invalid_entry" if out.status == "not_user_message" else "entry_not_found",
+        )
     if out.status == "nothing_to_rewind":
         show_model(out, "nothing to rewind: the active path has no user message", as_json=as_json)
         return
@@ -261,9 +264,12 @@ def switch(
         status = store.switch_branch(entry.session_id, leaf_entry_id)
     out = SwitchOut.model_validate({"status": status})
     if out.status == "missing":
-        fail(f"entry {leaf_entry_id} is not in this session")
+        fail(f"entry {leaf_entry_id} is not in this session", error_code="entry_not_found")
     if out.status == "not_a_tip":
-        fail(f"entry {leaf_entry_id} is not a branch tip (see `sessions branches`)")
+        fail(
+            f"entry {leaf_entry_id} is not a branch tip (see `sessions branches`)",
+            error_code="invalid_entry",
+        )
     if out.status == "already_active":
         show_model(out, f"branch {leaf_entry_id} is already active", as_json=as_json)
         return
@@ -371,7 +377,7 @@ def reset(
         if counted:
             _write_restart_counts(store)
     if entry is None:  # cannot happen: the lane was read in the same transaction
-        fail(f"no session with key {key!r}")
+        fail(f"no session with key {key!r}", error_code="session_not_found")
     show_model(
         ResetOut(session_id=entry.session_id),
         f"reset {key}: session id {entry.session_id}",

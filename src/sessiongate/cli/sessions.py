@@ -35,12 +35,15 @@ from sessiongate.cli._common import (
     plural,
     when,
 )
+from sessiongate.cli._tables import KeyCell, table_of
 from sessiongate.core.bindings import AGENT_ID
 from sessiongate.core.entry import SessionEntry
 from sessiongate.errors import SessiongateError
 from sessiongate.store.retention import policy_of
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["EXPORT_FORMAT", "app"]
@@ -115,22 +118,28 @@ def list_sessions(
     if as_json:
         emit_json({"sessions": rows, "total": total})
         return
-    table = Table(title=f"{len(rows)} of {plural(total, 'session')}", title_justify="left")
-    for column in ("session key", "name", "updated", "tokens", "cost", "flags"):
-        # A time or a figure reads whole; the key and the name fold when the width is short.
-        table.add_column(column, overflow="fold", no_wrap=column in ("updated", "cost"))
-    for row in rows:
-        table.add_row(
+    cells: list[list[RenderableType]] = [
+        [
+            KeyCell(row["session_key"]),
             *_plain(
-                row["session_key"],
                 row["label"] or row["display_name"] or "",
                 when(row["updated_at"]),
                 str(row["total_tokens"]),
                 _cost(row),
                 _flags(row),
-            )
+            ),
+        ]
+        for row in rows
+    ]
+    # A time or a figure reads whole; the key folds between its parts, the name anywhere.
+    console.print(
+        table_of(
+            f"{len(rows)} of {plural(total, 'session')}",
+            ("session key", "name", "updated", "tokens", "cost", "flags"),
+            cells,
+            no_wrap=("updated", "cost"),
         )
-    console.print(table)
+    )
 
 
 @app.command("show")
@@ -150,7 +159,7 @@ def show(
     with opened_store(home, config_file) as store:
         entry = store.get_session(key)
         if entry is None:
-            fail(f"no session with key {key!r}")
+            fail(f"no session with key {key!r}", error_code="session_not_found")
         row = _row(entry, store)
         events: list[dict[str, Any]] | None = None
         if transcript:
@@ -205,19 +214,16 @@ def search(
         return
     if degraded:
         console.print("[yellow]the search index is stale; results come from a slower scan[/]")
-    table = Table(title=plural(len(hits), "hit"), title_justify="left")
-    for column in ("session key", "role", "when", "snippet"):
-        table.add_column(column, overflow="fold")
-    for hit in hits:
-        table.add_row(
-            *_plain(
-                str(hit.get("session_key")),
-                str(hit.get("role")),
-                when(hit.get("timestamp")),
-                str(hit.get("snippet")),
-            )
-        )
-    console.print(table)
+    cells: list[list[RenderableType]] = [
+        [
+            KeyCell(str(hit.get("session_key"))),
+            *_plain(str(hit.get("role")), when(hit.get("timestamp")), str(hit.get("snippet"))),
+        ]
+        for hit in hits
+    ]
+    console.print(
+        table_of(plural(len(hits), "hit"), ("session key", "role", "when", "snippet"), cells)
+    )
 
 
 @app.command("export")
@@ -240,7 +246,7 @@ def export(
             for key in keys:
                 entry = store.get_session(key)
                 if entry is None:
-                    fail(f"no session with key {key!r}")
+                    fail(f"no session with key {key!r}", error_code="session_not_found")
                 entries.append(entry)
         else:
             entries = store.list_sessions()

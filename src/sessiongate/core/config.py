@@ -45,6 +45,7 @@ __all__ = [
     "ResetPolicyConfig",
     "ResetRule",
     "SessionToolsConfig",
+    "SignalConfig",
     "SlackConfig",
     "StoreConfig",
     "TelegramConfig",
@@ -552,7 +553,7 @@ class WhatsAppConfig(PlatformConfig):
     window_template: str | None = None
     window_template_language: str = "en_US"
     # The largest webhook body taken (Meta's are a few KB; batches stay well under this).
-    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=16 * 1_048_576)
+    max_webhook_bytes: int = Field(1_048_576, ge=1024, le=1_048_576)
 
     @field_validator("base_url")
     @classmethod
@@ -573,6 +574,36 @@ class WhatsAppConfig(PlatformConfig):
         return value
 
 
+class SignalConfig(PlatformConfig):
+    """`platforms.signal`: a signal-cli daemon in HTTP mode (JSON-RPC + its SSE event stream)."""
+
+    # The daemon's root (`signal-cli -a +NUMBER daemon --http 127.0.0.1:8080`).
+    url: str = "http://127.0.0.1:8080"
+    # The bot's own account (E.164 number) as registered or linked in signal-cli.
+    account: str | None = None
+    # The reaction put on a message once the gateway accepted it (empty: none).
+    ack_reaction: str = "\N{EYES}"
+    # No event and no keep-alive on the stream for this long: probe and reconnect (watchdog).
+    stream_stall_seconds: float = Field(120.0, gt=0)
+    # signal-cli's attachments folder, when on this host: `resolve_media` returns file paths.
+    attachments_dir: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _daemon_url(cls, value: str) -> str:
+        value = _http_url(value, "http://127.0.0.1:8080").rstrip("/")
+        if value.endswith("/api/v1"):
+            raise ValueError("url is the daemon's root, without /api/v1")
+        return value
+
+    @field_validator("account")
+    @classmethod
+    def _e164(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith("+") and value[1:].isdigit()):
+            raise ValueError("account is the bot's number in E.164 form, such as +15551234567")
+        return value
+
+
 # Platforms whose adapter has keys of its own: their section is validated by this model.
 PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "telegram": TelegramConfig,
@@ -580,6 +611,7 @@ PLATFORM_CONFIGS: dict[str, type[PlatformConfig]] = {
     "discord": DiscordConfig,
     "matrix": MatrixConfig,
     "whatsapp": WhatsAppConfig,
+    "signal": SignalConfig,
 }
 
 
@@ -591,6 +623,22 @@ class ApiConfig(_Model):
     # From the first read to the last byte: a stalled upload is answered 408, not held open.
     body_timeout_seconds: float = Field(30.0, gt=0)
     max_message_chars: int = Field(100_000, ge=1)
+    # Host names served besides loopback ones while no token is set (a reverse proxy's name).
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: list[str]) -> list[str]:
+        names = []
+        for entry in value:
+            name = entry.strip().lower()
+            if not name or any(c in name for c in "/ @?#*\t"):
+                raise ValueError(
+                    f"{entry!r} is not a host name: write the name the proxy passes in Host, "
+                    "optionally with :port (gateway.example.com, gateway.example.com:443)"
+                )
+            names.append(name)
+        return names
 
     @field_validator("token")
     @classmethod

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import secrets
 import threading
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RESET = "reset"
+# The sequence part of an event id: ASCII digits only (`str.isdigit` also takes `²`, which
+# `int` refuses), and no longer than any sequence this process can reach.
+_SEQUENCE = re.compile(r"[0-9]{1,19}")
 # One encoder for every frame: `json.dumps` with options builds a new one per call.
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _SESSION_KINDS = frozenset(
@@ -285,7 +289,7 @@ class EventFeed:
         epoch, _, raw = last_event_id.strip().rpartition("-")
         if epoch != self.epoch:
             return 0, "restarted" if epoch else "unknown"
-        if not raw.isdigit() or int(raw) >= self._next:
+        if _SEQUENCE.fullmatch(raw) is None or int(raw) >= self._next:
             return 0, "unknown"
         seq = int(raw)
         if seq + 1 < self._first:

@@ -7,13 +7,14 @@ are imported here, lazily, so a store that never opens PostgreSQL never imports 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator, Sequence
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.store.ownership import Ownership
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from sessiongate.store.protocol import Backend
 
 __all__ = [
+    "POSTGRES_MISSING",
+    "check_copy_target",
+    "database_origin",
     "describe_database",
     "is_postgres_url",
     "open_backend",
@@ -31,6 +35,24 @@ __all__ = [
     "open_wakeups",
     "upgrade_database",
 ]
+
+
+POSTGRES_MISSING = (
+    "store.url names PostgreSQL, which needs psycopg 3 and psycopg_pool: "
+    "pip install 'sessiongate[postgres]'"
+)
+
+
+@contextlib.contextmanager
+def _postgres_driver() -> Iterator[None]:
+    """Around a lazy import of the PostgreSQL backend: a missing driver becomes the one-line
+    error naming the extra to install, whatever command asked for it."""
+    try:
+        yield
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in {"psycopg", "psycopg_pool"}:
+            raise
+        raise StoreUnavailableError(POSTGRES_MISSING) from exc
 
 
 def is_postgres_url(url: str | None) -> bool:
@@ -58,7 +80,8 @@ def describe_database(config: GatewayConfig, default_path: Path) -> dict[str, An
     url = config.store.url
     if is_postgres_url(url):
         assert url is not None
-        from sessiongate.store.postgres.database import describe
+        with _postgres_driver():
+            from sessiongate.store.postgres.database import describe
 
         return describe(url)
     from sessiongate.store.sqlite.database import migration_status
@@ -84,18 +107,33 @@ def upgrade_database(config: GatewayConfig, default_path: Path) -> list[int]:
 
 
 def _postgres() -> type[PostgresDatabase]:
-    try:
+    with _postgres_driver():
         from sessiongate.store.postgres.database import PostgresDatabase
-    except ImportError as exc:
-        raise StoreUnavailableError(
-            "store.url names PostgreSQL, which needs psycopg 3 and psycopg_pool: "
-            "pip install 'sessiongate[postgres]'"
-        ) from exc
     return PostgresDatabase
 
 
+def database_origin(config: GatewayConfig, default_path: Path) -> str:
+    """Where the store's database is, as a copy's marker names its source (no password)."""
+    url = config.store.url
+    if is_postgres_url(url):
+        assert url is not None
+        with _postgres_driver():
+            from sessiongate.store.postgres.database import redact_url
+        return redact_url(url)
+    return f"sqlite://{_sqlite_path(config, default_path).resolve()}"
+
+
+def check_copy_target(url: str, tables: Sequence[str], *, origin: str, resume: bool) -> None:
+    """Refuse (`ConflictError`) a `db copy` target that holds sessiongate data, unless it is
+    an unfinished copy of `origin` and `resume` asks to finish it; reads only."""
+    with _postgres_driver():
+        from sessiongate.store.postgres.copy_guard import check_copy_target as check
+    check(url, tables, origin=origin, resume=resume)
+
+
 def open_copy_target(url: str) -> PostgresDatabase:
-    """The PostgreSQL database a `db copy` writes into (migrated on open)."""
+    """The PostgreSQL database a `db copy` writes into (migrated on open); only after
+    `check_copy_target` let it."""
     return _postgres()(url)
 
 
@@ -120,7 +158,8 @@ def open_wakeups(config: GatewayConfig, on_key: Callable[[str], None]) -> Wakeup
     if not is_postgres_url(url):
         return None
     assert url is not None
-    from sessiongate.store.postgres.wakeups import Wakeups
+    with _postgres_driver():
+        from sessiongate.store.postgres.wakeups import Wakeups
 
     return Wakeups(url, on_key, hints=not config.store.poll_only)
 

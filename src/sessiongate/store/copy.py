@@ -1,11 +1,13 @@
 """Copying a store's database into PostgreSQL (`sessiongate db copy --to postgresql://…`).
 
-Every table is copied in key order, in batches; each batch commits together with the key it
-reached (target meta `copy:<table>`), so a copy killed at any point resumes where it stopped
-and never writes a row twice (rows already there are kept, not replaced). At the end each
-table is verified on both sides: the row count, and a checksum of the rows in a canonical form
-(times as microseconds, JSON parsed and re-serialised with sorted keys) that does not depend
-on the order either database returns them in. The source is only read.
+The target must hold no sessiongate data, unless it holds an unfinished copy of the same
+source that the copy is asked to resume (`postgres/copy_guard.py` checks before anything is
+written). Every table is copied in key order, in batches; each batch commits together with
+the key it reached (target meta `copy:<table>`), so a copy killed at any point resumes where
+it stopped and never writes a row twice (rows already there are kept, not replaced). At the
+end each table is verified on both sides: the row count, and a checksum of the rows in a
+canonical form (times as microseconds, JSON parsed and re-serialised with sorted keys) that
+does not depend on the order either database returns them in. The source is only read.
 """
 
 from __future__ import annotations
@@ -249,6 +251,8 @@ class CopyTarget(CopySource, Protocol):
         self, table: TableSpec, rows: Sequence[tuple[Any, ...]], position: Sequence[Any]
     ) -> int: ...
     def finish_copy(self, table: TableSpec) -> None: ...
+    def begin_copy(self, origin: str) -> None: ...
+    def end_copy(self) -> None: ...
 
 
 def canonical(table: TableSpec, row: Sequence[Any]) -> tuple[Any, ...]:
@@ -289,15 +293,19 @@ def copy_database(
     source: CopySource,
     target: CopyTarget,
     *,
+    origin: str,
     batch: int = 1000,
     on_progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Copy every table, resuming a copy that was cut short; then verify each one.
 
-    `on_progress(table, done, total)` is called after each batch. Returns per-table
-    `{copied, rows, checksum, verified}` and `verified` overall.
+    The target is marked as a copy of `origin` (the source's location) before its first row
+    and unmarked once every table verified, so a copy cut short is known for what it is
+    (`postgres/copy_guard.py`). `on_progress(table, done, total)` is called after each batch.
+    Returns per-table `{copied, rows, checksum, verified}` and `verified` overall.
     """
     report: dict[str, Any] = {"tables": {}, "verified": True}
+    target.begin_copy(origin)
     for table in TABLES:
         total = source.count_rows(table)
         after = target.copy_position(table)
@@ -327,6 +335,8 @@ def copy_database(
             "verified": same,
         }
         report["verified"] = report["verified"] and same
+    if report["verified"]:
+        target.end_copy()
     return report
 
 

@@ -49,6 +49,11 @@ DEADLINE_MARGIN_SECONDS = 2.0
 # A heartbeat this many intervals late gets the liveness probe (`reap_vanished`): a free lock
 # is a process gone, and lateness only spares a live one a reconnect of its own connection.
 LIVENESS_LATE = 0.5
+# Not in the first this many seconds after the database server started: a restart ends every
+# session, every liveness lock goes with them, and a free one then means a listener not
+# connected again yet, not a process gone (the TTL decides meanwhile). A listener takes its
+# lock again within about a second of the server's return (`postgres/wakeups.py`).
+DEFAULT_RESTART_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,7 @@ class Ownership:
         instance_id: str | None = None,
         ttl: float = DEFAULT_LEASE_TTL_SECONDS,
         heartbeat: float = DEFAULT_HEARTBEAT_SECONDS,
+        restart_grace: float = DEFAULT_RESTART_GRACE_SECONDS,
     ) -> None:
         if heartbeat * 2 > ttl:
             raise ValueError("the heartbeat must be at most half the lease TTL")
@@ -78,6 +84,7 @@ class Ownership:
         self.instance_id = instance_id or uuid.uuid4().hex
         self.ttl = ttl
         self.heartbeat_interval = heartbeat
+        self.restart_grace = restart_grace
         self.connected = True
         self.fenced_commits = 0
         # Short TTLs (tests, tight failover) keep three quarters of the lease to act in.
@@ -146,7 +153,7 @@ class Ownership:
         late = self.heartbeat_interval * LIVENESS_LATE
         try:
             with self._backend.transaction() as tx:
-                return tx.reap_vanished(self.instance_id, late)
+                return tx.reap_vanished(self.instance_id, late, self.restart_grace)
         except StoreUnavailableError:
             return []
 

@@ -87,7 +87,9 @@ class TreeOps:
     # ------------------------------------------------------------------ branches
 
     def list_branches(self, session_id: str) -> list[dict[str, Any]]:
-        """Every tip (and the active leaf) with headline, message count, time, active flag.
+        """Every tip (and the active leaf) with headline, message count, time, active flag;
+        exactly one is active: with nothing on the active path, the empty start (its
+        `leaf_entry_id` None).
 
         Counts come from each entry's stored `mdepth`, so no tip's path is walked; headlines
         come from one recursive query that looks at most `_HEADLINE_LOOKUP` entries up a tip.
@@ -110,7 +112,20 @@ class TreeOps:
             }
             for tip_id, (entry, source) in found.items()
         ]
-        branches.sort(key=lambda b: (not b["active"], b["updated_at"]), reverse=False)
+        if row.leaf_id is None:
+            # Nothing on the active path (everything rewound, or no message yet): the active
+            # position is the empty start, where the next message goes. It is listed, so one
+            # position is always the active one.
+            branches.append(
+                {
+                    "leaf_entry_id": None,
+                    "headline": "",
+                    "message_count": 0,
+                    "updated_at": None,
+                    "active": True,
+                }
+            )
+        branches.sort(key=lambda b: (not b["active"], b["updated_at"] or ""))
         return branches
 
     def switch_branch(self, session_id: str, leaf_entry_id: int) -> str:

@@ -18,11 +18,19 @@ import sessiongate
 from sessiongate.ui.sessions import SESSION_COOKIE, UiSessions, csrf_matches
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from sessiongate.core.config import GatewayConfig
 
-__all__ = ["SECURITY_HEADERS", "root_router", "router", "static_dir"]
+__all__ = [
+    "MAX_LOGIN_BYTES",
+    "SECURITY_HEADERS",
+    "is_same_origin",
+    "root_router",
+    "router",
+    "static_dir",
+]
 
 # No script, style, image or connection may come from anywhere but the gateway itself, and no
 # inline script runs: a transcript that smuggles markup past the escaping still cannot act.
@@ -75,17 +83,22 @@ def _token_required(request: Request) -> bool:
     return _config(request).api.token is not None
 
 
-def _same_origin(request: Request) -> bool:
-    """A sign-in or sign-out posted from another site is refused (login CSRF)."""
+def is_same_origin(headers: Mapping[str, str]) -> bool:
+    """Whether a form post comes from the gateway's own page: a sign-in or sign-out posted
+    from another site is refused (login CSRF). Checked before the form is read."""
     # Every current browser says where a request comes from in Sec-Fetch-Site; Origin is
     # the fallback for older ones. A client that sends neither is not a browser on another site.
-    site = request.headers.get("sec-fetch-site")
+    site = headers.get("sec-fetch-site")
     if site is not None:
         return site in ("same-origin", "none")
-    origin = request.headers.get("origin")
+    origin = headers.get("origin")
     if origin is None:
         return True
-    return urlsplit(origin).netloc == request.headers.get("host", "")
+    return urlsplit(origin).netloc == headers.get("host", "")
+
+
+def _same_origin(request: Request) -> bool:
+    return is_same_origin(request.headers)
 
 
 def _set_cookie(request: Request, response: Response, session_id: str) -> None:
@@ -142,7 +155,11 @@ async def login(request: Request) -> Response:
         form = {}
     given = (form.get("token") or [""])[0]
     if not hmac.compare_digest(given.encode("utf-8"), token.get_secret_value().encode("utf-8")):
-        # The error travels as a flag, never the attempted token.
+        # Counted against the client's address (api/auth_limits.py, checked before the form
+        # is read); the error travels as a flag, never the attempted token.
+        failures = getattr(request.app.state, "auth_failures", None)
+        if failures is not None:
+            failures.record_failure(request.client.host if request.client else "unknown")
         return RedirectResponse("/ui/login?error=1", status_code=303)
     session = _sessions(request).create()
     response = RedirectResponse("/ui/", status_code=303)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from discord_harness import DiscordHarness
 from matrix_harness import MatrixHarness
+from signal_harness import SignalHarness
 from slack_harness import SlackHarness
 from telegram_harness import TelegramHarness
 from whatsapp_harness import WhatsAppHarness
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 HARNESSES: dict[str, Callable[[Path, FakeClock], Any]] = {
     "discord": DiscordHarness,
     "matrix": MatrixHarness,
+    "signal": SignalHarness,
     "slack": SlackHarness,
     "telegram": TelegramHarness,
     "whatsapp": WhatsAppHarness,

@@ -110,6 +110,9 @@ class Harness(Protocol):
     # The `retry_after` of the harness's rate-limit fault (Discord: one past the 30 s that
     # discord.py waits out by itself, so the kit sees it).
     rate_limit_seconds: float
+    # What the platform does not have is declared False (optional; the default is that it
+    # has it): threads, channels, bot_senders (it marks bots), edits (a message edited in
+    # place), registers_commands (a command registry).
 
     async def start(self, **platform_config: Any) -> None:
         """Start the stub, a runner on a fresh home and the adapter (config overrides)."""

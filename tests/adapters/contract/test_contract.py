@@ -573,6 +573,19 @@ async def test_a_streamed_reply_whose_final_edit_fails_is_posted_fresh(harness):
     assert [p.text for p in harness.posted()] == ["final answer"]
 
 
+async def test_a_platform_without_edits_gets_the_final_text_only(harness):
+    """#26: no preview and no progress where messages cannot be edited: one message, whole."""
+    if _has(harness, "edits"):
+        pytest.skip(f"{harness.name} edits in place")
+    pieces = ["Once", " upon", " a", " time", ",", " the", " end."]
+    harness.agent.stream = (harness.clock, 0.5, pieces)
+    harness.push(Msg("tell me"))
+    await harness.settle()
+    assert [p.text for p in harness.posted()] == ["Once upon a time, the end."]
+    assert harness.calls("send") == 1
+    assert harness.calls("edit") == 0
+
+
 async def test_typing_shows_while_a_turn_runs_and_stops_with_the_reply(harness):
     """#27: typing starts at admission, refreshes, and stops at the reply."""
     harness.agent.blocking = True
@@ -871,8 +884,10 @@ async def test_a_command_is_acknowledged_and_its_answer_arrives(harness):
     harness.push(Msg("/status", chat="group", command_to_bot=True))
     await harness.settle()
     acknowledged = harness.ephemeral()
-    # Telegram, Matrix and WhatsApp have no answer for a command's user alone.
-    assert len(acknowledged) == (0 if harness.name in ("telegram", "matrix", "whatsapp") else 1)
+    # Telegram, Matrix, WhatsApp and Signal have no answer for a command's user alone.
+    assert len(acknowledged) == (
+        0 if harness.name in ("telegram", "matrix", "whatsapp", "signal") else 1
+    )
     assert all(text.startswith("Running /status") for text in acknowledged)
     (answer,) = harness.posted()
     assert "echo:" not in answer.text

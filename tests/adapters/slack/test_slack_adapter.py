@@ -232,16 +232,29 @@ async def test_a_dropped_socket_reconnects_and_keeps_receiving(tmp_path, clock, 
         await gateway.close()
 
 
+async def _connected_socket(gateway: Gateway) -> Any:
+    """The receiver's socket once its first connect() finished (the adapter sets `receiving`
+    after it, and is then waiting on its watchdog tick): the SDK sets up its reconnect state
+    inside connect(), so a socket dropped before then would be repaired behind the test."""
+    async with asyncio.timeout(HANG_GUARD):
+        while not gateway.adapter.receiving:  # noqa: ASYNC110  # set by the receiver task
+            await asyncio.sleep(0.01)
+    socket = gateway.adapter.socket
+    assert socket is not None
+    assert await socket.is_connected()
+    return socket
+
+
 async def test_the_watchdog_rebuilds_a_socket_that_stays_down(tmp_path, clock, stub):
     gateway = Gateway(tmp_path, clock, stub)
     await gateway.runner.start()
     try:
-        async with asyncio.timeout(HANG_GUARD):
-            while gateway.adapter.socket is None:  # noqa: ASYNC110  # opened by the receiver
-                await asyncio.sleep(0.01)
-        assert gateway.adapter.socket is not None
-        await gateway.adapter.socket.disconnect()  # type: ignore[no-untyped-call]
-        gateway.adapter.socket.auto_reconnect_enabled = False  # the SDK's own repair is off
+        socket = await _connected_socket(gateway)
+        # The SDK's own repair off *before* the drop: once the first connect() returned,
+        # nothing turns it back on, so the socket stays down until the watchdog acts.
+        socket.auto_reconnect_enabled = False
+        await socket.disconnect()  # type: ignore[no-untyped-call]
+        assert not await socket.is_connected()
         await gateway.sleeper.advance(gateway.adapter.watchdog.stall_seconds)
         async with asyncio.timeout(HANG_GUARD):
             while gateway.adapter.counters.reconnects < 1:  # noqa: ASYNC110
@@ -389,3 +402,69 @@ async def test_a_second_socket_for_one_app_token_is_refused(tmp_path, clock, stu
         await second.close()
         await first.close()
     assert len(stub.open_sockets) == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"type": "event_callback", "event": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "body"),
+        (b'{"type": "event_callback", "event": "message"}', "body.event"),
+        (
+            b'{"type": "event_callback", "event": {"type": "message", "channel": "C1", '
+            b'"ts": "1.0", "files": "f"}}',
+            "event.files",
+        ),
+        (
+            b'{"type": "event_callback", "event": {"type": "message", "channel": "C1", '
+            b'"ts": "1.0", "user_profile": [1]}}',
+            "event.user_profile",
+        ),
+        (
+            b'{"type": "event_callback", "event": {"type": "message", "channel": {}}}',
+            "event.channel",
+        ),
+    ],
+    ids=["deep nesting", "event as a string", "files as a string", "profile as a list", "channel"],
+)
+async def test_signed_garbage_is_400_naming_the_field_and_starts_nothing(
+    events, clock, caplog, raw, field
+):
+    _, base, gateway = events
+    headers = sl.sign(raw, timestamp=int(clock.now().timestamp()))
+    with caplog.at_level(logging.WARNING, logger="sessiongate.adapters.slack.adapter"):
+        async with httpx.AsyncClient(base_url=base) as client:
+            response = await client.post("/hooks/slack/events", content=raw, headers=headers)
+    assert response.status_code == 400, response.text
+    assert field in response.json()["error"]["message"]
+    assert any(getattr(r, "field", None) == field for r in caplog.records)
+    assert gateway.adapter.counters.events == 0
+    assert gateway.store.list_sessions() == []
+
+
+@pytest.mark.parametrize("tamper", ["unsigned", "stale-timestamp", "no-signature", "garbage"])
+async def test_a_stalled_post_whose_headers_fail_is_401_before_its_body(events, clock, tamper):
+    _, base, gateway = events
+    now = int(clock.now().timestamp())
+    signature = "v0=" + "a" * 64
+    headers = {
+        "unsigned": "",
+        "stale-timestamp": f"X-Slack-Request-Timestamp: {now - 301}\r\n"
+        f"X-Slack-Signature: {signature}\r\n",
+        "no-signature": f"X-Slack-Request-Timestamp: {now}\r\n",
+        "garbage": f"X-Slack-Request-Timestamp: {now}\r\nX-Slack-Signature: v0=zz\r\n",
+    }[tamper]
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            b"POST /hooks/slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + headers.encode()
+            + b"Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n{"
+        )
+        await writer.drain()
+        async with asyncio.timeout(HANG_GUARD):  # the body timeout is 30 s away
+            status_line = await reader.readline()
+    finally:
+        writer.close()
+    assert status_line.split()[1] == b"401"
+    assert gateway.adapter.counters.events == 0

@@ -368,3 +368,89 @@ def test_the_fixture_updates_are_valid_json_updates():
         data = json.loads(path.read_text())
         assert isinstance(data["update_id"], int)
         assert len(data) == 2
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"update_id": 5, "message": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def _with(message_fields: dict[str, Any], **update_fields: Any) -> bytes:
+    body = update(5, "hi")
+    body["message"].update(message_fields)
+    body.update(update_fields)
+    return json.dumps(body).encode()
+
+
+# Signed (so Telegram's own, or the secret leaked) yet not an update: each names its field.
+SIGNED_GARBAGE = {
+    "deep nesting": (_nested(100_000), "body"),
+    "chat as a string": (_with({"chat": "7"}), "update.message.chat"),
+    "from as a string": (_with({"from": "ann"}), "update.message.from"),
+    "an entity that is a number": (
+        _with({"text": "/x", "entities": [5]}),
+        "update.message.entities[0]",
+    ),
+    "entities as a string": (_with({"entities": "bold"}), "update.message.entities"),
+    "reply_to_message as a list": (
+        _with({"reply_to_message": [1]}),
+        "update.message.reply_to_message",
+    ),
+    "offset Infinity": (
+        _with({"entities": [{"type": "mention", "offset": 0, "length": 1}]}).replace(
+            b'"offset": 0', b'"offset": Infinity'
+        ),
+        "body",
+    ),
+    "offset 1e300": (
+        _with({"entities": [{"type": "mention", "offset": 1e300, "length": 1}]}),
+        "update.message.entities[0].offset",
+    ),
+    "a huge offset": (
+        _with({"entities": [{"type": "mention", "offset": 10**30, "length": 1}]}),
+        "update.message.entities[0].offset",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SIGNED_GARBAGE))
+async def test_signed_garbage_is_400_naming_the_field_and_starts_nothing(webhook, caplog, name):
+    _, base, gateway = webhook
+    body, field = SIGNED_GARBAGE[name]
+    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET, "Content-Type": "application/json"}
+    with caplog.at_level("WARNING", logger="sessiongate.adapters.telegram.adapter"):
+        async with httpx.AsyncClient(base_url=base) as client:
+            response = await client.post("/hooks/telegram", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_update"
+    assert field in response.json()["error"]["message"]
+    assert any(getattr(r, "field", None) == field for r in caplog.records), caplog.records
+    assert gateway.adapter.counters.events == 0
+    assert gateway.store.list_sessions() == []
+
+
+async def test_a_stalled_unsigned_post_is_401_before_its_body(webhook):
+    _, base, gateway = webhook
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            b"POST /hooks/telegram HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"
+        )
+        await writer.drain()
+        async with asyncio.timeout(HANG_GUARD):  # the body timeout is 30 s away
+            status_line = await reader.readline()
+    finally:
+        writer.close()
+    assert status_line.split()[1] == b"401"
+    assert gateway.adapter.counters.events == 0
+
+
+async def test_a_signed_body_over_the_hooks_own_limit_is_413(webhook):
+    _, base, gateway = webhook
+    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    body = _with({"text": "x" * 300_000})
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/hooks/telegram", content=body, headers=headers)
+    assert response.status_code == 413
+    assert gateway.adapter.counters.events == 0

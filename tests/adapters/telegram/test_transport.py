@@ -89,3 +89,23 @@ async def test_a_send_whose_answer_never_came_is_unconfirmed(bot_api):
     finally:
         await client.close()
     assert stub.texts() == ["maybe arrived"]  # it did arrive: resending would post it twice
+
+
+async def test_long_polls_are_logged_at_debug_and_sends_at_info(bot_api, caplog):
+    stub, url = bot_api
+    client = TelegramClient(stub.token, base_url=url, poll_timeout=0)
+    caplog.set_level("DEBUG", logger="sessiongate.adapters.telegram.transport")
+    try:
+        await client.open()
+        await client.get_updates(None)
+        await client.send_text(Target(chat_id="42"), "hi", markup=False)
+    finally:
+        await client.close()
+    levels = {
+        record.getMessage().split()[3].rsplit("/", 1)[-1]: record.levelname
+        for record in caplog.records
+        if record.name == "sessiongate.adapters.telegram.transport"
+    }
+    assert levels["getUpdates"] == "DEBUG"
+    assert levels["sendMessage"] == "INFO"
+    assert stub.token not in caplog.text

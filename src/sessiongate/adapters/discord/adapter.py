@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sessiongate.adapters.discord.client import DiscordClient
 from sessiongate.adapters.discord.payloads import (
     DiscordIdentity,
+    PayloadError,
     parse_interaction,
     parse_message,
 )
@@ -230,8 +231,15 @@ class DiscordAdapter(KitAdapter):
                     allow_roles=self.allow_roles,
                     commands=self.commands,
                 )
+        except PayloadError as exc:
+            log.warning(
+                "discord dispatch not understood; skipped",
+                extra={"kind": kind, "field": exc.field, "problem": exc.problem},
+            )
+            return
         except (KeyError, TypeError, ValueError):
-            log.exception("discord dispatch not understood; skipped", extra={"kind": kind})
+            # The channel lookup's own shape (channel_info) is not the dispatch's.
+            log.exception("discord channel not understood; skipped", extra={"kind": kind})
             return
         try:
             admission = await self.admit(event)

@@ -24,11 +24,21 @@ update however often it comes); a deletion `delete:<id>`; a slash command `inter
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.adapters.kit.events import PlatformEvent
+from sessiongate.adapters.kit.fields import (
+    PayloadError,
+    ident,
+    integer,
+    items,
+    maybe_child,
+    maybe_ident,
+    maybe_text,
+)
 from sessiongate.adapters.kit.gating import MessageFacts
 from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.platform import Platform
@@ -36,12 +46,13 @@ from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageType
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection
 
 __all__ = [
     "THREAD_TYPES",
     "ChannelInfo",
     "DiscordIdentity",
+    "PayloadError",
     "channel_info",
     "parse_interaction",
     "parse_message",
@@ -105,44 +116,59 @@ def _where(
 
 def parse_message(
     kind: str,
-    data: Mapping[str, Any],
+    data: object,
     me: DiscordIdentity,
     channel: ChannelInfo | None,
     *,
     allow_roles: Collection[str] = (),
     commands: Collection[str] = (),
 ) -> PlatformEvent:
-    """A MESSAGE_CREATE, MESSAGE_UPDATE or MESSAGE_DELETE dispatch's `d`."""
-    message_id = str(data["id"])
+    """A MESSAGE_CREATE, MESSAGE_UPDATE or MESSAGE_DELETE dispatch's `d`; `PayloadError`
+    (naming the field) for any other shape."""
+    if not isinstance(data, Mapping):
+        raise PayloadError("d", "expected an object")
+    message_id = ident(data, "id", "d")
     if kind == "MESSAGE_DELETE":
         event_id = f"delete:{message_id}"
     elif kind == "MESSAGE_UPDATE":
-        event_id = f"update:{message_id}:{data.get('edited_timestamp') or 'embeds'}"
+        edited = maybe_text(data, "edited_timestamp", "d")
+        event_id = f"update:{message_id}:{edited or 'embeds'}"
     else:
         event_id = message_id
-    author: Mapping[str, Any] = data.get("author") or {}
-    if kind != "MESSAGE_DELETE" and (not author or int(data.get("type", 0)) not in _POST_TYPES):
+    author = maybe_child(data, "author", "d")
+    message_type = data.get("type", 0)
+    if kind != "MESSAGE_DELETE" and (
+        not author or integer(message_type, "d.type") not in _POST_TYPES
+    ):
         # System messages (joins, pins, thread created) and embed-only updates start nothing.
         return PlatformEvent(event_id=event_id, source=None, kind=kind)
-    channel_id = str(data["channel_id"])
-    guild = data.get("guild_id")
-    guild_id = str(guild) if guild else None
+    channel_id = ident(data, "channel_id", "d")
+    guild_id = maybe_ident(data, "guild_id", "d") or None
     chat_type, thread_id, parent_id = _where(channel_id, guild_id, channel)
-    member: Mapping[str, Any] = data.get("member") or {}
-    roles = {str(r) for r in member.get("roles") or ()}
+    member = maybe_child(data, "member", "d")
+    roles = _roles(member)
     role_ok = bool(roles & set(allow_roles)) and chat_type is not ChatType.DM
-    mentions_bot, text = _addressing(str(data.get("content") or ""), data, me)
+    mentions_bot, text = _addressing(maybe_text(data, "content", "d") or "", data, me)
     text, to_bot = _bang_command(text, commands)
-    referenced: Mapping[str, Any] = data.get("referenced_message") or {}
+    referenced = maybe_child(data, "referenced_message", "d")
+    referenced_author = maybe_child(referenced, "author", "d.referenced_message")
+    author_id = maybe_ident(author, "id", "d.author")
     is_bot = bool(author.get("bot")) or data.get("webhook_id") is not None
-    attachments = tuple(_attachment(a) for a in data.get("attachments") or ())
+    attachments = tuple(
+        _attachment(a, f"d.attachments[{i}]") for i, a in enumerate(items(data, "attachments", "d"))
+    )
+    user_name = (
+        maybe_text(member, "nick", "d.member")
+        or maybe_text(author, "global_name", "d.author")
+        or maybe_text(author, "username", "d.author")
+    )
     source = SessionSource(
         platform=Platform.DISCORD,
         chat_id=channel_id,
         chat_name=channel.name if channel else None,
         chat_type=chat_type,
-        user_id=str(author["id"]) if author.get("id") else None,
-        user_name=member.get("nick") or author.get("global_name") or author.get("username"),
+        user_id=author_id or None,
+        user_name=user_name,
         thread_id=thread_id,
         is_bot=is_bot,
         guild_id=guild_id,
@@ -154,12 +180,13 @@ def parse_message(
         chat_type=chat_type,
         text=text,
         has_media=bool(attachments),
-        is_own=str(author.get("id")) == me.user_id,
+        is_own=author_id == me.user_id,
         is_bot=is_bot,
         is_edit=kind == "MESSAGE_UPDATE",
         is_deletion=kind == "MESSAGE_DELETE",
         mentions_bot=mentions_bot,
-        reply_to_bot=str((referenced.get("author") or {}).get("id")) == me.user_id,
+        reply_to_bot=maybe_ident(referenced_author, "id", "d.referenced_message.author")
+        == me.user_id,
         command_to_bot=to_bot,
     )
     parent = None
@@ -172,21 +199,21 @@ def parse_message(
             user_name=source.user_name,
             guild_id=guild_id,
         )
-    message_type = MessageType.TEXT
+    message_kind = MessageType.TEXT
     if attachments:
-        message_type = next(
+        message_kind = next(
             (t for k, t in _MEDIA_KINDS.values() if k == attachments[0].kind), MessageType.DOCUMENT
         )
-    reference: Mapping[str, Any] = data.get("message_reference") or {}
+    reference = maybe_child(data, "message_reference", "d")
     return PlatformEvent(
         event_id=event_id,
         source=source,
         facts=facts,
         text=text,
         attachments=attachments,
-        message_type=message_type,
+        message_type=message_kind,
         message_id=message_id,
-        reply_to=str(reference["message_id"]) if reference.get("message_id") else None,
+        reply_to=maybe_ident(reference, "message_id", "d.message_reference") or None,
         parent=parent,
         kind=kind,
         sent_at=_epoch(data.get("timestamp")),
@@ -194,32 +221,47 @@ def parse_message(
 
 
 def parse_interaction(
-    data: Mapping[str, Any],
+    data: object,
     me: DiscordIdentity,
     channel: ChannelInfo | None,
     *,
     allow_roles: Collection[str] = (),
 ) -> PlatformEvent:
-    """An INTERACTION_CREATE's `d`: an application command as the gateway's `/name args`."""
-    event_id = f"interaction:{data['id']}"
-    if int(data.get("type", 0)) != _APPLICATION_COMMAND:
+    """An INTERACTION_CREATE's `d`: an application command as the gateway's `/name args`;
+    `PayloadError` (naming the field) for any other shape."""
+    if not isinstance(data, Mapping):
+        raise PayloadError("d", "expected an object")
+    event_id = f"interaction:{ident(data, 'id', 'd')}"
+    if integer(data.get("type", 0), "d.type") != _APPLICATION_COMMAND:
         return PlatformEvent(event_id=event_id, source=None, kind="interaction")
-    command: Mapping[str, Any] = data.get("data") or {}
-    options = " ".join(str(o.get("value", "")) for o in command.get("options") or ())
-    text = f"/{command.get('name', '')} {options}".strip()
-    channel_id = str(data.get("channel_id") or (data.get("channel") or {}).get("id"))
-    guild = data.get("guild_id")
-    guild_id = str(guild) if guild else None
+    command = maybe_child(data, "data", "d")
+    options = []
+    for index, option in enumerate(items(command, "options", "d.data")):
+        if not isinstance(option, Mapping):
+            raise PayloadError(f"d.data.options[{index}]", "expected an object")
+        value = option.get("value", "")
+        if isinstance(value, (Mapping, list)):
+            raise PayloadError(f"d.data.options[{index}].value", "expected a scalar")
+        options.append(str(value))
+    name = maybe_text(command, "name", "d.data") or ""
+    text = f"/{name} {' '.join(options)}".strip()
+    channel_id = maybe_ident(data, "channel_id", "d") or maybe_ident(
+        maybe_child(data, "channel", "d"), "id", "d.channel"
+    )
+    if channel_id is None:
+        raise PayloadError("d.channel_id", "missing")
+    guild_id = maybe_ident(data, "guild_id", "d") or None
     chat_type, thread_id, parent_id = _where(channel_id, guild_id, channel)
-    member: Mapping[str, Any] = data.get("member") or {}
-    user: Mapping[str, Any] = member.get("user") or data.get("user") or {}
-    roles = {str(r) for r in member.get("roles") or ()}
+    member = maybe_child(data, "member", "d")
+    user = maybe_child(member, "user", "d.member") or maybe_child(data, "user", "d")
+    roles = _roles(member)
     source = SessionSource(
         platform=Platform.DISCORD,
         chat_id=channel_id,
         chat_type=chat_type,
-        user_id=str(user["id"]) if user.get("id") else None,
-        user_name=user.get("global_name") or user.get("username"),
+        user_id=maybe_ident(user, "id", "d.user") or None,
+        user_name=maybe_text(user, "global_name", "d.user")
+        or maybe_text(user, "username", "d.user"),
         thread_id=thread_id,
         guild_id=guild_id,
         parent_chat_id=parent_id,
@@ -231,8 +273,21 @@ def parse_interaction(
     )
 
 
+def _roles(member: Mapping[str, Any]) -> set[str]:
+    roles = set()
+    for index, value in enumerate(items(member, "roles", "d.member")):
+        roles.add(
+            value if isinstance(value, str) else str(integer(value, f"d.member.roles[{index}]"))
+        )
+    return roles
+
+
 def _addressing(text: str, data: Mapping[str, Any], me: DiscordIdentity) -> tuple[bool, str]:
-    mentioned = any(str(u.get("id")) == me.user_id for u in data.get("mentions") or ())
+    mentioned = False
+    for index, user in enumerate(items(data, "mentions", "d")):
+        if not isinstance(user, Mapping):
+            raise PayloadError(f"d.mentions[{index}]", "expected an object")
+        mentioned = mentioned or maybe_ident(user, "id", f"d.mentions[{index}]") == me.user_id
     mentioned = mentioned or f"<@{me.user_id}>" in text or f"<@!{me.user_id}>" in text
     match = _MENTION.match(text)
     if match is not None and match.group(1) == me.user_id:
@@ -249,16 +304,20 @@ def _bang_command(text: str, commands: Collection[str]) -> tuple[str, bool]:
     return text, False
 
 
-def _attachment(data: Mapping[str, Any]) -> Attachment:
-    major = str(data.get("content_type") or "").partition("/")[0]
+def _attachment(data: Any, where: str) -> Attachment:
+    if not isinstance(data, Mapping):
+        raise PayloadError(where, "expected an object")
+    content_type = maybe_text(data, "content_type", where)
+    major = (content_type or "").partition("/")[0]
     kind = _MEDIA_KINDS.get(major, ("document", MessageType.DOCUMENT))[0]
+    size = data.get("size")
     return Attachment(
         platform="discord",
-        file_id=str(data["id"]),
+        file_id=ident(data, "id", where),
         kind=kind,
-        size=int(data["size"]) if data.get("size") is not None else None,
-        name=data.get("filename"),
-        mime_type=data.get("content_type"),
+        size=integer(size, f"{where}.size") if size is not None else None,
+        name=maybe_text(data, "filename", where),
+        mime_type=content_type,
     )
 
 

@@ -29,6 +29,7 @@ from sessiongate.adapters.kit.events import (
     PlatformEvent,
     gateway_commands,
 )
+from sessiongate.adapters.kit.fields import PayloadError, loads_json
 from sessiongate.adapters.kit.formatting import (
     defuse_mass_mentions,
     to_plain_text,
@@ -79,6 +80,7 @@ __all__ = [
     "KitSettings",
     "MessageFacts",
     "Outbox",
+    "PayloadError",
     "PermanentSendError",
     "PlatformCommand",
     "PlatformError",
@@ -98,6 +100,7 @@ __all__ = [
     "decide_gate",
     "defuse_mass_mentions",
     "gateway_commands",
+    "loads_json",
     "passes",
     "split_text",
     "to_plain_text",

@@ -21,8 +21,8 @@ are answered 200 at once, by the claim.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qsl
 
@@ -31,6 +31,7 @@ from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import Admission, KitSettings, PlatformEvent, gateway_commands
+from sessiongate.adapters.kit.fields import PayloadError, loads_json
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import SLACK_LIMIT
 from sessiongate.adapters.kit.watchdog import Watchdog
@@ -63,6 +64,13 @@ log = logging.getLogger(__name__)
 SLACK_RENDERING = Rendering(limit=SLACK_LIMIT, measure=len, render=to_mrkdwn, plain=to_plain)
 # Slack wants an answer within 3 seconds; what is not settled by then is acknowledged anyway.
 ACK_DEADLINE_SECONDS = 2.5
+# Slack's replay window: a request signed longer ago than this (or ahead of it) is refused.
+SIGNATURE_WINDOW_SECONDS = 300
+# ASCII digits only (`str.isdigit` takes `²`, which `int` refuses); `v0=` and an HMAC-SHA256.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-fA-F]{64}")
+# A slash command's form has about a dozen fields.
+_MAX_FORM_FIELDS = 100
 # Finished claims are kept this long: Slack retries an event for about an hour at most.
 _CLAIM_HORIZON_SECONDS = 24 * 3600.0
 
@@ -256,8 +264,11 @@ class SlackAdapter(KitAdapter):
             self.retries_seen += 1
         try:
             event = self._map(request.type, request.payload)
-        except (KeyError, TypeError, ValueError):
-            log.exception("slack envelope not understood; acknowledged and skipped")
+        except PayloadError as exc:
+            log.warning(
+                "slack envelope not understood; acknowledged and skipped",
+                extra={"field": exc.field, "problem": exc.problem},
+            )
             event = None
         payload = None
         if event is not None:
@@ -315,11 +326,31 @@ class SlackAdapter(KitAdapter):
         except ValueError:  # a timestamp that is not a number
             return False
 
+    def check_webhook_headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why an Events API POST is refused before its body is read, or None: the signature
+        and a timestamp within Slack's 5-minute window must be there (the signature itself is
+        an HMAC over the body, checked by `receive_webhook` once the body is in)."""
+        if self.config.mode != "events" or self._verifier is None:
+            return "not a signed webhook request"
+        timestamp = headers.get("x-slack-request-timestamp")
+        signature = headers.get("x-slack-signature")
+        if timestamp is None or signature is None:
+            return "missing X-Slack-Request-Timestamp or X-Slack-Signature"
+        if _TIMESTAMP.fullmatch(timestamp) is None or (
+            abs(self._verifier.clock.now() - int(timestamp)) > SIGNATURE_WINDOW_SECONDS
+        ):
+            return "X-Slack-Request-Timestamp is not within 5 minutes of now"
+        if _SIGNATURE.fullmatch(signature) is None:
+            return "X-Slack-Signature is not a v0 signature"
+        return None
+
     async def receive_webhook(
         self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) for one Events API POST; parsed only once verified."""
-        if not self.verify_webhook(headers, body):
+        if self.check_webhook_headers(headers) is not None or not self.verify_webhook(
+            headers, body
+        ):
             return 401, _error(
                 "unauthorized", "missing, wrong or expired X-Slack-Signature (5-minute window)"
             )
@@ -327,19 +358,28 @@ class SlackAdapter(KitAdapter):
             self.retries_seen += 1
         try:
             if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
-                form = dict(parse_qsl(body.decode()))
+                try:
+                    form = dict(parse_qsl(body.decode(), max_num_fields=_MAX_FORM_FIELDS))
+                except ValueError as exc:
+                    raise PayloadError("body", "not a form") from exc
                 if "payload" in form:
                     return 200, {}  # interactivity: not handled, acknowledged
                 event: PlatformEvent | None = self._map("slash_commands", form)
             else:
-                payload = json.loads(body)
+                payload = loads_json(body)
+                if not isinstance(payload, dict):
+                    raise PayloadError("body", "expected an object")
                 if payload.get("type") == "url_verification":
                     return 200, {"challenge": str(payload.get("challenge", ""))}
                 if payload.get("type") != "event_callback":
                     return 200, {}
                 event = self._map("events_api", payload)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return 400, _error("invalid_event", "the body is not a Slack event")
+        except PayloadError as exc:
+            # Signed, so Slack's own (or the secret leaked): say which field, start nothing.
+            log.warning(
+                "slack webhook event refused", extra={"field": exc.field, "problem": exc.problem}
+            )
+            return 400, _error("invalid_event", f"the body is not a Slack event: {exc}")
         if event is None:
             return 200, {}
         try:

@@ -27,11 +27,23 @@ threads): a known command written `!new` is read as `/new`, addressed to the bot
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.adapters.kit.events import PlatformEvent
+from sessiongate.adapters.kit.fields import (
+    PayloadError,
+    child,
+    ident,
+    integer,
+    items,
+    maybe_child,
+    maybe_ident,
+    maybe_text,
+)
 from sessiongate.adapters.kit.gating import MessageFacts
 from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.platform import Platform
@@ -39,9 +51,15 @@ from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageType
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection
 
-__all__ = ["SlackIdentity", "chat_type_of", "parse_envelope", "parse_slash_command"]
+__all__ = [
+    "PayloadError",
+    "SlackIdentity",
+    "chat_type_of",
+    "parse_envelope",
+    "parse_slash_command",
+]
 
 _CHANNEL_TYPES = {
     "im": ChatType.DM,
@@ -78,56 +96,66 @@ def chat_type_of(channel: str, channel_type: str | None) -> ChatType:
 
 
 def parse_envelope(
-    body: Mapping[str, Any], me: SlackIdentity, *, commands: Collection[str] = ()
+    body: object, me: SlackIdentity, *, commands: Collection[str] = ()
 ) -> PlatformEvent:
-    """One `event_callback` body (Events API POST or Socket Mode `events_api` payload)."""
-    event: Mapping[str, Any] = body.get("event") or {}
-    kind = str(event.get("type") or body.get("type") or "unknown")
-    channel = str(event.get("channel") or "")
+    """One `event_callback` body (Events API POST or Socket Mode `events_api` payload);
+    `PayloadError` (naming the field) for any other shape."""
+    if not isinstance(body, Mapping):
+        raise PayloadError("body", "expected an object")
+    event = maybe_child(body, "event", "body")
+    kind = maybe_text(event, "type", "event") or maybe_text(body, "type", "body") or "unknown"
+    channel = maybe_ident(event, "channel", "event") or ""
     if kind not in ("message", "app_mention") or not channel:
-        return PlatformEvent(event_id=f"event:{body.get('event_id')}", source=None, kind=kind)
-    subtype = event.get("subtype")
+        event_id = maybe_ident(body, "event_id", "body")
+        return PlatformEvent(event_id=f"event:{event_id}", source=None, kind=kind)
+    subtype = maybe_text(event, "subtype", "event")
     is_edit = subtype == "message_changed"
     is_deletion = subtype == "message_deleted"
     if not (is_edit or is_deletion) and subtype not in _POST_SUBTYPES:
-        return PlatformEvent(
-            event_id=f"{channel}:{event.get('ts')}", source=None, kind=str(subtype)
-        )
+        housekeeping = maybe_ident(event, "ts", "event")
+        return PlatformEvent(event_id=f"{channel}:{housekeeping}", source=None, kind=str(subtype))
+    ts = ident(event, "ts", "event")
     # An edit's event wraps the message as it now reads.
-    message: Mapping[str, Any] = event.get("message") or event if is_edit else event
-    ts = str(event["ts"])
-    team = str(body.get("team_id") or event.get("team") or me.team_id)
-    chat_type = chat_type_of(channel, event.get("channel_type"))
-    thread_ts = message.get("thread_ts")
+    where = "event"
+    message: Mapping[str, Any] = event
+    if is_edit and event.get("message"):
+        message, where = child(event, "message", "event"), "event.message"
+    team = maybe_ident(body, "team_id", "body") or maybe_ident(event, "team", "event") or me.team_id
+    chat_type = chat_type_of(channel, maybe_text(event, "channel_type", "event"))
+    message_ts = maybe_ident(message, "ts", where)
+    thread_ts = maybe_ident(message, "thread_ts", where)
     # The root of a thread carries thread_ts == ts: it is a channel message, not a reply.
-    thread_id = str(thread_ts) if thread_ts and thread_ts != message.get("ts") else None
-    user = message.get("user")
-    bot_id = message.get("bot_id")
-    text, mentions = _addressing(str(message.get("text") or ""), me)
+    thread_id = thread_ts if thread_ts and thread_ts != message_ts else None
+    user = maybe_ident(message, "user", where)
+    bot_id = maybe_ident(message, "bot_id", where)
+    text, mentions = _addressing(maybe_text(message, "text", where) or "", me)
     text, to_bot = _bang_command(text, commands)
-    attachments = _attachments(message.get("files") or ())
+    attachments = _attachments(items(message, "files", where), f"{where}.files")
+    profile = maybe_child(message, "user_profile", where)
+    user_name = maybe_text(profile, "display_name", f"{where}.user_profile") or None
+    parent_user = maybe_ident(message, "parent_user_id", where)
     source = SessionSource(
         platform=Platform.SLACK,
         chat_id=channel,
         chat_type=chat_type,
-        user_id=str(user) if user else None,
-        user_name=(message.get("user_profile") or {}).get("display_name") or None,
+        user_id=user or None,
+        user_name=user_name,
         thread_id=thread_id,
         is_bot=bool(bot_id),
         guild_id=team,
-        message_id=str(message.get("ts") or ts),
+        message_id=message_ts or ts,
     )
     facts = MessageFacts(
         chat_type=chat_type,
         text=text,
         has_media=bool(attachments),
-        is_own=(user is not None and str(user) == me.user_id) or bot_id == me.bot_id,
+        is_own=(user is not None and user == me.user_id) or bot_id == me.bot_id,
         is_bot=bool(bot_id) or subtype == "bot_message",
         is_edit=is_edit,
         is_deletion=is_deletion,
         mentions_bot=mentions or kind == "app_mention",
         # Slack's replies are thread replies: one under the bot's post answers the bot.
-        reply_to_bot=thread_id is not None and message.get("parent_user_id") == me.user_id,
+        reply_to_bot=thread_id is not None and parent_user == me.user_id,
         command_to_bot=to_bot,
     )
     parent = None
@@ -153,10 +181,10 @@ def parse_envelope(
         message_type=_MEDIA_TYPES.get(attachments[0].kind, MessageType.DOCUMENT)
         if attachments
         else MessageType.TEXT,
-        message_id=str(message.get("ts") or ts),
+        message_id=message_ts or ts,
         parent=parent,
         kind=kind if subtype is None else str(subtype),
-        sent_at=_epoch(message.get("ts") or ts),
+        sent_at=_epoch(message_ts or ts),
     )
 
 
@@ -208,19 +236,28 @@ def _bang_command(text: str, commands: Collection[str]) -> tuple[str, bool]:
     return "/" + text[1:], True
 
 
-def _attachments(files: Any) -> tuple[Attachment, ...]:
-    return tuple(
-        Attachment(
-            platform="slack",
-            file_id=str(f["id"]),
-            kind=_kind_of(str(f.get("mimetype") or "")),
-            size=int(f["size"]) if f.get("size") is not None else None,
-            name=f.get("name"),
-            mime_type=f.get("mimetype"),
+def _attachments(files: list[Any], where: str) -> tuple[Attachment, ...]:
+    attachments = []
+    for index, item in enumerate(files):
+        at = f"{where}[{index}]"
+        if not isinstance(item, Mapping):
+            raise PayloadError(at, "expected an object")
+        file_id = maybe_ident(item, "id", at)
+        if not file_id:
+            continue
+        size = item.get("size")
+        mime_type = maybe_text(item, "mimetype", at)
+        attachments.append(
+            Attachment(
+                platform="slack",
+                file_id=file_id,
+                kind=_kind_of(mime_type or ""),
+                size=integer(size, f"{at}.size") if size is not None else None,
+                name=maybe_text(item, "name", at),
+                mime_type=mime_type,
+            )
         )
-        for f in files
-        if f.get("id")
-    )
+    return tuple(attachments)
 
 
 def _kind_of(mime_type: str) -> str:
@@ -228,9 +265,10 @@ def _kind_of(mime_type: str) -> str:
     return {"image": "photo", "video": "video", "audio": "audio"}.get(major, "document")
 
 
-def _epoch(ts: object) -> float | None:
+def _epoch(ts: str) -> float | None:
     """A Slack `ts` ("1767225600.000100") is the post's time in epoch seconds."""
     try:
-        return float(str(ts))
+        value = float(ts)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None

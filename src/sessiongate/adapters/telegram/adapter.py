@@ -24,7 +24,6 @@ call that confirms the offset), and drops a batch that arrives after its lead ma
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +31,7 @@ from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.bursts import MAX_HOLD_WINDOWS
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import KitSettings, PlatformEvent
+from sessiongate.adapters.kit.fields import PayloadError, loads_json
 from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
@@ -237,10 +237,13 @@ class TelegramAdapter(KitAdapter):
         for update in updates:
             try:
                 events.append(parse_update(update, self.me))
-            except (KeyError, TypeError, ValueError):
+            except PayloadError as exc:
                 # A shape this mapping does not know: logged and skipped, so one odd update
                 # cannot stall the chat behind it for ever.
-                log.exception("telegram update not understood; skipped")
+                log.warning(
+                    "telegram update not understood; skipped",
+                    extra={"field": exc.field, "problem": exc.problem},
+                )
                 events.append(PlatformEvent(event_id=str(update.get("update_id")), source=None))
         return events
 
@@ -261,18 +264,30 @@ class TelegramAdapter(KitAdapter):
             return False
         return hmac.compare_digest(given.encode(), secret.get_secret_value().encode())
 
+    def check_webhook_headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why a webhook POST is refused before its body is read, or None: the secret token
+        is the whole credential, and it is a header."""
+        if not self.verify_webhook(headers):
+            return "missing or wrong X-Telegram-Bot-Api-Secret-Token"
+        return None
+
     async def receive_webhook(
         self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) for one webhook POST; the body is parsed only once verified."""
-        if not self.verify_webhook(headers):
-            return 401, _error("unauthorized", "missing or wrong X-Telegram-Bot-Api-Secret-Token")
+        refusal = self.check_webhook_headers(headers)
+        if refusal is not None:
+            return 401, _error("unauthorized", refusal)
         assert self.me is not None
         try:
-            update = json.loads(body)
-            event = parse_update(update, self.me)
-        except (ValueError, KeyError, TypeError):
-            return 400, _error("invalid_update", "the body is not a Telegram update")
+            event = parse_update(loads_json(body), self.me)
+        except PayloadError as exc:
+            # Signed, so Telegram's own (or the secret leaked): say which field, start nothing.
+            log.warning(
+                "telegram webhook update refused",
+                extra={"field": exc.field, "problem": exc.problem},
+            )
+            return 400, _error("invalid_update", f"the body is not a Telegram update: {exc}")
         try:
             await self.admit(event)
         except HandoffError:

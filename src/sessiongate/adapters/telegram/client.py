@@ -153,7 +153,12 @@ def translate(exc: TelegramError, *, sending: bool) -> PlatformError:
     if isinstance(exc, RetryAfter):
         return RateLimitedError(message, retry_after=_retry_after(exc))
     if isinstance(exc, InvalidToken):
-        return CredentialsError(f"Telegram refused the bot token: {message}")
+        # The SDK's message quotes the token whole ("The token `…` was rejected"): never
+        # passed on.
+        return CredentialsError(
+            "Telegram refused the bot token (platforms.telegram.token): the Bot API "
+            "answered Unauthorized"
+        )
     if isinstance(exc, Forbidden | ChatMigrated):
         return PermanentSendError(message)
     if isinstance(exc, Conflict):

@@ -17,20 +17,28 @@ commands are cut out of the text in those units.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessiongate.adapters.kit.events import PlatformEvent
+from sessiongate.adapters.kit.fields import (
+    PayloadError,
+    child,
+    ident,
+    integer,
+    items,
+    maybe_child,
+    maybe_ident,
+    maybe_text,
+)
 from sessiongate.adapters.kit.gating import MessageFacts
 from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageType
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-__all__ = ["GENERAL_TOPIC", "BotIdentity", "parse_update"]
+__all__ = ["GENERAL_TOPIC", "BotIdentity", "PayloadError", "parse_update"]
 
 # Telegram's General topic of a forum: its messages carry no thread id, and sends to it must
 # leave `message_thread_id` out (Telegram rejects 1) while `sendChatAction` needs it.
@@ -42,6 +50,8 @@ _CHAT_TYPES = {
     "supergroup": ChatType.GROUP,
     "channel": ChatType.CHANNEL,
 }
+# Longer than any text or caption Telegram sends (4,096), with room for its entities' ends.
+_MAX_UTF16_UNITS = 65_536
 _MESSAGE_KINDS = ("message", "edited_message", "channel_post", "edited_channel_post")
 # (field, message type) in the order a message is checked; `photo` is a list of sizes.
 _MEDIA = (
@@ -62,31 +72,45 @@ class BotIdentity:
     username: str
 
 
-def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
-    event_id = str(update["update_id"])
+def parse_update(update: object, me: BotIdentity) -> PlatformEvent:
+    """One update as an event; `PayloadError` (naming the field) for any other shape."""
+    if not isinstance(update, Mapping):
+        raise PayloadError("update", "expected an object")
+    event_id = ident(update, "update_id", "update")
     kind = next((k for k in _MESSAGE_KINDS if k in update), None)
     if kind is None:
         other = next((k for k in update if k != "update_id"), "unknown")
         return PlatformEvent(event_id=event_id, source=None, kind=str(other))
-    message: Mapping[str, Any] = update[kind]
-    chat: Mapping[str, Any] = message["chat"]
+    where = f"update.{kind}"
+    message = child(update, kind, "update")
+    chat = child(message, "chat", where)
+    chat_id = ident(chat, "id", f"{where}.chat")
     chat_type = _CHAT_TYPES.get(str(chat.get("type")), ChatType.GROUP)
-    sender: Mapping[str, Any] = message.get("from") or {}
-    thread_id = _thread_id(message, chat)
-    text = str(message.get("text") or message.get("caption") or "")
-    entities = message.get("entities") or message.get("caption_entities") or ()
-    mentions, command_to_bot, command_to_other, text = _addressing(text, entities, me)
-    reply: Mapping[str, Any] = message.get("reply_to_message") or {}
+    sender = maybe_child(message, "from", where)
+    user_id = maybe_ident(sender, "id", f"{where}.from")
+    thread_id = _thread_id(message, chat, where)
+    text_field = "text" if message.get("text") else "caption"
+    text = maybe_text(message, text_field, where) or ""
+    entities_field = "entities" if message.get("entities") else "caption_entities"
+    entities = items(message, entities_field, where)
+    mentions, command_to_bot, command_to_other, text = _addressing(
+        text, entities, me, f"{where}.{entities_field}"
+    )
+    reply = maybe_child(message, "reply_to_message", where)
     # In a forum every topic message "replies" to the topic's creation notice: not a reply.
     real_reply = bool(reply) and "forum_topic_created" not in reply
-    attachments, message_type = _attachments(message)
+    reply_from = maybe_child(reply, "from", f"{where}.reply_to_message")
+    attachments, message_type = _attachments(message, where)
+    user_name = maybe_text(sender, "username", f"{where}.from") or _name(sender, f"{where}.from")
     source = SessionSource(
         platform=Platform.TELEGRAM,
-        chat_id=str(chat["id"]),
-        chat_name=chat.get("title") or _name(chat) or None,
+        chat_id=chat_id,
+        chat_name=maybe_text(chat, "title", f"{where}.chat")
+        or _name(chat, f"{where}.chat")
+        or None,
         chat_type=chat_type,
-        user_id=str(sender["id"]) if "id" in sender else None,
-        user_name=sender.get("username") or _name(sender) or None,
+        user_id=user_id,
+        user_name=user_name or None,
         thread_id=thread_id,
         chat_topic=None,
         is_bot=bool(sender.get("is_bot")),
@@ -95,11 +119,12 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
         chat_type=chat_type,
         text=text,
         has_media=bool(attachments),
-        is_own="id" in sender and str(sender["id"]) == me.id,
+        is_own=user_id is not None and user_id == me.id,
         is_bot=bool(sender.get("is_bot")),
         is_edit=kind.startswith("edited_"),
         mentions_bot=mentions,
-        reply_to_bot=real_reply and str((reply.get("from") or {}).get("id")) == me.id,
+        reply_to_bot=real_reply
+        and maybe_ident(reply_from, "id", f"{where}.reply_to_message.from") == me.id,
         command_to_bot=command_to_bot,
         command_to_other=command_to_other,
     )
@@ -113,6 +138,9 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
             user_id=source.user_id,
             user_name=source.user_name,
         )
+    reply_id = maybe_ident(reply, "message_id", f"{where}.reply_to_message")
+    date = message.get("date")
+    group_id = maybe_ident(message, "media_group_id", where)
     return PlatformEvent(
         event_id=event_id,
         source=source,
@@ -120,51 +148,59 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
         text=text,
         attachments=attachments,
         message_type=message_type,
-        message_id=str(message["message_id"]),
-        reply_to=str(reply["message_id"]) if real_reply and "message_id" in reply else None,
+        message_id=ident(message, "message_id", where),
+        reply_to=reply_id if real_reply else None,
         parent=parent,
         kind=kind,
-        sent_at=float(message["date"]) if message.get("date") is not None else None,
-        group_id=str(message["media_group_id"]) if message.get("media_group_id") else None,
+        sent_at=float(integer(date, f"{where}.date")) if date is not None else None,
+        group_id=group_id or None,
     )
 
 
-def _thread_id(message: Mapping[str, Any], chat: Mapping[str, Any]) -> str | None:
+def _thread_id(message: Mapping[str, Any], chat: Mapping[str, Any], where: str) -> str | None:
     if not chat.get("is_forum"):
         # Outside forums `message_thread_id` marks reply chains, not conversations.
         return None
-    if message.get("is_topic_message") and message.get("message_thread_id") is not None:
-        return str(message["message_thread_id"])
+    topic = maybe_ident(message, "message_thread_id", where)
+    if message.get("is_topic_message") and topic is not None:
+        return topic
     return GENERAL_TOPIC
 
 
-def _name(who: Mapping[str, Any]) -> str:
-    return " ".join(str(who[k]) for k in ("first_name", "last_name") if who.get(k)).strip()
+def _name(who: Mapping[str, Any], where: str) -> str:
+    parts = (maybe_text(who, k, where) for k in ("first_name", "last_name"))
+    return " ".join(p for p in parts if p).strip()
 
 
 def _utf16_slice(text: str, offset: int, length: int) -> str:
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")
     return units[offset * 2 : (offset + length) * 2].decode("utf-16-le", errors="replace")
 
 
 def _utf16_cut(text: str, offset: int, length: int, replacement: str) -> str:
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")
     head = units[: offset * 2].decode("utf-16-le", errors="replace")
     tail = units[(offset + length) * 2 :].decode("utf-16-le", errors="replace")
     return head + replacement + tail
 
 
-def _addressing(text: str, entities: Any, me: BotIdentity) -> tuple[bool, bool, bool, str]:
+def _addressing(
+    text: str, entities: list[Any], me: BotIdentity, where: str
+) -> tuple[bool, bool, bool, str]:
     """(mentions the bot, /cmd@bot, /cmd@other, the text for the agent: a leading `@bot` and
     the `@bot` of a command cut out)."""
     mentions = to_bot = to_other = False
     handle = f"@{me.username}".lower()
     cleaned = text
-    for entity in entities:
+    for index, entity in enumerate(entities):
+        at = f"{where}[{index}]"
+        if not isinstance(entity, Mapping):
+            raise PayloadError(at, "expected an object")
         kind = entity.get("type")
-        offset, length = int(entity.get("offset", 0)), int(entity.get("length", 0))
+        offset = _bounded(entity.get("offset", 0), f"{at}.offset")
+        length = _bounded(entity.get("length", 0), f"{at}.length")
         piece = _utf16_slice(text, offset, length)
-        mentioned_user = str((entity.get("user") or {}).get("id"))
+        mentioned_user = maybe_ident(maybe_child(entity, "user", at), "id", f"{at}.user")
         if (kind == "mention" and piece.lower() == handle) or (
             kind == "text_mention" and mentioned_user == me.id
         ):
@@ -183,21 +219,36 @@ def _addressing(text: str, entities: Any, me: BotIdentity) -> tuple[bool, bool, 
     return mentions, to_bot, to_other, cleaned
 
 
-def _attachments(message: Mapping[str, Any]) -> tuple[tuple[Attachment, ...], MessageType]:
+def _bounded(value: Any, where: str) -> int:
+    """An entity offset or length: a non-negative integer no larger than a message."""
+    number = integer(value, where)
+    if not 0 <= number <= _MAX_UTF16_UNITS:
+        raise PayloadError(where, "out of range")
+    return number
+
+
+def _attachments(
+    message: Mapping[str, Any], where: str
+) -> tuple[tuple[Attachment, ...], MessageType]:
     for field, message_type in _MEDIA:
         item = message.get(field)
         if not item:
             continue
+        at = f"{where}.{field}"
         if isinstance(item, list):
             item = item[-1]  # the largest photo size
+            at += "[-1]"
+        if not isinstance(item, Mapping):
+            raise PayloadError(at, "expected an object")
+        size = item.get("file_size")
         return (
             Attachment(
                 platform="telegram",
-                file_id=str(item["file_id"]),
+                file_id=ident(item, "file_id", at),
                 kind=field,
-                size=int(item["file_size"]) if item.get("file_size") is not None else None,
-                name=item.get("file_name"),
-                mime_type=item.get("mime_type"),
+                size=integer(size, f"{at}.file_size") if size is not None else None,
+                name=maybe_text(item, "file_name", at),
+                mime_type=maybe_text(item, "mime_type", at),
             ),
         ), message_type
     return (), MessageType.TEXT

@@ -37,6 +37,9 @@ NOT_SENT: tuple[type[BaseException], ...] = (
 )
 
 
+HTTP_OK = 200
+
+
 class AiohttpRequest(BaseRequest):
     def __init__(
         self,
@@ -94,7 +97,10 @@ class AiohttpRequest(BaseRequest):
             async with session.request(method, url, data=body, timeout=timeout) as answer:
                 content = await answer.read()
                 # The request line, as httpx logs it (the client's token filter redacts the URL).
-                log.info("HTTP Request: %s %s %s", method, url, answer.status)
+                # A long poll runs all the time: its answers are debug, unless refused.
+                polled = url.endswith("/getUpdates") and answer.status == HTTP_OK
+                level = logging.DEBUG if polled else logging.INFO
+                log.log(level, "HTTP Request: %s %s %s", method, url, answer.status)
                 return answer.status, content
         except NOT_SENT as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc

@@ -197,6 +197,10 @@ class WhatsAppAdapter(KitAdapter):
         """The header is there and shaped like one (checked before the body is read)."""
         return headers.get(SIGNATURE_HEADER, "").startswith("sha256=")
 
+    def check_webhook_headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why a POST's headers already fail (no `X-Hub-Signature-256`), before its body."""
+        return None if self.has_signature(headers) else "missing X-Hub-Signature-256"
+
     def verify_webhook(self, headers: Mapping[str, str], body: bytes) -> bool:
         given = headers.get(SIGNATURE_HEADER)
         if not given or not given.startswith("sha256="):
@@ -207,6 +211,10 @@ class WhatsAppAdapter(KitAdapter):
         self, headers: Mapping[str, str], body: bytes
     ) -> tuple[int, dict[str, Any]]:
         """(status, JSON body) for one webhook POST; parsed only once verified."""
+        if len(body) > self.max_body_bytes:
+            return 413, _error(
+                "payload_too_large", f"the webhook body is larger than {self.max_body_bytes} bytes"
+            )
         if not self.verify_webhook(headers, body):
             return 401, _error("unauthorized", "missing or wrong X-Hub-Signature-256")
         if self._stopped or self.runner is None:

@@ -15,7 +15,26 @@ if TYPE_CHECKING:
 
     from sessiongate.store.copy import TableSpec
 
-__all__ = ["copy_position", "count_rows", "finish_copy", "read_rows", "write_rows"]
+__all__ = [
+    "ORIGIN_KEY",
+    "begin_copy",
+    "copy_position",
+    "count_rows",
+    "end_copy",
+    "finish_copy",
+    "inspect_target",
+    "read_rows",
+    "write_rows",
+]
+
+# The copy's own marker in the target's meta: which source it copies. Written in the target's
+# first transaction after its migrations, before any row; removed once the copy verified. A
+# target holding data is written into again only by a resumed copy of that same source.
+ORIGIN_KEY = "copy:origin"
+
+# What an instance serving the database writes beside the copied tables: a database with only
+# these filled is in use all the same.
+_LIVE_TABLES = ("instances", "lane_lease", "leader_lease")
 
 # Names in these statements come from the fixed table list in `store/copy.py`, never input.
 _READ = {Kind.TIME: "sg_us({})", Kind.JSON: "{}::text"}
@@ -80,3 +99,38 @@ def _bools(table: TableSpec, row: Sequence[Any]) -> tuple[Any, ...]:
         bool(v) if kind == Kind.BOOL and v is not None else v
         for (_, kind), v in zip(table.columns, row, strict=True)
     )
+
+
+def inspect_target(conn: psycopg.Connection[Any], tables: Sequence[str]) -> tuple[bool, str | None]:
+    """(whether the target holds sessiongate rows, the origin its copy marker names) of the
+    schema `conn`'s search path names; reads only, and creates nothing."""
+    has_rows = False
+    for name in (*tables, *_LIVE_TABLES):
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+        if not (found and found[0]):
+            continue
+        skip = " WHERE key <> %s" if name == "meta" else ""
+        params: tuple[Any, ...] = (ORIGIN_KEY,) if skip else ()
+        row = conn.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {name}{skip})",  # noqa: S608
+            params,
+        ).fetchone()
+        has_rows = has_rows or bool(row and row[0])
+    marker: str | None = None
+    found = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+    if found and found[0]:
+        row = conn.execute("SELECT value FROM meta WHERE key = %s", (ORIGIN_KEY,)).fetchone()
+        marker = None if row is None else str(loads(row[0]))
+    return has_rows, marker
+
+
+def begin_copy(conn: psycopg.Connection[Any], origin: str) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (%s, %s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (ORIGIN_KEY, dumps(origin)),
+    )
+
+
+def end_copy(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("DELETE FROM meta WHERE key = %s", (ORIGIN_KEY,))

@@ -437,6 +437,14 @@ class PostgresDatabase:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def begin_copy(self, origin: str) -> None:
+        with self.transaction() as tx:
+            copy.begin_copy(tx.conn, origin)
+
+    def end_copy(self) -> None:
+        with self.transaction() as tx:
+            copy.end_copy(tx.conn)
+
     def holds(self, tx: object) -> bool:
         return tx is self._tx
 

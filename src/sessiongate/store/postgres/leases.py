@@ -85,11 +85,11 @@ ORDER BY random() LIMIT %(limit)s
 """
 # Instances whose heartbeat is late and whose liveness lock is free: their process is gone.
 # The lock is tried last, and only on rows that passed the rest (a CASE keeps the order).
-# Not in the first `RESTART_GRACE_SECONDS` after the server started: a restart ends every
-# session, every liveness lock goes with them, and a free one then means a listener not
-# connected again yet, not a process gone (the TTL decides meanwhile). A crash of one server
-# process resets every session without a new start time: there the probe can still reap live
-# instances, which rejoin under new ids (their writes stay fenced).
+# Not in the first `grace` seconds after the server started (`Ownership.restart_grace`): a
+# restart ends every session, every liveness lock goes with them, and a free one then means a
+# listener not connected again yet, not a process gone (the TTL decides meanwhile). A crash of
+# one server process resets every session without a new start time: there the probe can
+# still reap live instances, which rejoin under new ids (their writes stay fenced).
 _VANISHED = """
 UPDATE instances SET state = 'dead'
 WHERE state = 'live' AND probe_ready AND instance_id <> %(me)s
@@ -136,7 +136,6 @@ WHERE i.state = 'live' AND i.heartbeat_at < now() - make_interval(secs => %s)
 """
 # Long enough for every instance's listener to connect again after a restart (it retries
 # within a second, `wakeups.py`), and shorter than a lease TTL.
-RESTART_GRACE_SECONDS = 5.0
 # A leader renews its own lease at the same epoch, or takes a free or expired one (epoch + 1).
 _CLAIM_LEADER = """
 INSERT INTO leader_lease AS l (name, owner, epoch, expires_at)
@@ -228,10 +227,11 @@ def _expire_leases_of(conn: psycopg.Connection[Any], dead: list[str]) -> None:
     )
 
 
-def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float) -> list[str]:
+def reap_vanished(conn: psycopg.Connection[Any], me: str, late: float, grace: float) -> list[str]:
     """Instances with a heartbeat `late` seconds old whose process is gone become dead, and
-    their leases expire now (a takeover still raises each epoch)."""
-    params = {"me": me, "late": late, "grace": RESTART_GRACE_SECONDS}
+    their leases expire now (a takeover still raises each epoch); none in the first `grace`
+    seconds after the server started."""
+    params = {"me": me, "late": late, "grace": grace}
     rows = conn.execute(_VANISHED, params).fetchall()
     dead = [r[0] for r in rows]
     if dead:

@@ -1793,8 +1793,8 @@ class PostgresTx(PostgresPlatformState, PostgresErasure):
     def nudge_lane_owner(self, key: str, me: str) -> bool:
         return leases.nudge_lane_owner(self.conn, key, me)
 
-    def reap_vanished(self, me: str, late: float) -> list[str]:
-        return leases.reap_vanished(self.conn, me, late)
+    def reap_vanished(self, me: str, late: float, grace: float) -> list[str]:
+        return leases.reap_vanished(self.conn, me, late, grace)
 
     def claim_leader(self, name: str, owner: str, ttl: float) -> int | None:
         return leases.claim_leader(self.conn, name, owner, ttl)

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.5
 # Reconnects back off from the first to the last: after a server restart the liveness lock
 # is taken again within about a second of the server's return (the others' probe waits for
-# it, `leases.RESTART_GRACE_SECONDS`).
+# it, `Ownership.restart_grace`).
 _RETRY_FIRST_SECONDS = 0.1
 _RETRY_SECONDS = 1.0
 
