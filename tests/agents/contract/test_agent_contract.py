@@ -170,8 +170,9 @@ async def test_a_cut_off_turn_resumes_without_running_its_tool_again(gateway, se
 async def test_stop_ends_a_turn_whose_model_hangs(gateway, server):
     server.script(Stall(600))
     await gateway.say("tell me a long story", wait=False)
-    await _until(lambda: gateway.runner.statistics().running_turns == 1)
-    answer = await gateway.say("/stop")
+    await _until(lambda: len(server.requests) == 1)  # the model has the call, and hangs
+    async with asyncio.timeout(GUARD):
+        answer = await gateway.say("/stop")
     assert str(answer.status) == "command"
     await _until(lambda: gateway.runner.statistics().running_turns == 0)
     server.script(Reply("Ready."))
