@@ -158,6 +158,11 @@ class FakeOpenAI:
         with self._lock:
             self._scripts.extend(responses)
 
+    def clear_script(self) -> None:
+        """Forget the responses not yet used (a turn that failed before reaching them)."""
+        with self._lock:
+            self._scripts.clear()
+
     def bodies_text(self) -> str:
         """Everything the model was sent, as one searchable text."""
         return "\n".join(json.dumps(r["body"], ensure_ascii=False) for r in self.requests)

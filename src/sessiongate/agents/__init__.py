@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from sessiongate.agents.base import Agent, AgentFactory, TurnRequest, TurnResult, Usage
 from sessiongate.agents.echo import EchoAgent
+from sessiongate.agents.entry import entry_agent_maker
 from sessiongate.agents.openai_agent import OpenAIAgent, import_openai
 from sessiongate.agents.tools import load_tools
 from sessiongate.core.bindings import DEFAULT_AGENT, agent_of_key
-from sessiongate.core.config import OpenAIAgentSpec
+from sessiongate.core.config import EntryAgentSpec, OpenAIAgentSpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,9 +44,9 @@ def build_agent_factory(config: GatewayConfig) -> AgentFactory:
     first turn. A key of an agent that is no longer configured fails its turn with a clear
     error.
     """
-    makers: dict[str, Callable[[], Agent]] = {}
+    makers: dict[str, Callable[[str], Agent]] = {}
     for agent_id in config.agent_ids():
-        makers[agent_id] = _maker(config.agent_spec(agent_id))
+        makers[agent_id] = _maker(config.agent_spec(agent_id), where=f"agents.{agent_id}")
 
     def make_agent(session_key: str) -> Agent:
         agent_id = agent_of_key(session_key) or DEFAULT_AGENT
@@ -55,15 +56,19 @@ def build_agent_factory(config: GatewayConfig) -> AgentFactory:
                 f"no agent {agent_id!r} is configured for session {session_key!r} "
                 f"(agents: {', '.join(makers)})"
             )
-        return maker()
+        return maker(session_key)
 
     return make_agent
 
 
-def _maker(spec: EchoAgentSpec | OpenAIAgentSpec) -> Callable[[], Agent]:
+def _maker(
+    spec: EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec, *, where: str
+) -> Callable[[str], Agent]:
+    if isinstance(spec, EntryAgentSpec):
+        return entry_agent_maker(spec, where=where)
     if isinstance(spec, OpenAIAgentSpec):
         import_openai()
         tools = load_tools(spec.tools)
-        return lambda: OpenAIAgent(spec, tools=tools)
+        return lambda key: OpenAIAgent(spec, tools=tools)
     delay = spec.delay_seconds
-    return lambda: EchoAgent(delay_seconds=delay)
+    return lambda key: EchoAgent(delay_seconds=delay)

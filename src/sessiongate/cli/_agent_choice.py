@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sessiongate.core.config import GatewayConfig, OpenAIAgentSpec
+from sessiongate.core.config import EntryAgentSpec, GatewayConfig, OpenAIAgentSpec
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,8 +22,11 @@ ENV_KEY = "OPENAI_API_KEY"
 _DOCS = "docs/AGENTS.md"
 
 
-def describe_agent(spec: EchoAgentSpec | OpenAIAgentSpec) -> str:
-    """`echo (repeats each message)` or `openai-compatible, model M at URL`."""
+def describe_agent(spec: EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec) -> str:
+    """`echo (repeats each message)`, `openai-compatible, model M at URL` or
+    `langgraph, from mypkg:graph`."""
+    if isinstance(spec, EntryAgentSpec):
+        return f"{spec.kind}, from {spec.entry}"
     if isinstance(spec, OpenAIAgentSpec):
         return f"openai-compatible, model {spec.model} at {spec.base_url or 'api.openai.com'}"
     delay = spec.delay_seconds

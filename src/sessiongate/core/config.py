@@ -34,6 +34,7 @@ __all__ = [
     "DiscordConfig",
     "EchoAgentConfig",
     "EchoAgentSpec",
+    "EntryAgentSpec",
     "FeedConfig",
     "GatewayConfig",
     "LogConfig",
@@ -241,6 +242,10 @@ class AgentConfig(_AgentChoices):
     context_window: int = Field(100_000, ge=1000)
 
 
+_KIND_DESCRIPTION = (
+    "The agent's kind: `echo`, `openai`, or one built by your code (`python`, "
+    "`openai-agents`, `pydantic-ai`, `langgraph`, with `entry`)."
+)
 _CONTEXT_WINDOW_DESCRIPTION = (
     "This agent's model context window in tokens (fork admission, compaction); unset means "
     "`agent.context_window`."
@@ -250,18 +255,37 @@ _CONTEXT_WINDOW_DESCRIPTION = (
 class EchoAgentSpec(EchoAgentConfig, _AgentChoices):
     """An agent of `agents`: the echo agent, with `agent.echo`'s settings."""
 
-    kind: Literal["echo"] = Field(description="The agent's kind: `echo` or `openai`.")
+    kind: Literal["echo"] = Field(description=_KIND_DESCRIPTION)
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
 class OpenAIAgentSpec(OpenAIAgentConfig, _AgentChoices):
     """An agent of `agents`: an OpenAI-compatible agent, with `agent.openai`'s settings."""
 
-    kind: Literal["openai"] = Field(description="The agent's kind: `echo` or `openai`.")
+    kind: Literal["openai"] = Field(description=_KIND_DESCRIPTION)
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
 
 
-AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec, Field(discriminator="kind")]
+EntryKind = Literal["python", "openai-agents", "pydantic-ai", "langgraph"]
+
+
+class EntryAgentSpec(_AgentChoices):
+    """An agent of `agents` built by your own code: `entry` names an object or a factory."""
+
+    kind: EntryKind = Field(
+        description="`python`: any object below, recognised by type; `openai-agents`: an "
+        "OpenAI Agents SDK `Agent`; `pydantic-ai`: a pydantic-ai `Agent`; `langgraph`: a "
+        "compiled LangGraph graph with a `messages` state key."
+    )
+    entry: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+        description="`module:attribute` of the object, or of a function that returns one "
+        "(called once per session, with no arguments or with the session key).",
+    )
+    context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
+
+
+AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec, Field(discriminator="kind")]
 
 
 class BindingConfig(_Instructions):
@@ -839,7 +863,7 @@ class GatewayConfig(_Model):
         """Every configured agent: `main` first."""
         return [DEFAULT_AGENT, *sorted(set(self.agents) - {DEFAULT_AGENT})]
 
-    def agent_spec(self, agent_id: str) -> EchoAgentSpec | OpenAIAgentSpec:
+    def agent_spec(self, agent_id: str) -> EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec:
         """The settings of agent `agent_id` (`main` from the `agent:` section unless
         `agents.main` is given); `KeyError` for an agent that is not configured."""
         if agent_id in self.agents:

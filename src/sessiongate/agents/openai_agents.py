@@ -1,0 +1,194 @@
+"""An OpenAI Agents SDK `Agent` served as a sessiongate agent (`[openai-agents]`).
+
+A turn runs `Runner.run_streamed(agent, <the new user message>, session=...)`. The session is
+`TranscriptSession`, the SDK's own `Session` interface over the turn's model context: the SDK
+reads the conversation from the transcript (after resets and compactions, rewinds applied)
+and its `add_items` stores nothing, since the gateway stores each message from the stream as
+it completes. There is one history, the transcript; a resumed turn continues from what was
+stored (a completed tool call and its result are in the history, so the model does not call it
+again).
+
+The stream maps to turn events: text deltas as they come, each model response as one
+assistant message with its tool calls (named after the SDK agent that produced it, so
+handoffs between agents read in the transcript), each tool output (handoffs included) as a
+tool result, the run's usage at the end. The session's `/model` choice is the run's model
+(`RunConfig(model=...)`). A run that fails (`MaxTurnsExceeded`, the model refusing, the
+model server away) ends the turn with a reason instead of an exception; `/stop` cancels the
+run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
+from sessiongate.core.turn_events import TextDelta, TurnEnd, UsageReport
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from sessiongate.agents.base import TurnResult
+    from sessiongate.core.turn_events import TurnEvent
+    from sessiongate.gateway.agent import TurnRequest
+
+__all__ = ["OpenAIAgentsAgent", "TranscriptSession", "to_input_items"]
+
+log = logging.getLogger(__name__)
+
+FAILURE_NOTICE = "Sorry, something went wrong while answering. Please try again."
+
+
+def to_input_items(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
+    """Chat-format messages as the SDK's Responses input items (system prompt first)."""
+    items: list[dict[str, Any]] = []
+    if system_prompt:
+        items.append({"role": "system", "content": system_prompt})
+    for message in messages:
+        role = message.get("role")
+        if role in ("user", "system"):
+            items.append({"role": role, "content": as_text(message.get("content"))})
+        elif role == "assistant":
+            text = as_text(message.get("content")) if message.get("content") else ""
+            if text:
+                items.append({"role": "assistant", "content": text})
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.get("id"),
+                        "name": function.get("name"),
+                        "arguments": function.get("arguments") or "{}",
+                    }
+                )
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": as_text(message.get("content")),
+                }
+            )
+    return items
+
+
+class TranscriptSession:
+    """The SDK's `Session` protocol over one turn's model context (read-only: the gateway
+    stores the turn's messages itself, as they complete)."""
+
+    session_settings = None
+
+    def __init__(self, session_id: str, items: list[dict[str, Any]]) -> None:
+        self.session_id = session_id
+        self._items = items
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        return list(self._items if limit is None else self._items[-limit:])
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Nothing to do: each message reaches the transcript from the turn's stream."""
+
+    async def pop_item(self) -> Any | None:
+        return None
+
+    async def clear_session(self) -> None:
+        """The transcript is reset with `/new`, never by the SDK."""
+
+
+class OpenAIAgentsAgent:
+    """One SDK agent (its handoffs included) serving a session."""
+
+    def __init__(self, agent: Any) -> None:
+        self._agents = importlib.import_module("agents")
+        self.agent = agent
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
+        sdk = self._agents
+        history, text = split_request(request.messages)
+        session = TranscriptSession(
+            request.session_id, to_input_items(history, request.system_prompt)
+        )
+        run_config = sdk.RunConfig(model=request.model) if request.model else None
+        result = sdk.Runner.run_streamed(self.agent, text, session=session, run_config=run_config)
+        assembly = Assembly()
+        try:
+            async for event in result.stream_events():
+                for out in self._map(event, assembly):
+                    yield out
+        except Exception as exc:  # the run's own failure (a tool, the model, max turns)
+            for flushed in assembly.flush():
+                yield flushed
+            yield _failure(exc, sdk)
+            return
+        finally:
+            result.cancel()
+        for flushed in assembly.flush():
+            yield flushed
+        usage = result.context_wrapper.usage
+        yield UsageReport(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+        yield TurnEnd(as_text(result.final_output))
+
+    def _map(self, event: Any, assembly: Assembly) -> list[TurnEvent]:
+        if event.type == "raw_response_event":
+            data = event.data
+            if getattr(data, "type", None) == "response.output_text.delta" and data.delta:
+                return [TextDelta(data.delta)]
+            return []
+        if event.type != "run_item_stream_event":
+            return []
+        item = event.item
+        agent = getattr(getattr(item, "agent", None), "name", None)
+        if event.name == "message_output_created":
+            text = self._agents.ItemHelpers.text_message_output(item)
+            return list(assembly.text(text, name=agent))
+        if event.name in ("tool_called", "handoff_requested"):
+            raw = item.raw_item
+            call_id = _field(raw, "call_id") or _field(raw, "id") or ""
+            name = _field(raw, "name") or type(raw).__name__
+            assembly.call(str(call_id), str(name), _field(raw, "arguments") or "{}", agent=agent)
+            return []
+        if event.name in ("tool_output", "handoff_occured"):
+            raw = item.raw_item
+            output = getattr(item, "output", None)
+            if output is None:
+                output = _field(raw, "output")
+            return list(assembly.result(str(_field(raw, "call_id") or ""), output))
+        return []
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        from sessiongate.agents.openai_agent import collect_turn
+
+        return await collect_turn(self.stream_turn(request))
+
+    async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        return summary_of(messages)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+def _openai_error() -> type[Exception]:
+    try:
+        return importlib.import_module("openai").APIError  # type: ignore[no-any-return]
+    except ImportError:  # pragma: no cover - the SDK depends on openai
+        return _NoError
+
+
+class _NoError(Exception):
+    pass
+
+
+def _failure(exc: Exception, sdk: Any) -> TurnEnd:
+    code = (
+        "tool_loop_limit"
+        if isinstance(exc, sdk.exceptions.MaxTurnsExceeded)
+        else ("agent_unavailable" if isinstance(exc, _openai_error()) else "agent_failed")
+    )
+    log.warning("agents sdk run failed", extra={"error": code}, exc_info=exc)
+    return TurnEnd(FAILURE_NOTICE, error=code, detail=f"{type(exc).__name__}: {exc}"[:500])

@@ -1,0 +1,172 @@
+"""A pydantic-ai `Agent` served as a sessiongate agent (`[pydantic-ai]`).
+
+A turn runs `agent.iter(<the new user message>, message_history=<the model context>,
+instructions=<the session context>)` and walks its graph: each model request streams its
+text deltas; each model response (text and tool calls) is stored as one assistant message
+the moment the framework hands it to its tools, and each tool's return as its result, so
+the framework's `new_messages()` reach the transcript as they complete. The history is the
+transcript's model context converted to pydantic-ai's messages; nothing is kept beside it.
+The run's usage is reported at the end; a run that fails (the model server away, the usage
+limit hit, the model misbehaving) ends the turn with a reason; `/stop` cancels the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
+from sessiongate.core.turn_events import TextDelta, TurnEnd, UsageReport
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from sessiongate.agents.base import TurnResult
+    from sessiongate.core.turn_events import TurnEvent
+    from sessiongate.gateway.agent import TurnRequest
+
+__all__ = ["PydanticAIAgent", "to_model_messages"]
+
+log = logging.getLogger(__name__)
+
+FAILURE_NOTICE = "Sorry, something went wrong while answering. Please try again."
+
+
+def to_model_messages(messages: list[dict[str, Any]]) -> list[Any]:
+    """Chat-format messages as pydantic-ai's `ModelRequest` / `ModelResponse` list."""
+    m = importlib.import_module("pydantic_ai.messages")
+    out: list[Any] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "user":
+            out.append(m.ModelRequest(parts=[m.UserPromptPart(content=as_text(content))]))
+        elif role == "system":
+            out.append(m.ModelRequest(parts=[m.SystemPromptPart(content=as_text(content))]))
+        elif role == "assistant":
+            parts: list[Any] = []
+            if content:
+                parts.append(m.TextPart(content=as_text(content)))
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                names[str(call.get("id"))] = str(function.get("name") or "")
+                parts.append(
+                    m.ToolCallPart(
+                        tool_name=str(function.get("name") or ""),
+                        args=function.get("arguments") or "{}",
+                        tool_call_id=str(call.get("id") or ""),
+                    )
+                )
+            if parts:
+                out.append(m.ModelResponse(parts=parts))
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id") or "")
+            name = (message.get("metadata") or {}).get("tool_name") or names.get(call_id, "")
+            part = m.ToolReturnPart(
+                tool_name=str(name), content=as_text(content), tool_call_id=call_id
+            )
+            last = out[-1] if out else None
+            if isinstance(last, m.ModelRequest) and all(
+                isinstance(p, m.ToolReturnPart) for p in last.parts
+            ):
+                last.parts.append(part)  # the results of one response go back together
+            else:
+                out.append(m.ModelRequest(parts=[part]))
+    return out
+
+
+class PydanticAIAgent:
+    """One pydantic-ai agent serving a session."""
+
+    def __init__(self, agent: Any) -> None:
+        self._ai = importlib.import_module("pydantic_ai")
+        self._m = importlib.import_module("pydantic_ai.messages")
+        self.agent = agent
+
+    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
+        history, text = split_request(request.messages)
+        assembly = Assembly()
+        output: Any = None
+        usage: Any = None
+        try:
+            async with self.agent.iter(
+                text,
+                message_history=to_model_messages(history),
+                instructions=request.system_prompt or None,
+            ) as run:
+                async for node in run:
+                    async for event in self._node_events(node, run, assembly):
+                        yield event
+                    if self._ai.Agent.is_end_node(node):
+                        output = node.data.output
+                # A property in current releases, a method in earlier ones.
+                usage = run.usage if hasattr(run.usage, "input_tokens") else run.usage()
+        except Exception as exc:  # the run's own failure (a tool, the model, a usage limit)
+            for flushed in assembly.flush():
+                yield flushed
+            code = (
+                "tool_loop_limit"
+                if isinstance(exc, self._ai.exceptions.UsageLimitExceeded)
+                else "agent_failed"
+            )
+            log.warning("pydantic-ai run failed", extra={"error": code}, exc_info=True)
+            yield TurnEnd(FAILURE_NOTICE, error=code, detail=f"{type(exc).__name__}: {exc}"[:500])
+            return
+        for flushed in assembly.flush():
+            yield flushed
+        if usage is not None:
+            yield UsageReport(
+                input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+                output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+            )
+        yield TurnEnd(as_text(output))
+
+    async def _node_events(
+        self, node: Any, run: Any, assembly: Assembly
+    ) -> AsyncIterator[TurnEvent]:
+        m, agent_class = self._m, self._ai.Agent
+        if agent_class.is_model_request_node(node):
+            async with node.stream(run.ctx) as stream:
+                async for event in stream:
+                    delta = getattr(event, "delta", None)
+                    if isinstance(delta, m.TextPartDelta) and delta.content_delta:
+                        yield TextDelta(delta.content_delta)
+                    elif (
+                        isinstance(event, m.PartStartEvent)
+                        and isinstance(event.part, m.TextPart)
+                        and event.part.content
+                    ):
+                        yield TextDelta(event.part.content)
+        elif agent_class.is_call_tools_node(node):
+            response = node.model_response
+            for completed in assembly.text(_response_text(response, m)):
+                yield completed
+            for part in response.parts:
+                if isinstance(part, m.ToolCallPart):
+                    assembly.call(part.tool_call_id, part.tool_name, part.args_as_json_str())
+            async with node.stream(run.ctx) as stream:
+                async for event in stream:
+                    if isinstance(event, m.FunctionToolResultEvent):
+                        # `part` in current releases, `result` in earlier ones.
+                        result = getattr(event, "part", None) or event.result
+                        failed = isinstance(result, m.RetryPromptPart)
+                        output = result.model_response() if failed else result.content
+                        for out in assembly.result(result.tool_call_id, output, is_error=failed):
+                            yield out
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        from sessiongate.agents.openai_agent import collect_turn
+
+        return await collect_turn(self.stream_turn(request))
+
+    async def summarize(self, messages: list[dict[str, Any]]) -> str:
+        return summary_of(messages)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _response_text(response: Any, m: Any) -> str:
+    return "".join(p.content for p in response.parts if isinstance(p, m.TextPart))
