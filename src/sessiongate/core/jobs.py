@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sessiongate.core.cron import CronError, CronExpr
+from sessiongate.core.platform import Platform
 
 __all__ = [
     "CATCH_UP_CAP",
@@ -72,6 +73,9 @@ class JobSpec(BaseModel):
     session_key: str | None = Field(None, description="Run in this existing session's lane.")
     deliver_to: str | None = Field(
         None, description="Run for this chat, `<platform>:<chat_id>`, and deliver there."
+    )
+    chat_type: Literal["dm", "group", "channel", "thread"] = Field(
+        "dm", description="With `deliver_to`: the kind of chat it names."
     )
     session: Literal["shared", "isolated"] = Field(
         "shared",
@@ -135,6 +139,10 @@ class JobSpec(BaseModel):
             platform, sep, chat = value.partition(":")
             if not sep or not platform or not chat:
                 raise ValueError(f"deliver_to {value!r} must be <platform>:<chat_id>")
+            try:
+                Platform(platform)
+            except ValueError:
+                raise ValueError(f"deliver_to {value!r}: unknown platform {platform!r}") from None
         return value
 
     @model_validator(mode="after")
