@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sessiongate.core.jobs import JobSpec, due_slots, next_slot
-from sessiongate.errors import ConflictError, SessiongateError
+from sessiongate.errors import JobExistsError, JobNotFoundError
 from sessiongate.store.records import JobRow, JobRunRow, from_us, to_us
 
 if TYPE_CHECKING:
@@ -32,14 +32,6 @@ if TYPE_CHECKING:
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["JobExistsError", "JobNotFoundError", "JobRecord", "JobRun", "JobStore"]
-
-
-class JobNotFoundError(SessiongateError, LookupError):
-    """No job has this id."""
-
-
-class JobExistsError(ConflictError):
-    """A job with this id exists already."""
 
 
 @dataclass(frozen=True, slots=True)
