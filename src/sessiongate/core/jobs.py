@@ -122,7 +122,7 @@ class JobSpec(BaseModel):
             try:
                 CronExpr.parse(value)
             except CronError as exc:
-                raise ValueError(f"cron: {exc}") from None
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("every")

@@ -23,7 +23,7 @@ from sessiongate.errors import JobExistsError, JobNotFoundError
 from sessiongate.store.records import JobRow, JobRunRow, from_us, to_us
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from datetime import datetime
 
     from pydantic import ValidationError
@@ -152,9 +152,16 @@ class JobStore:
         with self._db.read() as conn:
             return [_record(row) for row in conn.list_jobs()]
 
-    def update(self, job_id: str, changes: dict[str, object]) -> JobRecord:
+    def update(
+        self,
+        job_id: str,
+        changes: dict[str, object],
+        *,
+        check: Callable[[JobSpec], str | None] | None = None,
+    ) -> JobRecord:
         """Change fields of a job (validated whole, as a new spec; the id cannot change);
-        `JobNotFoundError`, or pydantic's `ValidationError` with nothing written."""
+        `JobNotFoundError`, or `ValueError` (pydantic's `ValidationError`, or what `check`
+        says of the new spec) with nothing written."""
         if "id" in changes and changes["id"] != job_id:
             raise ValueError("a job's id cannot change")
         now = to_us(self._clock.now())
@@ -164,6 +171,9 @@ class JobStore:
                 raise JobNotFoundError(f"no job {job_id!r}")
             current = _record(row).spec.model_dump()
             spec = JobSpec.model_validate({**current, **changes})
+            problem = None if check is None else check(spec)
+            if problem is not None:
+                raise ValueError(problem)
             conn.update_job(job_id, spec=_spec_text(spec), paused=spec.paused, at=now)
             updated = conn.get_job(job_id)
         assert updated is not None
@@ -271,6 +281,10 @@ def validation_message(exc: ValidationError) -> str:
     """One line naming each invalid field of a job spec."""
     return "; ".join(
         f"{'.'.join(map(str, e['loc'])) or 'job'}: "
-        + ("unknown field" if e["type"] == "extra_forbidden" else e["msg"])
+        + (
+            "unknown field"
+            if e["type"] == "extra_forbidden"
+            else str(e["msg"]).removeprefix("Value error, ")
+        )
         for e in exc.errors()
     )
