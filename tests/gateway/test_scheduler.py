@@ -206,3 +206,24 @@ async def test_a_restart_at_any_step_of_a_slot_runs_it_exactly_once(
     assert len({r.turn_id for r in prompts}) == 1  # one turn for the slot, resumed if cut off
     assert await again.runner.jobs.tick() == []
     assert sent() == 1
+
+
+async def test_the_feed_tells_a_run_started_and_finished_and_a_run_failed(make_gateway, clock):
+    gw = await make_gateway(jobs=[job()])
+    sub = gw.runner.feed.subscribe()
+    clock.advance(HALF_HOUR)
+    [run] = await gw.runner.jobs.tick()
+    await until(lambda: delivered(gw, run.turn_id), "the run is delivered")
+    gw.runner.jobs.jobs.update("digest", {"deliver_to": None, "session_key": "agent:main:x"})
+    clock.advance(HALF_HOUR)
+    [failed] = await gw.runner.jobs.tick()
+    events = gw.runner.feed.read(sub, limit=1000)
+    assert isinstance(events, list)
+    jobs = [(e.type, e.data["run_id"]) for e in events if e.type.startswith("job.")]
+    assert jobs == [
+        ("job.started", run.run_id),
+        ("job.finished", run.run_id),
+        ("job.failed", failed.run_id),
+    ]
+    finished = next(e for e in events if e.type == "job.finished")
+    assert (finished.data["turn_id"], finished.session_key) == (run.turn_id, KEY)

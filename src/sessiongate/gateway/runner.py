@@ -196,9 +196,15 @@ class GatewayRunner:
         self.presence.on_rejoin = self._rejoined
         # Scheduled jobs run as system turns through `handle_message` (`scheduler.py`).
         self.jobs = Scheduler(
-            store, config, submit=self.handle_message, clock=self.clock, shared=self.leases.shared
+            store,
+            config,
+            submit=self.handle_message,
+            clock=self.clock,
+            shared=self.leases.shared,
+            feed=self.feed,
         )
         self._delivery.quiet = self.jobs.quiet
+        store.add_change_listener(self.jobs.on_changes)
         self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._home_lock = recovery.HomeLock(self.home)
@@ -372,6 +378,7 @@ class GatewayRunner:
         self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
         self.store.remove_change_listener(self.feed.publish_changes)
+        self.store.remove_change_listener(self.jobs.on_changes)
         self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 

@@ -31,6 +31,7 @@ from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.errors import QueueFullError, SessionNotFoundError
 from sessiongate.gateway.events import MessageEvent
 from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.store.changes import ChangeKind
 from sessiongate.store.jobs import JobNotFoundError, JobRun, JobStore
 from sessiongate.store.records import to_us
 
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.jobs import JobSpec
+    from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Receipt
+    from sessiongate.store.changes import Change
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["Scheduler", "SchedulerStatistics"]
@@ -73,6 +76,7 @@ class Scheduler:
         submit: Callable[..., Awaitable[Receipt]],
         clock: Clock,
         shared: bool = False,
+        feed: EventFeed | None = None,
     ) -> None:
         self.jobs = JobStore(store, clock=clock)
         self._store = store
@@ -80,6 +84,9 @@ class Scheduler:
         self._submit = submit
         self._clock = clock
         self._shared = shared
+        self._feed = feed
+        # Turns of runs handed off by this process, for `job.finished` (turn id -> run).
+        self._live: dict[int, JobRun] = {}
         # This boot's name on its claims: a run claimed by an earlier boot is a crash's.
         self.owner = f"jobs-{uuid.uuid4().hex[:12]}"
         self._wake = asyncio.Event()
@@ -190,13 +197,17 @@ class Scheduler:
                 detail=detail,
             )
             self._accepted += 1
+            run = replace(
+                run, state="accepted", session_key=receipt.session_key, turn_id=receipt.turn_id
+            )
+            if receipt.turn_id is not None:
+                self._live[receipt.turn_id] = run
+            self._publish("job.started", run, turn_id=receipt.turn_id)
             log.info(
                 "job run accepted",
                 extra={"job": run.job_id, "run_id": run.run_id, "turn_id": receipt.turn_id},
             )
-            return replace(
-                run, state="accepted", session_key=receipt.session_key, turn_id=receipt.turn_id
-            )
+            return run
         if receipt.status == ReceiptStatus.UNAVAILABLE:
             return run  # stopping: the next start resumes it
         return self._fail(run, f"the turn was not accepted: {receipt.status}")
@@ -251,7 +262,33 @@ class Scheduler:
             "job run failed", extra={"job": run.job_id, "run_id": run.run_id, "error": reason}
         )
         self.jobs.mark(run.run_id, "failed", detail=reason)
+        self._publish("job.failed", run, error=reason)
         return replace(run, state="failed", detail=reason)
+
+    # ------------------------------------------------------------------ the live feed
+
+    def on_changes(self, changes: list[Change]) -> None:
+        """A store change listener: `job.finished` when a run's turn finishes (for the runs
+        this process handed off; a turn resumed after a restart finishes without it)."""
+        for change in changes:
+            if change.kind is ChangeKind.TURN_FINISHED and change.turn_id is not None:
+                run = self._live.pop(change.turn_id, None)
+                if run is not None:
+                    self._publish("job.finished", run, turn_id=change.turn_id, status=change.status)
+
+    def _publish(self, kind: str, run: JobRun, **data: object) -> None:
+        if self._feed is None:
+            return
+        self._feed.publish(
+            kind,
+            {
+                "session_key": run.session_key,
+                "job_id": run.job_id,
+                "run_id": run.run_id,
+                "slot_at": run.slot_at.isoformat(),
+                **data,
+            },
+        )
 
     # ------------------------------------------------------------------ no-op replies
 
