@@ -227,3 +227,13 @@ async def test_the_feed_tells_a_run_started_and_finished_and_a_run_failed(make_g
     ]
     finished = next(e for e in events if e.type == "job.finished")
     assert (finished.data["turn_id"], finished.session_key) == (run.turn_id, KEY)
+
+
+async def test_a_run_claimed_from_the_command_line_is_run_at_the_next_tick(make_gateway):
+    gw = await make_gateway(jobs=[job(paused=True)])
+    # `sessiongate jobs run-now` in another process: a claim, and nothing more.
+    claimed = JobStore(gw.store).claim_now("digest", owner="cli")
+    [run] = await gw.runner.jobs.tick()
+    assert (run.run_id, run.state) == (claimed.run_id, "accepted")
+    await until(lambda: delivered(gw, run.turn_id), "the run is delivered")
+    assert await gw.runner.jobs.tick() == []

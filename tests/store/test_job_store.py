@@ -75,9 +75,15 @@ def test_slots_missed_while_down_follow_catch_up(store, clock, catch_up, ran, sk
 
 def test_a_paused_job_claims_nothing_and_run_now_claims_an_extra_slot(store, clock):
     jobs = JobStore(store)
-    jobs.add(_spec(paused=True))
+    jobs.add(_spec(paused=True, catch_up="all"))
     clock.advance(3600)
     assert jobs.claim_due("digest", owner="a") == []
+    jobs.set_paused("digest", False)
+    assert jobs.claim_due("digest", owner="a") == []  # the paused slots are not caught up
+    clock.advance(1800)
+    assert len(jobs.claim_due("digest", owner="a")) == 1
+    jobs.set_paused("digest", True)
+    clock.advance(1)
     run = jobs.claim_now("digest", owner="a")
     assert run.slot_at == clock.now()
     with pytest.raises(JobExistsError):

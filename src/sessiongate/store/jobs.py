@@ -175,6 +175,9 @@ class JobStore:
             if problem is not None:
                 raise ValueError(problem)
             conn.update_job(job_id, spec=_spec_text(spec), paused=spec.paused, at=now)
+            if row.paused and not spec.paused:
+                # Resumed: the slots that passed while paused are passed over, not caught up.
+                conn.set_job_cursor(job_id, now)
             updated = conn.get_job(job_id)
         assert updated is not None
         return _record(updated)
