@@ -14,23 +14,18 @@ def test_a_job_is_added_listed_shown_paused_resumed_run_and_removed(sg, home):
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
     assert json.loads(added.stdout)["next_at"] is not None
-    listed = sg("jobs", "list", *h, "--json")
-    (row,) = json.loads(listed.stdout)["jobs"]
-    assert (row["id"], row["every"], row["paused"]) == ("digest", "30m", False)
     table = sg("jobs", "list", *h)
     assert "digest" in table.stdout
     assert "every 30m" in table.stdout
     assert sg("jobs", "pause", "digest", *h).returncode == 0
     shown = json.loads(sg("jobs", "show", "digest", *h, "--json").stdout)
-    assert shown["paused"] is True
-    assert shown["next_at"] is None
-    assert sg("jobs", "resume", "digest", *h).returncode == 0
+    assert (shown["id"], shown["paused"], shown["next_at"]) == ("digest", True, None)
     ran = sg("jobs", "run-now", "digest", *h, "--json")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["state"] == "claimed"
-    runs = json.loads(sg("jobs", "history", "digest", *h, "--json").stdout)["runs"]
-    assert [r["state"] for r in runs] == ["claimed"]
-    assert "claimed" in sg("jobs", "history", "digest", *h).stdout
+    assert sg("jobs", "resume", "digest", *h).returncode == 0
+    history = sg("jobs", "history", "digest", *h)
+    assert "claimed" in history.stdout
     assert sg("jobs", "remove", "digest", *h).returncode == 0
     assert json.loads(sg("jobs", "list", *h, "--json").stdout) == {"jobs": []}
 
@@ -50,8 +45,9 @@ def test_bad_input_is_refused_with_the_reason_and_changes_nothing(sg, home):
     missing = sg("jobs", "show", "nope", *h, "--json")
     assert missing.returncode == 1
     assert json.loads(missing.stderr)["error"]["code"] == "job_not_found"
-    assert json.loads(sg("jobs", "list", *h, "--json").stdout) == {"jobs": []}
     sg("jobs", "add", "j", "--every", "1h", "--session-key", "k", "--prompt", "p", *h)
     again = sg("jobs", "add", "j", "--every", "2h", "--session-key", "k", "--prompt", "p", *h)
     assert again.returncode == 1
     assert "exists already" in again.stderr
+    (only,) = json.loads(sg("jobs", "list", *h, "--json").stdout)["jobs"]
+    assert only["every"] == "1h"  # the refusals changed nothing
