@@ -85,3 +85,16 @@ def test_nothing_due_leaves_the_cursor_alone():
     due = due_slots(spec(), cursor=T0, now=T0 + timedelta(minutes=29), anchor=T0)
     assert due.run == ()
     assert due.cursor is None
+
+
+def test_a_long_downtime_is_caught_up_without_walking_every_slot():
+    minutely = spec(every="1m", catch_up="all", catch_up_cap=3)
+    year = timedelta(days=365)
+    due = due_slots(minutely, cursor=T0, now=T0 + year, anchor=T0)
+    assert due.run == tuple(T0 + year - timedelta(minutes=n) for n in (2, 1, 0))
+    assert due.skipped == 365 * 24 * 60 - 3
+    cron = spec(every=None, cron="* * * * *", catch_up="latest")
+    due = due_slots(cron, cursor=T0, now=T0 + year, anchor=T0)
+    assert due.run == (T0 + year,)
+    assert due.cursor == T0 + year
+    assert due.skipped >= 2000  # a lower bound once the walk is cut short

@@ -8,9 +8,12 @@ day of month and day of week are restricted a day matches either (as cron does).
 
 `next_after(after, tz)` is the first firing strictly after the instant `after`. Wall times
 are those of `tz`, DST-correct:
-- a wall time skipped by a spring-forward gap fires at the same distance past the gap's start
-  (02:30 on a day without 02:30 fires at 03:30 local), never not at all;
+- a wall time skipped by a spring-forward gap fires when the gap ends (02:30 on a day
+  without 02:30 fires at 03:00 local), never not at all; several times of one gap fire once;
 - a wall time repeated by a fall-back fires once, at its first occurrence.
+
+So wall times map to instants without ever going back, and the first matching wall time
+whose instant is past `after` is the answer.
 """
 
 from __future__ import annotations
@@ -169,18 +172,40 @@ class CronExpr:
         """The first firing strictly after aware `after`, as aware UTC; None if it never fires
         again within four years (29 February on a weekday, say, is still found)."""
         after_utc = after.astimezone(UTC)
-        # Wall times map to instants monotonically (first occurrences; a gap's times move
-        # past it), so the first wall time whose instant is past `after` is the answer. Start
-        # a little before `after`'s own wall time to cover a repeated hour.
-        wall = after_utc.astimezone(tz).replace(tzinfo=None) - timedelta(hours=3)
+        local = after_utc.astimezone(tz)
+        wall = local.replace(tzinfo=None)
+        if (after_utc - _NEAR).astimezone(tz).utcoffset() != (after_utc + _NEAR).astimezone(
+            tz
+        ).utcoffset():
+            # Near a change of offset: start before `after`'s own wall time, to cover a
+            # repeated hour and the times of a gap (which fire at its end).
+            wall -= _NEAR
         while True:
             found = self.wall_times_from(wall)
             if found is None:
                 return None
-            instant = found.replace(tzinfo=tz, fold=0).astimezone(UTC)
+            instant = _instant(found, tz)
             if instant > after_utc:
                 return instant
             wall = found + timedelta(minutes=1)
+
+
+# Longer than any change of a zone's UTC offset.
+_NEAR = timedelta(hours=3)
+_MINUTE = timedelta(minutes=1)
+
+
+def _instant(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The instant of a naive wall time: its first occurrence, or for a time inside a gap the
+    gap's end."""
+    instant = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if instant.astimezone(tz).replace(tzinfo=None) == wall:
+        return instant
+    # In a gap: `fold=0` read it with the offset before the gap, past the gap's end; step back
+    # to the first instant after the jump (gaps are whole minutes, at most a few hours).
+    while (instant - _MINUTE).astimezone(tz).replace(tzinfo=None) > wall:
+        instant -= _MINUTE
+    return instant
 
 
 def _longest_month(month: int) -> int:

@@ -203,23 +203,58 @@ class DueSlots:
 
 
 def due_slots(
-    spec: JobSpec, *, cursor: datetime, now: datetime, anchor: datetime, limit: int = 100_000
+    spec: JobSpec, *, cursor: datetime, now: datetime, anchor: datetime, window: int = 2000
 ) -> DueSlots:
     """The slots in (`cursor`, `now`] and which of them run under `catch_up`.
 
     `latest`: the latest; `all`: the latest `catch_up_cap`; `none`: only one no later than
-    `ON_TIME_SECONDS` ago. At most `limit` slots are looked at (the cursor moves past them
-    and the next call sees the rest)."""
+    `ON_TIME_SECONDS` ago. The cost is bounded whatever the downtime: an `every` grid is
+    counted, not walked; a cron schedule with more than `window` missed slots is walked only
+    over the last stretch as long as its first `window` slots took, and `skipped` then counts
+    the slots walked (a lower bound)."""
+    if spec.every is not None:
+        return _due_every(spec, cursor=cursor, now=now, anchor=anchor)
+    slots = _walk(spec, cursor, now, anchor, window)
+    passed = 0
+    if len(slots) == window and slots[-1] < now:
+        # Too many to walk: walk only the last stretch of the same length, which holds the
+        # latest slots (those `catch_up` may run).
+        tail = _walk(spec, max(slots[-1], now - (slots[-1] - slots[0])), now, anchor, window)
+        if tail:
+            passed, slots = len(slots), tail
+    return _choose(spec, slots, now, passed)
+
+
+def _walk(
+    spec: JobSpec, after: datetime, now: datetime, anchor: datetime, window: int
+) -> list[datetime]:
     slots: list[datetime] = []
-    at = cursor
-    while len(slots) < limit:
+    at = after
+    while len(slots) < window:
         found = next_slot(spec, at, anchor=anchor)
         if found is None or found > now:
             break
         slots.append(found)
         at = found
-    if not slots:
+    return slots
+
+
+def _due_every(spec: JobSpec, *, cursor: datetime, now: datetime, anchor: datetime) -> DueSlots:
+    first = next_slot(spec, cursor, anchor=anchor)
+    if first is None or first > now:
         return DueSlots((), 0, None)
+    step = parse_every(spec.every or "")
+    count = (now - first) // step + 1
+    keep = min(count, spec.catch_up_cap if spec.catch_up == "all" else 1)
+    last = first + step * (count - 1)
+    slots = [last - step * n for n in reversed(range(keep))]
+    return _choose(spec, slots, now, count - keep)
+
+
+def _choose(spec: JobSpec, slots: list[datetime], now: datetime, passed: int) -> DueSlots:
+    """Which of the latest `slots` run; `passed` more slots before them are passed over."""
+    if not slots:
+        return DueSlots((), passed, None)
     if spec.catch_up == "latest":
         run = slots[-1:]
     elif spec.catch_up == "all":
@@ -227,4 +262,4 @@ def due_slots(
     else:
         late = now - slots[-1]
         run = slots[-1:] if late <= timedelta(seconds=ON_TIME_SECONDS) else []
-    return DueSlots(tuple(run), len(slots) - len(run), slots[-1])
+    return DueSlots(tuple(run), passed + len(slots) - len(run), slots[-1])
