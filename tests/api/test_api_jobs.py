@@ -52,6 +52,7 @@ def test_run_now_accepts_a_turn_in_the_jobs_lane(client, lane):
         ({"colour": "red"}, "colour"),
         ({"agent": "nobody"}, "not configured"),
         ({"timezone": "Nowhere/Land"}, "IANA"),
+        ({"every": None, "at": "2001-01-01T00:00:00Z"}, "in the past"),
     ],
 )
 def test_a_bad_job_is_refused_with_422_and_nothing_is_written(client, lane, fields, message):

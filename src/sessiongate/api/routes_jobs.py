@@ -101,7 +101,10 @@ async def add_job(
     problem = config.job_problem(spec)
     if problem is not None:
         raise ApiError(422, "invalid_job", problem)
-    record = await run_in_threadpool(runner.jobs.jobs.add, spec)
+    try:
+        record = await run_in_threadpool(runner.jobs.jobs.add, spec)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_job", str(exc)) from None
     runner.jobs.wake()
     return _job(record)
 

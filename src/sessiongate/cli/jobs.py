@@ -51,6 +51,8 @@ def _with_jobs(home: Any, config_file: Any, action: Any) -> Any:
         fail(exc.message, error_code=exc.code)
     except ValidationError as exc:
         fail(validation_message(exc), EXIT_USAGE)
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
     finally:
         store.close()
 

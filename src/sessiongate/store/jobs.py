@@ -132,7 +132,11 @@ class JobStore:
     # ------------------------------------------------------------------ jobs
 
     def add(self, spec: JobSpec) -> JobRecord:
-        """Add a job (one transaction); `JobExistsError` when its id is taken."""
+        """Add a job (one transaction); `JobExistsError` when its id is taken, `ValueError`
+        for an `at` time already past (it would never run)."""
+        at = spec.at_instant()
+        if at is not None and at <= self._clock.now():
+            raise ValueError(f"at: {at.isoformat()} is in the past; the job would never run")
         now = to_us(self._clock.now())
         row = JobRow(spec.id, _spec_text(spec), spec.paused, now, now, None)
         with self._db.transaction() as conn:
