@@ -237,3 +237,12 @@ async def test_a_run_claimed_from_the_command_line_is_run_at_the_next_tick(make_
     assert (run.run_id, run.state) == (claimed.run_id, "accepted")
     await until(lambda: delivered(gw, run.turn_id), "the run is delivered")
     assert await gw.runner.jobs.tick() == []
+
+
+async def test_a_run_for_a_platform_without_an_adapter_here_stays_claimed(make_gateway, clock):
+    gw = await make_gateway(jobs=[job(deliver_to="slack:C1")])  # only telegram is connected
+    clock.advance(HALF_HOUR)
+    [run] = await gw.runner.jobs.tick()
+    assert run.state == "claimed"
+    assert [r.state for r in JobStore(gw.store).history("digest")] == ["claimed"]
+    assert gw.adapter.sent == []

@@ -202,6 +202,7 @@ class GatewayRunner:
             clock=self.clock,
             shared=self.leases.shared,
             feed=self.feed,
+            delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
         )
         self._delivery.quiet = self.jobs.quiet
         store.add_change_listener(self.jobs.on_changes)

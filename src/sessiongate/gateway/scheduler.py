@@ -77,6 +77,7 @@ class Scheduler:
         clock: Clock,
         shared: bool = False,
         feed: EventFeed | None = None,
+        delivers: Callable[[str], bool] | None = None,
     ) -> None:
         self.jobs = JobStore(store, clock=clock)
         self._store = store
@@ -85,6 +86,9 @@ class Scheduler:
         self._clock = clock
         self._shared = shared
         self._feed = feed
+        # Whether this runner has an adapter for a platform: a `deliver_to` run for a chat it
+        # cannot reach stays claimed for a runner that can (`sessiongate chat` has none).
+        self._delivers = delivers
         # Turns of runs handed off by this process, for `job.finished` (turn id -> run).
         self._live: dict[int, JobRun] = {}
         # This boot's name on its claims: a run claimed by an earlier boot is a crash's.
@@ -175,6 +179,9 @@ class Scheduler:
             spec = self.jobs.get(run.job_id).spec
         except JobNotFoundError:
             return self._fail(run, "the job was removed")
+        target = spec.target()
+        if target is not None and self._delivers is not None and not self._delivers(target[0]):
+            return run
         try:
             event, run = self._event_for(run, spec)
         except SessionNotFoundError as exc:
