@@ -12,7 +12,9 @@ SessiongateError
 ├── InvalidEntryError           a transcript entry or message that cannot be stored
 ├── QueueFullError              the lane's overflow queue is at its cap
 ├── ConflictError               a unique value (label, key) is taken
-│   └── MessageIdConflictError  a message id reused for a different message in one lane
+│   ├── MessageIdConflictError  a message id reused for a different message in one lane
+│   └── JobExistsError          a scheduled job's id (or a run's instant) is taken
+├── JobNotFoundError            no scheduled job has this id
 ├── ForkTooLargeError           a fork over the child model's context window
 ├── UnauthorizedError           a sender or caller without permission
 ├── AgentTurnError              an agent turn ended without a reply (`code` says why)
@@ -36,6 +38,8 @@ __all__ = [
     "InvalidEntryError",
     "InvalidSessionIdError",
     "InvalidSessionKeyError",
+    "JobExistsError",
+    "JobNotFoundError",
     "LeaseLostError",
     "MessageIdConflictError",
     "QueueFullError",
@@ -130,6 +134,18 @@ class MessageIdConflictError(ConflictError):
     one who sent it."""
 
     code = "message_id_conflict"
+
+
+class JobExistsError(ConflictError):
+    """A scheduled job with this id exists already (or a run-now at an instant taken)."""
+
+    code = "job_exists"
+
+
+class JobNotFoundError(SessiongateError, LookupError):
+    """No scheduled job has this id."""
+
+    code = "job_not_found"
 
 
 class ForkTooLargeError(SessiongateError):

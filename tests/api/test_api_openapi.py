@@ -38,6 +38,14 @@ ADDED_ROUTES = {
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),
     ("post", "/v1/erasure"),  # round 2: the right to erasure
+    # Scheduled jobs (docs/AUTOMATION.md).
+    ("get", "/v1/jobs"),
+    ("post", "/v1/jobs"),
+    ("get", "/v1/jobs/{job_id}"),
+    ("patch", "/v1/jobs/{job_id}"),
+    ("delete", "/v1/jobs/{job_id}"),
+    ("post", "/v1/jobs/{job_id}/run"),
+    ("get", "/v1/jobs/{job_id}/runs"),
 }
 
 

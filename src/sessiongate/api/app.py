@@ -47,6 +47,7 @@ from sessiongate.api import (
     routes_erasure,
     routes_events,
     routes_hooks,
+    routes_jobs,
     routes_messages,
     routes_ops,
     routes_sessions,
@@ -193,6 +194,7 @@ def create_app(
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_erasure.router)
+    app.include_router(routes_jobs.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)
     app.include_router(ui.root_router)

@@ -8,6 +8,7 @@
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
+    jobs       scheduled jobs: add|list|show|...     cli/jobs.py
     try        an adapter against its local stub     cli/try_cmd.py
     forget     erase one person (right to erasure)   cli/forget.py
     import     hermes|openclaw: another gateway's home cli/import_cmd.py
@@ -35,6 +36,7 @@ from sessiongate.cli import (
     doctor,
     forget,
     import_cmd,
+    jobs,
     pairing,
     run,
     sessions,
@@ -90,6 +92,7 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
+app.add_typer(jobs.app, name="jobs")
 app.command("try")(try_cmd.try_platform)
 app.command("forget")(forget.forget)
 app.add_typer(import_cmd.app, name="import")

@@ -22,7 +22,10 @@ from pydantic import (
     model_validator,
 )
 
-from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, agent_of_key
+from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, agent_for, agent_of_key
+from sessiongate.core.jobs import JobSpec  # noqa: TC001  # pydantic reads it at run time
+from sessiongate.core.platform import Platform
+from sessiongate.core.source import ChatType, SessionSource
 
 __all__ = [
     "PLATFORM_CONFIGS",
@@ -738,6 +741,26 @@ class LogConfig(_Model):
 
 
 # The `agent:` section's settings that `agents.main` would give a second time.
+def job_agent_problem(job: JobSpec, known: set[str], bindings: list[BindingConfig]) -> str | None:
+    """A job's `agent` must be configured and be the agent that serves its target: the
+    agent of its session key's namespace, or the one bound to its `deliver_to` chat."""
+    if job.agent is None:
+        return None
+    if job.agent not in known:
+        return f"agent {job.agent!r} is not configured (agents: {', '.join(sorted(known))})"
+    target = job.target()
+    if target is None:
+        serving = agent_of_key(job.session_key or "") or DEFAULT_AGENT
+    else:
+        source = SessionSource(
+            platform=Platform(target[0]), chat_id=target[1], chat_type=ChatType(job.chat_type)
+        )
+        serving = agent_for(source, bindings)
+    if serving != job.agent:
+        return f"agent {job.agent!r} does not serve the job's target (agent {serving!r} does)"
+    return None
+
+
 _MAIN_SETTINGS = frozenset(
     {"echo", "openai", "context_window", "system_prompt", "system_prompt_file", "models"}
 )
@@ -801,6 +824,11 @@ class GatewayConfig(_Model):
         "resume-pending sessions are never deleted.",
     )
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    jobs: list[JobSpec] = Field(
+        default_factory=list,
+        description="Scheduled jobs (see docs/AUTOMATION.md): each runs its prompt as a "
+        "system turn at every slot of its `cron`, `every` or `at` schedule, exactly once.",
+    )
 
     @field_validator("agents")
     @classmethod
@@ -833,6 +861,24 @@ class GatewayConfig(_Model):
                     f"(agents: {', '.join(sorted(known))})"
                 )
         return value
+
+    @field_validator("jobs")
+    @classmethod
+    def _jobs(cls, value: list[JobSpec], info: ValidationInfo) -> list[JobSpec]:
+        known = {DEFAULT_AGENT, *info.data.get("agents", {})}
+        seen: set[str] = set()
+        for index, job in enumerate(value):
+            if job.id in seen:
+                raise ValueError(f"jobs[{index}]: the id {job.id!r} is used twice")
+            seen.add(job.id)
+            problem = job_agent_problem(job, known, info.data.get("bindings", []))
+            if problem is not None:
+                raise ValueError(f"jobs[{index}]: {problem}")
+        return value
+
+    def job_problem(self, job: JobSpec) -> str | None:
+        """Why `job` cannot run under this configuration (its agent), or None."""
+        return job_agent_problem(job, set(self.agent_ids()), self.bindings)
 
     @field_validator("platforms", mode="before")
     @classmethod

@@ -23,7 +23,7 @@ from sessiongate.gateway.reply_stream import ReplyStream
 from sessiongate.gateway.tracing import traced
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
@@ -77,6 +77,9 @@ class Delivery:
         self._sending: set[int] = set()
         # Turn id -> (failed retries, earliest time of the next one).
         self._retries: dict[int, tuple[int, datetime]] = {}
+        # `quiet(turn_id, text)`: True for a reply that is journaled delivered and sent
+        # nowhere (a heartbeat job's no-op token, `gateway/scheduler.py`).
+        self.quiet: Callable[[int, str], bool] | None = None
 
     @property
     def adapters(self) -> list[PlatformAdapter]:
@@ -135,6 +138,10 @@ class Delivery:
         """Send a committed reply and journal it delivered; a failure leaves it `replied`.
         With the turn's `stream`, the streamed message is finished with the text instead (sent
         whole if that fails)."""
+        if self.quiet is not None and self.quiet(turn_id, text):
+            self._lane_store.mark_delivered(turn_id)
+            log.info("no-op reply not sent", extra={"session_key": session_key, "turn_id": turn_id})
+            return True
         self._sending.add(turn_id)
         try:
             finished = stream is not None and await stream.finish(text)

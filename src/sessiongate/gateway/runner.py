@@ -72,6 +72,7 @@ from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
+from sessiongate.gateway.scheduler import Scheduler
 from sessiongate.gateway.tracing import key_attribute, traced
 from sessiongate.gateway.turns import (
     STALE_NOTICE,
@@ -193,6 +194,18 @@ class GatewayRunner:
         # On a shared database a lane's turns run only under its lease (`lane_leases.py`).
         self.leases = LaneLeases(self.presence.ownership, config)
         self.presence.on_rejoin = self._rejoined
+        # Scheduled jobs run as system turns through `handle_message` (`scheduler.py`).
+        self.jobs = Scheduler(
+            store,
+            config,
+            submit=self.handle_message,
+            clock=self.clock,
+            shared=self.leases.shared,
+            feed=self.feed,
+            delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
+        )
+        self._delivery.quiet = self.jobs.quiet
+        store.add_change_listener(self.jobs.on_changes)
         self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._home_lock = recovery.HomeLock(self.home)
@@ -291,6 +304,7 @@ class GatewayRunner:
         self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
         self._spawn(self.presence.run(self._housekeeping_stop))
+        self._spawn(self.jobs.run(self._housekeeping_stop))
         if self.leases.shared:
             self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
             self._spawn(self._follow_remote_outcomes(self._housekeeping_stop))
@@ -365,6 +379,7 @@ class GatewayRunner:
         self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
         self.store.remove_change_listener(self.feed.publish_changes)
+        self.store.remove_change_listener(self.jobs.on_changes)
         self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 

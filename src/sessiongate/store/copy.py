@@ -235,6 +235,36 @@ TABLES: tuple[TableSpec, ...] = (
         (("id", _I), ("erased_at", _TS), ("subject_hash", _T), ("counts", _J)),
         serial="id",
     ),
+    # Scheduled jobs and their claimed slots (`jobs.py`).
+    TableSpec(
+        "jobs",
+        ("job_id",),
+        (
+            ("job_id", _T),
+            ("spec", _J),
+            ("paused", _B),
+            ("created_at", _TS),
+            ("updated_at", _TS),
+            ("cursor_at", _TS),
+        ),
+    ),
+    TableSpec(
+        "job_runs",
+        ("run_id",),
+        (
+            ("run_id", _I),
+            ("job_id", _T),
+            ("slot_at", _TS),
+            ("claimed_at", _TS),
+            ("owner", _T),
+            ("state", _T),
+            ("session_key", _T),
+            ("turn_id", _I),
+            ("skipped", _I),
+            ("detail", _T),
+        ),
+        serial="run_id",
+    ),
 )
 
 

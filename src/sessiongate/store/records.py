@@ -28,6 +28,8 @@ __all__ = [
     "InboxKind",
     "InboxRow",
     "InboxState",
+    "JobRow",
+    "JobRunRow",
     "PairingRow",
     "SeenRow",
     "SessionRow",
@@ -320,6 +322,37 @@ class PairingRow:
     created_at: int
     expires_at: int
     approved_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One scheduled job (`store/jobs.py`): its spec as JSON text, times in microseconds.
+    `cursor_at` is the latest slot the scheduler has dealt with (run or passed over)."""
+
+    job_id: str
+    spec: str
+    paused: bool
+    created_at: int
+    updated_at: int
+    cursor_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRunRow:
+    """One claimed slot of a job (unique per job and slot): `state` is `claimed` (the claim
+    committed), `prepared` (its lane is ready) or `accepted` (its turn `turn_id` is in the
+    journal); `skipped` counts the missed slots passed over when it was claimed."""
+
+    run_id: int
+    job_id: str
+    slot_at: int
+    claimed_at: int
+    owner: str
+    state: str
+    session_key: str | None
+    turn_id: int | None
+    skipped: int
+    detail: str | None
 
 
 # Entries are frozen, so one decoded from the same stored text can be shared. A backend tells

@@ -344,6 +344,35 @@ _V10 = [
     "CREATE INDEX erasures_subject ON erasures(subject_hash)",
 ]
 
+# Scheduled jobs and their claimed slots, as on SQLite (see the comment on its migration 11).
+# The unique (job, slot) key is the fence between instances: one claim commits, the others'
+# `ON CONFLICT DO NOTHING` find it.
+_V11 = [
+    """CREATE TABLE jobs (
+        job_id text PRIMARY KEY,
+        spec jsonb NOT NULL,
+        paused boolean NOT NULL DEFAULT false,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        cursor_at timestamptz
+    )""",
+    """CREATE TABLE job_runs (
+        run_id bigserial PRIMARY KEY,
+        job_id text NOT NULL,
+        slot_at timestamptz NOT NULL,
+        claimed_at timestamptz NOT NULL,
+        owner text NOT NULL,
+        state text NOT NULL,
+        session_key text,
+        turn_id bigint,
+        skipped integer NOT NULL DEFAULT 0,
+        detail text,
+        UNIQUE (job_id, slot_at)
+    )""",
+    "CREATE INDEX job_runs_unfinished ON job_runs(state) WHERE state <> 'accepted'",
+    "CREATE INDEX job_runs_turn ON job_runs(turn_id) WHERE turn_id IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -355,4 +384,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "time conversions the planner inlines", _V8),
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
+    (11, "scheduled jobs and their claimed slots", _V11),
 ]

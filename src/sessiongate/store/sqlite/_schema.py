@@ -330,6 +330,35 @@ _V10 = [
     "CREATE INDEX erasures_subject ON erasures(subject_hash)",
 ]
 
+# Scheduled jobs (`store/jobs.py`): the job as JSON with a paused flag and the cursor of the
+# latest slot dealt with; and one row per claimed slot, unique per (job, slot): the claim that
+# makes a slot run exactly once, committed before its turn is accepted.
+_V11 = [
+    """CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY,
+        spec TEXT NOT NULL,
+        paused INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        cursor_at INTEGER
+    ) WITHOUT ROWID""",
+    """CREATE TABLE job_runs (
+        run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        slot_at INTEGER NOT NULL,
+        claimed_at INTEGER NOT NULL,
+        owner TEXT NOT NULL,
+        state TEXT NOT NULL,
+        session_key TEXT,
+        turn_id INTEGER,
+        skipped INTEGER NOT NULL DEFAULT 0,
+        detail TEXT,
+        UNIQUE (job_id, slot_at)
+    )""",
+    "CREATE INDEX job_runs_unfinished ON job_runs(state) WHERE state != 'accepted'",
+    "CREATE INDEX job_runs_turn ON job_runs(turn_id) WHERE turn_id IS NOT NULL",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -341,4 +370,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "routes as a rowid table keyed by a unique index", _V8),
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
+    (11, "scheduled jobs and their claimed slots", _V11),
 ]

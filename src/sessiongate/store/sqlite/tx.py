@@ -23,6 +23,7 @@ from sessiongate.store.sqlite import (
 )
 from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite.erasure import SqliteErasure
+from sessiongate.store.sqlite.jobs import SqliteJobs
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ __all__ = ["SqliteTx"]
 _ROWS_KEPT = 4096
 
 
-class SqliteTx(SqlitePlatformState, SqliteErasure):
+class SqliteTx(SqlitePlatformState, SqliteErasure, SqliteJobs):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
