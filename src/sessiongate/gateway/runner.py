@@ -60,6 +60,7 @@ from sessiongate.errors import (
     StoreUnavailableError,
 )
 from sessiongate.gateway import recovery
+from sessiongate.gateway.agent import AgentResources
 from sessiongate.gateway.agent_cache import AgentCache
 from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
@@ -260,6 +261,8 @@ class GatewayRunner:
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
+        if isinstance(self._agent_factory, AgentResources):
+            await self._agent_factory.start()  # before any turn, resumed ones included
         # Registered before any worker claims a lane under this instance's id.
         await self.presence.start()
         if self.leases.shared:
@@ -353,6 +356,8 @@ class GatewayRunner:
             await asyncio.to_thread(self._wakeups.close)
         await self.presence.stop()
         await self._agents.aclose_all()
+        if isinstance(self._agent_factory, AgentResources):
+            await self._agent_factory.aclose()
         if self._recovery_task is not None:
             self._recovery_task.cancel()
         self._shutdown.set()
