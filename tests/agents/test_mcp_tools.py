@@ -16,6 +16,7 @@ from fake_openai import Call, Calls, FakeOpenAI
 from mcp_servers import HTTP_TOKEN, STDIO_SERVER, HttpMcpServer
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.agents import build_agent_factory
+from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
 from sessiongate.gateway import GatewayRunner, MessageEvent
 
@@ -35,7 +36,7 @@ class Gateway:
         self.server = server
 
     async def say(self, text: str, user: str = "alice") -> Any:
-        source = SessionSource(platform="api", chat_id=user, user_id=user)
+        source = SessionSource(platform=Platform.API, chat_id=user, user_id=user)
         return await self.runner.handle_message(MessageEvent(source=source, text=text))
 
     def stored_tool_messages(self, user: str = "alice") -> list[dict[str, Any]]:
@@ -213,9 +214,7 @@ async def test_a_hanging_call_is_stopped_at_the_tool_timeout(make_gateway) -> No
     assert read["content"] == "contents of c"
 
 
-async def test_a_server_slow_to_start_does_not_hold_up_the_gateway(
-    make_gateway, caplog
-) -> None:
+async def test_a_server_slow_to_start_does_not_hold_up_the_gateway(make_gateway, caplog) -> None:
     slow = {**STDIO, "env": {"MCP_TEST_STARTUP_DELAY": "60"}, "startup_timeout_seconds": 0.3}
     with caplog.at_level(logging.INFO):
         gw = await make_gateway({"slow": slow}, ["mcp:slow:read"])
@@ -260,8 +259,6 @@ async def test_an_http_server_refusing_the_headers_is_unavailable(make_gateway, 
         await gw.runner.stop()
     assert receipt.status == "replied"
     [result] = gw.stored_tool_messages()
-    assert json.loads(result["content"])["error"].startswith(
-        "MCP server 'remote' is unavailable"
-    )
+    assert json.loads(result["content"])["error"].startswith("MCP server 'remote' is unavailable")
     [warning] = warnings_about(caplog, "remote")
     assert "Bearer wrong" not in warning.getMessage()

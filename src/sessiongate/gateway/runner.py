@@ -177,6 +177,9 @@ class GatewayRunner:
         # Agents sit below the gateway: the caller chooses them (`sessiongate.agents.
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
+        # What the factory holds for all its agents (MCP servers): started and stopped here.
+        factory: object = agent_factory
+        self._agent_resources = factory if isinstance(factory, AgentResources) else None
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
         self.housekeeping = HousekeepingWatcher(
@@ -261,8 +264,8 @@ class GatewayRunner:
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
-        if isinstance(self._agent_factory, AgentResources):
-            await self._agent_factory.start()  # before any turn, resumed ones included
+        if self._agent_resources is not None:
+            await self._agent_resources.start()  # before any turn, resumed ones included
         # Registered before any worker claims a lane under this instance's id.
         await self.presence.start()
         if self.leases.shared:
@@ -356,8 +359,8 @@ class GatewayRunner:
             await asyncio.to_thread(self._wakeups.close)
         await self.presence.stop()
         await self._agents.aclose_all()
-        if isinstance(self._agent_factory, AgentResources):
-            await self._agent_factory.aclose()
+        if self._agent_resources is not None:
+            await self._agent_resources.aclose()
         if self._recovery_task is not None:
             self._recovery_task.cancel()
         self._shutdown.set()

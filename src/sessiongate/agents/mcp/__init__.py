@@ -166,9 +166,11 @@ class McpToolset:
                 for tool in (listed or {}).values():
                     made.setdefault(mcp_function_name(server.name, tool.name), _tool(server, tool))
             else:
-                tool = (listed or {}).get(ref.tool)
+                found = (listed or {}).get(ref.tool)
                 name = mcp_function_name(server.name, ref.tool)
-                made.setdefault(name, _tool(server, tool) if tool else _placeholder(server, ref))
+                made.setdefault(
+                    name, _tool(server, found) if found is not None else _placeholder(server, ref)
+                )
         return list(made.values())
 
 
