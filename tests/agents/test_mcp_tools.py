@@ -130,6 +130,10 @@ async def test_the_servers_schemas_reach_the_model_and_a_result_is_stored(make_g
     assert result["content"] == "contents of notes.txt"
     assert result["name"] == "mcp__files__read"
     assert "is_error" not in result.get("metadata", {})
+    # Another session (another agent instance) uses the same server process.
+    gw.server.script(Calls([Call("mcp__files__read", '{"path": "bob.txt"}')]))
+    assert (await gw.say("mine?", user="bob")).reply == "done: contents of bob.txt"
+    assert gw.mcp_servers().servers["files"].starts == 1
 
 
 async def test_only_the_named_tools_are_offered_and_structured_content_is_the_result(

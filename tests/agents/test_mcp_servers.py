@@ -1,0 +1,77 @@
+"""`McpServers` on its own: restarts with backoff, one warning per outage, a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import pytest
+
+from mcp_servers import STDIO_SERVER
+from sessiongate.agents.mcp import McpServers
+from sessiongate.core.mcp import McpServerConfig
+
+
+class RecordedSleep:
+    """The backoff's sleep: records each delay and returns at once, until `limit` delays;
+    then it blocks, so the test reads a settled state."""
+
+    def __init__(self, limit: int) -> None:
+        self.delays: list[float] = []
+        self.limit = limit
+        self.reached = asyncio.Event()
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if len(self.delays) >= self.limit:
+            self.reached.set()
+            await asyncio.Event().wait()
+
+
+async def test_a_server_that_fails_to_start_is_retried_with_doubling_backoff(
+    tmp_path, caplog
+) -> None:
+    sleep = RecordedSleep(limit=6)
+    config = McpServerConfig(
+        command=str(tmp_path / "missing"),
+        restart_backoff_seconds=0.5,
+        restart_backoff_max_seconds=4,
+    )
+    servers = McpServers({"ghost": config}, sleep=sleep)
+    with caplog.at_level(logging.DEBUG, logger="sessiongate"):
+        await servers.start()
+        await sleep.reached.wait()
+        await servers.aclose()
+    assert sleep.delays == [0.5, 1, 2, 4, 4, 4]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "MCP server 'ghost' is unavailable: cannot run it" in warnings[0].getMessage()
+    [status] = servers.statistics()
+    assert status.up is False
+    assert status.starts == 0
+    assert status.reason is not None
+    assert "missing" in status.reason
+
+
+async def test_start_waits_for_the_listing_and_stop_ends_the_server() -> None:
+    servers = McpServers({"files": McpServerConfig(command=sys.executable, args=[STDIO_SERVER])})
+    await servers.start()
+    [status] = servers.statistics()
+    assert status.up is True
+    assert status.tools == 5
+    assert status.starts == 1
+    toolset = servers.toolset(["sessions_list", "mcp:files:read"])
+    assert toolset is not None
+    [read] = toolset.tools()
+    assert await read.function(path="z") == "contents of z"
+    await servers.aclose()
+    await servers.aclose()  # idempotent
+    assert servers.statistics()[0].up is False
+
+
+def test_a_toolset_of_an_unconfigured_server_is_refused() -> None:
+    servers = McpServers({})
+    assert servers.toolset(["sessions_list"]) is None
+    with pytest.raises(KeyError):
+        servers.toolset(["mcp:files:read"])
