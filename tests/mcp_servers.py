@@ -62,7 +62,7 @@ def build_server() -> Any:
 class HttpMcpServer:
     """The test server over streamable HTTP at `url`, in a thread, until `__exit__`."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         import uvicorn
         from starlette.responses import JSONResponse
 
@@ -75,13 +75,20 @@ class HttpMcpServer:
                 return
             await app(scope, receive, send)
 
-        config = uvicorn.Config(guarded, log_level="critical", lifespan="on", ws="none")
+        config = uvicorn.Config(
+            guarded, log_level="critical", lifespan="on", ws="none", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", port))
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
         )
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
 
     @property
     def url(self) -> str:

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from mcp_servers import STDIO_SERVER
+from mcp_servers import HTTP_TOKEN, STDIO_SERVER, HttpMcpServer
 from sessiongate.agents.mcp import McpServers
+from sessiongate.agents.mcp._results import result_text
+from sessiongate.agents.tools import ToolError
 from sessiongate.core.mcp import McpServerConfig
 
 
@@ -75,3 +77,38 @@ def test_a_toolset_of_an_unconfigured_server_is_refused() -> None:
     assert servers.toolset(["sessions_list"]) is None
     with pytest.raises(KeyError):
         servers.toolset(["mcp:files:read"])
+
+
+async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back() -> None:
+    asleep, back = asyncio.Event(), asyncio.Event()
+
+    async def sleep(delay: float) -> None:  # the backoff waits for the server to be back
+        asleep.set()
+        await back.wait()
+
+    first = HttpMcpServer()
+    first.__enter__()
+    port = first.port
+    config = McpServerConfig(url=first.url, headers={"Authorization": HTTP_TOKEN})
+    servers = McpServers({"remote": config}, sleep=sleep)
+    server = servers.servers["remote"]
+    try:
+        await servers.start()
+        assert result_text(await server.call("read", {"path": "a"})) == "contents of a"
+        await asyncio.to_thread(first.__exit__)
+        with pytest.raises(ToolError, match="'remote' is unavailable: its connection closed"):
+            await server.call("read", {"path": "b"})
+        # Reconnected at once, which fails while the server is away: then the backoff.
+        await asleep.wait()
+        with pytest.raises(ToolError, match="'remote' is unavailable"):
+            await server.call("read", {"path": "b"})
+        with HttpMcpServer(port):
+            back.set()
+            while not server.is_up:
+                await server.wait_settled()
+                await asyncio.sleep(0)
+            assert result_text(await server.call("read", {"path": "c"})) == "contents of c"
+            assert server.starts == 2
+            await servers.aclose()
+    finally:
+        await servers.aclose()

@@ -119,9 +119,13 @@ class McpServer:
                 f"MCP server {self.name!r} is unavailable: its connection closed during the "
                 "call (the server exited); it is being restarted"
             ) from exc
-        except (OSError, EOFError) as exc:
+        except Exception as exc:
+            # Anything else out of the client (a dropped HTTP connection, a broken pipe) leaves
+            # the session in doubt: it is dropped and a new one opened.
             self._lose(session, _describe(exc))
-            raise ToolError(f"MCP server {self.name!r} is unavailable: {_describe(exc)}") from exc
+            raise ToolError(
+                f"MCP server {self.name!r} is unavailable: {_describe(exc)}; it is being restarted"
+            ) from exc
         if not isinstance(result, CallToolResult):
             raise ToolError(
                 f"MCP server {self.name!r} answered with a {type(result).__name__}, not a tool "
