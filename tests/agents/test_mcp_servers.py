@@ -112,3 +112,9 @@ async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back() ->
             await servers.aclose()
     finally:
         await servers.aclose()
+
+
+def test_without_the_mcp_package_the_error_names_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp.client.session", None)
+    with pytest.raises(ImportError, match=r"pip install 'sessiongate\[mcp\]'"):
+        McpServers({})
