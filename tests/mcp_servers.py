@@ -6,7 +6,7 @@ to start. `HttpMcpServer` serves the same tools over streamable HTTP on a loopba
 (uvicorn in a thread), refusing requests without the expected `Authorization` header.
 
 Tools: `read(path)` (text), `stat(path)` (structured content only), `fail()` (an error
-result), `crash()` (the process exits mid-call), `hang()` (never answers).
+result), `crash()` (the process exits mid-call), `hang()` (never answers), `pid()` (its process id).
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ def build_server() -> Any:
     def crash() -> str:
         """The server dies while answering."""
         os._exit(3)
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
 
     @server.tool()
     async def hang() -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import sys
 
 import pytest
@@ -61,7 +63,7 @@ async def test_start_waits_for_the_listing_and_stop_ends_the_server() -> None:
     await servers.start()
     [status] = servers.statistics()
     assert status.up is True
-    assert status.tools == 5
+    assert status.tools == 6
     assert status.starts == 1
     toolset = servers.toolset(["sessions_list", "mcp:files:read"])
     assert toolset is not None
@@ -70,6 +72,28 @@ async def test_start_waits_for_the_listing_and_stop_ends_the_server() -> None:
     await servers.aclose()
     await servers.aclose()  # idempotent
     assert servers.statistics()[0].up is False
+
+
+async def test_a_stdio_server_that_exits_between_calls_is_restarted_before_the_next(
+    caplog,
+) -> None:
+    servers = McpServers({"files": McpServerConfig(command=sys.executable, args=[STDIO_SERVER])})
+    server = servers.servers["files"]
+    try:
+        with caplog.at_level(logging.INFO, logger="sessiongate"):
+            await servers.start()
+            pid = int(result_text(await server.call("pid", {})))
+            os.kill(pid, signal.SIGKILL)
+            while server.starts < 2 or not server.is_up:
+                await server.wait_settled()
+                await asyncio.sleep(0)
+            # No call failed: the next one goes to the new process.
+            assert int(result_text(await server.call("pid", {}))) != pid
+        [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert warning.getMessage() == "MCP server 'files' is unavailable: it exited"
+        assert any(r.getMessage() == "MCP server is back" for r in caplog.records)
+    finally:
+        await servers.aclose()
 
 
 def test_a_toolset_of_an_unconfigured_server_is_refused() -> None:

@@ -120,6 +120,7 @@ async def test_the_servers_schemas_reach_the_model_and_a_result_is_stored(make_g
         "mcp__files__fail",
         "mcp__files__crash",
         "mcp__files__hang",
+        "mcp__files__pid",
     }
     read = tools["mcp__files__read"]
     assert read["description"] == "Read a file by its path."

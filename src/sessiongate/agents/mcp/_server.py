@@ -87,12 +87,14 @@ class McpServer:
                     log.debug("MCP session ended", extra={"mcp_server": self.name}, exc_info=True)
             finally:
                 self._session = None
+            if self.starts > starts:
+                failures = 0
+                continue  # it was up: reconnect at once (calls meanwhile wait for it)
+            failures += 1
             self._attempting = False
             self._settled.set()
-            failures = 0 if self.starts > starts else failures + 1
-            if failures:
-                delay = self.config.restart_backoff_seconds * 2 ** (failures - 1)
-                await self._sleep(min(delay, self.config.restart_backoff_max_seconds))
+            delay = self.config.restart_backoff_seconds * 2 ** (failures - 1)
+            await self._sleep(min(delay, self.config.restart_backoff_max_seconds))
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """The server's result of `tool`; `ToolError` when the server is unavailable, the
@@ -100,7 +102,7 @@ class McpServer:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED, CallToolResult
 
-        if self._session is None and self._attempting:
+        while self._session is None and self._attempting:
             await self._settled.wait()
         session = self._session
         if session is None:
@@ -159,6 +161,7 @@ class McpServer:
                 cwd=config.cwd,
             )
             streams = await stack.enter_async_context(stdio_client(params))
+            return await self._watch_exit(stack, streams[0]), streams[1]
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
@@ -174,6 +177,29 @@ class McpServer:
                 streamable_http_client(config.url, http_client=client)
             )
         return streams[0], streams[1]
+
+    async def _watch_exit(self, stack: AsyncExitStack, source: Any) -> Any:
+        """The stdio server's messages, relayed: the relay sees the process's output end, so a
+        server that exits between calls is restarted before the next call, not by it."""
+        import anyio
+
+        send, receive = anyio.create_memory_object_stream[Any](0)
+        stack.callback(receive.close)
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)  # runs first at exit: the relay stops
+
+        async def relay() -> None:
+            try:
+                async with send:
+                    async for item in source:
+                        await send.send(item)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # the session is gone: nothing is waiting for the server
+            if self._session is not None:
+                self._lose(self._session, "it exited")
+
+        group.start_soon(relay)
+        return receive
 
     def _up(self, session: ClientSession, tools: dict[str, McpTool]) -> None:
         self._session = session
@@ -192,6 +218,9 @@ class McpServer:
         if self._session is not session:
             return
         self._session = None
+        # The supervisor reconnects at once: calls from now on wait for that attempt.
+        self._attempting = True
+        self._settled.clear()
         self._down(reason)
         self._lost.set()
 
