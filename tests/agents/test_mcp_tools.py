@@ -137,30 +137,31 @@ async def test_the_servers_schemas_reach_the_model_and_a_result_is_stored(make_g
     assert gw.mcp_servers().servers["files"].starts == 1
 
 
-async def test_only_the_named_tools_are_offered_and_structured_content_is_the_result(
-    make_gateway,
-) -> None:
-    gw = await make_gateway({"files": STDIO}, ["mcp:files:stat"])
-    gw.server.script(Calls([Call("mcp__files__stat", '{"path": "a"}')]))
-    await gw.say("how big is a?")
-    assert set(sent_tools(gw.server.requests[0])) == {"mcp__files__stat"}
-    [result] = gw.stored_tool_messages()
-    assert json.loads(result["content"]) == {"path": "a", "size": 42}
-
-
-async def test_an_error_result_of_the_server_is_an_error_tool_result(make_gateway) -> None:
-    gw = await make_gateway({"files": STDIO}, ["mcp:files:*"])
-    gw.server.script(
-        Calls([Call("mcp__files__fail")]), Calls([Call("mcp__files__read", '{"path": 3}')])
+async def test_named_tools_structured_content_and_error_results(make_gateway) -> None:
+    gw = await make_gateway(
+        {"files": STDIO}, ["mcp:files:stat", "mcp:files:fail", "mcp:files:read"]
     )
-    receipt = await gw.say("try it")
+    gw.server.script(
+        Calls([Call("mcp__files__stat", '{"path": "a"}')]),
+        Calls([Call("mcp__files__fail")]),
+        Calls([Call("mcp__files__read", '{"path": 3}')]),
+    )
+    receipt = await gw.say("how big is a?")
     assert receipt.status == "replied"
-    first, second = gw.stored_tool_messages()
-    assert first["metadata"]["is_error"] is True
-    assert "the disk is on fire" in json.loads(first["content"])["error"]
+    assert set(sent_tools(gw.server.requests[0])) == {
+        "mcp__files__stat",
+        "mcp__files__fail",
+        "mcp__files__read",
+    }
+    stat, fail, read = gw.stored_tool_messages()
+    # A result with structured content only: that content, as JSON.
+    assert json.loads(stat["content"]) == {"path": "a", "size": 42}
+    # An error result of the server is an error tool result, with its text.
+    assert fail["metadata"]["is_error"] is True
+    assert json.loads(fail["content"])["error"].endswith("the disk is on fire")
     # Arguments that do not match the schema: the server says so, the model reads it.
-    assert second["metadata"]["is_error"] is True
-    assert "path" in json.loads(second["content"])["error"]
+    assert read["metadata"]["is_error"] is True
+    assert "path" in json.loads(read["content"])["error"]
 
 
 async def test_a_server_that_crashes_mid_call_gives_an_error_and_is_restarted(
