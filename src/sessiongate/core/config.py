@@ -155,8 +155,9 @@ class OpenAIAgentConfig(_Model):
         default_factory=list,
         description=(
             "Tools the model may call: a built-in by name (`sessions_list`, `sessions_history`, "
-            "`sessions_search`, `sessions_send`, `sessions_spawn`) or your own function by "
-            "import path (`mypkg.tools:lookup_order`)."
+            "`sessions_search`, `sessions_send`, `sessions_spawn`), your own function by "
+            "import path (`mypkg.tools:lookup_order`), or an MCP server's tool "
+            "(`mcp:<server>:<tool>`, `mcp:<server>:*`; see `mcp_servers`)."
         ),
     )
     tool_timeout_seconds: float = Field(
