@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from sessiongate import GatewayConfig
-from sessiongate.config import config_as_dict
+from sessiongate.config import ConfigError, config_as_dict, load_config
 from sessiongate.core.mcp import McpToolRef, mcp_function_name, parse_mcp_tool_spec
 
 SENDABLE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -101,3 +101,36 @@ def test_a_plain_tool_name_is_kept_and_a_changed_one_stays_distinct() -> None:
     assert dotted.startswith("mcp__files__fs_read_")
     assert dotted != slashed
     assert mcp_function_name("files", "fs_read") not in (dotted, slashed)
+
+
+def test_mcp_servers_load_from_yaml_and_the_environment(tmp_path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "mcp_servers:\n"
+        "  files:\n"
+        "    command: python\n"
+        "    args: [server.py, --root, /srv]\n"
+        "    env: {FILES_TOKEN: abc}\n"
+        "agent:\n"
+        "  openai:\n"
+        "    base_url: http://127.0.0.1:9/v1\n"
+        "    tools: ['mcp:files:*']\n",
+        encoding="utf-8",
+    )
+    loaded = load_config(
+        path, environ={"SESSIONGATE_MCP_SERVERS__FILES__STARTUP_TIMEOUT_SECONDS": "3"}
+    )
+    files = loaded.mcp_servers["files"]
+    assert files.args == ["server.py", "--root", "/srv"]
+    assert files.env["FILES_TOKEN"].get_secret_value() == "abc"
+    assert files.startup_timeout_seconds == 3
+
+
+def test_an_unknown_server_in_yaml_is_a_config_error_naming_the_entry(tmp_path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "agent: {openai: {base_url: 'http://127.0.0.1:9/v1', tools: ['mcp:files:read']}}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"agent\.openai\.tools\[0\]"):
+        load_config(path, environ={})
