@@ -142,3 +142,25 @@ def test_without_the_mcp_package_the_error_names_the_extra(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp.client.session", None)
     with pytest.raises(ImportError, match=r"pip install 'sessiongate\[mcp\]'"):
         McpServers({})
+
+
+async def test_a_call_after_an_http_server_restarted_goes_to_a_new_session(caplog) -> None:
+    first = HttpMcpServer()
+    first.__enter__()
+    port = first.port
+    config = McpServerConfig(url=first.url, headers={"Authorization": HTTP_TOKEN})
+    servers = McpServers({"remote": config})
+    server = servers.servers["remote"]
+    try:
+        await servers.start()
+        assert result_text(await server.call("read", {"path": "a"})) == "contents of a"
+        await asyncio.to_thread(first.__exit__)
+        with HttpMcpServer(port), caplog.at_level(logging.WARNING, logger="sessiongate"):
+            # The new server does not know the old session: refused unrun, sent again.
+            assert result_text(await server.call("read", {"path": "b"})) == "contents of b"
+            assert server.starts == 2
+            await servers.aclose()
+        [warning] = [r for r in caplog.records if r.name.startswith("sessiongate")]
+        assert "no longer knows the session" in warning.getMessage()
+    finally:
+        await servers.aclose()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessiongate.agents.tools import ToolError
 
@@ -100,18 +100,40 @@ class McpServer:
         """The server's result of `tool`; `ToolError` when the server is unavailable, the
         connection is lost during the call, or the server answers with a protocol error."""
         from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED, CallToolResult
+        from mcp_types import INVALID_REQUEST, CallToolResult
 
-        while self._session is None and self._attempting:
-            await self._settled.wait()
-        session = self._session
-        if session is None:
-            raise ToolError(f"MCP server {self.name!r} is unavailable: {self.reason}")
-        try:
-            result = await session.call_tool(
-                tool, arguments, read_timeout_seconds=_CALL_READ_TIMEOUT_SECONDS
-            )
-        except MCPError as exc:
+        for attempt in (1, 2):
+            while self._session is None and self._attempting:
+                await self._settled.wait()
+            session = self._session
+            if session is None:
+                raise ToolError(f"MCP server {self.name!r} is unavailable: {self.reason}")
+            try:
+                result = await session.call_tool(
+                    tool, arguments, read_timeout_seconds=_CALL_READ_TIMEOUT_SECONDS
+                )
+            except MCPError as exc:
+                if exc.code == INVALID_REQUEST and self.config.url is not None and attempt == 1:
+                    # An HTTP server that restarted no longer knows the session and refuses
+                    # the call unrun: it is sent once more, on a new session.
+                    self._lose(session, f"it no longer knows the session ({exc.message})")
+                    continue
+                self._failed_call(session, exc)
+            except Exception as exc:
+                self._failed_call(session, exc)
+            if not isinstance(result, CallToolResult):
+                raise ToolError(
+                    f"MCP server {self.name!r} answered with a {type(result).__name__}, not a "
+                    "tool result"
+                )
+            return result
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _failed_call(self, session: ClientSession, exc: Exception) -> NoReturn:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        if isinstance(exc, MCPError):
             if exc.code != CONNECTION_CLOSED:
                 raise ToolError(
                     f"MCP server {self.name!r} refused the call: {exc.message}"
@@ -121,19 +143,12 @@ class McpServer:
                 f"MCP server {self.name!r} is unavailable: its connection closed during the "
                 "call (the server exited); it is being restarted"
             ) from exc
-        except Exception as exc:
-            # Anything else out of the client (a dropped HTTP connection, a broken pipe) leaves
-            # the session in doubt: it is dropped and a new one opened.
-            self._lose(session, _describe(exc))
-            raise ToolError(
-                f"MCP server {self.name!r} is unavailable: {_describe(exc)}; it is being restarted"
-            ) from exc
-        if not isinstance(result, CallToolResult):
-            raise ToolError(
-                f"MCP server {self.name!r} answered with a {type(result).__name__}, not a tool "
-                "result"
-            )
-        return result
+        # Anything else out of the client (a dropped HTTP connection, a broken pipe) leaves
+        # the session in doubt: it is dropped and a new one opened.
+        self._lose(session, _describe(exc))
+        raise ToolError(
+            f"MCP server {self.name!r} is unavailable: {_describe(exc)}; it is being restarted"
+        ) from exc
 
     async def _connect_and_hold(self) -> None:
         """One session: open, list, hold until lost."""
