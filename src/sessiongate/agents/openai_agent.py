@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from openai import AsyncOpenAI
 
-    from sessiongate.agents.tools import Tool
+    from sessiongate.agents.tools import Tool, Toolset
     from sessiongate.core.config import OpenAIAgentConfig
 
 __all__ = [
@@ -106,7 +106,8 @@ def _call_attributes(event: object) -> dict[str, Any] | None:
 class OpenAIAgent:
     """One agent per session key, each with its own client (and connection pool).
 
-    `tools` defaults to those `config.tools` names; `sleep` is what the retry backoff waits
+    `tools` defaults to those `config.tools` names; `toolsets` add tools asked for at each
+    turn (an MCP server's, which may come and go); `sleep` is what the retry backoff waits
     with (tests pass one that records the delays and returns at once).
     """
 
@@ -115,6 +116,7 @@ class OpenAIAgent:
         config: OpenAIAgentConfig,
         *,
         tools: Sequence[Tool] | None = None,
+        toolsets: Sequence[Toolset] = (),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._openai = import_openai()
@@ -122,6 +124,7 @@ class OpenAIAgent:
         self._tools = {
             made.name: made for made in (load_tools(config.tools) if tools is None else tools)
         }
+        self._toolsets = list(toolsets)
         self._sleep = sleep
         self._limits = ToolLimits(
             timeout_seconds=config.tool_timeout_seconds,
@@ -155,8 +158,9 @@ class OpenAIAgent:
             host=request.host,
         )
         body: dict[str, Any] = {"model": model, "messages": messages}
-        if self._tools:
-            body["tools"] = [made.spec() for made in self._tools.values()]
+        tools = self._turn_tools()
+        if tools:
+            body["tools"] = [made.spec() for made in tools.values()]
             body["parallel_tool_calls"] = self.config.parallel_tool_calls
         cap = self.config.max_tool_iterations
         for _ in range(cap):
@@ -183,7 +187,7 @@ class OpenAIAgent:
             if not calls:
                 yield TurnEnd(text=message.get("content") or "")
                 return
-            for result in await run_tool_calls(calls, self._tools, context, self._limits):
+            for result in await run_tool_calls(calls, tools, context, self._limits):
                 yield result
                 messages.append(
                     {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}
@@ -198,6 +202,17 @@ class OpenAIAgent:
             detail=f"the model still called tools after {cap} model calls "
             "(agent.openai.max_tool_iterations)",
         )
+
+    def _turn_tools(self) -> dict[str, Tool]:
+        """The tools of this turn: the fixed ones, then each toolset's as they are now (a
+        name already taken keeps its first tool)."""
+        if not self._toolsets:
+            return self._tools
+        tools = dict(self._tools)
+        for toolset in self._toolsets:
+            for made in toolset.tools():
+                tools.setdefault(made.name, made)
+        return tools
 
     async def run_turn(self, request: TurnRequest) -> TurnResult:
         return await collect_turn(self.stream_turn(request))

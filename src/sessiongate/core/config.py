@@ -24,6 +24,12 @@ from pydantic import (
 
 from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, agent_for, agent_of_key
 from sessiongate.core.jobs import JobSpec  # noqa: TC001  # pydantic reads it at run time
+from sessiongate.core.mcp import (
+    MCP_SERVER_NAME,
+    McpServerConfig,
+    is_mcp_tool_spec,
+    parse_mcp_tool_spec,
+)
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 
@@ -157,8 +163,9 @@ class OpenAIAgentConfig(_Model):
         default_factory=list,
         description=(
             "Tools the model may call: a built-in by name (`sessions_list`, `sessions_history`, "
-            "`sessions_search`, `sessions_send`, `sessions_spawn`) or your own function by "
-            "import path (`mypkg.tools:lookup_order`)."
+            "`sessions_search`, `sessions_send`, `sessions_spawn`), your own function by "
+            "import path (`mypkg.tools:lookup_order`), or an MCP server's tool "
+            "(`mcp:<server>:<tool>`, `mcp:<server>:*`; see `mcp_servers`)."
         ),
     )
     tool_timeout_seconds: float = Field(
@@ -814,6 +821,11 @@ class GatewayConfig(_Model):
         description="Prices by model name, for each session's `estimated_cost_usd`; a turn "
         "of a model not listed here leaves the cost `unknown`.",
     )
+    mcp_servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict,
+        description="MCP servers whose tools agents may call (`mcp:<server>:<tool>` in an "
+        "agent's `tools`), by name (a letter, then letters, digits and `_`).",
+    )
     feed: FeedConfig = Field(default_factory=FeedConfig, description="The live event feed.")
     api: ApiConfig = Field(default_factory=ApiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
@@ -879,6 +891,43 @@ class GatewayConfig(_Model):
     def job_problem(self, job: JobSpec) -> str | None:
         """Why `job` cannot run under this configuration (its agent), or None."""
         return job_agent_problem(job, set(self.agent_ids()), self.bindings)
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _mcp_server_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        bad = [name for name in value if not MCP_SERVER_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(
+                f"invalid MCP server name {bad[0]!r}: a letter, then up to 31 letters, digits "
+                "and '_'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _known_mcp_servers(self) -> GatewayConfig:
+        """Every `mcp:` entry of an agent's `tools` names a configured server."""
+        lists: list[tuple[str, list[str]]] = [("agent.openai.tools", self.agent.openai.tools)]
+        lists += [
+            (f"agents.{agent_id}.tools", spec.tools)
+            for agent_id, spec in self.agents.items()
+            if isinstance(spec, OpenAIAgentSpec)
+        ]
+        for setting, names in lists:
+            for position, name in enumerate(names):
+                if not is_mcp_tool_spec(name):
+                    continue
+                where = f"{setting}[{position}]"
+                try:
+                    ref = parse_mcp_tool_spec(name)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+                if ref.server not in self.mcp_servers:
+                    known = ", ".join(sorted(self.mcp_servers)) or "none configured"
+                    raise ValueError(
+                        f"{where} ({name!r}) names MCP server {ref.server!r}, which is not in "
+                        f"mcp_servers ({known})"
+                    )
+        return self
 
     @field_validator("platforms", mode="before")
     @classmethod

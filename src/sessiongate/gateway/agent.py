@@ -16,6 +16,7 @@ __all__ = [
     "Agent",
     "AgentFactory",
     "AgentHost",
+    "AgentResources",
     "StreamingAgent",
     "TurnRequest",
     "TurnResult",
@@ -100,3 +101,18 @@ class StreamingAgent(Agent, Protocol):
 
 
 AgentFactory = Callable[[str], Agent]
+
+
+@runtime_checkable
+class AgentResources(Protocol):
+    """What an agent factory may hold for all its agents (the MCP servers of
+    `build_agent_factory`): the gateway starts it before the first turn and closes it after
+    the last."""
+
+    async def start(self) -> None:
+        """Start; must return in bounded time (a slow resource keeps starting behind)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop; idempotent."""
+        ...

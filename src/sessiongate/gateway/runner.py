@@ -60,6 +60,7 @@ from sessiongate.errors import (
     StoreUnavailableError,
 )
 from sessiongate.gateway import recovery
+from sessiongate.gateway.agent import AgentResources
 from sessiongate.gateway.agent_cache import AgentCache
 from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
@@ -178,6 +179,9 @@ class GatewayRunner:
         # Agents sit below the gateway: the caller chooses them (`sessiongate.agents.
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
+        # What the factory holds for all its agents (MCP servers): started and stopped here.
+        factory: object = agent_factory
+        self._agent_resources = factory if isinstance(factory, AgentResources) else None
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
         self.housekeeping = HousekeepingWatcher(
@@ -274,6 +278,8 @@ class GatewayRunner:
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
+        if self._agent_resources is not None:
+            await self._agent_resources.start()  # before any turn, resumed ones included
         # Registered before any worker claims a lane under this instance's id.
         await self.presence.start()
         if self.leases.shared:
@@ -368,6 +374,8 @@ class GatewayRunner:
             await asyncio.to_thread(self._wakeups.close)
         await self.presence.stop()
         await self._agents.aclose_all()
+        if self._agent_resources is not None:
+            await self._agent_resources.aclose()
         if self._recovery_task is not None:
             self._recovery_task.cancel()
         self._shutdown.set()

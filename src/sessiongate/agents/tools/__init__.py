@@ -22,9 +22,10 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from sessiongate.agents.tools._schema import read_signature
+from sessiongate.core.mcp import is_mcp_tool_spec
 from sessiongate.errors import SessiongateError
 
 if TYPE_CHECKING:
@@ -35,7 +36,16 @@ if TYPE_CHECKING:
     from sessiongate.core.config import SessionToolsConfig
     from sessiongate.gateway.agent import AgentHost
 
-__all__ = ["Tool", "ToolContext", "ToolLoadError", "load_tools", "make_tool", "tool"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolLoadError",
+    "Toolset",
+    "load_tools",
+    "make_tool",
+    "tool",
+]
 
 _MARK = "__sessiongate_tool__"
 # What chat-completions servers accept as a function name; any other name fails every request.
@@ -47,6 +57,11 @@ class ToolLoadError(SessiongateError, ImportError):
     like a missing extra, at start-up)."""
 
     code = "invalid_tool"
+
+
+class ToolError(Exception):
+    """Raised by a tool to answer the call with exactly this error text (no exception type
+    prepended): the model reads `{"error": "<message>"}`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +100,14 @@ class Tool:
                 "parameters": self.parameters,
             },
         }
+
+
+class Toolset(Protocol):
+    """Tools that may change while the gateway runs (an MCP server's): asked at each turn."""
+
+    def tools(self) -> list[Tool]:
+        """The tools as they are now."""
+        ...
 
 
 def make_tool(
@@ -143,11 +166,16 @@ def tool(
 
 def load_tools(names: Sequence[str], *, setting: str = "agent.openai.tools") -> list[Tool]:
     """The tools `names` names, in order; raises `ToolLoadError` naming the entry of `setting`
-    (the configuration key they come from) that is no tool, and for two tools of one name."""
+    (the configuration key they come from) that is no tool, and for two tools of one name.
+
+    Entries `mcp:<server>:...` are skipped: those tools come from the MCP servers at run time
+    (`sessiongate.agents.mcp`)."""
     from sessiongate.agents.tools.sessions import BUILTIN_TOOLS
 
     tools: list[Tool] = []
     for position, spec in enumerate(names):
+        if is_mcp_tool_spec(spec):
+            continue
         where = f"{setting}[{position}] ({spec!r})"
         if ":" not in spec:
             builtin = BUILTIN_TOOLS.get(spec)

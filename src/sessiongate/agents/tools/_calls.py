@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
+from sessiongate.agents.tools import ToolError
 from sessiongate.agents.tools._schema import describe_validation_error
 from sessiongate.core.turn_events import ToolResult
 from sessiongate.gateway.tracing import traced
@@ -223,6 +224,8 @@ async def _run_one(
             value = await _call(tool, kwargs)
     except TimeoutError:
         return error(f"the tool did not finish within {timeout:g} seconds and was stopped")
+    except ToolError as exc:
+        return error(str(exc))
     except Exception as exc:
         return error(f"the tool failed: {type(exc).__name__}: {exc}")
     try:
