@@ -344,6 +344,28 @@ _V10 = [
     "CREATE INDEX erasures_subject ON erasures(subject_hash)",
 ]
 
+# Tool calls waiting for approval, as on SQLite (see the comment on its migration 11).
+_V11 = [
+    """CREATE TABLE approvals (
+        id text PRIMARY KEY,
+        turn_id bigint NOT NULL,
+        call_id text NOT NULL,
+        session_key text NOT NULL,
+        tool text NOT NULL,
+        arguments text NOT NULL,
+        arguments_sha256 text NOT NULL,
+        approvers jsonb NOT NULL,
+        status text NOT NULL,
+        requested_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        decided_at timestamptz,
+        decided_by text,
+        used boolean NOT NULL DEFAULT false,
+        UNIQUE (turn_id, call_id)
+    )""",
+    "CREATE INDEX approvals_pending ON approvals(status, session_key)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -355,4 +377,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "time conversions the planner inlines", _V8),
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
+    (11, "tool calls waiting for approval", _V11),
 ]
