@@ -28,6 +28,8 @@ from typing import Any
 
 __all__ = [
     "AgentTurnError",
+    "ApprovalDecidedError",
+    "ApprovalNotFoundError",
     "ConflictError",
     "EntryNotFoundError",
     "ForeignStoreError",
@@ -38,6 +40,7 @@ __all__ = [
     "InvalidSessionKeyError",
     "LeaseLostError",
     "MessageIdConflictError",
+    "NotAnApproverError",
     "QueueFullError",
     "RouteChangedError",
     "SessionArchivedError",
@@ -138,6 +141,21 @@ class ForkTooLargeError(SessiongateError):
 
 class UnauthorizedError(SessiongateError):
     code = "unauthorized"
+
+
+class ApprovalNotFoundError(SessiongateError, LookupError):
+    code = "approval_not_found"
+
+
+class ApprovalDecidedError(ConflictError):
+    """The approval is no longer pending (decided, expired, cancelled), or the call it is
+    for is not the one the decision was shown."""
+
+    code = "approval_decided"
+
+
+class NotAnApproverError(UnauthorizedError):
+    code = "not_an_approver"
 
 
 class AgentTurnError(SessiongateError):

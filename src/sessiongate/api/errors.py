@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from sessiongate.errors import (
     AgentTurnError,
+    ApprovalNotFoundError,
     ConflictError,
     EntryNotFoundError,
     ForkTooLargeError,
@@ -63,6 +64,7 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     UnauthorizedError: 403,
     SessionNotFoundError: 404,
     EntryNotFoundError: 404,
+    ApprovalNotFoundError: 404,
     SessionArchivedError: 409,
     SessionBusyError: 409,
     StaleWriteError: 409,

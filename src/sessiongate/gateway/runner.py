@@ -61,6 +61,7 @@ from sessiongate.errors import (
 )
 from sessiongate.gateway import recovery
 from sessiongate.gateway.agent_cache import AgentCache
+from sessiongate.gateway.approvals import Approvals
 from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
@@ -179,6 +180,10 @@ class GatewayRunner:
         self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
+        # Tool calls waiting for a person's approval (`approvals.py`).
+        self.approvals = Approvals(
+            store, config, clock=self.clock, notify=self.notify, waiting=self._approval_waiting
+        )
         self.housekeeping = HousekeepingWatcher(
             store=store,
             cache=self._agents,
@@ -217,9 +222,15 @@ class GatewayRunner:
             may_act=self.leases.may_act,
             feed=self.feed,
             prompts=self.system_prompts,
+            approvals=self.approvals,
         )
         self._commands = CommandRunner(
-            store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
+            store=store,
+            lane_store=self.lane_store,
+            lanes=self._lanes,
+            config=config,
+            host=self,
+            approvals=self.approvals,
         )
         self._compactor = Compactor(
             store=store,
@@ -239,6 +250,7 @@ class GatewayRunner:
         self._supervisor: asyncio.Task[None] | None = None
         self._recovery_task: asyncio.Task[None] | None = None
         self._resumes_left = 0
+        self._resuming: set[int] = set()  # resumed turns not yet counted as finished
         self._started = self._stopped = self._stopping = self._accepting = False
         # Until stop() says otherwise, a turn cut off without a drain resumes as a crash would.
         self._drain_reason = str(ResumeReason.RESTART_INTERRUPTED)
@@ -421,7 +433,15 @@ class GatewayRunner:
         self._gate.set()
         log.info("startup gate open")
 
-    def _resume_finished(self) -> None:
+    def _approval_waiting(self, turn_id: int) -> None:
+        """A resumed turn waits for a person's approval: it counts as finished for the
+        startup gate, which would otherwise hold every lane's live work until the decision."""
+        self._resume_finished(turn_id)
+
+    def _resume_finished(self, turn_id: int) -> None:
+        if turn_id not in self._resuming:
+            return
+        self._resuming.discard(turn_id)
         self._resumes_left -= 1
         if self._resumes_left <= 0:
             self._resumes_done.set()
@@ -489,10 +509,11 @@ class GatewayRunner:
                 if lane.resume:
                     await self._deliveries_done.wait()
                     turn_id = lane.resume.popleft()
+                    self._resuming.add(turn_id)
                     try:
                         await self._run_resume(lane, turn_id)
                     finally:
-                        self._resume_finished()
+                        self._resume_finished(turn_id)
                     continue
                 if not self._gate.is_set():
                     await self._gate.wait()
@@ -590,7 +611,11 @@ class GatewayRunner:
             if claim is None:
                 continue
             verdict = recovery.classify(
-                claim.turn, self.lane_store.restart_count(key), self.config, self.clock.now()
+                claim.turn,
+                self.lane_store.restart_count(key),
+                self.config,
+                self.clock.now(),
+                awaiting_approval=turn_id in self.approvals.pending_turns(),
             )
             if verdict == "resume":
                 await self._run_resume(lane, turn_id)

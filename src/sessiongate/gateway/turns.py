@@ -65,6 +65,7 @@ from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (
     RESUME_NOTE,
+    StoredProgress,
     TurnProgress,
     resume_note,
     resume_progress,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import Agent, AgentFactory, AgentHost
     from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Waiters
@@ -246,8 +248,11 @@ class TurnExecutor:
         may_act: Callable[[], bool] | None = None,
         feed: EventFeed | None = None,
         prompts: SystemPrompts | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._store = store
+        # Tool calls that wait for a person (`approvals.py`); None: no call ever waits.
+        self._approvals = approvals
         # Each agent's (or binding's) instructions, placed before the session context block.
         self._prompts = prompts if prompts is not None else SystemPrompts(config)
         self._lane_store = lane_store
@@ -383,9 +388,26 @@ class TurnExecutor:
         # such as a `/title` sent meanwhile, shows from the next turn).
         entry = claim.entry or self._store.get_session(turn.session_key)
         note = None
+        gate = (
+            None
+            if self._approvals is None
+            else self._approvals.for_turn(
+                turn_id=turn.id, session_key=turn.session_key, source=claim.item.source
+            )
+        )
+        awaiting = None
         if resumed:
             stored = resume_progress(self._lane_store.turn_messages(turn))
             progress.resume_from(stored.messages)
+            open_ids = [str(r["tool_call_id"]) for r in stored.interrupted_results]
+            if gate is not None and open_ids and gate.has_open_calls(open_ids):
+                # The calls waited for approval and none of them started: the agent takes
+                # them up again (waiting on, or acting on, the same approvals), so they get
+                # their real results instead of "interrupted".
+                awaiting = next(
+                    m for m in reversed(stored.messages) if m.get("role") == "assistant"
+                )
+                stored = StoredProgress(stored.messages, [])
             for synthetic in stored.interrupted_results:
                 self._complete(claim, progress, synthetic)
             note = resume_note(turn.attempt, stored)
@@ -419,6 +441,8 @@ class TurnExecutor:
             resume_note=note,
             turn_id=turn.id,
             host=self._host,
+            approvals=gate,
+            awaiting=awaiting,
         )
         return request, entry
 

@@ -108,7 +108,7 @@ class PostgresApprovals:
         return bool(
             self.conn.execute(
                 "UPDATE approvals SET used = true "
-                "WHERE id = %s AND status = 'approved' AND NOT used",
+                "WHERE id = %s AND status <> 'pending' AND NOT used",
                 (approval_id,),
             ).rowcount
         )

@@ -101,7 +101,7 @@ class SqliteApprovals:
         """Mark an approved call as started; False when it was started before."""
         return bool(
             self.conn.execute(
-                "UPDATE approvals SET used = 1 WHERE id = ? AND status = 'approved' AND used = 0",
+                "UPDATE approvals SET used = 1 WHERE id = ? AND status != 'pending' AND used = 0",
                 (approval_id,),
             ).rowcount
         )
