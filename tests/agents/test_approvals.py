@@ -17,7 +17,6 @@ from sessiongate.adapters.loopback import LoopbackAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.errors import ApprovalDecidedError, NotAnApproverError
 from sessiongate.gateway import GatewayRunner
-from sessiongate.store.changes import ChangeKind
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
