@@ -279,3 +279,40 @@ async def test_a_pending_approval_survives_a_restart_and_resumes_once(make_chat,
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[2]["content"] == "deleted /srv/data"
     assert messages[-1]["content"] == "done after restart"
+
+
+async def test_a_follow_up_that_interrupts_the_turn_cancels_its_approval(make_chat, server) -> None:
+    chat = await make_chat()
+    server.script(Calls([DELETE]), Reply("ok, never mind"))
+    turn = chat.send("clean up")
+    approval_id = await chat.prompt_id()
+    follow_up = await chat.say("no wait, keep it")  # busy_input_mode: interrupt
+    assert follow_up.reply == "ok, never mind"
+    await turn
+    assert chat.runner.approvals.book.get(approval_id).status == "cancelled"
+    assert sample_tools.DELETED == []
+
+
+async def test_restarts_while_waiting_are_no_crash_loop(make_chat, server) -> None:
+    # Three starts in a row find the turn cut off: a crash loop would be set aside as stuck
+    # (`stuck_loop_threshold` 3); a turn waiting for a person is resumed each time.
+    server.script(Calls([DELETE]))
+    first = await make_chat()
+    turn = first.send("clean up")
+    approval_id = await first.prompt_id()
+    await first.runner.stop()
+    await turn
+    for _ in range(3):
+        chat = await make_chat()
+        await until(lambda c=chat: c.runner.approvals._wakers.get(approval_id) is not None)
+        await chat.runner.stop()
+    server.script(Reply("done at last"))
+    last = await make_chat()
+    await until(lambda: last.runner.approvals._wakers.get(approval_id) is not None)
+    await last.say(f"/approve {approval_id}")
+    key = last.runner.approvals.book.get(approval_id).session_key
+    await until(lambda: key not in last.runner._lanes)
+    assert sample_tools.DELETED == ["/srv/data"]
+    messages = last.store.load_transcript(last.store.get_session(key).session_id)
+    assert messages[-1]["content"] == "done at last"
+    assert not [m for m in last.adapter.texts() if "set aside" in m]

@@ -36,7 +36,7 @@ from sessiongate.store.approvals import PENDING, ApprovalBook, arguments_sha256
 from sessiongate.store.records import from_us
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import ApprovalsConfig, GatewayConfig
@@ -259,6 +259,11 @@ class TurnApprovals:
         self.session_key = session_key
         self._source = source
         self.approvers = approvers
+        # The turn's `agent.gateway_timeout`, held while a call waits for a person: the wait
+        # has its own timeout (`timeout_minutes`), and the agent's time is what it computes.
+        self.deadline: asyncio.Timeout | None = None
+        self._waiting = 0
+        self._left: float | None = None
 
     def needs(self, tool: str) -> bool:
         return needs_approval(self._policy, tool)
@@ -290,7 +295,23 @@ class TurnApprovals:
             await self._approvals.prompt(self._source, row, self._policy.timeout_minutes)
         if row.status == PENDING:
             self._approvals.told_waiting(self.turn_id)
-        return await self._approvals.wait(row)
+        with self._deadline_held():
+            return await self._approvals.wait(row)
+
+    @contextlib.contextmanager
+    def _deadline_held(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        if self._waiting == 0 and self.deadline is not None:
+            when = self.deadline.when()
+            self._left = None if when is None else when - loop.time()
+            self.deadline.reschedule(None)
+        self._waiting += 1
+        try:
+            yield
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0 and self.deadline is not None and self._left is not None:
+                self.deadline.reschedule(loop.time() + max(self._left, 0.0))
 
     def start(self, rows: list[ApprovalRow], calls: dict[str, tuple[str, str]]) -> list[Decision]:
         """Mark the message's decided approvals started (before any of its calls runs), and

@@ -308,6 +308,9 @@ class TurnExecutor:
                 )
                 log.info("turn left for resume after restart", extra=extra)
                 return
+            if self._approvals is not None:
+                # Nobody is waiting for these calls any more (a follow-up, `/stop`, `/new`).
+                self._approvals.cancel(turn.session_key, by=str(reason))
             await self._until_stored(
                 claim, lambda: self.interrupt(claim, progress, reason=str(reason))
             )
@@ -513,6 +516,8 @@ class TurnExecutor:
                 return _AgentDone(None, left=True)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
+            if request.approvals is not None:
+                request.approvals.deadline = timeout  # held while a call waits for a person
             async with timeout:
                 end = await self._consume(claim, progress, agent_events(agent, request))
             progress.cost_usd = self._cost(request, progress)
