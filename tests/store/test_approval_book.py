@@ -38,7 +38,7 @@ def test_one_approval_per_call_holding_what_was_shown(store):
     assert new
     assert other.id != row.id
     assert {r.id for r in book.listed(status="pending")} == {row.id, other.id}
-    assert book.for_call(7, "call_2") == other
+    assert book.for_call("agent:main:api:dm:a", 7, "call_2") == other
 
 
 def test_a_decision_is_one_conditional_update_bound_to_the_arguments(store):
@@ -116,3 +116,17 @@ def test_each_change_is_told_after_its_commit(store):
         (ChangeKind.APPROVAL_REQUESTED, "pending", row.id, "delete_file"),
         (ChangeKind.APPROVAL_DECIDED, "denied", row.id, "delete_file"),
     ]
+
+
+def test_an_incognito_lanes_approvals_stay_in_memory(store):
+    from sessiongate.core.source import SessionSource
+
+    entry = store.create_incognito_session(SessionSource(platform="api", chat_id="ghost"))
+    book = ApprovalBook(store)
+    row, _ = ask(book, key=entry.session_key)
+    with store.database.transaction() as conn:
+        assert conn.get_approval(row.id) is None  # nothing of it on disk
+    assert book.get(row.id) == row
+    assert [r.id for r in book.listed(status="pending")] == [row.id]
+    assert book.decide(row.id, approve=True, by="a", sha256=row.arguments_sha256) is not None
+    assert book.use(row.id)

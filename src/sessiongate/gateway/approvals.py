@@ -271,7 +271,8 @@ class TurnApprovals:
     def has_open_calls(self, call_ids: list[str]) -> bool:
         """Whether some of these calls (of this turn) have approvals and none was started:
         the calls are still to be run (a resumed turn waits for or acts on them)."""
-        rows = [self._approvals.book.for_call(self.turn_id, call_id) for call_id in call_ids]
+        book = self._approvals.book
+        rows = [book.for_call(self.session_key, self.turn_id, call_id) for call_id in call_ids]
         found = [row for row in rows if row is not None]
         return bool(found) and not any(row.used for row in found)
 

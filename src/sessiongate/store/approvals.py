@@ -7,6 +7,9 @@ to `approved`, `denied`, `expired` or `cancelled`, so two presses (or two device
 decision. An approved call is marked `used` when it starts, so a turn resumed after a restart
 never runs it twice. Each change is told on the feed after its commit (`approval.requested`,
 `approval.decided`, `approval.expired`).
+
+An incognito lane's approvals live beside its journal, in the in-memory database
+(`SessionStore.database_for`), so nothing of its calls reaches the disk.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.protocol import Tx
+    from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["DECIDED", "PENDING", "ApprovalBook", "arguments_sha256"]
@@ -59,8 +62,20 @@ def _note(conn: Tx, kind: ChangeKind, row: ApprovalRow, status: str) -> None:
 
 class ApprovalBook:
     def __init__(self, store: SessionStore, *, clock: Clock | None = None) -> None:
-        self._db = store.database
+        self._store = store
         self._clock: Clock = clock or store.clock
+
+    def _databases(self) -> list[Backend]:
+        memory = self._store.memory_database
+        return [self._store.database] if memory is None else [self._store.database, memory]
+
+    def _holding(self, approval_id: str) -> tuple[Backend, ApprovalRow] | None:
+        for db in self._databases():
+            with db.transaction() as conn:
+                row = conn.get_approval(approval_id)
+            if row is not None:
+                return db, row
+        return None
 
     def request(
         self,
@@ -76,7 +91,7 @@ class ApprovalBook:
         """The approval of one call: a new `pending` one (True), or the one the call already
         has (False; a resumed turn asks again and finds it)."""
         now = self._clock.now()
-        with self._db.transaction() as conn:
+        with self._store.database_for(session_key).transaction() as conn:
             found = conn.approval_for_call(turn_id, call_id)
             if found is not None:
                 return found, False
@@ -100,16 +115,21 @@ class ApprovalBook:
             return row, True
 
     def get(self, approval_id: str) -> ApprovalRow | None:
-        with self._db.transaction() as conn:
-            return conn.get_approval(approval_id)
+        held = self._holding(approval_id)
+        return None if held is None else held[1]
 
-    def for_call(self, turn_id: int, call_id: str) -> ApprovalRow | None:
-        with self._db.transaction() as conn:
+    def for_call(self, session_key: str, turn_id: int, call_id: str) -> ApprovalRow | None:
+        with self._store.database_for(session_key).transaction() as conn:
             return conn.approval_for_call(turn_id, call_id)
 
     def listed(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRow]:
-        with self._db.transaction() as conn:
-            return conn.list_approvals(status, limit)
+        """Newest first, incognito lanes' included."""
+        rows: list[ApprovalRow] = []
+        for db in self._databases():
+            with db.transaction() as conn:
+                rows.extend(conn.list_approvals(status, limit))
+        rows.sort(key=lambda row: (-row.requested_at, row.id))
+        return rows[:limit]
 
     def decide(
         self, approval_id: str, *, approve: bool, by: str | None, sha256: str
@@ -119,7 +139,10 @@ class ApprovalBook:
         hash differs; nothing changes then."""
         status = APPROVED if approve else DENIED
         now = to_us(self._clock.now())
-        with self._db.transaction() as conn:
+        held = self._holding(approval_id)
+        if held is None:
+            return None
+        with held[0].transaction() as conn:
             if not conn.decide_approval(approval_id, status=status, by=by, sha256=sha256, now=now):
                 return None
             row = conn.get_approval(approval_id)
@@ -129,13 +152,16 @@ class ApprovalBook:
 
     def use(self, approval_id: str) -> bool:
         """Mark an approved call as started; False when it was started before."""
-        with self._db.transaction() as conn:
+        held = self._holding(approval_id)
+        if held is None:
+            return False
+        with held[0].transaction() as conn:
             return conn.use_approval(approval_id)
 
     def cancel(self, session_key: str, *, by: str) -> list[str]:
         """Cancel the session key's pending approvals (`/stop`, `/new`); the ids."""
         now = to_us(self._clock.now())
-        with self._db.transaction() as conn:
+        with self._store.database_for(session_key).transaction() as conn:
             cancelled = conn.cancel_approvals(session_key, by, now)
             for approval_id in cancelled:
                 row = conn.get_approval(approval_id)
@@ -147,11 +173,12 @@ class ApprovalBook:
         """Expire every pending approval whose time is up; the rows expired."""
         now = to_us(self._clock.now())
         expired: list[ApprovalRow] = []
-        with self._db.transaction() as conn:
-            for row in conn.due_approvals(now):
-                if conn.decide_approval(
-                    row.id, status=EXPIRED, by=None, sha256=row.arguments_sha256, now=now
-                ):
-                    _note(conn, ChangeKind.APPROVAL_EXPIRED, row, EXPIRED)
-                    expired.append(row)
+        for db in self._databases():
+            with db.transaction() as conn:
+                for row in conn.due_approvals(now):
+                    if conn.decide_approval(
+                        row.id, status=EXPIRED, by=None, sha256=row.arguments_sha256, now=now
+                    ):
+                        _note(conn, ChangeKind.APPROVAL_EXPIRED, row, EXPIRED)
+                        expired.append(row)
         return expired
