@@ -74,13 +74,25 @@ def _fresh_tool_log() -> None:
 
 
 @pytest.fixture
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """None (SQLite in the home), or a PostgreSQL schema for a test run with
+    `backend="postgres"`."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("backend") != "postgres":
+        return None
+    return str(request.getfixturevalue("pg_schema").url)
+
+
+@pytest.fixture
 async def make_chat(
-    tmp_path: Path, clock: FakeClock, server: FakeOpenAI
+    tmp_path: Path, clock: FakeClock, server: FakeOpenAI, store_url: str | None
 ) -> AsyncIterator[Callable[..., Any]]:
     made: list[GatewayRunner] = []
+    stores: list[SessionStore] = []
 
     async def make(*, home: str = "home", approvals: dict[str, Any] | None = None) -> Chat:
         config = GatewayConfig(
+            **({"store": {"url": store_url}} if store_url else {}),
             agent={
                 "restart_drain_timeout": 0,
                 "approvals": approvals or {"tools": ["delete_*"], "timeout_minutes": 30},
@@ -90,9 +102,10 @@ async def make_chat(
                     "max_retries": 0,
                     "tools": ["sample_tools:delete_file", "sample_tools:lookup_order"],
                 },
-            }
+            },
         )
         store = SessionStore(tmp_path / home / "sessions", config, clock=clock)
+        stores.append(store)
         adapter = LoopbackAdapter()
         runner = GatewayRunner(
             store,
@@ -109,6 +122,8 @@ async def make_chat(
     yield make
     for runner in made:
         await runner.stop()
+    for store in stores:
+        store.close()
 
 
 def tool_results(server: FakeOpenAI, request: int) -> list[str]:
@@ -253,7 +268,10 @@ async def test_new_cancels_a_pending_approval(make_chat, server) -> None:
     assert sample_tools.DELETED == []
 
 
-async def test_a_pending_approval_survives_a_restart_and_resumes_once(make_chat, server) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_pending_approval_survives_a_restart_and_resumes_once(
+    make_chat, server, backend
+) -> None:
     first = await make_chat()
     server.script(Calls([DELETE]))
     turn = first.send("clean up")

@@ -216,7 +216,8 @@ class Approvals:
         event = self._wakers.setdefault(row.id, asyncio.Event())
         try:
             while True:
-                current = self.book.get(row.id)
+                # Read off the loop (DESIGN decision 15): on PostgreSQL a poll is a round trip.
+                current = await _off_loop(self.book.get, row.id)
                 if current is None:  # erased meanwhile
                     return replace(row, status="cancelled")
                 if current.status != PENDING:
@@ -239,6 +240,17 @@ class Approvals:
             # The approval stays pending and listed (`GET /v1/approvals`); the operator may
             # still decide it.
             log.exception("approval prompt not delivered", extra={"approval_id": row.id})
+
+
+async def _off_loop(read: Callable[[str], ApprovalRow | None], key: str) -> ApprovalRow | None:
+    """`read(key)` on a worker thread; a cancelled caller still waits for it, so no store read
+    outlives its turn (the store may close right after)."""
+    future = asyncio.get_running_loop().run_in_executor(None, read, key)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise
 
 
 class TurnApprovals:
