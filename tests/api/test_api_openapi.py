@@ -38,6 +38,10 @@ ADDED_ROUTES = {
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),
     ("post", "/v1/erasure"),  # round 2: the right to erasure
+    # Round 3: tool approvals asked in the chat, listed and decided by programs.
+    ("get", "/v1/approvals"),
+    ("get", "/v1/approvals/{approval_id}"),
+    ("post", "/v1/approvals/{approval_id}"),
 }
 
 
