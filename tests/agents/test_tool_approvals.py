@@ -334,3 +334,22 @@ async def test_restarts_while_waiting_are_no_crash_loop(make_chat, server) -> No
     messages = last.store.load_transcript(last.store.get_session(key).session_id)
     assert messages[-1]["content"] == "done at last"
     assert not [m for m in last.adapter.texts() if "set aside" in m]
+
+
+async def test_housekeeping_expires_an_approval_nobody_waits_on(make_chat, clock) -> None:
+    chat = await make_chat()
+    book = chat.runner.approvals.book
+    row, _ = book.request(
+        turn_id=99,
+        call_id="call_x",
+        session_key="agent:main:telegram:dm:alice",
+        tool="delete_file",
+        arguments="{}",
+        approvers=["telegram:alice"],
+        timeout_seconds=60,
+    )
+    assert (await chat.runner.housekeeping.tick()).approvals_expired == 0
+    clock.advance(60)
+    assert (await chat.runner.housekeeping.tick()).approvals_expired == 1
+    assert book.get(row.id).status == "expired"
+    assert ("approval.expired", "expired") in chat.approval_events()

@@ -191,6 +191,7 @@ class GatewayRunner:
             clock=self.clock,
             lanes=self.lane_store,
             redeliver=self._redeliver,
+            expire_approvals=lambda: len(self.approvals.expire_due()),
         )
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
