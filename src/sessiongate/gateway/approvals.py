@@ -117,15 +117,19 @@ class Approvals:
         # Told the turn id when a turn starts waiting (the runner's startup gate).
         self._waiting = waiting or (lambda _turn_id: None)
         self._wakers: dict[str, asyncio.Event] = {}
+        self._policies: dict[str, ApprovalsConfig | None] = {}
 
     def policy(self, session_key: str) -> ApprovalsConfig | None:
         """The approvals of the agent serving `session_key`; None when none of its tools
         needs one."""
-        try:
-            spec = self._config.agent_spec(agent_of_key(session_key) or "main")
-        except KeyError:
-            return None
-        return spec.approvals if spec.approvals.tools else None
+        agent_id = agent_of_key(session_key) or "main"
+        if agent_id not in self._policies:  # read once per agent: a turn pays a dict lookup
+            try:
+                approvals = self._config.agent_spec(agent_id).approvals
+            except KeyError:
+                approvals = None
+            self._policies[agent_id] = approvals if approvals and approvals.tools else None
+        return self._policies[agent_id]
 
     def for_turn(
         self, *, turn_id: int, session_key: str, source: SessionSource
