@@ -17,6 +17,7 @@ from sessiongate.adapters.loopback import LoopbackAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.errors import ApprovalDecidedError, NotAnApproverError
 from sessiongate.gateway import GatewayRunner
+from sessiongate.store.approvals import ApprovalBook
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -353,3 +354,23 @@ async def test_housekeeping_expires_an_approval_nobody_waits_on(make_chat, clock
     assert (await chat.runner.housekeeping.tick()).approvals_expired == 1
     assert book.get(row.id).status == "expired"
     assert ("approval.expired", "expired") in chat.approval_events()
+
+
+async def test_a_decision_from_another_process_reaches_the_waiting_turn(
+    make_chat, server, tmp_path, clock
+) -> None:
+    # `sessiongate approvals approve` (or another instance) writes the same store: the waiting
+    # call reads it on its own, with nothing to wake it in this process.
+    chat = await make_chat()
+    server.script(Calls([DELETE]), Reply("done"))
+    turn = chat.send("clean up")
+    approval_id = await chat.prompt_id()
+    other = SessionStore(tmp_path / "home" / "sessions", GatewayConfig(), clock=clock)
+    try:
+        book = ApprovalBook(other)
+        row = book.get(approval_id)
+        assert book.decide(approval_id, approve=True, by="operator", sha256=row.arguments_sha256)
+    finally:
+        other.close()
+    assert (await turn).reply == "done"
+    assert sample_tools.DELETED == ["/srv/data"]
