@@ -143,6 +143,8 @@ async def test_an_approved_call_runs_once_and_the_turn_finishes(make_chat, serve
     assert 'delete_file({"path": "/srv/data"})' in prompt
     assert f"/deny {approval_id}" in prompt
     assert sample_tools.DELETED == []  # nothing runs before the decision
+    status = await chat.say("/status")
+    assert f"Waiting for approval [{approval_id}]: delete_file" in status.reply
     answer = await chat.say(f"/approve {approval_id}")
     assert answer.reply == f"Approved: delete_file [{approval_id}]."
     receipt = await turn

@@ -204,6 +204,11 @@ class Approvals:
             self._wake(row.id)
         return expired
 
+    def pending_for(self, session_key: str) -> list[ApprovalRow]:
+        """The session key's pending approvals, oldest first (`/status`)."""
+        rows = self.book.listed(status=PENDING, limit=100_000)
+        return [row for row in reversed(rows) if row.session_key == session_key]
+
     def pending_turns(self) -> set[int]:
         return {row.turn_id for row in self.book.listed(status=PENDING, limit=100_000)}
 

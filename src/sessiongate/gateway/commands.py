@@ -466,6 +466,11 @@ class CommandRunner:
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
+        if self._approvals is not None:
+            lines.extend(
+                f"Waiting for approval [{row.id}]: {row.tool} (/approve {row.id} or /deny {row.id})"
+                for row in self._approvals.pending_for(call.key)
+            )
         return await self._answer(call, "\n".join(lines))
 
     async def _cmd_sessions(self, call: _Call) -> Receipt:
