@@ -107,7 +107,7 @@ class Approvals:
         config: GatewayConfig,
         *,
         clock: Clock,
-        notify: Callable[[SessionSource, str], Awaitable[None]],
+        notify: Callable[[SessionSource, str, str], Awaitable[object]],
         waiting: Callable[[int], None] | None = None,
     ) -> None:
         self.book = ApprovalBook(store, clock=clock)
@@ -244,7 +244,7 @@ class Approvals:
     async def prompt(self, source: SessionSource, row: ApprovalRow, minutes: float) -> None:
         text = PROMPT.format(id=row.id, tool=row.tool, arguments=row.arguments, minutes=minutes)
         try:
-            await self._notify(source, text)
+            await self._notify(source, text, row.id)
         except Exception:
             # The approval stays pending and listed (`GET /v1/approvals`); the operator may
             # still decide it.

@@ -182,7 +182,11 @@ class GatewayRunner:
         self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
         # Tool calls waiting for a person's approval (`approvals.py`).
         self.approvals = Approvals(
-            store, config, clock=self.clock, notify=self.notify, waiting=self._approval_waiting
+            store,
+            config,
+            clock=self.clock,
+            notify=self._delivery.send_approval,
+            waiting=self._approval_waiting,
         )
         self.housekeeping = HousekeepingWatcher(
             store=store,

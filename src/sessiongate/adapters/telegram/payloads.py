@@ -17,6 +17,7 @@ commands are cut out of the text in those units.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from sessiongate.gateway.events import MessageType
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["GENERAL_TOPIC", "BotIdentity", "parse_update"]
+__all__ = ["APPROVAL_BUTTONS", "GENERAL_TOPIC", "BotIdentity", "approval_keyboard", "parse_update"]
 
 # Telegram's General topic of a forum: its messages carry no thread id, and sends to it must
 # leave `message_thread_id` out (Telegram rejects 1) while `sendChatAction` needs it.
@@ -43,6 +44,10 @@ _CHAT_TYPES = {
     "channel": ChatType.CHANNEL,
 }
 _MESSAGE_KINDS = ("message", "edited_message", "channel_post", "edited_channel_post")
+# An approval prompt's buttons (`gateway/approvals.py`): each press arrives as a callback query
+# whose data is `<command>:<approval id>`, and is read as that command typed by the presser.
+APPROVAL_BUTTONS = (("Approve", "approve"), ("Deny", "deny"))
+_APPROVAL_DATA = re.compile(r"(approve|deny):([0-9a-f]{1,64})")
 # (field, message type) in the order a message is checked; `photo` is a list of sizes.
 _MEDIA = (
     ("photo", MessageType.PHOTO),
@@ -62,8 +67,18 @@ class BotIdentity:
     username: str
 
 
+def approval_keyboard(approval_id: str) -> dict[str, Any]:
+    """The `reply_markup` of an approval prompt: Approve and Deny, one row."""
+    row = [
+        {"text": text, "callback_data": f"{verb}:{approval_id}"} for text, verb in APPROVAL_BUTTONS
+    ]
+    return {"inline_keyboard": [row]}
+
+
 def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
     event_id = str(update["update_id"])
+    if "callback_query" in update:
+        return _button_press(event_id, update["callback_query"])
     kind = next((k for k in _MESSAGE_KINDS if k in update), None)
     if kind is None:
         other = next((k for k in update if k != "update_id"), "unknown")
@@ -126,6 +141,44 @@ def parse_update(update: Mapping[str, Any], me: BotIdentity) -> PlatformEvent:
         kind=kind,
         sent_at=float(message["date"]) if message.get("date") is not None else None,
         group_id=str(message["media_group_id"]) if message.get("media_group_id") else None,
+    )
+
+
+def _button_press(event_id: str, query: Mapping[str, Any]) -> PlatformEvent:
+    """A press of an approval button, as the command it stands for (`/approve <id>`) sent by
+    the person who pressed it, in the prompt's chat; any other button is ignored."""
+    match = _APPROVAL_DATA.fullmatch(str(query.get("data") or ""))
+    message: Mapping[str, Any] = query.get("message") or {}
+    chat: Mapping[str, Any] = message.get("chat") or {}
+    sender: Mapping[str, Any] = query.get("from") or {}
+    if match is None or "id" not in chat or "id" not in sender:
+        return PlatformEvent(event_id=event_id, source=None, kind="callback_query")
+    chat_type = _CHAT_TYPES.get(str(chat.get("type")), ChatType.GROUP)
+    text = f"/{match.group(1)} {match.group(2)}"
+    source = SessionSource(
+        platform=Platform.TELEGRAM,
+        chat_id=str(chat["id"]),
+        chat_name=chat.get("title") or _name(chat) or None,
+        chat_type=chat_type,
+        user_id=str(sender["id"]),
+        user_name=sender.get("username") or _name(sender) or None,
+        thread_id=_thread_id(message, chat),
+        is_bot=bool(sender.get("is_bot")),
+    )
+    facts = MessageFacts(
+        chat_type=chat_type,
+        text=text,
+        has_media=False,
+        is_own=False,
+        is_bot=bool(sender.get("is_bot")),
+        is_edit=False,
+        mentions_bot=False,
+        reply_to_bot=False,
+        command_to_bot=True,
+        command_to_other=False,
+    )
+    return PlatformEvent(
+        event_id=event_id, source=source, facts=facts, text=text, kind="callback_query"
     )
 
 
