@@ -71,3 +71,17 @@ async def stored_roles(context: ToolContext) -> list[str]:
     mid-turn)."""
     assert context.host is not None
     return [m["role"] for m in context.host.store.load_transcript(context.session_id)]
+
+
+# Every path `delete_file` was called with, in order (the approval tests count the runs).
+DELETED: list[str] = []
+
+
+def delete_file(path: str) -> str:
+    """Delete a file (recorded only).
+
+    Args:
+        path: the file to delete
+    """
+    DELETED.append(path)
+    return f"deleted {path}"

@@ -30,6 +30,8 @@ from typing import Any
 
 __all__ = [
     "AgentTurnError",
+    "ApprovalDecidedError",
+    "ApprovalNotFoundError",
     "ConflictError",
     "EntryNotFoundError",
     "ForeignStoreError",
@@ -42,6 +44,7 @@ __all__ = [
     "JobNotFoundError",
     "LeaseLostError",
     "MessageIdConflictError",
+    "NotAnApproverError",
     "QueueFullError",
     "RouteChangedError",
     "SessionArchivedError",
@@ -154,6 +157,21 @@ class ForkTooLargeError(SessiongateError):
 
 class UnauthorizedError(SessiongateError):
     code = "unauthorized"
+
+
+class ApprovalNotFoundError(SessiongateError, LookupError):
+    code = "approval_not_found"
+
+
+class ApprovalDecidedError(ConflictError):
+    """The approval is no longer pending (decided, expired, cancelled), or the call it is
+    for is not the one the decision was shown."""
+
+    code = "approval_decided"
+
+
+class NotAnApproverError(UnauthorizedError):
+    code = "not_an_approver"
 
 
 class AgentTurnError(SessiongateError):

@@ -46,6 +46,10 @@ ADDED_ROUTES = {
     ("delete", "/v1/jobs/{job_id}"),
     ("post", "/v1/jobs/{job_id}/run"),
     ("get", "/v1/jobs/{job_id}/runs"),
+    # Round 3: tool approvals asked in the chat, listed and decided by programs.
+    ("get", "/v1/approvals"),
+    ("get", "/v1/approvals/{approval_id}"),
+    ("post", "/v1/approvals/{approval_id}"),
 }
 
 

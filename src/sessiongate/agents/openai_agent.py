@@ -25,7 +25,11 @@ from sessiongate.agents._stream import Completion, stream_completion
 from sessiongate.agents._upstream import NOTICES, Failure, backoff_delay, classify
 from sessiongate.agents.base import TurnRequest, TurnResult, Usage
 from sessiongate.agents.tools import ToolContext, load_tools
-from sessiongate.agents.tools._calls import ToolLimits, repair_tool_calls, run_tool_calls
+from sessiongate.agents.tools._calls import (
+    ToolLimits,
+    repair_tool_calls,
+    run_calls_with_approvals,
+)
 from sessiongate.core.turn_events import (
     MessageCompleted,
     StreamRetry,
@@ -162,6 +166,30 @@ class OpenAIAgent:
         if tools:
             body["tools"] = [made.spec() for made in tools.values()]
             body["parallel_tool_calls"] = self.config.parallel_tool_calls
+        if request.awaiting is not None:
+            # A resumed turn whose calls were waiting for approval when the gateway stopped:
+            # they are taken up again (the same approvals) before the model is asked anything.
+            awaiting = request.awaiting
+            last = messages[-1] if messages else None
+            if (
+                last is not None
+                and last.get("role") == "assistant"
+                and not last.get("tool_calls")
+                and last.get("content") == awaiting.get("content")
+            ):
+                messages.pop()  # the model context kept its text without the open calls
+            messages.append(_to_api_message(awaiting))
+            for result in await run_calls_with_approvals(
+                awaiting.get("tool_calls") or [],
+                self._tools,
+                context,
+                self._limits,
+                request.approvals,
+            ):
+                yield result
+                messages.append(
+                    {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}
+                )
         cap = self.config.max_tool_iterations
         for _ in range(cap):
             completion: Completion | None = None
@@ -187,7 +215,9 @@ class OpenAIAgent:
             if not calls:
                 yield TurnEnd(text=message.get("content") or "")
                 return
-            for result in await run_tool_calls(calls, tools, context, self._limits):
+            for result in await run_calls_with_approvals(
+                calls, tools, context, self._limits, request.approvals
+            ):
                 yield result
                 messages.append(
                     {"role": "tool", "tool_call_id": result.tool_call_id, "content": result.content}

@@ -44,6 +44,7 @@ from fastapi.staticfiles import StaticFiles
 import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
+    routes_approvals,
     routes_erasure,
     routes_events,
     routes_hooks,
@@ -189,6 +190,7 @@ def create_app(
     app.include_router(routes_sessions.router)
     app.include_router(routes_tree.router)
     app.include_router(routes_turns.router)
+    app.include_router(routes_approvals.router)
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
     app.include_router(routes_whatsapp.router)

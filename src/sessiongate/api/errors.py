@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from sessiongate.errors import (
     AgentTurnError,
+    ApprovalNotFoundError,
     ConflictError,
     EntryNotFoundError,
     ForeignStoreError,
@@ -69,6 +70,7 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     SessionNotFoundError: 404,
     EntryNotFoundError: 404,
     JobNotFoundError: 404,
+    ApprovalNotFoundError: 404,
     SessionArchivedError: 409,
     SessionBusyError: 409,
     StaleWriteError: 409,

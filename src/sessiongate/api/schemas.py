@@ -24,6 +24,9 @@ from pydantic import (
 __all__ = [
     "MAX_ENTRY_ID",
     "MAX_KEY_COMPONENT_CHARS",
+    "ApprovalDecisionIn",
+    "ApprovalList",
+    "ApprovalOut",
     "BranchOut",
     "BranchesOut",
     "CompactOut",
@@ -482,3 +485,35 @@ class HealthOut(BaseModel):
     status: Literal["ok", "unavailable"]
     store: Literal["open", "closed"]
     version: str
+
+
+class ApprovalOut(BaseModel):
+    """A tool call waiting for (or given) a person's decision."""
+
+    id: str
+    status: Literal["pending", "approved", "denied", "expired", "cancelled"]
+    tool: str
+    arguments: str = Field(description="the call's arguments, exactly as the prompt showed them")
+    arguments_sha256: str = Field(description="what a decision binds to (tool name and arguments)")
+    session_key: str
+    turn_id: int
+    call_id: str
+    approvers: list[str]
+    requested_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalOut]
+
+
+class ApprovalDecisionIn(_In):
+    decision: Literal["approve", "deny"]
+    arguments_sha256: str | None = Field(
+        None,
+        min_length=64,
+        max_length=64,
+        description="when given, the decision applies only if the call is this one",
+    )

@@ -9,6 +9,7 @@
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
     jobs       scheduled jobs: add|list|show|...     cli/jobs.py
+    approvals  list|approve|deny tool approvals      cli/approvals.py
     try        an adapter against its local stub     cli/try_cmd.py
     forget     erase one person (right to erasure)   cli/forget.py
     import     hermes|openclaw: another gateway's home cli/import_cmd.py
@@ -28,6 +29,7 @@ import typer
 
 import sessiongate
 from sessiongate.cli import (
+    approvals,
     backup,
     bench,
     chat,
@@ -93,6 +95,7 @@ app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(jobs.app, name="jobs")
+app.add_typer(approvals.app, name="approvals")
 app.command("try")(try_cmd.try_platform)
 app.command("forget")(forget.forget)
 app.add_typer(import_cmd.app, name="import")

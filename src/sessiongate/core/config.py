@@ -39,6 +39,7 @@ __all__ = [
     "AgentConfig",
     "AgentSpec",
     "ApiConfig",
+    "ApprovalsConfig",
     "BindingConfig",
     "DiscordConfig",
     "EchoAgentConfig",
@@ -227,10 +228,65 @@ class _Instructions(_Model):
         return self
 
 
+_APPROVER = re.compile(r"[a-z][a-z0-9_-]*:\S+")
+SESSION_USER = "session-user"
+
+
+class ApprovalsConfig(_Model):
+    """Tool calls that wait for a person's approval, asked in the chat (`docs/AGENTS.md`)."""
+
+    tools: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Tools whose calls need approval: a tool name, or a pattern with `*` "
+            "(`mcp:<server>:*`, `delete_*`). Empty: no call needs approval."
+        ),
+    )
+    approvers: list[str] | Literal["session-user"] = Field(
+        "session-user",
+        description=(
+            "Who may decide: `session-user` (the person whose message started the turn), or a "
+            "list of `<platform>:<user_id>`."
+        ),
+    )
+    timeout_minutes: float = Field(
+        30.0,
+        gt=0,
+        le=7 * 24 * 60,
+        description="How long an approval waits; then the call is denied as expired.",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _tool_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip() or len(pattern) > 200 or any(c.isspace() for c in pattern):
+                raise ValueError(
+                    f"invalid tool pattern {pattern!r}: 1 to 200 characters, no spaces"
+                )
+        return value
+
+    @field_validator("approvers")
+    @classmethod
+    def _approver_ids(cls, value: list[str] | str) -> list[str] | str:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("approvers is empty; list `<platform>:<user_id>` or say "
+                                 "`session-user`")  # fmt: skip
+            for approver in value:
+                if not _APPROVER.fullmatch(approver):
+                    raise ValueError(
+                        f"invalid approver {approver!r}: `<platform>:<user_id>`, e.g. "
+                        "`telegram:12345`"
+                    )
+        return value
+
+
 class _AgentChoices(_Instructions):
     """What every agent may carry besides its kind's settings."""
 
     models: list[str] = Field(default_factory=list, description=_MODELS_DESCRIPTION)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     @field_validator("models")
     @classmethod
@@ -969,6 +1025,7 @@ class GatewayConfig(_Model):
             "system_prompt": self.agent.system_prompt,
             "system_prompt_file": self.agent.system_prompt_file,
             "models": list(self.agent.models),
+            "approvals": self.agent.approvals,
         }
         if self._main_is_openai():
             return OpenAIAgentSpec(kind="openai", **self.agent.openai.model_dump(), **shared)

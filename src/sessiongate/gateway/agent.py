@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from sessiongate.core.turn_events import TurnEvent
+    from sessiongate.gateway.approvals import TurnApprovals
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.receipts import Receipt
     from sessiongate.store.session_store import SessionStore
@@ -58,6 +59,12 @@ class TurnRequest:
     turn_id: int | None = None
     # The gateway running the turn, for tools that work with sessions (None outside one).
     host: AgentHost | None = None
+    # What the agent asks before running a call that needs a person's approval
+    # (`gateway/approvals.py`); None when no tool of this agent needs one.
+    approvals: TurnApprovals | None = None
+    # Set when a resumed turn stopped while its last assistant message's calls waited for
+    # approval (none of them started): that message, whose calls the agent runs first.
+    awaiting: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

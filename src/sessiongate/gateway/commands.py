@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sessiongate.core.bindings import DEFAULT_AGENT, agent_of_key
 from sessiongate.core.config import OpenAIAgentSpec
 from sessiongate.core.context import sanitize_untrusted
-from sessiongate.errors import SessionBusyError, StaleWriteError
+from sessiongate.errors import (
+    ApprovalDecidedError,
+    ApprovalNotFoundError,
+    NotAnApproverError,
+    SessionBusyError,
+    StaleWriteError,
+)
+from sessiongate.gateway.approvals import approver_id
 from sessiongate.gateway.lanes import CancelReason
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
+    from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.lanes import LaneTable
     from sessiongate.gateway.routing import Routed
@@ -87,6 +95,8 @@ COMMANDS: dict[str, CommandSpec] = {
             "show the model, or choose one of the allowed ones",
         ),
         CommandSpec("help", BusyPolicy.RUN, "/help", "list the commands"),
+        CommandSpec("approve", BusyPolicy.RUN, "/approve <id>", "let a waiting tool call run"),
+        CommandSpec("deny", BusyPolicy.RUN, "/deny <id>", "refuse a waiting tool call"),
         CommandSpec(
             "new",
             BusyPolicy.INTERRUPT,
@@ -251,7 +261,9 @@ class CommandRunner:
         lanes: LaneTable,
         config: GatewayConfig,
         host: CommandHost,
+        approvals: Approvals | None = None,
     ) -> None:
+        self._approvals = approvals
         self._store = store
         self._lane_store = lane_store
         self._lanes = lanes
@@ -340,6 +352,8 @@ class CommandRunner:
     async def _reset(self, call: _Call, *, soft: bool, text: str) -> Receipt:
         key = call.key
         acceptance: Acceptance | None = None
+        if self._approvals is not None:
+            self._approvals.cancel(key, by=call.command.name)
         async with self._quiet_lane(key):
             with self._lane_store.atomic():
                 self._check_new(call)
@@ -374,6 +388,8 @@ class CommandRunner:
         return await self._answer(call, UNKNOWN_REPLY.format(name=name))
 
     async def _cmd_stop(self, call: _Call) -> Receipt:
+        if self._approvals is not None:
+            self._approvals.cancel(call.key, by="stop")
         lane = self._lanes.get(call.key)
         running = lane.running if lane is not None else None
         stopped = running is not None and running.cancel(CancelReason.STOP)
@@ -381,6 +397,38 @@ class CommandRunner:
         depth = self._lane_store.queue_depth(call.key)
         if depth:
             reply += f" {depth} waiting message(s) will run next."
+        return await self._answer(call, reply)
+
+    async def _cmd_approve(self, call: _Call) -> Receipt:
+        return await self._decide(call, approve=True)
+
+    async def _cmd_deny(self, call: _Call) -> Receipt:
+        return await self._decide(call, approve=False)
+
+    async def _decide(self, call: _Call, *, approve: bool) -> Receipt:
+        """`/approve <id>` and `/deny <id>`: only an allowed approver decides, once."""
+        approval_id = call.command.args.strip()
+        name = "approve" if approve else "deny"
+        if not approval_id or any(c.isspace() for c in approval_id) or len(approval_id) > 64:
+            return await self._answer(call, f"Usage: {COMMANDS[name].usage}", record=False)
+        if self._approvals is None:
+            return await self._answer(call, f"No approval {approval_id} is waiting.")
+        source = call.event.source
+        try:
+            row = self._approvals.decide(
+                approval_id,
+                approve=approve,
+                by=approver_id(str(source.platform), source.user_id),
+            )
+        except ApprovalNotFoundError:
+            reply = f"No approval {approval_id} is waiting."
+        except NotAnApproverError:
+            reply = f"You may not decide approval {approval_id}."
+        except ApprovalDecidedError as exc:
+            reply = f"Approval {approval_id} is already {exc.data.get('status', 'decided')}."
+        else:
+            verb = "Approved" if approve else "Denied"
+            reply = f"{verb}: {row.tool} [{row.id}]."
         return await self._answer(call, reply)
 
     async def _cmd_queue(self, call: _Call) -> Receipt:
@@ -418,6 +466,11 @@ class CommandRunner:
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
+        if self._approvals is not None:
+            lines.extend(
+                f"Waiting for approval [{row.id}]: {row.tool} (/approve {row.id} or /deny {row.id})"
+                for row in self._approvals.pending_for(call.key)
+            )
         return await self._answer(call, "\n".join(lines))
 
     async def _cmd_sessions(self, call: _Call) -> Receipt:

@@ -126,6 +126,25 @@ class Delivery:
             return False
         return True
 
+    async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> bool:
+        """An approval prompt: with buttons where the adapter has them (`send_approval`),
+        else as a notice; True when sent (or there is no adapter to use)."""
+        adapter = self.adapter_for(source.platform)
+        with_buttons = getattr(adapter, "send_approval", None)
+        if adapter is None or with_buttons is None:
+            return await self.send(source, text, turn_id=None)
+        try:
+            async with asyncio.timeout(DELIVERY_TIMEOUT_SECONDS):
+                await with_buttons(source, text, approval_id)
+        except Exception:
+            log.warning(
+                "approval prompt with buttons failed; sending it as text",
+                exc_info=True,
+                extra={"platform": str(source.platform), "chat_id": source.chat_id},
+            )
+            return await self.send(source, text, turn_id=None)
+        return True
+
     async def deliver_reply(
         self,
         session_key: str,

@@ -364,4 +364,7 @@ def _data(change: Change) -> dict[str, Any]:
         data["status"] = change.status
     if change.depth is not None:
         data["depth"] = change.depth
+    if change.approval_id is not None:
+        data["approval_id"] = change.approval_id
+        data["tool"] = change.tool
     return data

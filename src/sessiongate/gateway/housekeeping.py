@@ -60,6 +60,8 @@ class HousekeepingReport:
     redelivered: int | None = None
     # Keys the retention budgets removed (`retention.*`); `None` when not due this tick.
     retention_removed: tuple[str, ...] | None = None
+    # Tool approvals that expired this tick (`approvals.py`); `None` without approvals.
+    approvals_expired: int | None = None
 
 
 class HousekeepingWatcher:
@@ -74,8 +76,11 @@ class HousekeepingWatcher:
         clock: Clock,
         lanes: LaneStore | None = None,
         redeliver: Callable[[], Awaitable[int]] | None = None,
+        expire_approvals: Callable[[], int] | None = None,
     ) -> None:
         self._store = store
+        # Expires approvals nobody waits on any more (their feed events go out on time).
+        self._expire_approvals = expire_approvals
         self._lanes = lanes
         self._redeliver = redeliver
         self._cache = cache
@@ -93,6 +98,7 @@ class HousekeepingWatcher:
         pressure = self._cache.sweep_pressure()
         released = await self._cache.drain_released()
         redelivered = await self._redeliver() if self._redeliver is not None else None
+        expired = self._expire_approvals() if self._expire_approvals is not None else None
         pruned = journal_pruned = None
         retention_removed: tuple[str, ...] | None = None
         now = self._clock.monotonic()
@@ -136,6 +142,7 @@ class HousekeepingWatcher:
             journal_pruned,
             redelivered,
             retention_removed,
+            expired,
         )
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -25,6 +25,8 @@ At start, before any inbound message is looked at:
    - otherwise it is *resumed*: dispatched through the same lane claim as live messages, the
      counter raised in the claiming transaction (so a SIGKILLed resume still counts), with a
      resume note for the agent.
+   A turn with a pending tool approval (`approvals.py`) is always resumed: it was waiting
+   for a person, not looping, and the approval keeps it waiting.
 5. `replied` turns (committed, not delivered) are delivered; lanes with pending rows get workers.
 6. Live messages are accepted meanwhile but dispatched only when the startup gate opens, after
    the resumed turns have finished.
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING
 
 from sessiongate.core.entry import ResumeReason
 from sessiongate.errors import HomeInUseError, StoreUnavailableError
+from sessiongate.store.approvals import PENDING, ApprovalBook
 from sessiongate.store.lanes import TurnState
 
 if TYPE_CHECKING:
@@ -196,6 +199,7 @@ def plan_recovery(
     if not plan.clean:
         plan.marked_recent = store.suspend_recently_active()
     counts = lane_store.restart_counts()
+    waiting = {row.turn_id for row in ApprovalBook(store).listed(status=PENDING, limit=100_000)}
     for turn in lane_store.turns_in_state(TurnState.ACCEPTED):
         claim = lane_store.get_claim(turn.id)
         if claim is None:
@@ -204,7 +208,13 @@ def plan_recovery(
                 extra={"turn_id": turn.id, "session_key": turn.session_key},
             )
             continue
-        verdict = classify(turn, counts.get(turn.session_key, 0), config, now)
+        verdict = classify(
+            turn,
+            counts.get(turn.session_key, 0),
+            config,
+            now,
+            awaiting_approval=turn.id in waiting,
+        )
         if verdict == "stale":
             plan.stale.append(claim)
         elif verdict == "stuck":
@@ -232,9 +242,19 @@ def plan_recovery(
     return plan
 
 
-def classify(turn: Turn, restart_count: int, config: GatewayConfig, now: datetime) -> str:
+def classify(
+    turn: Turn,
+    restart_count: int,
+    config: GatewayConfig,
+    now: datetime,
+    *,
+    awaiting_approval: bool = False,
+) -> str:
     """Step 4 for one `accepted` turn: "stale", "stuck" or "resume". The same rule decides a
-    lane taken over from a dead instance on a shared database (`runner._recover_lane`)."""
+    lane taken over from a dead instance on a shared database (`runner._recover_lane`). A
+    turn waiting for an approval is resumed: its wait is neither staleness nor a crash loop."""
+    if awaiting_approval:
+        return "resume"
     age = (now - turn.accepted_at).total_seconds()
     if age > config.agent.gateway_auto_continue_freshness:
         return "stale"

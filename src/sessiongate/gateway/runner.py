@@ -62,6 +62,7 @@ from sessiongate.errors import (
 from sessiongate.gateway import recovery
 from sessiongate.gateway.agent import AgentResources
 from sessiongate.gateway.agent_cache import AgentCache
+from sessiongate.gateway.approvals import Approvals
 from sessiongate.gateway.commands import CommandRunner, parse_command
 from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
@@ -184,6 +185,14 @@ class GatewayRunner:
         self._agent_resources = factory if isinstance(factory, AgentResources) else None
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
+        # Tool calls waiting for a person's approval (`approvals.py`).
+        self.approvals = Approvals(
+            store,
+            config,
+            clock=self.clock,
+            notify=self._delivery.send_approval,
+            waiting=self._approval_waiting,
+        )
         self.housekeeping = HousekeepingWatcher(
             store=store,
             cache=self._agents,
@@ -191,6 +200,7 @@ class GatewayRunner:
             clock=self.clock,
             lanes=self.lane_store,
             redeliver=self._redeliver,
+            expire_approvals=lambda: len(self.approvals.expire_due()),
         )
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
@@ -234,9 +244,15 @@ class GatewayRunner:
             may_act=self.leases.may_act,
             feed=self.feed,
             prompts=self.system_prompts,
+            approvals=self.approvals,
         )
         self._commands = CommandRunner(
-            store=store, lane_store=self.lane_store, lanes=self._lanes, config=config, host=self
+            store=store,
+            lane_store=self.lane_store,
+            lanes=self._lanes,
+            config=config,
+            host=self,
+            approvals=self.approvals,
         )
         self._compactor = Compactor(
             store=store,
@@ -256,6 +272,7 @@ class GatewayRunner:
         self._supervisor: asyncio.Task[None] | None = None
         self._recovery_task: asyncio.Task[None] | None = None
         self._resumes_left = 0
+        self._resuming: set[int] = set()  # resumed turns not yet counted as finished
         self._started = self._stopped = self._stopping = self._accepting = False
         # Until stop() says otherwise, a turn cut off without a drain resumes as a crash would.
         self._drain_reason = str(ResumeReason.RESTART_INTERRUPTED)
@@ -444,7 +461,15 @@ class GatewayRunner:
         self._gate.set()
         log.info("startup gate open")
 
-    def _resume_finished(self) -> None:
+    def _approval_waiting(self, turn_id: int) -> None:
+        """A resumed turn waits for a person's approval: it counts as finished for the
+        startup gate, which would otherwise hold every lane's live work until the decision."""
+        self._resume_finished(turn_id)
+
+    def _resume_finished(self, turn_id: int) -> None:
+        if turn_id not in self._resuming:
+            return
+        self._resuming.discard(turn_id)
         self._resumes_left -= 1
         if self._resumes_left <= 0:
             self._resumes_done.set()
@@ -512,10 +537,11 @@ class GatewayRunner:
                 if lane.resume:
                     await self._deliveries_done.wait()
                     turn_id = lane.resume.popleft()
+                    self._resuming.add(turn_id)
                     try:
                         await self._run_resume(lane, turn_id)
                     finally:
-                        self._resume_finished()
+                        self._resume_finished(turn_id)
                     continue
                 if not self._gate.is_set():
                     await self._gate.wait()
@@ -613,7 +639,11 @@ class GatewayRunner:
             if claim is None:
                 continue
             verdict = recovery.classify(
-                claim.turn, self.lane_store.restart_count(key), self.config, self.clock.now()
+                claim.turn,
+                self.lane_store.restart_count(key),
+                self.config,
+                self.clock.now(),
+                awaiting_approval=turn_id in self.approvals.pending_turns(),
             )
             if verdict == "resume":
                 await self._run_resume(lane, turn_id)

@@ -65,6 +65,7 @@ from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (
     RESUME_NOTE,
+    StoredProgress,
     TurnProgress,
     resume_note,
     resume_progress,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import Agent, AgentFactory, AgentHost
     from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Waiters
@@ -246,8 +248,11 @@ class TurnExecutor:
         may_act: Callable[[], bool] | None = None,
         feed: EventFeed | None = None,
         prompts: SystemPrompts | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         self._store = store
+        # Tool calls that wait for a person (`approvals.py`); None: no call ever waits.
+        self._approvals = approvals
         # Each agent's (or binding's) instructions, placed before the session context block.
         self._prompts = prompts if prompts is not None else SystemPrompts(config)
         self._lane_store = lane_store
@@ -303,6 +308,9 @@ class TurnExecutor:
                 )
                 log.info("turn left for resume after restart", extra=extra)
                 return
+            if self._approvals is not None:
+                # Nobody is waiting for these calls any more (a follow-up, `/stop`, `/new`).
+                self._approvals.cancel(turn.session_key, by=str(reason))
             await self._until_stored(
                 claim, lambda: self.interrupt(claim, progress, reason=str(reason))
             )
@@ -383,9 +391,26 @@ class TurnExecutor:
         # such as a `/title` sent meanwhile, shows from the next turn).
         entry = claim.entry or self._store.get_session(turn.session_key)
         note = None
+        gate = (
+            None
+            if self._approvals is None
+            else self._approvals.for_turn(
+                turn_id=turn.id, session_key=turn.session_key, source=claim.item.source
+            )
+        )
+        awaiting = None
         if resumed:
             stored = resume_progress(self._lane_store.turn_messages(turn))
             progress.resume_from(stored.messages)
+            open_ids = [str(r["tool_call_id"]) for r in stored.interrupted_results]
+            if gate is not None and open_ids and gate.has_open_calls(open_ids):
+                # The calls waited for approval and none of them started: the agent takes
+                # them up again (waiting on, or acting on, the same approvals), so they get
+                # their real results instead of "interrupted".
+                awaiting = next(
+                    m for m in reversed(stored.messages) if m.get("role") == "assistant"
+                )
+                stored = StoredProgress(stored.messages, [])
             for synthetic in stored.interrupted_results:
                 self._complete(claim, progress, synthetic)
             note = resume_note(turn.attempt, stored)
@@ -419,6 +444,8 @@ class TurnExecutor:
             resume_note=note,
             turn_id=turn.id,
             host=self._host,
+            approvals=gate,
+            awaiting=awaiting,
         )
         return request, entry
 
@@ -489,6 +516,8 @@ class TurnExecutor:
                 return _AgentDone(None, left=True)
             conversation = _conversation(claim.turn.session_id, entry)
             agent = self._agent_for(claim.turn.session_key, conversation)
+            if request.approvals is not None:
+                request.approvals.deadline = timeout  # held while a call waits for a person
             async with timeout:
                 end = await self._consume(claim, progress, agent_events(agent, request))
             progress.cost_usd = self._cost(request, progress)

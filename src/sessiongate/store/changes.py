@@ -26,6 +26,9 @@ class ChangeKind(StrEnum):
     TURN_STARTED = "turn.started"
     TURN_FINISHED = "turn.finished"
     QUEUE_CHANGED = "queue.changed"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_DECIDED = "approval.decided"
+    APPROVAL_EXPIRED = "approval.expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,8 @@ class Change:
     turn_id: int | None = None
     status: str | None = None
     depth: int | None = None
+    approval_id: str | None = None
+    tool: str | None = None
 
 
 def told(notes: list[object]) -> list[object]:

@@ -265,6 +265,27 @@ TABLES: tuple[TableSpec, ...] = (
         ),
         serial="run_id",
     ),
+    # Tool calls waiting for approval (`store/approvals.py`).
+    TableSpec(
+        "approvals",
+        ("id",),
+        (
+            ("id", _T),
+            ("turn_id", _I),
+            ("call_id", _T),
+            ("session_key", _T),
+            ("tool", _T),
+            ("arguments", _T),
+            ("arguments_sha256", _T),
+            ("approvers", _J),
+            ("status", _T),
+            ("requested_at", _TS),
+            ("expires_at", _TS),
+            ("decided_at", _TS),
+            ("decided_by", _T),
+            ("used", _B),
+        ),
+    ),
 )
 
 

@@ -355,6 +355,28 @@ class JobRunRow:
     detail: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """One tool call waiting for (or given) a person's decision (`store/approvals.py`); times
+    in microseconds, `approvers` a JSON list of `<platform>:<user_id>`."""
+
+    id: str
+    turn_id: int
+    call_id: str
+    session_key: str
+    tool: str
+    arguments: str
+    arguments_sha256: str
+    approvers: str
+    status: str  # pending | approved | denied | expired | cancelled
+    requested_at: int
+    expires_at: int
+    decided_at: int | None = None
+    decided_by: str | None = None
+    # Set (once) when an approved call starts running: a resumed turn never runs it again.
+    used: bool = False
+
+
 # Entries are frozen, so one decoded from the same stored text can be shared. A backend tells
 # the text it writes (`remember_entry`), so the next read of that route, usually the turn's
 # outcome a moment later, skips JSON decoding and validation (`decoded_entry`).

@@ -37,7 +37,7 @@ from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.telegram.client import PollConflictError, TelegramClient
-from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
+from sessiongate.adapters.telegram.payloads import BotIdentity, approval_keyboard, parse_update
 from sessiongate.core.platform import Platform
 from sessiongate.errors import LeaseLostError
 
@@ -137,6 +137,13 @@ class TelegramAdapter(KitAdapter):
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id, thread_id=source.thread_id)
 
+    async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
+        """An approval prompt with Approve and Deny buttons under it (a press arrives as the
+        command, `/approve <id>`, from the person who pressed)."""
+        await self.client.send_text(
+            self.target_for(source), text, markup=False, reply_markup=approval_keyboard(approval_id)
+        )
+
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         await self.client.set_commands(commands)
 
@@ -203,10 +210,22 @@ class TelegramAdapter(KitAdapter):
         updates = await self._rest_of_split(updates)
         events = self._parse(updates)
         admitted = await self.admit_batch(events)
+        await self._answer_presses(updates[: len(admitted)])
         # The offset moves past what the gateway took, and Telegram learns it at the next
         # getUpdates; an update it did not take comes again.
         if admitted:
             self.offset = int(updates[len(admitted) - 1]["update_id"]) + 1
+
+    async def _answer_presses(self, updates: list[dict[str, Any]]) -> None:
+        """Answer the button presses among admitted updates (best effort: an unanswered one
+        only keeps its spinner a few seconds longer)."""
+        for update in updates:
+            query = update.get("callback_query")
+            if isinstance(query, dict) and query.get("id") is not None:
+                try:
+                    await self.client.answer_callback(str(query["id"]))
+                except PlatformError as exc:
+                    log.info("telegram button press not answered", extra={"error": str(exc)})
 
     async def _rest_of_split(self, updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A paste the Telegram app split arrives as parts a moment apart, and the long poll
@@ -280,7 +299,8 @@ class TelegramAdapter(KitAdapter):
             return 401, _error("unauthorized", refusal)
         assert self.me is not None
         try:
-            event = parse_update(loads_json(body), self.me)
+            update = loads_json(body)
+            event = parse_update(update, self.me)
         except PayloadError as exc:
             # Signed, so Telegram's own (or the secret leaked): say which field, start nothing.
             log.warning(
@@ -292,6 +312,8 @@ class TelegramAdapter(KitAdapter):
             await self.admit(event)
         except HandoffError:
             return 503, _error("unavailable", "the gateway is stopping; retry later")
+        if isinstance(update, dict):
+            await self._answer_presses([update])
         return 200, {"ok": True}
 
 

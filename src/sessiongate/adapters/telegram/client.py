@@ -296,10 +296,19 @@ class TelegramClient:
             return None
         return int(target.thread_id)
 
-    async def send_text(self, target: Target, text: str, *, markup: bool) -> str:
+    async def send_text(
+        self,
+        target: Target,
+        text: str,
+        *,
+        markup: bool,
+        reply_markup: dict[str, Any] | None = None,
+    ) -> str:
         data: dict[str, Any] = {"chat_id": target.chat_id, "text": text}
         if markup:
             data["parse_mode"] = ParseMode.HTML
+        if reply_markup is not None:
+            data["reply_markup"] = reply_markup
         thread = self._thread(target)
         if thread is not None:
             data["message_thread_id"] = thread
@@ -307,6 +316,13 @@ class TelegramClient:
             data["reply_parameters"] = {"message_id": int(target.reply_to)}
         message = await self._call(lambda: self.bot.call_json("sendMessage", data))
         return str(message["message_id"])
+
+    async def answer_callback(self, callback_id: str) -> None:
+        """Stop the pressed button's spinner (Telegram waits for it up to a few seconds)."""
+        await self._call(
+            lambda: self.bot.call_json("answerCallbackQuery", {"callback_query_id": callback_id}),
+            sending=False,
+        )
 
     async def send_file(self, target: Target, file: OutboundFile) -> str:
         """sendPhoto for an image Telegram takes as a photo, else sendDocument."""

@@ -17,6 +17,7 @@ commands are cut out of the text in those units.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,14 @@ from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.events import MessageType
 
-__all__ = ["GENERAL_TOPIC", "BotIdentity", "PayloadError", "parse_update"]
+__all__ = [
+    "APPROVAL_BUTTONS",
+    "GENERAL_TOPIC",
+    "BotIdentity",
+    "PayloadError",
+    "approval_keyboard",
+    "parse_update",
+]
 
 # Telegram's General topic of a forum: its messages carry no thread id, and sends to it must
 # leave `message_thread_id` out (Telegram rejects 1) while `sendChatAction` needs it.
@@ -53,6 +61,10 @@ _CHAT_TYPES = {
 # Longer than any text or caption Telegram sends (4,096), with room for its entities' ends.
 _MAX_UTF16_UNITS = 65_536
 _MESSAGE_KINDS = ("message", "edited_message", "channel_post", "edited_channel_post")
+# An approval prompt's buttons (`gateway/approvals.py`): each press arrives as a callback query
+# whose data is `<command>:<approval id>`, and is read as that command typed by the presser.
+APPROVAL_BUTTONS = (("Approve", "approve"), ("Deny", "deny"))
+_APPROVAL_DATA = re.compile(r"(approve|deny):([0-9a-f]{1,64})")
 # (field, message type) in the order a message is checked; `photo` is a list of sizes.
 _MEDIA = (
     ("photo", MessageType.PHOTO),
@@ -72,11 +84,21 @@ class BotIdentity:
     username: str
 
 
+def approval_keyboard(approval_id: str) -> dict[str, Any]:
+    """The `reply_markup` of an approval prompt: Approve and Deny, one row."""
+    row = [
+        {"text": text, "callback_data": f"{verb}:{approval_id}"} for text, verb in APPROVAL_BUTTONS
+    ]
+    return {"inline_keyboard": [row]}
+
+
 def parse_update(update: object, me: BotIdentity) -> PlatformEvent:
     """One update as an event; `PayloadError` (naming the field) for any other shape."""
     if not isinstance(update, Mapping):
         raise PayloadError("update", "expected an object")
     event_id = ident(update, "update_id", "update")
+    if "callback_query" in update:
+        return _button_press(event_id, child(update, "callback_query", "update"))
     kind = next((k for k in _MESSAGE_KINDS if k in update), None)
     if kind is None:
         other = next((k for k in update if k != "update_id"), "unknown")
@@ -154,6 +176,52 @@ def parse_update(update: object, me: BotIdentity) -> PlatformEvent:
         kind=kind,
         sent_at=float(integer(date, f"{where}.date")) if date is not None else None,
         group_id=group_id or None,
+    )
+
+
+def _button_press(event_id: str, query: Mapping[str, Any]) -> PlatformEvent:
+    """A press of an approval button, as the command it stands for (`/approve <id>`) sent by
+    the person who pressed it, in the prompt's chat; any other button is ignored."""
+    where = "callback_query"
+    match = _APPROVAL_DATA.fullmatch(maybe_text(query, "data", where) or "")
+    message = maybe_child(query, "message", where)
+    chat = maybe_child(message, "chat", f"{where}.message")
+    sender = maybe_child(query, "from", where)
+    chat_id = maybe_ident(chat, "id", f"{where}.message.chat")
+    user_id = maybe_ident(sender, "id", f"{where}.from")
+    if match is None or chat_id is None or user_id is None:
+        return PlatformEvent(event_id=event_id, source=None, kind="callback_query")
+    chat_type = _CHAT_TYPES.get(str(chat.get("type")), ChatType.GROUP)
+    text = f"/{match.group(1)} {match.group(2)}"
+    is_bot = sender.get("is_bot") is True
+    source = SessionSource(
+        platform=Platform.TELEGRAM,
+        chat_id=chat_id,
+        chat_name=maybe_text(chat, "title", f"{where}.message.chat")
+        or _name(chat, f"{where}.message.chat")
+        or None,
+        chat_type=chat_type,
+        user_id=user_id,
+        user_name=maybe_text(sender, "username", f"{where}.from")
+        or _name(sender, f"{where}.from")
+        or None,
+        thread_id=_thread_id(message, chat, f"{where}.message"),
+        is_bot=is_bot,
+    )
+    facts = MessageFacts(
+        chat_type=chat_type,
+        text=text,
+        has_media=False,
+        is_own=False,
+        is_bot=is_bot,
+        is_edit=False,
+        mentions_bot=False,
+        reply_to_bot=False,
+        command_to_bot=True,
+        command_to_other=False,
+    )
+    return PlatformEvent(
+        event_id=event_id, source=source, facts=facts, text=text, kind="callback_query"
     )
 
 

@@ -5,8 +5,8 @@ It speaks the wire format the real SDK sends (form-encoded parameters, JSON answ
 python-telegram-bot is driven unchanged through its `base_url`. Implemented: getMe,
 getUpdates (long poll, `offset` confirms, as on Telegram), sendMessage, editMessageText,
 deleteMessage, sendChatAction, sendPhoto and sendDocument (multipart uploads, recorded in
-`uploads`; 413 over `upload_limit_bytes`), setMyCommands, getFile, deleteWebhook, setWebhook;
-and the
+`uploads`; 413 over `upload_limit_bytes`), setMyCommands, getFile, deleteWebhook, setWebhook,
+answerCallbackQuery (inline keyboard presses: `push_press`, `keyboards`, `answered`); and the
 failures that matter: 401 for a wrong token, 429 with `retry_after`, 400 "can't parse entities"
 (also for really unbalanced HTML), 403 "bot was blocked by the user", a hanging getUpdates.
 
@@ -99,6 +99,9 @@ class BotApiStub:
         self.deleted: list[dict[str, Any]] = []
         self.actions: list[dict[str, Any]] = []
         self.commands: list[dict[str, Any]] = []
+        # Button presses pushed, and the callback query ids the bot answered.
+        self.presses = 0
+        self.answered: list[str] = []
         self.webhook: dict[str, Any] | None = None
         self.calls: Counter[str] = Counter()
         self.unauthorized = 0  # requests with a wrong token
@@ -160,6 +163,44 @@ class BotApiStub:
         }  # fmt: skip
         message.update(fields)
         return self.push_update({kind: message})
+
+    def push_press(
+        self,
+        data: str,
+        *,
+        chat_id: int = 42,
+        chat_type: str = "private",
+        user_id: int = 42,
+        username: str = "alice",
+        message_id: int = 1,
+    ) -> int:
+        """A press of an inline keyboard button whose `callback_data` is `data`, under the
+        bot's message `message_id` in `chat_id`."""
+        self.presses += 1
+        chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
+        if chat_type != "private":
+            chat["title"] = f"chat {chat_id}"
+        query = {
+            "id": f"cb{self.presses}",
+            "from": {"id": user_id, "is_bot": False, "first_name": username.title(),
+                     "username": username},
+            "message": {"message_id": message_id, "chat": chat, "date": 1767225600,
+                        "from": {"id": self.bot_id, "is_bot": True, "first_name": "Sessiongate"}},
+            "chat_instance": f"ci{chat_id}",
+            "data": data,
+        }  # fmt: skip
+        return self.push_update({"callback_query": query})
+
+    def keyboards(self) -> list[dict[str, Any]]:
+        """The inline keyboards sent, in order (`reply_markup` as Telegram read it)."""
+        out = []
+        for message in self.sent:
+            markup = message.get("reply_markup")
+            if isinstance(markup, str):
+                markup = json.loads(markup)
+            if isinstance(markup, dict) and "inline_keyboard" in markup:
+                out.append(markup)
+        return out
 
     def redeliver(self, update_id: int) -> None:
         """Deliver an update once more whatever the offset says, as Telegram does when the
@@ -322,6 +363,10 @@ class BotApiStub:
         target = int(params["message_id"])
         self.deleted.append(dict(params))
         self.sent = [m for m in self.sent if m["message_id"] != target]
+        return True
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        self.answered.append(str(params["callback_query_id"]))
         return True
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:

@@ -37,8 +37,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sessiongate.agents.tools import Tool, ToolContext
+    from sessiongate.gateway.approvals import TurnApprovals
 
-__all__ = ["INVALID_TOOL_NAME", "ToolLimits", "repair_tool_calls", "run_tool_calls"]
+__all__ = [
+    "INVALID_TOOL_NAME",
+    "ToolLimits",
+    "repair_tool_calls",
+    "run_calls_with_approvals",
+    "run_tool_calls",
+]
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +145,58 @@ async def run_tool_calls(
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(_run_guarded(call, tools, context, limits)) for call in calls]
     return [task.result() for task in tasks]
+
+
+async def run_calls_with_approvals(
+    calls: Sequence[Mapping[str, Any]],
+    tools: Mapping[str, Tool],
+    context: ToolContext,
+    limits: ToolLimits,
+    approvals: TurnApprovals | None,
+) -> list[ToolResult]:
+    """`run_tool_calls`, after the calls that need a person's approval have it.
+
+    Every such call of the message is asked at once (each prompt goes to the chat) and waited
+    for; then the decided approvals are marked started, before any call of the message runs,
+    so a turn resumed after a restart never runs one twice. A call that may not run (denied,
+    expired, cancelled, not the call approved) gets its refusal as an error result; the others
+    run as usual, and the results come back in the calls' order.
+    """
+    asking = [call for call in calls if approvals is not None and approvals.needs(_tool_name(call))]
+    if approvals is None or not asking:
+        return await run_tool_calls(calls, tools, context, limits)
+    shown = {
+        str(call.get("id") or ""): (_tool_name(call), _arguments_text(call)) for call in asking
+    }
+    async with asyncio.TaskGroup() as group:
+        tasks = [
+            group.create_task(approvals.ask(call_id, tool, arguments))
+            for call_id, (tool, arguments) in shown.items()
+        ]
+    refused = {
+        decision.approval.call_id: decision.result or ""
+        for decision in approvals.start([task.result() for task in tasks], shown)
+        if not decision.run
+    }
+    runnable = [call for call in calls if str(call.get("id") or "") not in refused]
+    ran = iter(await run_tool_calls(runnable, tools, context, limits) if runnable else [])
+    results: list[ToolResult] = []
+    for call in calls:
+        call_id = str(call.get("id") or "")
+        if call_id in refused:
+            log.info(
+                "tool call not approved",
+                extra={"session_key": context.session_key, "tool": _tool_name(call)},
+            )
+            results.append(ToolResult(call_id, _tool_name(call), refused[call_id], is_error=True))
+        else:
+            results.append(next(ran))
+    return results
+
+
+def _arguments_text(call: Mapping[str, Any]) -> str:
+    raw = (call.get("function") or {}).get("arguments")
+    return raw if isinstance(raw, str) else _dumped(raw if raw is not None else {})
 
 
 async def _run_guarded(

@@ -373,6 +373,28 @@ _V11 = [
     "CREATE INDEX job_runs_turn ON job_runs(turn_id) WHERE turn_id IS NOT NULL",
 ]
 
+# Tool calls waiting for approval, as on SQLite (see the comment on its migration 12).
+_V12 = [
+    """CREATE TABLE approvals (
+        id text PRIMARY KEY,
+        turn_id bigint NOT NULL,
+        call_id text NOT NULL,
+        session_key text NOT NULL,
+        tool text NOT NULL,
+        arguments text NOT NULL,
+        arguments_sha256 text NOT NULL,
+        approvers jsonb NOT NULL,
+        status text NOT NULL,
+        requested_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        decided_at timestamptz,
+        decided_by text,
+        used boolean NOT NULL DEFAULT false,
+        UNIQUE (turn_id, call_id)
+    )""",
+    "CREATE INDEX approvals_pending ON approvals(status, session_key)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -385,4 +407,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
     (11, "scheduled jobs and their claimed slots", _V11),
+    (12, "tool calls waiting for approval", _V12),
 ]

@@ -359,6 +359,30 @@ _V11 = [
     "CREATE INDEX job_runs_turn ON job_runs(turn_id) WHERE turn_id IS NOT NULL",
 ]
 
+# Tool calls waiting for a person's approval (`store/approvals.py`): one row per call of a
+# turn, with the exact arguments shown and their SHA-256; a decision is one conditional update
+# from `pending`, so two presses make one decision.
+_V12 = [
+    """CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        turn_id INTEGER NOT NULL,
+        call_id TEXT NOT NULL,
+        session_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        arguments_sha256 TEXT NOT NULL,
+        approvers TEXT NOT NULL,
+        status TEXT NOT NULL,
+        requested_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        decided_at INTEGER,
+        decided_by TEXT,
+        used INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (turn_id, call_id)
+    )""",
+    "CREATE INDEX approvals_pending ON approvals(status, session_key)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -371,4 +395,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
     (11, "scheduled jobs and their claimed slots", _V11),
+    (12, "tool calls waiting for approval", _V12),
 ]
