@@ -10,7 +10,7 @@ import pytest
 
 from sessiongate.adapters.trial import load_try_target, try_platforms
 
-SHIPPED = ["discord", "slack", "telegram"]
+SHIPPED = ["discord", "matrix", "signal", "slack", "telegram", "whatsapp"]
 
 
 def test_every_shipped_adapter_can_be_tried():

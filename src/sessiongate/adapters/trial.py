@@ -65,6 +65,10 @@ class TrySession(Protocol):
         """Every message the bot posted in that chat so far, oldest first, edits applied."""
         ...
 
+    # Optional, for a platform that posts its events to the gateway (webhooks): the session
+    # may have `attach(adapters)`, called with the gateway's adapters before it starts, to
+    # hand the simulated user's events to its adapter.
+
 
 @dataclass(frozen=True, slots=True)
 class TryTarget:

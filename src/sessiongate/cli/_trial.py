@@ -94,6 +94,10 @@ async def run_trial(
             on_line(line)
 
         adapters = build_adapters(config)
+        # A platform whose events the gateway is sent (webhooks) is wired to its adapter.
+        attach = getattr(session, "attach", None)
+        if attach is not None:
+            attach(adapters)
         store = SessionStore(home / "sessions", config)
         runner = GatewayRunner(
             store,
