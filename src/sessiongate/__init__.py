@@ -37,4 +37,4 @@ __all__ = [
     "parse_session_key",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.3.0.dev0"
