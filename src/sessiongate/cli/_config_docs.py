@@ -151,7 +151,7 @@ MEANINGS: dict[str, str] = {
     "platforms.matrix.user_id": "The bot's Matrix id (`@bot:example.org`); when set, the "
     "start fails unless the access token belongs to it.",
     "platforms.matrix.access_token": "The bot account's access token (never logged); see "
-    "docs/ADAPTERS.md for how to get one.",
+    "docs/platforms/matrix.md for how to get one.",
     "platforms.matrix.sync_timeout_seconds": "How long one `/sync` long poll waits for events "
     "on the homeserver.",
     "platforms.matrix.sync_stall_seconds": "No `/sync` has completed for this long beyond its "
