@@ -10,7 +10,7 @@ import json
 import queue
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 import pytest
 import yaml
@@ -32,6 +32,8 @@ def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list
     """Paths of every SecretStr field under `model`, read from the model itself."""
     paths = []
     for name, field in model.model_fields.items():
+        if get_origin(field.annotation) is dict:
+            continue  # maps of secrets (MCP servers' env and headers): `_secret_config`
         kinds = {field.annotation, *get_args(field.annotation)}
         if SecretStr in kinds:
             paths.append((*prefix, name))
@@ -65,6 +67,14 @@ def _secret_config(**urls: str) -> dict[str, Any]:
         _put(data, ("platforms", platform, "enabled"), False)
     _put(data, ("agents", "helper", "base_url"), "http://127.0.0.1:9/v1")
     data["store"] = {"url": f"postgresql://sg:{MARK}pw@127.0.0.1:1/none"}
+    # MCP servers keep their secrets in maps: an environment and HTTP headers.
+    data["mcp_servers"] = {
+        "local": {"command": "mcp-server", "env": {"API_KEY": f"{MARK}env"}},
+        "remote": {
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": f"Bearer {MARK}hdr"},
+        },
+    }
     for key, value in urls.items():
         _put(data, tuple(key.split(".")), value)
     return data

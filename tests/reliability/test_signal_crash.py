@@ -49,7 +49,8 @@ def _cursor(home: Path, account: str) -> str | None:
     conn = sqlite3.connect(path, timeout=30)
     try:
         row = conn.execute(
-            "SELECT value FROM meta WHERE key = ?", (f"platform_cursor:signal:{account}",)
+            "SELECT cursor FROM platform_cursors WHERE platform = 'signal' AND account = ?",
+            (account,),
         ).fetchone()
     finally:
         conn.close()

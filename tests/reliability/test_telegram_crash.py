@@ -38,7 +38,10 @@ def _gateway(tmp_path: Path, url: str, token: str, *, delay: float) -> GatewayPr
         "  restart_drain_timeout: 1\n"
         f"  echo: {{delay_seconds: {delay}}}\n"
     )
-    return GatewayProcess(tmp_path / "home", extra_args=("--config", str(config)))
+    # At debug level, so the HTTP client's request lines (each getUpdates) are in the log.
+    return GatewayProcess(
+        tmp_path / "home", extra_args=("--config", str(config), "--log-level", "debug")
+    )
 
 
 def _send_state(home: Path) -> list[str]:
