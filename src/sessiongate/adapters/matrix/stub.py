@@ -30,8 +30,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import queue
-import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -41,6 +39,8 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from sessiongate.adapters.stub_server import serve_app, serve_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -544,57 +544,18 @@ def _error(
 @contextlib.asynccontextmanager
 async def serve_stub(stub: HomeserverStub) -> AsyncIterator[str]:
     """Serve `stub` on 127.0.0.1 (a free port) in this event loop; yields its base URL."""
-    import uvicorn
 
-    config = uvicorn.Config(
-        stub.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # uvicorn offers no event for it
-            if task.done():
-                task.result()
-                raise RuntimeError("the homeserver stub did not start")
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        # Long polls in flight end with the server.
+    def stop() -> None:  # long polls in flight end with the server
         stub._arrived.set()
         stub._unhang.set()
-        await task
+
+    async with serve_app(stub.app, name="the homeserver stub", on_stop=stop) as url:
+        yield url
 
 
 @contextlib.contextmanager
 def serve_stub_in_thread(stub: HomeserverStub) -> Iterator[str]:
     """`serve_stub` on an event loop of its own thread, for callers without a loop (a CLI
     command, the benchmark's parent process); yields the base URL."""
-    started: queue.Queue[str | BaseException] = queue.Queue()
-    stop: asyncio.Event | None = None
-    loop: asyncio.AbstractEventLoop | None = None
-
-    async def main() -> None:
-        nonlocal stop, loop
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        try:
-            async with serve_stub(stub) as url:
-                started.put(url)
-                await stop.wait()
-        except BaseException as exc:
-            started.put(exc)
-            raise
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    found = started.get(timeout=30)
-    if isinstance(found, BaseException):
-        raise RuntimeError("the homeserver stub did not start") from found
-    try:
-        yield found
-    finally:
-        if loop is not None and stop is not None:
-            loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=30)
+    with serve_in_thread(lambda: serve_stub(stub), name="the homeserver stub") as (url, _):
+        yield url

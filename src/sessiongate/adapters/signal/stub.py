@@ -28,8 +28,6 @@ import base64
 import contextlib
 import itertools
 import json
-import queue
-import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -40,6 +38,8 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from sessiongate.adapters.stub_server import serve_app, serve_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -396,27 +396,22 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> JSONResponse:
 @contextlib.asynccontextmanager
 async def serve_stub(stub: SignalCliStub) -> AsyncIterator[str]:
     """Serve `stub` on 127.0.0.1 (a free port) in this event loop; yields its base URL."""
-    import uvicorn
 
-    config = uvicorn.Config(
-        stub.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # uvicorn offers no event for it
-            if task.done():
-                task.result()
-                raise RuntimeError("the signal-cli stub did not start")
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        # Open streams end with the server.
+    def stop() -> None:  # open streams end with the server
         stub._closing = True
         stub._notify()
-        server.should_exit = True
-        await task
+
+    async with serve_app(stub.app, name="the signal-cli stub", on_stop=stop) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def _made_and_served(
+    stub_factory: type[SignalCliStub],
+) -> AsyncIterator[tuple[SignalCliStub, str]]:
+    stub = stub_factory()  # made on the loop that serves it (its events belong there)
+    async with serve_stub(stub) as url:
+        yield stub, url
 
 
 @contextlib.contextmanager
@@ -425,32 +420,6 @@ def serve_stub_in_thread(
 ) -> Iterator[tuple[SignalCliStub, str, asyncio.AbstractEventLoop]]:
     """A stub served on an event loop of its own thread, for callers without a loop (a CLI
     command, the benchmark); yields (stub, base URL, its loop: call the stub through it)."""
-    started: queue.Queue[tuple[SignalCliStub, str] | BaseException] = queue.Queue()
-    stop: asyncio.Event | None = None
-    loop: asyncio.AbstractEventLoop | None = None
-
-    async def main() -> None:
-        nonlocal stop, loop
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        stub = stub_factory()
-        try:
-            async with serve_stub(stub) as url:
-                started.put((stub, url))
-                await stop.wait()
-        except BaseException as exc:
-            started.put(exc)
-            raise
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    found = started.get(timeout=30)
-    if isinstance(found, BaseException):
-        raise RuntimeError("the signal-cli stub did not start") from found
-    assert loop is not None
-    try:
-        yield found[0], found[1], loop
-    finally:
-        if stop is not None:
-            loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=30)
+    serving = serve_in_thread(lambda: _made_and_served(stub_factory), name="the signal-cli stub")
+    with serving as ((stub, url), loop):
+        yield stub, url, loop

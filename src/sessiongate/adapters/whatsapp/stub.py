@@ -30,8 +30,6 @@ import hashlib
 import hmac
 import itertools
 import json
-import queue
-import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -40,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from sessiongate.adapters.stub_server import serve_app, serve_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -441,26 +441,9 @@ def _multipart(body: bytes, content_type: str) -> dict[str, tuple[str | None, st
 @contextlib.asynccontextmanager
 async def serve_stub(stub: GraphApiStub) -> AsyncIterator[str]:
     """Serve `stub` on 127.0.0.1 (a free port) in this event loop; yields its base URL."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        stub.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # uvicorn offers no event for it
-            if task.done():
-                task.result()
-                raise RuntimeError("the Graph API stub did not start")
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        stub.base_url = f"http://127.0.0.1:{port}"
-        yield stub.base_url
-    finally:
-        await stub.aclose()
-        server.should_exit = True
-        await task
+    async with serve_app(stub.app, name="the Graph API stub", on_stop=stub.aclose) as url:
+        stub.base_url = url
+        yield url
 
 
 @contextlib.contextmanager
@@ -468,30 +451,5 @@ def serve_stub_in_thread(stub: GraphApiStub) -> Iterator[str]:
     """`serve_stub` on an event loop of its own thread, for callers without a loop (a CLI
     test, `sessiongate try`); yields the base URL. Webhooks are then posted by the caller
     (`sign` the body), not through `push`, whose queue lives on the caller's loop."""
-    started: queue.Queue[str | BaseException] = queue.Queue()
-    stop: asyncio.Event | None = None
-    loop: asyncio.AbstractEventLoop | None = None
-
-    async def main() -> None:
-        nonlocal stop, loop
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        try:
-            async with serve_stub(stub) as url:
-                started.put(url)
-                await stop.wait()
-        except BaseException as exc:
-            started.put(exc)
-            raise
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    found = started.get(timeout=30)
-    if isinstance(found, BaseException):
-        raise RuntimeError("the Graph API stub did not start") from found
-    try:
-        yield found
-    finally:
-        if loop is not None and stop is not None:
-            loop.call_soon_threadsafe(stop.set)
-        thread.join(timeout=30)
+    with serve_in_thread(lambda: serve_stub(stub), name="the Graph API stub") as (url, _):
+        yield url
