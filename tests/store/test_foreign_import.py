@@ -382,3 +382,35 @@ def test_a_key_in_both_stores_is_taken_from_the_database(store, tmp_path):
         oc_db.MAIN_ID
     ]
     assert any("superseded" in s.why for s in plan.skipped)
+
+
+def test_a_per_agent_database_import_cut_short_is_finished_by_the_next(store, tmp_path):
+    state = _agent_state(tmp_path)
+
+    def crash_after_one(session_id: str) -> None:
+        raise KeyboardInterrupt  # as a kill after the first session's commit
+
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(store, read_openclaw_state(state), progress=crash_after_one)
+    rest = apply_plan(store, read_openclaw_state(state))
+    assert (rest.sessions_present, rest.sessions_imported, rest.routes_imported) == (1, 1, 2)
+    assert store.get_session(oc_db.MAIN_KEY) is not None
+    assert store.get_session(oc_db.SIDE_KEY) is not None
+
+
+def test_a_broken_event_row_refuses_its_session_whole_naming_the_seq(store, tmp_path):
+    state = _agent_state(tmp_path)
+    conn = sqlite3.connect(state / "agents" / "coder" / "agent" / "openclaw-agent.sqlite")
+    conn.execute(
+        "UPDATE transcript_events SET event_json = '{broken' WHERE session_id = ? AND seq = 5",
+        (oc_db.MAIN_ID,),
+    )
+    conn.commit()
+    conn.close()
+    summary = apply_plan(store, read_openclaw_state(state))
+    assert summary.sessions_imported == 1
+    [refused] = [s for s in summary.skipped if oc_db.MAIN_KEY in s["what"]]
+    assert "seq 5 is not JSON" in refused["why"]
+    assert store.get_session(oc_db.MAIN_KEY) is None
+    with store.database.read() as conn_:
+        assert conn_.get_session_row(oc_db.MAIN_ID) is None

@@ -284,7 +284,10 @@ def _tree(name: str, events: Iterable[tuple[str, str]], entry: SessionEntry) -> 
                 )
             stamp = data.get("timestamp")
             if isinstance(stamp, str):
-                session.started_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                try:
+                    session.started_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                except ValueError as exc:
+                    raise ForeignStoreError(f"{name}: {at}: bad timestamp ({exc})") from exc
             parent = data.get("parentSession")
             if isinstance(parent, str) and parent:
                 stem = parent.rsplit("/", 1)[-1].removesuffix(".jsonl")
@@ -300,7 +303,10 @@ def _tree(name: str, events: Iterable[tuple[str, str]], entry: SessionEntry) -> 
             target = data.get("targetId") or data.get("leafId")
             leaf = target if target in seen else leaf
             continue
-        session.nodes.append(_node(data, ref, parent_ref))
+        try:
+            session.nodes.append(_node(data, ref, parent_ref))
+        except (ValueError, TypeError) as exc:
+            raise ForeignStoreError(f"{name}: {at}: {exc!s:.200}") from exc
         last = ref
         leaf = None  # a later append moves the leaf to itself
     session.leaf = leaf or last
