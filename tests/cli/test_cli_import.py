@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+from tests.fixtures import make_openclaw_agent_db as oc_db
+
 from sessiongate import GatewayConfig, SessionStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -59,3 +61,33 @@ def test_an_import_beside_an_open_store_goes_through_it(sg, home):
         # The open store reads the routes the import committed.
         assert len(serving.list_sessions()) == 6
         assert serving.search("Lyon")
+
+
+def test_import_openclaw_reads_a_per_agent_database(sg, home, tmp_path):
+    source = tmp_path / "openclaw"
+    shutil.copytree(FIXTURES / "openclaw" / "state", source)
+    oc_db.write_agent_db(source)
+    plan = sg("import", "openclaw", str(source), "--home", str(home), "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    assert "would import 5 sessions" in plan.stdout
+    assert "openclaw-agent.sqlite" in plan.stdout  # the unnamed transcript, listed
+
+    done = json.loads(sg("import", "openclaw", str(source), "--home", str(home), "--json").stdout)
+    assert (done["sessions_imported"], done["routes_imported"]) == (5, 5)
+    again = json.loads(sg("import", "openclaw", str(source), "--home", str(home), "--json").stdout)
+    assert (again["sessions_imported"], again["routes_imported"]) == (0, 0)
+    shown = sg("sessions", "show", oc_db.MAIN_KEY, "--home", str(home), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert oc_db.MAIN_ID in shown.stdout
+
+
+def test_a_foreign_agent_database_is_refused_naming_it(sg, home, tmp_path):
+    source = tmp_path / "openclaw"
+    shutil.copytree(FIXTURES / "openclaw" / "state", source)
+    oc_db.write_agent_db(source).write_bytes(b"garbage" * 1000)
+    result = sg("import", "openclaw", str(source), "--home", str(home))
+    assert result.returncode == 1
+    assert "refused" in result.stderr
+    assert "agents/coder/agent/openclaw-agent.sqlite" in result.stderr
+    listed = json.loads(sg("sessions", "list", "--home", str(home), "--json").stdout)
+    assert listed["total"] == 0

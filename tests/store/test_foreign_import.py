@@ -1,16 +1,20 @@
 """Importing other systems' homes on every backend: a Hermes home written by Hermes itself
-(`tests/fixtures/make_hermes_home.py`) and an OpenClaw state directory in its documented
-format. Trees, flags, counters and stamps carry over; a second run changes nothing; a run cut
-short is finished by the next; a broken session is refused whole."""
+(`tests/fixtures/make_hermes_home.py`), an OpenClaw state directory in its documented
+format and an OpenClaw per-agent SQLite database in its source's schema
+(`tests/fixtures/make_openclaw_agent_db.py`). Trees, flags, counters and stamps carry over;
+a second run changes nothing; a run cut short is finished by the next; a broken session is
+refused whole; a database of another schema is refused naming it."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from tests.fixtures import make_openclaw_agent_db as oc_db
 
 from sessiongate.errors import ForeignStoreError
 from sessiongate.store.foreign.apply import apply_plan
@@ -247,11 +251,166 @@ def test_an_openclaw_index_that_is_not_an_object_is_refused(tmp_path):
         read_openclaw_state(tmp_path)
 
 
-def test_a_per_agent_session_database_is_listed_as_not_importable(tmp_path):
+def test_a_sqlite_file_that_is_not_the_agent_database_is_listed_not_read(tmp_path):
     state = tmp_path / "oc"
     shutil.copytree(OPENCLAW, state)
     (state / "agents" / "main" / "sessions" / "sessions.sqlite").write_bytes(b"")
     plan = read_openclaw_state(state)
     [listed] = [s for s in plan.skipped if s.what.endswith("sessions.sqlite")]
-    assert "schema is not documented" in listed.why
+    assert "openclaw-agent.sqlite" in listed.why
     assert len(plan.sessions) == 3
+
+
+def _agent_state(tmp_path: Path) -> Path:
+    state = tmp_path / "oc-db"
+    oc_db.write_agent_db(state)
+    return state
+
+
+def test_a_per_agent_database_keeps_the_tree_leaf_stamps_overrides_and_agent(store, tmp_path):
+    state = _agent_state(tmp_path)
+    summary = apply_plan(store, read_openclaw_state(state))
+    assert (summary.sessions_imported, summary.routes_imported) == (2, 2)
+    [unnamed] = summary.skipped
+    assert oc_db.UNNAMED_ID in unnamed["what"]
+    assert "openclaw-agent.sqlite" in unnamed["what"]
+
+    entry = store.get_session(oc_db.MAIN_KEY)
+    assert entry is not None
+    assert entry.session_id == oc_db.MAIN_ID
+    assert entry.chat_type == "dm"
+    assert entry.pinned_at is not None
+    assert entry.pinned_at.timestamp() * 1000 == oc_db.T0 + 500
+    assert entry.marked_unread_at is not None
+    assert entry.model_override == "claude-opus"
+    assert entry.provider_override == "anthropic"
+    assert entry.input_tokens == 300
+    side = store.get_session(oc_db.SIDE_KEY)
+    assert side is not None
+    assert side.archived_at is not None
+    assert side.archived_at.timestamp() * 1000 == oc_db.T0 + 30000
+    assert side.chat_type == "channel"
+
+    events = store.load_events(oc_db.MAIN_ID, branch="all")
+    kinds = {e["type"] for e in events}
+    assert {"label", "branch_summary", "custom", "custom_message", "compaction"} <= kinds
+    off = [e.get("content") for e in events if not e["on_path"]]
+    assert off == ["remove it (abandoned branch)"]
+    leaf = [e for e in events if e["on_path"]][-1]
+    assert leaf["content"] == "Still just app."
+    compaction = next(e for e in events if e["type"] == "compaction")
+    kept = next(e for e in events if e.get("content") == "One folder: app.")
+    assert compaction["first_kept_entry_id"] == kept["id"]
+    tool = next(e for e in events if e.get("role") == "tool")
+    assert tool["tool_call_id"] == "call_1"
+    context = store.model_context(oc_db.MAIN_ID).messages
+    assert "The user listed /srv." in context[0]["content"]
+    assert context[-1]["content"] == "Still just app."
+
+
+def test_a_per_agent_database_imported_twice_changes_nothing(store, tmp_path):
+    state = _agent_state(tmp_path)
+    apply_plan(store, read_openclaw_state(state))
+    before = [(e.session_key, e.session_id, e.updated_at) for e in store.list_sessions()]
+    tree = store.load_events(oc_db.MAIN_ID, branch="all")
+    again = apply_plan(store, read_openclaw_state(state))
+    assert (again.sessions_imported, again.routes_imported) == (0, 0)
+    assert again.sessions_present == 2
+    assert [(e.session_key, e.session_id, e.updated_at) for e in store.list_sessions()] == before
+    assert store.load_events(oc_db.MAIN_ID, branch="all") == tree
+
+
+def test_a_per_agent_database_dry_run_counts_and_writes_nothing(store, tmp_path):
+    summary = apply_plan(store, read_openclaw_state(_agent_state(tmp_path)), dry_run=True)
+    assert (summary.sessions_imported, summary.routes_imported) == (2, 2)
+    assert store.list_sessions() == []
+    with store.database.read() as conn:
+        assert not conn.has_any_sessions()
+
+
+def _drop_events(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE transcript_event_identities")
+    conn.execute("DROP TABLE transcript_events")
+    conn.commit()
+    conn.close()
+
+
+def _drop_entry_json(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE session_entries DROP COLUMN entry_json")
+    conn.commit()
+    conn.close()
+
+
+def _other_owner(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE schema_meta SET agent_id = 'intruder'")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "problem"),
+    [
+        (lambda path: path.write_bytes(b"not a database at all" * 100), "not a readable SQLite"),
+        (_drop_events, "missing table transcript_events"),
+        (_drop_entry_json, "missing column session_entries.entry_json"),
+        (_other_owner, "belongs to agent 'intruder'"),
+    ],
+)
+def test_a_corrupt_or_foreign_agent_database_is_refused_naming_it(store, tmp_path, mutate, problem):
+    state = _agent_state(tmp_path)
+    mutate(state / "agents" / "coder" / "agent" / "openclaw-agent.sqlite")
+    with pytest.raises(ForeignStoreError, match=problem) as refused:
+        read_openclaw_state(state)
+    assert "agents/coder/agent/openclaw-agent.sqlite" in refused.value.message
+    assert store.list_sessions() == []
+
+
+def test_a_key_in_both_stores_is_taken_from_the_database(store, tmp_path):
+    state = _agent_state(tmp_path)
+    sessions = state / "agents" / "coder" / "sessions"
+    sessions.mkdir(parents=True)
+    legacy = "0a0a0a0a-0000-4000-8000-00000000000a"
+    (sessions / "sessions.json").write_text(
+        json.dumps({oc_db.MAIN_KEY: {"sessionId": legacy, "updatedAt": oc_db.T0}})
+    )
+    (sessions / f"{legacy}.jsonl").write_text(json.dumps({"type": "session", "id": legacy}))
+    plan = read_openclaw_state(state)
+    assert [s.session_id for s in plan.sessions if s.session_key == oc_db.MAIN_KEY] == [
+        oc_db.MAIN_ID
+    ]
+    assert any("superseded" in s.why for s in plan.skipped)
+
+
+def test_a_per_agent_database_import_cut_short_is_finished_by_the_next(store, tmp_path):
+    state = _agent_state(tmp_path)
+
+    def crash_after_one(session_id: str) -> None:
+        raise KeyboardInterrupt  # as a kill after the first session's commit
+
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(store, read_openclaw_state(state), progress=crash_after_one)
+    rest = apply_plan(store, read_openclaw_state(state))
+    assert (rest.sessions_present, rest.sessions_imported, rest.routes_imported) == (1, 1, 2)
+    assert store.get_session(oc_db.MAIN_KEY) is not None
+    assert store.get_session(oc_db.SIDE_KEY) is not None
+
+
+def test_a_broken_event_row_refuses_its_session_whole_naming_the_seq(store, tmp_path):
+    state = _agent_state(tmp_path)
+    conn = sqlite3.connect(state / "agents" / "coder" / "agent" / "openclaw-agent.sqlite")
+    conn.execute(
+        "UPDATE transcript_events SET event_json = '{broken' WHERE session_id = ? AND seq = 5",
+        (oc_db.MAIN_ID,),
+    )
+    conn.commit()
+    conn.close()
+    summary = apply_plan(store, read_openclaw_state(state))
+    assert summary.sessions_imported == 1
+    [refused] = [s for s in summary.skipped if oc_db.MAIN_KEY in s["what"]]
+    assert "seq 5 is not JSON" in refused["why"]
+    assert store.get_session(oc_db.MAIN_KEY) is None
+    with store.database.read() as conn_:
+        assert conn_.get_session_row(oc_db.MAIN_ID) is None

@@ -75,9 +75,10 @@ def openclaw(
     dry_run: DryRunOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Import an OpenClaw state directory: each agent's sessions.json and JSONL transcript
-    trees (whole trees, active leaf, archive/pin/unread stamps, model overrides); agent ids
-    become key namespaces."""
+    """Import an OpenClaw state directory: each agent's SQLite session store
+    (agents/<id>/agent/openclaw-agent.sqlite) and legacy sessions.json + JSONL transcripts
+    (whole trees, active leaf, archive/pin/unread stamps, model overrides); agent ids become
+    key namespaces."""
     _run(read_openclaw_state, source, home, config_file, dry_run=dry_run, as_json=as_json)
 
 

@@ -1,8 +1,13 @@
 """Reading an OpenClaw state directory into an `ImportPlan`; nothing is written.
 
-Layout read: `<STATE_DIR>/agents/<agentId>/sessions/sessions.json` (the routing index: key ->
-entry, camelCase, times in epoch milliseconds) and `<sessionId>.jsonl` beside it (the
-transcript: a `session` header line, then entries with `id`/`parentId` forming a tree).
+Layout read, per agent folder `<STATE_DIR>/agents/<agentId>/`:
+- `agent/openclaw-agent.sqlite`: OpenClaw's runtime store (per-agent SQLite; routing entries
+  and transcript events, read by `openclaw_db.py`);
+- `sessions/sessions.json` (the legacy routing index: key -> entry, camelCase, times in epoch
+  milliseconds) and `<sessionId>.jsonl` beside it (the transcript: a `session` header line,
+  then entries with `id`/`parentId` forming a tree). A key the database also holds is taken
+  from the database (the legacy file is what OpenClaw migrated from).
+Both carry the same entry objects and the same transcript events, mapped the same way.
 
 How it maps:
 - The agent id is the key's namespace: OpenClaw keys are already `agent:<agentId>:...`; a
@@ -18,9 +23,10 @@ How it maps:
   `custom`, `compaction` (with `firstKeptEntryId`), `reset`, `branch_summary`, `label`,
   `model_change`, `thinking_level_change`; any other entry type is kept as a `custom` entry
   (`custom_type: openclaw:<type>`) so nothing of the tree is lost.
-- A transcript whose header does not match its file name, or whose entry names a parent that
-  does not come before it, is refused (that session and its routing entry), with the file and
-  line in the reason.
+- A transcript whose header does not match its session id, or whose entry names a parent
+  that does not come before it, is refused (that session and its routing entry), with the
+  file and line (or database and `seq`) in the reason. A database that is not OpenClaw's
+  agent schema is refused whole (see `openclaw_db.py`).
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ from sessiongate.core.entry import SessionEntry
 from sessiongate.core.ids import is_safe_id
 from sessiongate.errors import ForeignStoreError
 from sessiongate.store.foreign.model import ForeignNode, ForeignSession, ImportPlan, Skipped
+from sessiongate.store.foreign.openclaw_db import AGENT_DB_NAME, read_agent_database
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
 __all__ = ["read_openclaw_state"]
@@ -92,31 +100,74 @@ def read_openclaw_state(state_dir: Path) -> ImportPlan:
     for agent_dir in sorted(p for p in agents_dir.iterdir() if p.is_dir()):
         sessions_dir = agent_dir / "sessions"
         index = sessions_dir / "sessions.json"
-        databases = sorted(
+        database = agent_dir / "agent" / AGENT_DB_NAME
+        others = sorted(
             p
             for pattern in ("*.sqlite", "*.sqlite3", "*.db")
-            for p in (agent_dir.rglob(pattern) if agent_dir.is_dir() else [])
+            for p in agent_dir.rglob(pattern)
+            if p != database
         )
-        for db in databases:
+        for other in others:
             plan.skipped.append(
                 Skipped(
-                    f"agents/{agent_dir.name}/{db.relative_to(agent_dir)}",
-                    "a per-agent SQLite session database: its schema is not documented, so it "
-                    "is not read; export it to sessions.json + JSONL first",
+                    f"agents/{agent_dir.name}/{other.relative_to(agent_dir)}",
+                    f"not OpenClaw's session store (that is agent/{AGENT_DB_NAME}); not read",
                 )
             )
-        if not index.exists():
-            continue
-        found = True
-        _read_agent(plan, agent_dir.name, sessions_dir, index)
+        taken: set[str] = set()
+        if database.is_file():
+            found = True
+            taken = _read_database(plan, agent_dir.name, database)
+        if index.exists():
+            found = True
+            _read_agent(plan, agent_dir.name, sessions_dir, index, taken)
     if not found and not plan.skipped:
         raise ForeignStoreError(
-            f"{state_dir}: not an OpenClaw state directory (no agents/*/sessions/sessions.json)"
+            f"{state_dir}: not an OpenClaw state directory (no agents/*/sessions/sessions.json "
+            f"and no agents/*/agent/{AGENT_DB_NAME})"
         )
     return plan
 
 
-def _read_agent(plan: ImportPlan, agent: str, sessions_dir: Path, index: Path) -> None:
+def _read_database(plan: ImportPlan, agent: str, path: Path) -> set[str]:
+    """Adds the database's sessions to `plan`; returns the keys it holds."""
+    name = f"agents/{agent}/agent/{AGENT_DB_NAME}"
+    database = read_agent_database(path, name, agent)
+    keys: set[str] = set()
+    for row in database.sessions:
+        key = (
+            row.session_key
+            if row.session_key.startswith("agent:")
+            else (f"agent:{database.agent_id}:{row.session_key}")
+        )
+        keys.add(key)
+        what = f"{name}: {row.session_key[:80]!r}"
+        if row.entry is None:
+            plan.skipped.append(Skipped(what, row.problem or "no entry"))
+            continue
+        try:
+            entry = _entry(key, row.entry)
+        except (ValueError, TypeError) as exc:
+            plan.skipped.append(Skipped(what, f"{exc!s:.200}"))
+            continue
+        events = ((f"seq {seq}", text) for seq, text in row.events)
+        try:
+            session = _tree(f"{name} (session {entry.session_id})", events, entry)
+        except ForeignStoreError as exc:
+            plan.skipped.append(Skipped(what, exc.message))
+            continue
+        plan.sessions.append(session)
+        plan.routes.append(entry)
+    for session_id in database.unnamed:
+        plan.skipped.append(
+            Skipped(f"{name}: session {session_id[:80]!r}", "no routing entry names it (no key)")
+        )
+    return keys
+
+
+def _read_agent(
+    plan: ImportPlan, agent: str, sessions_dir: Path, index: Path, taken: set[str]
+) -> None:
     try:
         if index.stat().st_size > _MAX_JSON_BYTES:
             raise ValueError("the file is too large")
@@ -139,6 +190,14 @@ def _read_agent(plan: ImportPlan, agent: str, sessions_dir: Path, index: Path) -
             continue
         transcript = sessions_dir / f"{entry.session_id}.jsonl"
         named.add(entry.session_id)
+        if key in taken:
+            plan.skipped.append(
+                Skipped(
+                    f"{where}: {raw_key[:80]!r}",
+                    f"superseded by the same key in agent/{AGENT_DB_NAME}",
+                )
+            )
+            continue
         try:
             session = _transcript(transcript, entry, where)
         except ForeignStoreError as exc:
@@ -196,6 +255,12 @@ def _transcript(path: Path, entry: SessionEntry, where: str) -> ForeignSession:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ForeignStoreError(f"{name}: unreadable ({exc})") from exc
+    events = ((f"line {n}", line) for n, line in enumerate(lines, 1) if line.strip())
+    return _tree(name, events, entry)
+
+
+def _tree(name: str, events: Iterable[tuple[str, str]], entry: SessionEntry) -> ForeignSession:
+    """The session of one transcript: `events` are (where, JSON text) in written order."""
     session = ForeignSession(
         session_id=entry.session_id,
         session_key=entry.session_key,
@@ -205,23 +270,24 @@ def _transcript(path: Path, entry: SessionEntry, where: str) -> ForeignSession:
     seen: set[str] = set()
     last: str | None = None
     leaf: str | None = None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for at, line in events:
         try:
             data = json.loads(line)
-        except ValueError as exc:
-            raise ForeignStoreError(f"{name}: line {number} is not JSON ({exc})") from exc
+        except (ValueError, RecursionError) as exc:
+            raise ForeignStoreError(f"{name}: {at} is not JSON ({exc})") from exc
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-            raise ForeignStoreError(f"{name}: line {number} is not a transcript entry")
+            raise ForeignStoreError(f"{name}: {at} is not a transcript entry")
         if data["type"] == "session":
             if data.get("id") != entry.session_id:
                 raise ForeignStoreError(
-                    f"{name}: line {number}: the header names session {data.get('id')!r}"
+                    f"{name}: {at}: the header names session {data.get('id')!r}"
                 )
             stamp = data.get("timestamp")
             if isinstance(stamp, str):
-                session.started_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                try:
+                    session.started_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                except ValueError as exc:
+                    raise ForeignStoreError(f"{name}: {at}: bad timestamp ({exc})") from exc
             parent = data.get("parentSession")
             if isinstance(parent, str) and parent:
                 stem = parent.rsplit("/", 1)[-1].removesuffix(".jsonl")
@@ -229,17 +295,18 @@ def _transcript(path: Path, entry: SessionEntry, where: str) -> ForeignSession:
             continue
         ref, parent_ref = data.get("id"), data.get("parentId")
         if not isinstance(ref, str) or ref in seen:
-            raise ForeignStoreError(f"{name}: line {number}: a missing or repeated entry id")
+            raise ForeignStoreError(f"{name}: {at}: a missing or repeated entry id")
         if parent_ref is not None and parent_ref not in seen:
-            raise ForeignStoreError(
-                f"{name}: line {number}: parent {parent_ref!r} does not come before it"
-            )
+            raise ForeignStoreError(f"{name}: {at}: parent {parent_ref!r} does not come before it")
         seen.add(ref)
         if data["type"] == "leaf":
             target = data.get("targetId") or data.get("leafId")
             leaf = target if target in seen else leaf
             continue
-        session.nodes.append(_node(data, ref, parent_ref))
+        try:
+            session.nodes.append(_node(data, ref, parent_ref))
+        except (ValueError, TypeError) as exc:
+            raise ForeignStoreError(f"{name}: {at}: {exc!s:.200}") from exc
         last = ref
         leaf = None  # a later append moves the leaf to itself
     session.leaf = leaf or last
