@@ -31,6 +31,7 @@ __all__ = [
     "AgentSpec",
     "ApiConfig",
     "BindingConfig",
+    "DeliveryConfig",
     "DiscordConfig",
     "EchoAgentConfig",
     "EchoAgentSpec",
@@ -679,6 +680,29 @@ class TracingConfig(_Model):
     service_name: str = Field("sessiongate", min_length=1, max_length=200)
 
 
+class DeliveryConfig(_Model):
+    """`delivery`: how outbound messages are tried again (`store/deliveries.py`)."""
+
+    max_age_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="A message not confirmed sent within this long after it was written is "
+        "reported dead (reason `stale`), never sent late; the default is 1 h.",
+    )
+    max_attempts: int = Field(
+        8,
+        ge=1,
+        description="A message whose sends failed this many times is dead (the dead-letter "
+        "list); `deliveries retry` sends it again.",
+    )
+    retry_backoff_seconds: float = Field(
+        60.0, gt=0, description="The wait after the first failed send; doubled after each."
+    )
+    retry_backoff_max_seconds: float = Field(
+        3600.0, gt=0, description="The longest wait between two sends of one message."
+    )
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -729,6 +753,11 @@ class GatewayConfig(_Model):
         "resume-pending sessions are never deleted.",
     )
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    delivery: DeliveryConfig = Field(
+        default_factory=DeliveryConfig,
+        description="Outbound messages: every reply and notice is a delivery row, retried "
+        "with back-off, dead after its tries or when stale.",
+    )
 
     @field_validator("agents")
     @classmethod

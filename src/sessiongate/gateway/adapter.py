@@ -36,8 +36,10 @@ class PlatformAdapter(Protocol):
         """Disconnect; idempotent."""
         ...
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
-        """Deliver `text` to the chat (and thread) of `source`; raise if it could not be sent."""
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str | None:
+        """Deliver `text` to the chat (and thread) of `source`; raise if it could not be sent
+        (the error's message is kept as the delivery's reason). May return the platform's id
+        of the message sent, kept on its delivery row; None when the platform gives none."""
         ...
 
     def chat_id_key(self, chat_id: str) -> str:

@@ -360,4 +360,8 @@ def _data(change: Change) -> dict[str, Any]:
         data["status"] = change.status
     if change.depth is not None:
         data["depth"] = change.depth
+    if change.delivery_id is not None:
+        data["delivery_id"] = change.delivery_id
+    if change.reason is not None:
+        data["reason"] = change.reason
     return data

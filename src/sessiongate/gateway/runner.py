@@ -80,6 +80,7 @@ from sessiongate.gateway.turns import (
     TurnExecutor,
 )
 from sessiongate.store.backends import open_wakeups
+from sessiongate.store.deliveries import DeliveryStore
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore, TurnState
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.streams import TurnWatch
+    from sessiongate.store.deliveries import DeliveryRecord
     from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
     from sessiongate.store.session_store import SessionStore
 
@@ -178,7 +180,14 @@ class GatewayRunner:
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
-        self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
+        self.deliveries = DeliveryStore(store)
+        self._delivery = Delivery(
+            adapters,
+            self.lane_store,
+            clock=self.clock,
+            deliveries=self.deliveries,
+            config=config.delivery,
+        )
         self.housekeeping = HousekeepingWatcher(
             store=store,
             cache=self._agents,
@@ -409,10 +418,7 @@ class GatewayRunner:
         self, deliver: list[Any], notices: list[tuple[SessionSource, str, int]]
     ) -> None:
         try:
-            for turn in deliver:
-                await self._delivery.deliver_reply(
-                    turn.session_key, turn.id, turn.source, turn.reply or ""
-                )
+            await self._delivery.recover(deliver, now=self.clock.now())
             for source, text, turn_id in notices:
                 await self._delivery.send(source, text, turn_id=turn_id)
         finally:
@@ -446,7 +452,23 @@ class GatewayRunner:
             if not self.leases.may_act():
                 return 0
             replied = [t for t in replied if self.leases.holds(t.session_key)]
+            return await self._delivery.redeliver(
+                replied,
+                now=self.clock.now(),
+                may_send=lambda key: key is None or self.leases.holds(key),
+            )
         return await self._delivery.redeliver(replied, now=self.clock.now())
+
+    async def retry_delivery_row(self, delivery_id: int) -> DeliveryRecord | None:
+        """The operator's retry of one delivery of the dead-letter list (`Delivery.retry`):
+        its row afterwards, or None when there is no such undelivered delivery."""
+        if self._stopping:
+            return None
+        return await self._delivery.retry(delivery_id)
+
+    def delivery_outcomes(self) -> dict[str, int]:
+        """Tries since the start by outcome (`sent`, `failed`, `dead`)."""
+        return dict(self._delivery.outcomes)
 
     async def retry_delivery(self, turn_id: int) -> bool:
         """Send one undelivered (`replied`) reply now, as the operator asks; False when it is

@@ -26,6 +26,9 @@ class ChangeKind(StrEnum):
     TURN_STARTED = "turn.started"
     TURN_FINISHED = "turn.finished"
     QUEUE_CHANGED = "queue.changed"
+    # A delivery's try failed (`status` `failed`: it is tried again) or it was given up
+    # (`dead`); `delivery_id` names it.
+    DELIVERY_FAILED = "delivery.failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,8 @@ class Change:
     turn_id: int | None = None
     status: str | None = None
     depth: int | None = None
+    delivery_id: int | None = None
+    reason: str | None = None
 
 
 def told(notes: list[object]) -> list[object]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sessiongate.core.keys import KeyParts
     from sessiongate.store.copy import TableSpec
     from sessiongate.store.records import (
+        DeliveryRow,
         EntryRecord,
         InboxKind,
         InboxRow,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
         TurnState,
     )
 
-__all__ = ["Backend", "ErasureTx", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
+__all__ = ["Backend", "DeliveryTx", "ErasureTx", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
 
 # An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
 EntryTuple = tuple[Any, ...]
@@ -64,6 +65,52 @@ class PlatformStateTx(Protocol):
     def get_send(self, platform: str, turn_id: int) -> tuple[str, str | None] | None: ...
     def get_cursor(self, platform: str, account: str) -> str | None: ...
     def set_cursor(self, platform: str, account: str, cursor: str, now: int) -> None: ...
+
+
+class DeliveryTx(Protocol):
+    """The deliveries table (`store/deliveries.py` states the rules): one row per outbound
+    message, `pending` -> `sent` | `failed` -> ... -> `dead`. Times are integer microseconds;
+    `source` is JSON text."""
+
+    def insert_delivery(
+        self,
+        *,
+        kind: str,
+        turn_id: int | None,
+        session_key: str | None,
+        platform: str,
+        source: str,
+        text: str,
+        at: int,
+    ) -> int:
+        """A new `pending` row due at `at`; for a turn's reply that has one already, its id."""
+        ...
+
+    def get_delivery(self, delivery_id: int) -> DeliveryRow | None: ...
+    def delivery_of_turn(self, turn_id: int) -> DeliveryRow | None:
+        """The reply row of the turn, if any."""
+        ...
+
+    def list_deliveries(self, statuses: Sequence[str], limit: int) -> list[DeliveryRow]:
+        """The newest first; every status when `statuses` is empty."""
+        ...
+
+    def due_deliveries(self, now: int, limit: int) -> list[DeliveryRow]:
+        """`pending` and `failed` rows whose `next_at` is not after `now`, the oldest first."""
+        ...
+
+    def set_delivery(
+        self,
+        delivery_id: int,
+        *,
+        status: str,
+        attempts: int,
+        message_id: str | None,
+        reason: str | None,
+        next_at: int,
+        at: int,
+    ) -> bool: ...
+    def count_deliveries(self) -> dict[str, int]: ...
 
 
 class ErasureTx(Protocol):
@@ -111,7 +158,7 @@ class ErasureTx(Protocol):
         ...
 
 
-class Tx(PlatformStateTx, ErasureTx, Protocol):
+class Tx(PlatformStateTx, ErasureTx, DeliveryTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key

@@ -24,6 +24,8 @@ __all__ = [
     "MEMORY_ROW_BASE",
     "TRANSITIONS",
     "WHY_NOT",
+    "DeliveryRow",
+    "DeliveryStatus",
     "EntryRecord",
     "InboxKind",
     "InboxRow",
@@ -320,6 +322,36 @@ class PairingRow:
     created_at: int
     expires_at: int
     approved_at: int | None
+
+
+class DeliveryStatus(enum.StrEnum):
+    """Where one outbound message stands (`store/deliveries.py`)."""
+
+    PENDING = "pending"  # not confirmed yet: never tried, or being tried
+    SENT = "sent"  # the platform confirmed it (`message_id` when it gave one)
+    FAILED = "failed"  # the last try failed (`reason`); tried again at `next_at`
+    DEAD = "dead"  # given up: out of tries, or too old to send (`reason` `stale`)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRow:
+    """One outbound message: a turn's reply, a notice, a job's output. Times in
+    microseconds; `source` is the chat's `SessionSource` as JSON text."""
+
+    id: int
+    kind: str
+    turn_id: int | None
+    session_key: str | None
+    platform: str
+    source: str
+    text: str
+    status: str
+    attempts: int
+    message_id: str | None
+    reason: str | None
+    created_at: int
+    updated_at: int
+    next_at: int
 
 
 # Entries are frozen, so one decoded from the same stored text can be shared. A backend tells

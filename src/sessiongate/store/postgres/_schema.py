@@ -344,6 +344,28 @@ _V10 = [
     "CREATE INDEX erasures_subject ON erasures(subject_hash)",
 ]
 
+# Deliveries, as on SQLite (see the comment on its migration 11).
+_V11 = [
+    """CREATE TABLE deliveries (
+        id bigserial PRIMARY KEY,
+        kind text NOT NULL,
+        turn_id bigint,
+        session_key text,
+        platform text NOT NULL,
+        source text NOT NULL,
+        text text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'sent', 'failed', 'dead')),
+        attempts integer NOT NULL DEFAULT 0,
+        message_id text,
+        reason text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        next_at timestamptz NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX deliveries_reply ON deliveries(turn_id) WHERE kind = 'reply'",
+    "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -355,4 +377,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "time conversions the planner inlines", _V8),
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
+    (11, "deliveries: every outbound message and its outcome", _V11),
 ]

@@ -24,6 +24,7 @@ from sessiongate.core.jsontext import json_encoder
 from sessiongate.core.keys import FORK_TAG, KeyParts
 from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
+from sessiongate.store.postgres.deliveries import PostgresDeliveries
 from sessiongate.store.postgres.erasure import PostgresErasure
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
@@ -533,7 +534,7 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
     }
 
 
-class PostgresTx(PostgresPlatformState, PostgresErasure):
+class PostgresTx(PostgresDeliveries, PostgresPlatformState, PostgresErasure):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 

@@ -330,6 +330,31 @@ _V10 = [
     "CREATE INDEX erasures_subject ON erasures(subject_hash)",
 ]
 
+# Every outbound message is a row (`store/deliveries.py`, DESIGN decision 19): `pending` until
+# the platform confirms it (`sent`, with its message id), `failed` with the platform's reason
+# and the time of the next try, `dead` after the last try or when it is older than
+# `delivery.max_age`. A turn has at most one reply delivery.
+_V11 = [
+    """CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        turn_id INTEGER,
+        session_key TEXT,
+        platform TEXT NOT NULL,
+        source TEXT NOT NULL,
+        text TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed', 'dead')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        message_id TEXT,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        next_at INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX deliveries_reply ON deliveries(turn_id) WHERE kind = 'reply'",
+    "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -341,4 +366,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (8, "routes as a rowid table keyed by a unique index", _V8),
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
+    (11, "deliveries: every outbound message and its outcome", _V11),
 ]

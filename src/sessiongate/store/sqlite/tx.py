@@ -22,6 +22,7 @@ from sessiongate.store.sqlite import (
     transcripts,
 )
 from sessiongate.store.sqlite._errors import translate_errors
+from sessiongate.store.sqlite.deliveries import SqliteDeliveries
 from sessiongate.store.sqlite.erasure import SqliteErasure
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
@@ -49,7 +50,7 @@ __all__ = ["SqliteTx"]
 _ROWS_KEPT = 4096
 
 
-class SqliteTx(SqlitePlatformState, SqliteErasure):
+class SqliteTx(SqliteDeliveries, SqlitePlatformState, SqliteErasure):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
