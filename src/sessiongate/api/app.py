@@ -44,6 +44,7 @@ from fastapi.staticfiles import StaticFiles
 import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
+    routes_deliveries,
     routes_erasure,
     routes_events,
     routes_hooks,
@@ -181,6 +182,7 @@ def create_app(
     app.include_router(routes_hooks.router)
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_deliveries.router)
     app.include_router(routes_erasure.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

@@ -8,6 +8,7 @@
     db         status|upgrade of the store's database cli/db.py
     bench      the benchmark suite                   cli/bench.py
     pairing    list|approve DM pairing requests      cli/pairing.py
+    deliveries list|retry outbound messages          cli/deliveries.py
     try        an adapter against its local stub     cli/try_cmd.py
     forget     erase one person (right to erasure)   cli/forget.py
     import     hermes|openclaw: another gateway's home cli/import_cmd.py
@@ -32,6 +33,7 @@ from sessiongate.cli import (
     chat,
     config_cmd,
     db,
+    deliveries,
     doctor,
     forget,
     import_cmd,
@@ -90,6 +92,7 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(config_cmd.show_config)
 app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
 app.add_typer(pairing.app, name="pairing")
+app.add_typer(deliveries.app, name="deliveries")
 app.command("try")(try_cmd.try_platform)
 app.command("forget")(forget.forget)
 app.add_typer(import_cmd.app, name="import")

@@ -144,6 +144,10 @@ class RunnerStatistics:
     instance_heartbeat_failures: int = 0
     database_connected: bool = True
     fenced_commits: int = 0
+    # Messages the platform confirmed, and deliveries given up (`dead`: out of tries or
+    # stale) since the start; `deliveries_failed` counts refused sends.
+    deliveries_sent: int = 0
+    deliveries_dead: int = 0
 
 
 @dataclass(slots=True)
@@ -1074,6 +1078,8 @@ class GatewayRunner:
             archived=self._counters.archived,
             rollovers=self._router.rollovers,
             deliveries_failed=self._delivery.failures,
+            deliveries_sent=self._delivery.outcomes.get("sent", 0),
+            deliveries_dead=self._delivery.outcomes.get("dead", 0),
             lane_errors=self._counters.lane_errors,
             waiters=len(self._waiters),
             startup_gate_open=self._gate.is_set(),

@@ -277,23 +277,14 @@ class DeliveryStore:
         return _record(row)
 
     def reopen(self, delivery_id: int) -> DeliveryRecord | None:
-        """Back to `pending`, due now, its tries forgotten: the operator's retry of a `failed`
-        or `dead` delivery (a `pending` one is returned as it is). None when there is no such
-        delivery or it was sent already."""
+        """Back to `pending`, due now, its tries forgotten and its age counted from now: the
+        operator's retry of a `failed` or `dead` delivery, stale ones too (a `pending` one is
+        returned as it is). None when there is no such delivery or it was sent already."""
         now = to_us(self._clock.now())
         with self._db.transaction() as conn:
             row = conn.get_delivery(delivery_id)
             if row is None or row.status == DeliveryStatus.SENT:
                 return None
-            if row.status != DeliveryStatus.PENDING:
-                conn.set_delivery(
-                    row.id,
-                    status=DeliveryStatus.PENDING,
-                    attempts=0,
-                    message_id=None,
-                    reason=None,
-                    next_at=now,
-                    at=now,
-                )
+            if conn.reopen_delivery(delivery_id, now):
                 row = conn.get_delivery(delivery_id)
         return None if row is None else _record(row)

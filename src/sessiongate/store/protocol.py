@@ -110,6 +110,11 @@ class DeliveryTx(Protocol):
         next_at: int,
         at: int,
     ) -> bool: ...
+    def reopen_delivery(self, delivery_id: int, at: int) -> bool:
+        """A `failed` or `dead` row back to `pending`, due at `at`, its tries and reason
+        forgotten and its age counted from `at`; False when it is neither."""
+        ...
+
     def count_deliveries(self) -> dict[str, int]: ...
 
 

@@ -109,6 +109,18 @@ class SqliteDeliveries:
             ).rowcount
         )
 
+    def reopen_delivery(self, delivery_id: int, at: int) -> bool:
+        """A `failed` or `dead` row back to `pending`, due at `at`, its tries and reason
+        forgotten and its age counted from `at` (the operator chose to send it)."""
+        return bool(
+            self.conn.execute(
+                "UPDATE deliveries SET status = 'pending', attempts = 0, message_id = NULL, "
+                "reason = NULL, created_at = ?, updated_at = ?, next_at = ? "
+                "WHERE id = ? AND status IN ('failed', 'dead')",
+                (at, at, at, delivery_id),
+            ).rowcount
+        )
+
     def count_deliveries(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status")
         return {str(status): int(n) for status, n in rows}
