@@ -55,7 +55,7 @@ def test_routes_become_a_rowid_table_and_keep_every_lane(tmp_path, clock):
     home = tmp_path / "home"
     key, session_id = _home_at_version(home, clock, 7)
     statuses = migration_status(home / "state.db")
-    assert [m["version"] for m in statuses if m["applied_at"] is None] == [8, 9, 10, 11]
+    assert [m["version"] for m in statuses if m["applied_at"] is None] == [8, 9, 10, 11, 12]
 
     with SessionStore(home, GatewayConfig(mirror_sessions_json=False), clock=clock) as store:
         entry = store.get_session(key)

@@ -79,9 +79,11 @@ from sessiongate.gateway.turns import (
     TurnCounters,
     TurnExecutor,
 )
+from sessiongate.gateway.webhooks import WebhookSender
 from sessiongate.store.backends import open_wakeups
 from sessiongate.store.deliveries import DeliveryStore
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore, TurnState
+from sessiongate.store.outbox import OutboxStore, OutboxWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -185,6 +187,16 @@ class GatewayRunner:
         self._agent_factory = agent_factory
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
         self.deliveries = DeliveryStore(store)
+        # Outbound webhooks (`webhooks.py`): the outbox rows are written with the changes
+        # they tell; the sender is a task of its own, so no receiver slows a turn.
+        self.outbox = OutboxStore(store.database, self.clock)
+        self.webhooks: WebhookSender | None = None
+        if config.webhooks.outbound:
+            store.database.before_commit = OutboxWriter(
+                {hook.url: hook.events for hook in config.webhooks.outbound}, self.clock
+            )
+            self.webhooks = WebhookSender(self.outbox, config.webhooks, clock=self.clock)
+            store.add_change_listener(self.webhooks.changes_committed)
         self._delivery = Delivery(
             adapters,
             self.lane_store,
@@ -304,6 +316,8 @@ class GatewayRunner:
         self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
         self._spawn(self.presence.run(self._housekeeping_stop))
+        if self.webhooks is not None:
+            self._spawn(self.webhooks.run(self._housekeeping_stop))
         if self.leases.shared:
             self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
             self._spawn(self._follow_remote_outcomes(self._housekeeping_stop))
@@ -378,6 +392,10 @@ class GatewayRunner:
         self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
         self.store.remove_change_listener(self.feed.publish_changes)
+        if self.webhooks is not None:
+            # Events of changes made after the stop are still written (the writer stays),
+            # and sent by the next start.
+            self.store.remove_change_listener(self.webhooks.changes_committed)
         self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 

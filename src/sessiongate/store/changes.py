@@ -46,6 +46,19 @@ class Change:
     delivery_id: int | None = None
     reason: str | None = None
 
+    def as_data(self) -> dict[str, object]:
+        """The change's fields that are set, as an event's `data` (the feed, webhooks)."""
+        data: dict[str, object] = {"session_key": self.session_key}
+        for name in ("session_id", "entry_id", "entry_type", "turn_id", "status", "depth"):
+            value = getattr(self, name)
+            if value is not None or (name == "entry_type" and self.entry_id is not None):
+                data[name] = value
+        if self.delivery_id is not None:
+            data["delivery_id"] = self.delivery_id
+        if self.reason is not None:
+            data["reason"] = self.reason
+        return data
+
 
 def told(notes: list[object]) -> list[object]:
     """The committed transaction's notes as its listeners get them (see the module docstring):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         EntryRecord,
         InboxKind,
         InboxRow,
+        OutboxRow,
         PairingRow,
         SeenRow,
         SessionRow,
@@ -33,7 +34,16 @@ if TYPE_CHECKING:
         TurnState,
     )
 
-__all__ = ["Backend", "DeliveryTx", "ErasureTx", "LeaseBackend", "LeaseTx", "PlatformStateTx", "Tx"]
+__all__ = [
+    "Backend",
+    "DeliveryTx",
+    "ErasureTx",
+    "LeaseBackend",
+    "LeaseTx",
+    "OutboxTx",
+    "PlatformStateTx",
+    "Tx",
+]
 
 # An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
 EntryTuple = tuple[Any, ...]
@@ -118,6 +128,44 @@ class DeliveryTx(Protocol):
     def count_deliveries(self) -> dict[str, int]: ...
 
 
+class OutboxTx(Protocol):
+    """The outbox of outbound webhook events (`store/outbox.py` states the rules): rows are
+    `pending` until `sent` or `dead`; times are integer microseconds."""
+
+    def insert_outbox(
+        self,
+        *,
+        event_id: str,
+        target: str,
+        event: str,
+        session_key: str | None,
+        body: str,
+        at: int,
+    ) -> None: ...
+    def unsent_outbox(self, limit: int) -> list[OutboxRow]:
+        """`pending` rows, the oldest first (due or not: order per session is the caller's)."""
+        ...
+
+    def list_outbox(self, statuses: Sequence[str], limit: int) -> list[OutboxRow]:
+        """The newest first; every status when `statuses` is empty."""
+        ...
+
+    def get_outbox(self, outbox_id: int) -> OutboxRow | None: ...
+    def set_outbox(
+        self,
+        outbox_id: int,
+        *,
+        status: str,
+        attempts: int,
+        reason: str | None,
+        next_at: int,
+        at: int,
+    ) -> None: ...
+    def reopen_outbox(self, outbox_id: int, at: int) -> bool:
+        """A `dead` row back to `pending`, due at `at`, its tries forgotten."""
+        ...
+
+
 class ErasureTx(Protocol):
     """What erasure and retention read and remove (`store/erasure.py` and `store/retention.py`
     state the rules). Times are integer microseconds; JSON crosses as text."""
@@ -163,7 +211,7 @@ class ErasureTx(Protocol):
         ...
 
 
-class Tx(PlatformStateTx, ErasureTx, DeliveryTx, Protocol):
+class Tx(PlatformStateTx, ErasureTx, DeliveryTx, OutboxTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key
@@ -520,6 +568,9 @@ class Backend(Protocol):
     # Told the notes of each committed transaction (`Tx.note`), after the commit and outside
     # the backend's lock; None tells no one.
     on_commit: Callable[[list[object]], None] | None
+    # Called inside the transaction, with its notes, just before a commit that noted changes:
+    # what it writes commits with them (or nothing does). Any `Tx`-typed callable fits.
+    before_commit: Any
 
     def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[Tx]:
         """With `savepoints=False` nested calls make none (except `savepoint()`), and one

@@ -30,6 +30,7 @@ __all__ = [
     "InboxKind",
     "InboxRow",
     "InboxState",
+    "OutboxRow",
     "PairingRow",
     "SeenRow",
     "SessionRow",
@@ -348,6 +349,25 @@ class DeliveryRow:
     status: str
     attempts: int
     message_id: str | None
+    reason: str | None
+    created_at: int
+    updated_at: int
+    next_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One outbound webhook event for one receiver (`store/outbox.py`); times in
+    microseconds, `body` the JSON text POSTed; status `pending`, `sent` or `dead`."""
+
+    id: int
+    event_id: str
+    target: str
+    event: str
+    session_key: str | None
+    body: str
+    status: str
+    attempts: int
     reason: str | None
     created_at: int
     updated_at: int

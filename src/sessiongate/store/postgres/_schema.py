@@ -366,6 +366,25 @@ _V11 = [
     "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
 ]
 
+# The outbox of outbound webhook events, as on SQLite (see its migration 12).
+_V12 = [
+    """CREATE TABLE webhook_outbox (
+        id bigserial PRIMARY KEY,
+        event_id text NOT NULL UNIQUE,
+        target text NOT NULL,
+        event text NOT NULL,
+        session_key text,
+        body text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'sent', 'dead')),
+        attempts integer NOT NULL DEFAULT 0,
+        reason text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        next_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -378,4 +397,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
     (11, "deliveries: every outbound message and its outcome", _V11),
+    (12, "the outbox of outbound webhook events", _V12),
 ]

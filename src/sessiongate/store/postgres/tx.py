@@ -26,6 +26,7 @@ from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.deliveries import PostgresDeliveries
 from sessiongate.store.postgres.erasure import PostgresErasure
+from sessiongate.store.postgres.outbox import PostgresOutbox
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
@@ -534,7 +535,7 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
     }
 
 
-class PostgresTx(PostgresDeliveries, PostgresPlatformState, PostgresErasure):
+class PostgresTx(PostgresDeliveries, PostgresOutbox, PostgresPlatformState, PostgresErasure):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 

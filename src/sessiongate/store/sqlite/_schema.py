@@ -355,6 +355,27 @@ _V11 = [
     "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
 ]
 
+# Outbound webhook events (`store/outbox.py`): written in the transaction whose change they
+# tell, so none is lost to a crash; sent in `id` order per receiver and session, `sent` or
+# `dead` after their tries. `event_id` is the receiver's key to drop a repeat.
+_V12 = [
+    """CREATE TABLE webhook_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL UNIQUE,
+        target TEXT NOT NULL,
+        event TEXT NOT NULL,
+        session_key TEXT,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'dead')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        next_at INTEGER NOT NULL
+    )""",
+    "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -367,4 +388,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (9, "platform receiver cursors", _V9),
     (10, "erasure receipts", _V10),
     (11, "deliveries: every outbound message and its outcome", _V11),
+    (12, "the outbox of outbound webhook events", _V12),
 ]

@@ -24,6 +24,7 @@ from sessiongate.store.sqlite import (
 from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite.deliveries import SqliteDeliveries
 from sessiongate.store.sqlite.erasure import SqliteErasure
+from sessiongate.store.sqlite.outbox import SqliteOutbox
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ __all__ = ["SqliteTx"]
 _ROWS_KEPT = 4096
 
 
-class SqliteTx(SqliteDeliveries, SqlitePlatformState, SqliteErasure):
+class SqliteTx(SqliteDeliveries, SqliteOutbox, SqlitePlatformState, SqliteErasure):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
