@@ -8,6 +8,7 @@ import pytest
 from sessiongate.adapters.loopback import LoopbackAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.gateway import GatewayRunner
+from sessiongate.store.outbox import OutboxWriter
 
 
 @pytest.fixture
@@ -62,3 +63,23 @@ def test_bad_filters_and_unknown_ids_are_clear_errors(client):
     missing = client.post("/v1/deliveries/424242/retry")
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "delivery_not_found")
     assert client.post("/v1/deliveries/0/retry").status_code == 422
+
+
+def test_webhook_events_are_listed_and_a_dead_one_retried(client, runner, store):
+    store.database.before_commit = OutboxWriter(
+        {"http://127.0.0.1:9/none": ["session.created"]}, store.clock
+    )
+    store.get_or_create_session(LoopbackAdapter().source("w"))
+    (event,) = client.get("/v1/webhooks/events?status=pending").json()["events"]
+    assert event["event"] == "session.created"
+    not_dead = client.post(f"/v1/webhooks/events/{event['id']}/retry")
+    assert (not_dead.status_code, not_dead.json()["error"]["code"]) == (409, "event_not_dead")
+    row = runner.outbox.get(event["id"])
+    runner.outbox.mark_failed(row, "HTTP 500", max_attempts=1, backoff=1, backoff_max=1)
+    assert client.get("/v1/webhooks/events?status=dead").json()["events"][0]["reason"] == (
+        "HTTP 500"
+    )
+    retried = client.post(f"/v1/webhooks/events/{event['id']}/retry")
+    assert (retried.status_code, retried.json()["status"]) == (200, "pending")
+    assert client.post("/v1/webhooks/events/77/retry").status_code == 404
+    assert client.get("/v1/webhooks/events?status=lost").status_code == 422

@@ -183,6 +183,7 @@ def create_app(
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_deliveries.router)
+    app.include_router(routes_deliveries.webhook_router)
     app.include_router(routes_erasure.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)
     app.include_router(ui.router)

@@ -3,6 +3,8 @@
 `GET /v1/deliveries` lists deliveries, newest first (`?status=failed`: the dead-letter list,
 failed and dead; `pending`, `sent`, `dead` list those only); `POST /v1/deliveries/{id}/retry`
 sends a failed or dead one again now, and `POST /v1/deliveries/retry` every one of the list.
+Outbound webhook events have theirs: `GET /v1/webhooks/events?status=dead` and
+`POST /v1/webhooks/events/{id}/retry`.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the dependency annotations at run time.
@@ -18,12 +20,17 @@ from sessiongate.api.deps import RunnerDep
 from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.store.deliveries import UNDELIVERED, DeliveryRecord
+from sessiongate.store.outbox import DEAD, OutboxEvent
 from sessiongate.store.records import DeliveryStatus
 
-__all__ = ["router"]
+__all__ = ["router", "webhook_router"]
 
 router = APIRouter(
     prefix="/v1/deliveries", tags=["deliveries"], dependencies=[Depends(require_operator)]
+)
+
+webhook_router = APIRouter(
+    prefix="/v1/webhooks", tags=["deliveries"], dependencies=[Depends(require_operator)]
 )
 
 MAX_LISTED = 1000
@@ -136,3 +143,73 @@ async def retry_delivery(
     if after is None:
         raise ApiError(409, "delivery_busy", f"delivery {delivery_id} is being sent now")
     return _out(after)
+
+
+class WebhookEventOut(BaseModel):
+    id: int
+    event_id: str
+    target: str
+    event: str
+    session_key: str | None
+    status: str
+    attempts: int
+    reason: str | None
+    created_at: datetime
+    next_at: datetime
+
+
+class WebhookEventsOut(BaseModel):
+    events: list[WebhookEventOut]
+
+
+def _event_out(event: OutboxEvent) -> WebhookEventOut:
+    return WebhookEventOut(
+        id=event.id,
+        event_id=event.event_id,
+        target=event.target,
+        event=event.event,
+        session_key=event.session_key,
+        status=event.status,
+        attempts=event.attempts,
+        reason=event.reason,
+        created_at=event.created_at,
+        next_at=event.next_at,
+    )
+
+
+@webhook_router.get(
+    "/events",
+    response_model=WebhookEventsOut,
+    responses=errors(401),
+    summary="Outbound webhook events, newest first",
+)
+async def list_webhook_events(
+    runner: RunnerDep,
+    status: Annotated[Literal["pending", "sent", "dead", "all"], Query()] = "all",
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
+) -> WebhookEventsOut:
+    statuses = () if status == "all" else (status,)
+    events = await run_in_threadpool(runner.outbox.find, statuses, limit=limit)
+    return WebhookEventsOut(events=[_event_out(e) for e in events])
+
+
+@webhook_router.post(
+    "/events/{event_id}/retry",
+    response_model=WebhookEventOut,
+    responses=errors(401, 404, 409),
+    summary="Send a dead webhook event again",
+)
+async def retry_webhook_event(
+    event_id: Annotated[int, Path(ge=1, le=2**62)], runner: RunnerDep
+) -> WebhookEventOut:
+    event = await run_in_threadpool(runner.outbox.get, event_id)
+    if event is None:
+        raise ApiError(404, "event_not_found", f"no webhook event {event_id}")
+    if event.status != DEAD:
+        raise ApiError(409, "event_not_dead", f"webhook event {event_id} is {event.status}")
+    await run_in_threadpool(runner.outbox.reopen, event_id)
+    if runner.webhooks is not None:
+        runner.webhooks.wake()
+    after = await run_in_threadpool(runner.outbox.get, event_id)
+    assert after is not None
+    return _event_out(after)
