@@ -37,9 +37,14 @@ def test_a_subscribed_change_writes_one_row_per_receiver_in_its_transaction(make
 
 def test_a_rolled_back_transaction_writes_no_event(make_store):
     store, outbox = _wired(make_store)
-    with pytest.raises(RuntimeError), store.atomic():
-        store.get_or_create_session(_SOURCE)
-        raise RuntimeError("rolled back")
+
+    def create_then_fail() -> None:
+        with store.atomic():
+            store.get_or_create_session(_SOURCE)
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        create_then_fail()
     assert outbox.unsent(10) == []
 
 
