@@ -38,6 +38,12 @@ ADDED_ROUTES = {
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),
     ("post", "/v1/erasure"),  # round 2: the right to erasure
+    # The dead-letter lists: deliveries and outbound webhook events.
+    ("get", "/v1/deliveries"),
+    ("post", "/v1/deliveries/retry"),
+    ("post", "/v1/deliveries/{delivery_id}/retry"),
+    ("get", "/v1/webhooks/events"),
+    ("post", "/v1/webhooks/events/{event_id}/retry"),
 }
 
 

@@ -80,6 +80,9 @@ class WebhookSender:
         self.sent = 0
         self.failed = 0
         self.dead = 0
+        # Set each time an event's row is settled (sent, refused, dead): for whoever waits on
+        # the sender's progress (tests, tools).
+        self.progress = asyncio.Event()
 
     def wake(self) -> None:
         """Something was written to the outbox: look at it soon. Safe from any thread."""
@@ -132,6 +135,12 @@ class WebhookSender:
             else:
                 ok = response.is_success
                 reason = f"HTTP {response.status_code}"
+        try:
+            return self._settle(event, ok, reason)
+        finally:
+            self.progress.set()
+
+    def _settle(self, event: OutboxEvent, ok: bool, reason: str) -> str:
         if ok:
             self._outbox.mark_sent(event)
             self.sent += 1
