@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.config import DeliveryConfig
 from sessiongate.errors import StaleWriteError
-from sessiongate.gateway.adapter import StreamingAdapter
+from sessiongate.gateway.adapter import SendRefusedError, StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
 from sessiongate.gateway.tracing import traced
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, platform_reason
@@ -59,6 +59,8 @@ DELIVERY_TIMEOUT_SECONDS = 60.0
 # is never retried, whatever its age) and `delivery.retry_backoff_max_seconds`.
 REDELIVERY_GRACE_SECONDS = DeliveryConfig().retry_backoff_seconds
 REDELIVERY_BACKOFF_MAX_SECONDS = DeliveryConfig().retry_backoff_max_seconds
+# Marks a reason from `SendRefusedError`: the delivery is dead at once.
+_FINAL = "final:"
 
 
 class Delivery:
@@ -121,10 +123,18 @@ class Delivery:
     async def _push(
         self, adapter: PlatformAdapter, source: SessionSource, text: str, turn_id: int | None
     ) -> tuple[bool, str | None, str | None]:
-        """One send: (sent, the platform's message id, the reason it failed)."""
+        """One send: (sent, the platform's message id, the reason it failed; a reason
+        starting `final:` when trying again cannot help)."""
         try:
             async with asyncio.timeout(DELIVERY_TIMEOUT_SECONDS):
                 sent = await adapter.send(source, text, turn_id=turn_id)
+        except SendRefusedError as exc:
+            self.failures += 1
+            log.warning(
+                "the platform refused a message for good",
+                extra={"platform": str(source.platform), "turn_id": turn_id, "error": str(exc)},
+            )
+            return False, None, _FINAL + platform_reason(exc)
         except Exception as exc:
             self.failures += 1
             log.exception(
@@ -153,6 +163,10 @@ class Delivery:
             self._rows.mark_sent(record, message_id)
             self._count(str(DeliveryStatus.SENT))
             return True
+        if reason is not None and reason.startswith(_FINAL):
+            self._rows.mark_dead(record, reason.removeprefix(_FINAL))
+            self._count(str(DeliveryStatus.DEAD))
+            return False
         settled = self._rows.mark_failed(
             record,
             reason or "unknown",
