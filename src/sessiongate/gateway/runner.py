@@ -622,7 +622,8 @@ class GatewayRunner:
                 continue
             if turn.state is TurnState.REPLIED:
                 if self.leases.may_act():
-                    await self._delivery.deliver_reply(key, turn.id, turn.source, turn.reply or "")
+                    # Never late: one older than `delivery.max_age_seconds` is reported dead.
+                    await self._delivery.recover([turn], now=self.clock.now())
                 continue
             if turn.state is TurnState.RUNNING:
                 with self.leases.fence(key):
