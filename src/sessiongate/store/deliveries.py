@@ -150,6 +150,7 @@ class DeliveryStore:
         before `first_try_after` seconds (its sender is trying it meanwhile); a turn's reply
         that has a row already gets that row back."""
         written = at or self._clock.now()
+        due = written + timedelta(seconds=first_try_after)
         with self._db.transaction() as conn:
             delivery_id = conn.insert_delivery(
                 kind=kind,
@@ -159,22 +160,10 @@ class DeliveryStore:
                 source=json.dumps(source.to_dict(), separators=(",", ":")),
                 text=text,
                 at=to_us(written),
+                next_at=to_us(due),
             )
             row = conn.get_delivery(delivery_id)
-            assert row is not None  # written just above
-            if row.status == DeliveryStatus.PENDING and row.attempts == 0 and first_try_after:
-                due = to_us(written + timedelta(seconds=first_try_after))
-                conn.set_delivery(
-                    row.id,
-                    status=row.status,
-                    attempts=0,
-                    message_id=None,
-                    reason=None,
-                    next_at=due,
-                    at=row.updated_at,
-                )
-                row = conn.get_delivery(delivery_id)
-                assert row is not None
+        assert row is not None  # written just above
         return _record(row)
 
     def get(self, delivery_id: int) -> DeliveryRecord | None:

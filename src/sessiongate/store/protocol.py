@@ -92,8 +92,10 @@ class DeliveryTx(Protocol):
         source: str,
         text: str,
         at: int,
+        next_at: int | None = None,
     ) -> int:
-        """A new `pending` row due at `at`; for a turn's reply that has one already, its id."""
+        """A new `pending` row written at `at`, due at `next_at` (`at` by default); for a
+        turn's reply that has one already, its id."""
         ...
 
     def get_delivery(self, delivery_id: int) -> DeliveryRow | None: ...

@@ -40,13 +40,25 @@ class SqliteDeliveries:
         source: str,
         text: str,
         at: int,
+        next_at: int | None = None,
     ) -> int:
-        """A new `pending` row, due at once; a turn's second reply row is the first's id."""
+        """A new `pending` row, due at `next_at` (at once by default); a turn's second reply
+        row is the first's id."""
         row = self.conn.execute(
             "INSERT INTO deliveries (kind, turn_id, session_key, platform, source, text, "
             "status, created_at, updated_at, next_at) "
             "VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
-            (kind, turn_id, session_key, platform, source, text, at, at, at),
+            (
+                kind,
+                turn_id,
+                session_key,
+                platform,
+                source,
+                text,
+                at,
+                at,
+                at if next_at is None else next_at,
+            ),
         ).fetchone()
         if row is not None:
             return int(row[0])
