@@ -109,3 +109,22 @@ async def test_a_restart_within_max_age_sends_the_unconfirmed_reply_once(
     clock.advance(REDELIVERY_GRACE_SECONDS * 10)
     await again.runner.housekeeping.tick()
     assert adapter.texts() == ["re: hello"]
+
+
+async def test_a_dead_reply_is_not_sent_by_a_restart_but_the_ops_retry_sends_it(
+    make_gateway, clock
+) -> None:
+    gw = await make_gateway(delivery={"max_attempts": 1})
+    gw.adapter.fail_sends = 1
+    receipt = await gw.adapter.receive("hello")
+    assert gw.runner.deliveries.of_turn(receipt.turn_id).status is DeliveryStatus.DEAD
+    await gw.runner.stop()
+    gw.store.close()
+    clock.advance(60)  # well within `delivery.max_age_seconds`: given up all the same
+    adapter = LoopbackAdapter()
+    again = await make_gateway(home=gw.home, adapter=adapter, delivery={"max_attempts": 1})
+    await again.runner.wait_idle()
+    assert adapter.sent == []
+    assert await again.runner.retry_delivery(receipt.turn_id)
+    assert adapter.texts() == ["re: hello"]
+    assert again.lanes.get_turn(receipt.turn_id).state is TurnState.DELIVERED

@@ -224,10 +224,12 @@ class Delivery:
         text: str,
         *,
         stream: ReplyStream | None = None,
+        force: bool = False,
     ) -> bool:
         """Send a committed reply and journal it delivered; a failure leaves it `replied`
         (its delivery `failed`). With the turn's `stream`, the streamed message is finished
-        with the text instead (sent whole if that fails)."""
+        with the text instead (sent whole if that fails). A delivery given up (`dead`) is
+        left alone unless `force` (the operator's retry)."""
         if self.adapter_for(source.platform) is None or not self._keeps_row(turn_id):
             return await self._deliver_without_row(session_key, turn_id, source, text, stream)
         assert self._rows is not None  # `_keeps_row`
@@ -246,6 +248,8 @@ class Delivery:
             if record.status is DeliveryStatus.SENT:
                 self._rows.mark_sent(record, record.message_id)  # its turn, if left behind
                 return True
+            if record.status is DeliveryStatus.DEAD and not force:
+                return False
             if stream is not None and await stream.finish(text):
                 self._rows.mark_sent(record, stream.handle)
                 self._count(str(DeliveryStatus.SENT))

@@ -499,7 +499,7 @@ class GatewayRunner:
         if turn is None or turn.state is not TurnState.REPLIED or self._stopping:
             return False
         return await self._delivery.deliver_reply(
-            turn.session_key, turn.id, turn.source, turn.reply or ""
+            turn.session_key, turn.id, turn.source, turn.reply or "", force=True
         )
 
     # ------------------------------------------------------------------ lanes
