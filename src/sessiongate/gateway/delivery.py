@@ -120,6 +120,15 @@ class Delivery:
     def _keeps_row(self, turn_id: int | None) -> bool:
         return self._rows is not None and (turn_id is None or turn_id < MEMORY_ROW_BASE)
 
+    # One span per try of a send, whatever path it comes by (a reply, a notice, a retry).
+    @traced(
+        lambda self, adapter, source, *a, **k: f"deliver {source.platform}",
+        start=lambda self, adapter, source, text, turn_id: {
+            "messaging.system": str(source.platform),
+            "sessiongate.turn_id": turn_id,
+        },
+        finish=lambda result, *a, **k: {"sessiongate.delivered": result[0]},
+    )
     async def _push(
         self, adapter: PlatformAdapter, source: SessionSource, text: str, turn_id: int | None
     ) -> tuple[bool, str | None, str | None]:
@@ -177,14 +186,6 @@ class Delivery:
         self._count(str(settled.status))
         return False
 
-    @traced(
-        lambda self, source, *a, **k: f"deliver {source.platform}",
-        start=lambda self, source, text, *, turn_id, **k: {
-            "messaging.system": str(source.platform),
-            "sessiongate.turn_id": turn_id,
-        },
-        finish=lambda sent, *a, **k: {"sessiongate.delivered": sent},
-    )
     async def send(
         self,
         source: SessionSource,
