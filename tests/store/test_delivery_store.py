@@ -107,3 +107,15 @@ def test_backoff_doubles_to_its_cap_and_a_reason_never_carries_a_url_path():
     assert "SECRET" not in reason
     assert reason.startswith("RuntimeError: POST https://api.telegram.org/")
     assert len(platform_reason(RuntimeError("x" * 5000))) == 500
+
+
+def test_the_journal_prune_forgets_sent_deliveries_and_keeps_the_failed(make_store, clock):
+    store = make_store()
+    rows = DeliveryStore(store)
+    sent = rows.open(DeliveryKind.NOTICE, _SOURCE, "ok")
+    rows.mark_sent(sent, None)
+    failed = rows.open(DeliveryKind.NOTICE, _SOURCE, "no")
+    rows.mark_failed(failed, "refused", max_attempts=1, backoff=1, backoff_max=1)
+    clock.advance(10)
+    LaneStore(store).prune(clock.now())
+    assert [r.id for r in rows.find()] == [failed.id]

@@ -127,6 +127,11 @@ class DeliveryTx(Protocol):
         forgotten and its age counted from `at`; False when it is neither."""
         ...
 
+    def prune_sent(self, before: int) -> int:
+        """Forget sent deliveries and sent webhook events last written before `before`;
+        how many rows went."""
+        ...
+
     def count_deliveries(self) -> dict[str, int]: ...
 
 

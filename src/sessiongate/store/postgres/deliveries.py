@@ -135,6 +135,17 @@ class PostgresDeliveries:
             ).rowcount
         )
 
+    def prune_sent(self, before: int) -> int:
+        """Forget sent deliveries and sent webhook events last written before `before`
+        (what failed stays listed until retried or erased)."""
+        deliveries = self.conn.execute(
+            "DELETE FROM deliveries WHERE status = 'sent' AND updated_at < sg_ts(%s)", (before,)
+        ).rowcount
+        events = self.conn.execute(
+            "DELETE FROM webhook_outbox WHERE status = 'sent' AND updated_at < sg_ts(%s)", (before,)
+        ).rowcount
+        return int(deliveries) + int(events)
+
     def count_deliveries(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status")
         return {str(status): int(n) for status, n in rows}

@@ -133,6 +133,17 @@ class SqliteDeliveries:
             ).rowcount
         )
 
+    def prune_sent(self, before: int) -> int:
+        """Forget sent deliveries and sent webhook events last written before `before`
+        (what failed stays listed until retried or erased)."""
+        deliveries = self.conn.execute(
+            "DELETE FROM deliveries WHERE status = 'sent' AND updated_at < ?", (before,)
+        ).rowcount
+        events = self.conn.execute(
+            "DELETE FROM webhook_outbox WHERE status = 'sent' AND updated_at < ?", (before,)
+        ).rowcount
+        return int(deliveries) + int(events)
+
     def count_deliveries(self) -> dict[str, int]:
         rows = self.conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status")
         return {str(status): int(n) for status, n in rows}
