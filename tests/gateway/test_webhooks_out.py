@@ -207,3 +207,15 @@ async def test_an_event_refused_past_its_tries_is_dead_and_holds_nothing_back(
     gw.runner.webhooks.wake()
     await receiver.until(accepted=2)
     assert receiver.events()[1]["id"] == dead[0].event_id
+
+
+async def test_on_a_shared_database_the_leader_sends_and_a_stop_ends_it(
+    make_gateway, clock, receiver, pg_schema
+) -> None:
+    config = _config(receiver)
+    gw = await make_gateway(store={"url": str(pg_schema.url)}, **config)
+    await gw.adapter.receive("one", chat_id="a")
+    await receiver.until(accepted=2)
+    assert [e["type"] for e in receiver.events()] == ["session.created", "turn.finished"]
+    async with asyncio.timeout(GUARD_SECONDS):  # a hang guard: the lead is given up
+        await gw.runner.stop()

@@ -69,6 +69,7 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
+from sessiongate.gateway.leadership import Leadership
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
@@ -317,7 +318,12 @@ class GatewayRunner:
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
         self._spawn(self.presence.run(self._housekeeping_stop))
         if self.webhooks is not None:
-            self._spawn(self.webhooks.run(self._housekeeping_stop))
+            sender = self.webhooks
+            stop = self._housekeeping_stop
+            if self.leases.shared:
+                self._spawn(self._lead_webhooks(sender, stop))
+            else:
+                self._spawn(sender.run(stop))
         if self.leases.shared:
             self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
             self._spawn(self._follow_remote_outcomes(self._housekeeping_stop))
@@ -480,6 +486,19 @@ class GatewayRunner:
                 may_send=lambda key: key is None or self.leases.holds(key),
             )
         return await self._delivery.redeliver(replied, now=self.clock.now())
+
+    async def _lead_webhooks(self, sender: WebhookSender, stop: asyncio.Event) -> None:
+        """On a shared database, send webhook events only while leading the lease
+        `webhooks:outbound` (two senders would break each session's order), until `stop`."""
+        role = Leadership(self.presence.ownership, clock=self.clock).role("webhooks:outbound")
+        leading = asyncio.ensure_future(role.run(lambda: sender.run(stop)))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({leading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (leading, stopping):
+                task.cancel()
+            await asyncio.gather(leading, stopping, return_exceptions=True)
 
     async def retry_delivery_row(self, delivery_id: int) -> DeliveryRecord | None:
         """The operator's retry of one delivery of the dead-letter list (`Delivery.retry`):

@@ -14,6 +14,10 @@ that session is still pending, so a receiver sees each session's events in the o
 happened (a dead event stops holding the later ones back). Events of different sessions do
 not wait for each other.
 
+On a database several instances share, one instance sends (the leader lease
+`webhooks:outbound`, taken over when its holder dies); during a takeover an event may be sent
+twice, which the event id lets the receiver drop.
+
 The sender is its own task: a turn only writes the row (in its own transaction) and sets a
 wake-up flag, so a slow or dead receiver never slows a turn. The table is the truth; memory
 holds at most one batch (`BATCH`) at a time, so a long outage costs no memory.
@@ -72,9 +76,9 @@ class WebhookSender:
         self._config = config
         self._clock = clock
         self._secrets = {hook.url: hook.secret.get_secret_value() for hook in config.outbound}
-        self._client = httpx.AsyncClient(
-            timeout=config.timeout_seconds, transport=transport, follow_redirects=False
-        )
+        self._transport = transport
+        # Open while `run` runs (a leader that lost and regained the lead runs again).
+        self._client: httpx.AsyncClient | None = None
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.sent = 0
@@ -95,8 +99,25 @@ class WebhookSender:
         if changes:
             self.wake()
 
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            timeout=self._config.timeout_seconds,
+            transport=self._transport,
+            follow_redirects=False,
+        )
+
     async def pump(self) -> int:
         """Send every event due now, in order per receiver and session; how many were sent."""
+        if self._client is None:
+            async with self._new_client() as client:
+                self._client = client
+                try:
+                    return await self._pump()
+                finally:
+                    self._client = None
+        return await self._pump()
+
+    async def _pump(self) -> int:
         now = self._clock.now()
         blocked: set[tuple[str, str | None]] = set()
         sent = 0
@@ -128,8 +149,10 @@ class WebhookSender:
                 EVENT_ID_HEADER: event.event_id,
                 SIGNATURE_HEADER: sign(secret, body),
             }
+            client = self._client
+            assert client is not None  # `pump` opened it
             try:
-                response = await self._client.post(event.target, content=body, headers=headers)
+                response = await client.post(event.target, content=body, headers=headers)
             except httpx.HTTPError as exc:
                 ok, reason = False, platform_reason(exc)
             else:
@@ -170,6 +193,7 @@ class WebhookSender:
         """Send as events come and come due, until `stop` is set; a failing pass is logged
         and the sender goes on."""
         self._loop = asyncio.get_running_loop()
+        self._client = self._new_client()
         try:
             while not stop.is_set():
                 self._wake.clear()
@@ -193,7 +217,6 @@ class WebhookSender:
                     woken.cancel()
         finally:
             self._loop = None
-            await self._client.aclose()
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
+            client, self._client = self._client, None
+            if client is not None:
+                await client.aclose()
