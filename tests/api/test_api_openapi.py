@@ -50,6 +50,12 @@ ADDED_ROUTES = {
     ("get", "/v1/approvals"),
     ("get", "/v1/approvals/{approval_id}"),
     ("post", "/v1/approvals/{approval_id}"),
+    # The dead-letter lists: deliveries and outbound webhook events.
+    ("get", "/v1/deliveries"),
+    ("post", "/v1/deliveries/retry"),
+    ("post", "/v1/deliveries/{delivery_id}/retry"),
+    ("get", "/v1/webhooks/events"),
+    ("post", "/v1/webhooks/events/{event_id}/retry"),
 }
 
 

@@ -53,7 +53,7 @@ class LoopbackAdapter:
     async def stop(self) -> None:
         self.stopped = True
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str:
         self.send_attempts += 1
         if self.hold_sends is not None:
             await self.hold_sends.wait()
@@ -61,6 +61,7 @@ class LoopbackAdapter:
             self.fail_sends -= 1
             raise ConnectionError("loopback: send refused")
         self.sent.append(SentMessage(source, text, turn_id))
+        return f"loopback-{len(self.sent)}"
 
     def chat_id_key(self, chat_id: str) -> str:
         return chat_id

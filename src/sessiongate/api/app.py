@@ -45,6 +45,7 @@ import sessiongate
 from sessiongate import ui
 from sessiongate.api import (
     routes_approvals,
+    routes_deliveries,
     routes_erasure,
     routes_events,
     routes_hooks,
@@ -195,6 +196,8 @@ def create_app(
     app.include_router(routes_hooks.router)
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_deliveries.router)
+    app.include_router(routes_deliveries.webhook_router)
     app.include_router(routes_erasure.router)
     app.include_router(routes_jobs.router)
     app.state.ui_sessions = ui.UiSessions(store.clock)

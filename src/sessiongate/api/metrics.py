@@ -41,6 +41,9 @@ _NAMED: dict[str, tuple[str, str, str]] = {
     "agent_cache_size": ("sessiongate_agent_cache_size", "gauge", "Agents in the cache"),
     "evictions": ("sessiongate_agent_evictions", "counter", "Agents evicted from the cache"),
 }
+# Statistics fields counting outbound messages, by status (`deliveries_<status>`): `sent`
+# confirmed by the platform, `failed` sends refused (every try), `dead` deliveries given up.
+_DELIVERY_STATUSES = ("sent", "failed", "dead")
 # Statistics fields counting finished turns, by outcome (`turns_<outcome>`).
 _TURN_OUTCOMES = ("completed", "failed", "interrupted")
 # Fields exported under a name of their own above: not again as `sessiongate_runner_<field>`
@@ -103,6 +106,17 @@ class RunnerCollector:
             if value is not None:
                 turns.add_metric([outcome], value)
         yield turns
+        deliveries = CounterMetricFamily(
+            "sessiongate_deliveries",
+            "Outbound messages by status: sent (confirmed), failed (a refused send), dead "
+            "(given up after its tries, or stale)",
+            labels=["status"],
+        )
+        for status in _DELIVERY_STATUSES:
+            value = values.get(f"deliveries_{status}")
+            if value is not None:
+                deliveries.add_metric([status], value)
+        yield deliveries
         for field, value in values.items():
             if field in _COUNTED:
                 continue  # a running total goes out once, as its counter above

@@ -59,6 +59,8 @@ class OpsOut(BaseModel):
     queued_total: int
     undelivered: list[UndeliveredOut]
     undelivered_total: int
+    # The dead-letter list's size (`GET /v1/deliveries?status=failed`): failed and dead.
+    dead_letters_total: int = 0
     incognito: list[SessionRow]
     health: list[HealthCheckOut]
     verdict: str
@@ -95,12 +97,14 @@ async def operations(store: StoreDep, runner: RunnerDep) -> OpsOut:
         )
         for t in replied[:MAX_LISTED]
     ]
+    counts = await run_in_threadpool(runner.deliveries.counts)
     health = await run_in_threadpool(_health, store)
     return OpsOut(
         lanes=lanes,
         queued_total=lane_store.total_queued(),
         undelivered=undelivered,
         undelivered_total=len(replied),
+        dead_letters_total=counts.get("failed", 0) + counts.get("dead", 0),
         incognito=[session_row(e, store) for e in store.list_incognito()[:MAX_LISTED]],
         health=health,
         verdict="healthy" if all(c.ok for c in health) else "needs attention",

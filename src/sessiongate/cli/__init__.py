@@ -10,6 +10,7 @@
     pairing    list|approve DM pairing requests      cli/pairing.py
     jobs       scheduled jobs: add|list|show|...     cli/jobs.py
     approvals  list|approve|deny tool approvals      cli/approvals.py
+    deliveries list|retry outbound messages          cli/deliveries.py
     try        an adapter against its local stub     cli/try_cmd.py
     forget     erase one person (right to erasure)   cli/forget.py
     import     hermes|openclaw: another gateway's home cli/import_cmd.py
@@ -35,6 +36,7 @@ from sessiongate.cli import (
     chat,
     config_cmd,
     db,
+    deliveries,
     doctor,
     forget,
     import_cmd,
@@ -96,6 +98,7 @@ app.add_typer(db.app, name="db", help="The store's database: status and upgrade.
 app.add_typer(pairing.app, name="pairing")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(approvals.app, name="approvals")
+app.add_typer(deliveries.app, name="deliveries")
 app.command("try")(try_cmd.try_platform)
 app.command("forget")(forget.forget)
 app.add_typer(import_cmd.app, name="import")

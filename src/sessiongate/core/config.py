@@ -35,12 +35,14 @@ from sessiongate.core.source import ChatType, SessionSource
 
 __all__ = [
     "PLATFORM_CONFIGS",
+    "WEBHOOK_EVENTS",
     "AgentCacheConfig",
     "AgentConfig",
     "AgentSpec",
     "ApiConfig",
     "ApprovalsConfig",
     "BindingConfig",
+    "DeliveryConfig",
     "DiscordConfig",
     "EchoAgentConfig",
     "EchoAgentSpec",
@@ -51,6 +53,7 @@ __all__ = [
     "ModelPrice",
     "OpenAIAgentConfig",
     "OpenAIAgentSpec",
+    "OutboundWebhook",
     "PlatformConfig",
     "ResetPolicyConfig",
     "ResetRule",
@@ -60,6 +63,7 @@ __all__ = [
     "StoreConfig",
     "TelegramConfig",
     "TracingConfig",
+    "WebhooksConfig",
     "WhatsAppConfig",
 ]
 
@@ -837,6 +841,107 @@ class TracingConfig(_Model):
     service_name: str = Field("sessiongate", min_length=1, max_length=200)
 
 
+class DeliveryConfig(_Model):
+    """`delivery`: how outbound messages are tried again (`store/deliveries.py`)."""
+
+    max_age_seconds: float = Field(
+        3600.0,
+        gt=0,
+        description="A message not confirmed sent within this long after it was written is "
+        "reported dead (reason `stale`), never sent late; the default is 1 h.",
+    )
+    max_attempts: int = Field(
+        8,
+        ge=1,
+        description="A message whose sends failed this many times is dead (the dead-letter "
+        "list); `deliveries retry` sends it again.",
+    )
+    retry_backoff_seconds: float = Field(
+        60.0, gt=0, description="The wait after the first failed send; doubled after each."
+    )
+    retry_backoff_max_seconds: float = Field(
+        3600.0, gt=0, description="The longest wait between two sends of one message."
+    )
+
+
+# The events an outbound webhook may subscribe to: the store's change kinds
+# (`store/changes.py`), kept here because config sits below the store.
+WEBHOOK_EVENTS = (
+    "session.created",
+    "session.updated",
+    "session.archived",
+    "session.deleted",
+    "transcript.appended",
+    "turn.started",
+    "turn.finished",
+    "queue.changed",
+    "delivery.failed",
+)
+
+
+class OutboundWebhook(_Model):
+    """One receiver of outbound events (`webhooks.outbound`)."""
+
+    url: str = Field(
+        pattern=r"^https?://[^\s/]+\S*$",
+        max_length=2000,
+        description="Where each event is POSTed (http or https).",
+    )
+    events: list[str] = Field(
+        min_length=1,
+        description="The event types sent there: " + ", ".join(WEBHOOK_EVENTS) + ".",
+    )
+    secret: SecretStr = Field(
+        description="The HMAC-SHA256 key of the `X-Sessiongate-Signature` header.",
+    )
+
+    @field_validator("events")
+    @classmethod
+    def _known_events(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(WEBHOOK_EVENTS))
+        if unknown:
+            raise ValueError(f"unknown event {unknown[0]!r}; one of: " + ", ".join(WEBHOOK_EVENTS))
+        return value
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_given(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("the secret must be at least 16 characters")
+        return value
+
+
+class WebhooksConfig(_Model):
+    """`webhooks`: events POSTed to other systems, at least once, in order per session."""
+
+    outbound: list[OutboundWebhook] = Field(
+        default_factory=list,
+        description="Receivers of events: `[{url, events: [turn.finished, delivery.failed, "
+        "session.created, ...], secret}]`; each event is signed, retried and kept in order "
+        "per session (docs/AUTOMATION.md).",
+    )
+    max_attempts: int = Field(
+        10, ge=1, description="An event refused this many times is dead (the dead-letter list)."
+    )
+    retry_backoff_seconds: float = Field(
+        5.0, gt=0, description="The wait after an event's first failed POST; doubled after each."
+    )
+    retry_backoff_max_seconds: float = Field(
+        600.0, gt=0, description="The longest wait between two POSTs of one event."
+    )
+    timeout_seconds: float = Field(
+        10.0, gt=0, le=300, description="A POST not answered within this long has failed."
+    )
+
+    @field_validator("outbound")
+    @classmethod
+    def _one_per_url(cls, value: list[OutboundWebhook]) -> list[OutboundWebhook]:
+        urls = [hook.url for hook in value]
+        if len(set(urls)) != len(urls):
+            raise ValueError("two receivers with one url; merge their events")
+        return value
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -896,6 +1001,15 @@ class GatewayConfig(_Model):
         default_factory=list,
         description="Scheduled jobs (see docs/AUTOMATION.md): each runs its prompt as a "
         "system turn at every slot of its `cron`, `every` or `at` schedule, exactly once.",
+    )
+    webhooks: WebhooksConfig = Field(
+        default_factory=WebhooksConfig,
+        description="Outbound webhooks: events POSTed, signed, to other systems.",
+    )
+    delivery: DeliveryConfig = Field(
+        default_factory=DeliveryConfig,
+        description="Outbound messages: every reply and notice is a delivery row, retried "
+        "with back-off, dead after its tries or when stale.",
     )
 
     @field_validator("agents")

@@ -9,7 +9,14 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.runner import GatewayRunner
 
-__all__ = ["PlatformAdapter", "StreamingAdapter"]
+__all__ = ["PlatformAdapter", "SendRefusedError", "StreamingAdapter"]
+
+
+class SendRefusedError(Exception):
+    """Raised by `send` when trying again cannot help: the platform refused the chat for
+    good, or the message may have arrived and must not be posted twice (unconfirmed). Its
+    delivery is `dead` at once with this message as the reason; any other exception is a
+    failed try that is retried."""
 
 
 @runtime_checkable
@@ -36,8 +43,11 @@ class PlatformAdapter(Protocol):
         """Disconnect; idempotent."""
         ...
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
-        """Deliver `text` to the chat (and thread) of `source`; raise if it could not be sent."""
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str | None:
+        """Deliver `text` to the chat (and thread) of `source`; raise if it could not be sent
+        (the error's message is kept as the delivery's reason; `SendRefusedError` when a retry
+        cannot help). May return the platform's id
+        of the message sent, kept on its delivery row; None when the platform gives none."""
         ...
 
     def chat_id_key(self, chat_id: str) -> str:

@@ -367,4 +367,8 @@ def _data(change: Change) -> dict[str, Any]:
     if change.approval_id is not None:
         data["approval_id"] = change.approval_id
         data["tool"] = change.tool
+    if change.delivery_id is not None:
+        data["delivery_id"] = change.delivery_id
+    if change.reason is not None:
+        data["reason"] = change.reason
     return data

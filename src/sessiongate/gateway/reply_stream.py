@@ -122,6 +122,11 @@ class ReplyStream:
                 exc_info=True,
             )
 
+    @property
+    def handle(self) -> str | None:
+        """The platform's id of the streamed message (None before it was started)."""
+        return self._handle
+
     async def finish(self, text: str) -> bool:
         """Show the final text in the streamed message; False when there is none to finish
         (never started) or the platform refused (the caller sends the reply whole)."""

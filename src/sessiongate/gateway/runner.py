@@ -71,6 +71,7 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
+from sessiongate.gateway.leadership import Leadership
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
@@ -82,8 +83,11 @@ from sessiongate.gateway.turns import (
     TurnCounters,
     TurnExecutor,
 )
+from sessiongate.gateway.webhooks import WebhookSender
 from sessiongate.store.backends import open_wakeups
+from sessiongate.store.deliveries import DeliveryStore
 from sessiongate.store.lanes import AcceptStatus, InboxKind, LaneStore, TurnState
+from sessiongate.store.outbox import OutboxStore, OutboxWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -96,6 +100,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.streams import TurnWatch
+    from sessiongate.store.deliveries import DeliveryRecord
     from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
     from sessiongate.store.session_store import SessionStore
 
@@ -145,6 +150,10 @@ class RunnerStatistics:
     instance_heartbeat_failures: int = 0
     database_connected: bool = True
     fenced_commits: int = 0
+    # Messages the platform confirmed, and deliveries given up (`dead`: out of tries or
+    # stale) since the start; `deliveries_failed` counts refused sends.
+    deliveries_sent: int = 0
+    deliveries_dead: int = 0
 
 
 @dataclass(slots=True)
@@ -184,7 +193,24 @@ class GatewayRunner:
         factory: object = agent_factory
         self._agent_resources = factory if isinstance(factory, AgentResources) else None
         self._agents = AgentCache(config.agent.agent_cache, clock=self.clock)
-        self._delivery = Delivery(adapters, self.lane_store, clock=self.clock)
+        self.deliveries = DeliveryStore(store)
+        # Outbound webhooks (`webhooks.py`): the outbox rows are written with the changes
+        # they tell; the sender is a task of its own, so no receiver slows a turn.
+        self.outbox = OutboxStore(store.database, self.clock)
+        self.webhooks: WebhookSender | None = None
+        if config.webhooks.outbound:
+            store.database.before_commit = OutboxWriter(
+                {hook.url: hook.events for hook in config.webhooks.outbound}, self.clock
+            )
+            self.webhooks = WebhookSender(self.outbox, config.webhooks, clock=self.clock)
+            store.add_change_listener(self.webhooks.changes_committed)
+        self._delivery = Delivery(
+            adapters,
+            self.lane_store,
+            clock=self.clock,
+            deliveries=self.deliveries,
+            config=config.delivery,
+        )
         # Tool calls waiting for a person's approval (`approvals.py`).
         self.approvals = Approvals(
             store,
@@ -328,6 +354,13 @@ class GatewayRunner:
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
         self._spawn(self.presence.run(self._housekeeping_stop))
         self._spawn(self.jobs.run(self._housekeeping_stop))
+        if self.webhooks is not None:
+            sender = self.webhooks
+            stop = self._housekeeping_stop
+            if self.leases.shared:
+                self._spawn(self._lead_webhooks(sender, stop))
+            else:
+                self._spawn(sender.run(stop))
         if self.leases.shared:
             self._spawn(self.leases.sweep(self._housekeeping_stop, self._wake_lane))
             self._spawn(self._follow_remote_outcomes(self._housekeeping_stop))
@@ -405,6 +438,10 @@ class GatewayRunner:
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
         self.store.remove_change_listener(self.feed.publish_changes)
         self.store.remove_change_listener(self.jobs.on_changes)
+        if self.webhooks is not None:
+            # Events of changes made after the stop are still written (the writer stays),
+            # and sent by the next start.
+            self.store.remove_change_listener(self.webhooks.changes_committed)
         self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 
@@ -449,10 +486,7 @@ class GatewayRunner:
         self, deliver: list[Any], notices: list[tuple[SessionSource, str, int]]
     ) -> None:
         try:
-            for turn in deliver:
-                await self._delivery.deliver_reply(
-                    turn.session_key, turn.id, turn.source, turn.reply or ""
-                )
+            await self._delivery.recover(deliver, now=self.clock.now())
             for source, text, turn_id in notices:
                 await self._delivery.send(source, text, turn_id=turn_id)
         finally:
@@ -494,7 +528,36 @@ class GatewayRunner:
             if not self.leases.may_act():
                 return 0
             replied = [t for t in replied if self.leases.holds(t.session_key)]
+            return await self._delivery.redeliver(
+                replied,
+                now=self.clock.now(),
+                may_send=lambda key: key is None or self.leases.holds(key),
+            )
         return await self._delivery.redeliver(replied, now=self.clock.now())
+
+    async def _lead_webhooks(self, sender: WebhookSender, stop: asyncio.Event) -> None:
+        """On a shared database, send webhook events only while leading the lease
+        `webhooks:outbound` (two senders would break each session's order), until `stop`."""
+        role = Leadership(self.presence.ownership, clock=self.clock).role("webhooks:outbound")
+        leading = asyncio.ensure_future(role.run(lambda: sender.run(stop)))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({leading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (leading, stopping):
+                task.cancel()
+            await asyncio.gather(leading, stopping, return_exceptions=True)
+
+    async def retry_delivery_row(self, delivery_id: int) -> DeliveryRecord | None:
+        """The operator's retry of one delivery of the dead-letter list (`Delivery.retry`):
+        its row afterwards, or None when there is no such undelivered delivery."""
+        if self._stopping:
+            return None
+        return await self._delivery.retry(delivery_id)
+
+    def delivery_outcomes(self) -> dict[str, int]:
+        """Tries since the start by outcome (`sent`, `failed`, `dead`)."""
+        return dict(self._delivery.outcomes)
 
     async def retry_delivery(self, turn_id: int) -> bool:
         """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
@@ -503,7 +566,7 @@ class GatewayRunner:
         if turn is None or turn.state is not TurnState.REPLIED or self._stopping:
             return False
         return await self._delivery.deliver_reply(
-            turn.session_key, turn.id, turn.source, turn.reply or ""
+            turn.session_key, turn.id, turn.source, turn.reply or "", force=True
         )
 
     # ------------------------------------------------------------------ lanes
@@ -627,7 +690,8 @@ class GatewayRunner:
                 continue
             if turn.state is TurnState.REPLIED:
                 if self.leases.may_act():
-                    await self._delivery.deliver_reply(key, turn.id, turn.source, turn.reply or "")
+                    # Never late: one older than `delivery.max_age_seconds` is reported dead.
+                    await self._delivery.recover([turn], now=self.clock.now())
                 continue
             if turn.state is TurnState.RUNNING:
                 with self.leases.fence(key):
@@ -1105,6 +1169,8 @@ class GatewayRunner:
             archived=self._counters.archived,
             rollovers=self._router.rollovers,
             deliveries_failed=self._delivery.failures,
+            deliveries_sent=self._delivery.outcomes.get("sent", 0),
+            deliveries_dead=self._delivery.outcomes.get("dead", 0),
             lane_errors=self._counters.lane_errors,
             waiters=len(self._waiters),
             startup_gate_open=self._gate.is_set(),

@@ -29,6 +29,9 @@ class ChangeKind(StrEnum):
     APPROVAL_REQUESTED = "approval.requested"
     APPROVAL_DECIDED = "approval.decided"
     APPROVAL_EXPIRED = "approval.expired"
+    # A delivery's try failed (`status` `failed`: it is tried again) or it was given up
+    # (`dead`); `delivery_id` names it.
+    DELIVERY_FAILED = "delivery.failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,24 @@ class Change:
     depth: int | None = None
     approval_id: str | None = None
     tool: str | None = None
+    delivery_id: int | None = None
+    reason: str | None = None
+
+    def as_data(self) -> dict[str, object]:
+        """The change's fields that are set, as an event's `data` (the feed, webhooks)."""
+        data: dict[str, object] = {"session_key": self.session_key}
+        for name in ("session_id", "entry_id", "entry_type", "turn_id", "status", "depth"):
+            value = getattr(self, name)
+            if value is not None or (name == "entry_type" and self.entry_id is not None):
+                data[name] = value
+        if self.approval_id is not None:
+            data["approval_id"] = self.approval_id
+            data["tool"] = self.tool
+        if self.delivery_id is not None:
+            data["delivery_id"] = self.delivery_id
+        if self.reason is not None:
+            data["reason"] = self.reason
+        return data
 
 
 def told(notes: list[object]) -> list[object]:

@@ -879,13 +879,15 @@ class LaneStore:
             return conn.pop_meta(_CLEAN_SHUTDOWN)
 
     def prune(self, before: datetime) -> tuple[int, int]:
-        """Housekeeping: forget dedup records and finished turns older than `before`."""
+        """Housekeeping: forget dedup records and finished turns older than `before` (and
+        the sent deliveries and webhook events of that age)."""
         cutoff = to_us(before)
         seen = turns = 0
         for db in self._databases():
             with db.transaction() as conn:
                 seen += conn.prune_seen(cutoff)
                 turns += conn.prune_turns(cutoff)
+                conn.prune_sent(cutoff)
         return seen, turns
 
 

@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     from sessiongate.store.copy import TableSpec
     from sessiongate.store.records import (
         ApprovalRow,
+        DeliveryRow,
         EntryRecord,
         InboxKind,
         InboxRow,
         JobRow,
         JobRunRow,
+        OutboxRow,
         PairingRow,
         SeenRow,
         SessionRow,
@@ -38,10 +40,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalTx",
     "Backend",
+    "DeliveryTx",
     "ErasureTx",
     "JobsTx",
     "LeaseBackend",
     "LeaseTx",
+    "OutboxTx",
     "PlatformStateTx",
     "Tx",
 ]
@@ -140,6 +144,101 @@ class JobsTx(Protocol):
 
     def job_run_of_turn(self, turn_id: int) -> JobRunRow | None:
         """The run whose turn is `turn_id`, if any."""
+
+
+class DeliveryTx(Protocol):
+    """The deliveries table (`store/deliveries.py` states the rules): one row per outbound
+    message, `pending` -> `sent` | `failed` -> ... -> `dead`. Times are integer microseconds;
+    `source` is JSON text."""
+
+    def insert_delivery(
+        self,
+        *,
+        kind: str,
+        turn_id: int | None,
+        session_key: str | None,
+        platform: str,
+        source: str,
+        text: str,
+        at: int,
+        next_at: int | None = None,
+    ) -> int:
+        """A new `pending` row written at `at`, due at `next_at` (`at` by default); for a
+        turn's reply that has one already, its id."""
+        ...
+
+    def get_delivery(self, delivery_id: int) -> DeliveryRow | None: ...
+    def delivery_of_turn(self, turn_id: int) -> DeliveryRow | None:
+        """The reply row of the turn, if any."""
+        ...
+
+    def list_deliveries(self, statuses: Sequence[str], limit: int) -> list[DeliveryRow]:
+        """The newest first; every status when `statuses` is empty."""
+        ...
+
+    def due_deliveries(self, now: int, limit: int) -> list[DeliveryRow]:
+        """`pending` and `failed` rows whose `next_at` is not after `now`, the oldest first."""
+        ...
+
+    def set_delivery(
+        self,
+        delivery_id: int,
+        *,
+        status: str,
+        attempts: int,
+        message_id: str | None,
+        reason: str | None,
+        next_at: int,
+        at: int,
+    ) -> bool: ...
+    def reopen_delivery(self, delivery_id: int, at: int) -> bool:
+        """A `failed` or `dead` row back to `pending`, due at `at`, its tries and reason
+        forgotten and its age counted from `at`; False when it is neither."""
+        ...
+
+    def prune_sent(self, before: int) -> int:
+        """Forget sent deliveries and sent webhook events last written before `before`;
+        how many rows went."""
+        ...
+
+    def count_deliveries(self) -> dict[str, int]: ...
+
+
+class OutboxTx(Protocol):
+    """The outbox of outbound webhook events (`store/outbox.py` states the rules): rows are
+    `pending` until `sent` or `dead`; times are integer microseconds."""
+
+    def insert_outbox(
+        self,
+        *,
+        event_id: str,
+        target: str,
+        event: str,
+        session_key: str | None,
+        body: str,
+        at: int,
+    ) -> None: ...
+    def unsent_outbox(self, limit: int) -> list[OutboxRow]:
+        """`pending` rows, the oldest first (due or not: order per session is the caller's)."""
+        ...
+
+    def list_outbox(self, statuses: Sequence[str], limit: int) -> list[OutboxRow]:
+        """The newest first; every status when `statuses` is empty."""
+        ...
+
+    def get_outbox(self, outbox_id: int) -> OutboxRow | None: ...
+    def set_outbox(
+        self,
+        outbox_id: int,
+        *,
+        status: str,
+        attempts: int,
+        reason: str | None,
+        next_at: int,
+        at: int,
+    ) -> None: ...
+    def reopen_outbox(self, outbox_id: int, at: int) -> bool:
+        """A `dead` row back to `pending`, due at `at`, its tries forgotten."""
         ...
 
 
@@ -225,7 +324,7 @@ class ApprovalTx(Protocol):
         ...
 
 
-class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, Protocol):
+class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, Protocol):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key
@@ -582,6 +681,9 @@ class Backend(Protocol):
     # Told the notes of each committed transaction (`Tx.note`), after the commit and outside
     # the backend's lock; None tells no one.
     on_commit: Callable[[list[object]], None] | None
+    # Called inside the transaction, with its notes, just before a commit that noted changes:
+    # what it writes commits with them (or nothing does). Any `Tx`-typed callable fits.
+    before_commit: Any
 
     def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[Tx]:
         """With `savepoints=False` nested calls make none (except `savepoint()`), and one

@@ -24,12 +24,15 @@ __all__ = [
     "MEMORY_ROW_BASE",
     "TRANSITIONS",
     "WHY_NOT",
+    "DeliveryRow",
+    "DeliveryStatus",
     "EntryRecord",
     "InboxKind",
     "InboxRow",
     "InboxState",
     "JobRow",
     "JobRunRow",
+    "OutboxRow",
     "PairingRow",
     "SeenRow",
     "SessionRow",
@@ -375,6 +378,55 @@ class ApprovalRow:
     decided_by: str | None = None
     # Set (once) when an approved call starts running: a resumed turn never runs it again.
     used: bool = False
+
+
+class DeliveryStatus(enum.StrEnum):
+    """Where one outbound message stands (`store/deliveries.py`)."""
+
+    PENDING = "pending"  # not confirmed yet: never tried, or being tried
+    SENT = "sent"  # the platform confirmed it (`message_id` when it gave one)
+    FAILED = "failed"  # the last try failed (`reason`); tried again at `next_at`
+    DEAD = "dead"  # given up: out of tries, or too old to send (`reason` `stale`)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRow:
+    """One outbound message: a turn's reply, a notice, a job's output. Times in
+    microseconds; `source` is the chat's `SessionSource` as JSON text."""
+
+    id: int
+    kind: str
+    turn_id: int | None
+    session_key: str | None
+    platform: str
+    source: str
+    text: str
+    status: str
+    attempts: int
+    message_id: str | None
+    reason: str | None
+    created_at: int
+    updated_at: int
+    next_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One outbound webhook event for one receiver (`store/outbox.py`); times in
+    microseconds, `body` the JSON text POSTed; status `pending`, `sent` or `dead`."""
+
+    id: int
+    event_id: str
+    target: str
+    event: str
+    session_key: str | None
+    body: str
+    status: str
+    attempts: int
+    reason: str | None
+    created_at: int
+    updated_at: int
+    next_at: int
 
 
 # Entries are frozen, so one decoded from the same stored text can be shared. A backend tells

@@ -16,6 +16,7 @@ import pytest
 from harness import Msg
 
 from sessiongate.core.source import ChatType
+from sessiongate.gateway.adapter import SendRefusedError
 from sessiongate.store.lanes import TurnState
 from sessiongate.store.platform_state import PlatformState
 
@@ -790,10 +791,16 @@ async def test_a_chat_that_refuses_the_bot_is_not_retried(harness):
     harness.push(Msg("are you there"))
     await harness.settle()
     assert harness.calls("send") == 1
-    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.DELIVERED))
+    # Not delivered, and said so: the delivery is dead with the platform's refusal.
+    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.REPLIED))
     record = PlatformState(harness.store).get_send(harness.name, turn_id)
     assert record is not None
     assert record.state == "refused"
+    delivery = harness.runner.deliveries.of_turn(turn_id)
+    assert (delivery.status, delivery.reason.startswith("SendRefusedError: refused")) == (
+        "dead",
+        True,
+    )
 
 
 async def test_an_unconfirmed_send_is_recorded_and_not_resent(harness):
@@ -802,10 +809,11 @@ async def test_an_unconfirmed_send_is_recorded_and_not_resent(harness):
     harness.push(Msg("maybe"))
     await harness.settle()
     assert harness.calls("send") == 1
-    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.DELIVERED))
+    turn_id = max(t.id for t in harness.runner.lane_store.turns_in_state(TurnState.REPLIED))
     record = PlatformState(harness.store).get_send(harness.name, turn_id)
     assert record is not None
     assert record.state == "unconfirmed"
+    assert harness.runner.deliveries.of_turn(turn_id).status == "dead"
 
 
 async def test_a_reply_sent_again_after_a_crash_is_dropped(harness):
@@ -820,7 +828,8 @@ async def test_a_send_a_crash_interrupted_is_settled_unconfirmed_not_reposted(ha
     """#24: a turn recorded `sending` by a process that died is not posted again."""
     source = harness.source(Msg("x"))
     PlatformState(harness.store).record_send(harness.name, 8002, "sending")
-    await harness.adapter.send(source, "maybe delivered before the crash", turn_id=8002)
+    with pytest.raises(SendRefusedError, match="unconfirmed"):
+        await harness.adapter.send(source, "maybe delivered before the crash", turn_id=8002)
     assert harness.posted() == []
     record = PlatformState(harness.store).get_send(harness.name, 8002)
     assert record is not None

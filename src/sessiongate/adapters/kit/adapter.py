@@ -74,6 +74,7 @@ from sessiongate.adapters.kit.streaming import EditStream
 from sessiongate.adapters.kit.typing_indicator import TypingIndicators
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.source import ChatType, SessionSource
+from sessiongate.gateway.adapter import SendRefusedError
 from sessiongate.gateway.events import MessageEvent
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.store.platform_state import PlatformState
@@ -628,7 +629,10 @@ class KitAdapter:
 
     # ------------------------------------------------------------------ outbound
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str | None:
+        """Post `text` (and the files it names): the platform's id of the first message.
+        Raises `SendRefusedError` when the platform refused the chat or the send is
+        unconfirmed (recorded per turn, and never posted again)."""
         platform = str(self.platform)
         state = self._state()
         if source.chat_id == "home" and self.settings.home_channel:
@@ -646,9 +650,11 @@ class KitAdapter:
                         "send interrupted by a crash; recorded unconfirmed, not resent",
                         extra={"platform": platform, "turn_id": turn_id},
                     )
-                else:
-                    log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
-                return
+                    raise SendRefusedError("unconfirmed: interrupted by a crash")
+                if previous.state != "sent":
+                    raise SendRefusedError(f"{previous.state}: {previous.detail or ''}".strip())
+                log.info("turn already sent; resend dropped", extra={"turn_id": turn_id})
+                return (previous.detail or "").split(",")[0] or None
         target = self.reply_target(source)
         text, files = split_media(text)
         try:
@@ -669,7 +675,7 @@ class KitAdapter:
             )
             if turn_id is not None:
                 state.record_send(platform, turn_id, "refused", str(exc))
-            return
+            raise SendRefusedError(f"refused: {exc}") from exc
         except UnconfirmedSendError as exc:
             self.counters.unconfirmed += 1
             log.warning(
@@ -678,7 +684,7 @@ class KitAdapter:
             )
             if turn_id is not None:
                 state.record_send(platform, turn_id, "unconfirmed", str(exc))
-            return
+            raise SendRefusedError(f"unconfirmed: {exc}") from exc
         finally:
             self.typing.stop(_chat_key(source))
         self.counters.sent += 1
@@ -686,6 +692,7 @@ class KitAdapter:
             state.record_send(platform, turn_id, "sent", ",".join(ids))
         if source.thread_id and source.chat_type is not ChatType.DM:
             state.mark_thread(platform, source.chat_id, source.thread_id)
+        return ids[0] if ids else None
 
     async def _send_files(self, target: Target, refs: list[str], *, after: int) -> list[str]:
         """Upload the files a reply named (`media_out.py`); each one that cannot go gets a

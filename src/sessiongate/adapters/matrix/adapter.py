@@ -180,9 +180,9 @@ class MatrixAdapter(KitAdapter):
     def singular_connection(self) -> str | None:
         return "matrix:sync"
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str | None:
         try:
-            await super().send(source, text, turn_id=turn_id)
+            return await super().send(source, text, turn_id=turn_id)
         finally:
             # The kit stopped refreshing the typing notice; the homeserver would show it for
             # up to its timeout after the reply.

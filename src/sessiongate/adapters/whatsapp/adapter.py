@@ -297,13 +297,13 @@ class WhatsAppAdapter(KitAdapter):
 
     # ------------------------------------------------------------------ outbound
 
-    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> None:
+    async def send(self, source: SessionSource, text: str, *, turn_id: int | None) -> str | None:
         if source.chat_type is ChatType.DM and source.chat_id != "home":
             closed = self.window.check(source.chat_id)
             if closed is not None:
                 await self._outside_window(closed, turn_id)
                 raise ServiceWindowClosedError(closed.reason)
-        await super().send(source, text, turn_id=turn_id)
+        message_id = await super().send(source, text, turn_id=turn_id)
         if turn_id is not None:
             # Which turn each message id carries, so a later `failed` report reaches its record.
             record = self._state().get_send(str(self.platform), turn_id)
@@ -312,6 +312,7 @@ class WhatsAppAdapter(KitAdapter):
                     self._turn_of[message_id] = turn_id
                 while len(self._turn_of) > _MAX_STATUSES:
                     self._turn_of.popitem(last=False)
+        return message_id
 
     async def _outside_window(self, closed: WindowClosed, turn_id: int | None) -> None:
         self.window_refusals += 1

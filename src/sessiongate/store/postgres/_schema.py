@@ -395,6 +395,47 @@ _V12 = [
     "CREATE INDEX approvals_pending ON approvals(status, session_key)",
 ]
 
+# Deliveries, as on SQLite (see the comment on its migration 13).
+_V13 = [
+    """CREATE TABLE deliveries (
+        id bigserial PRIMARY KEY,
+        kind text NOT NULL,
+        turn_id bigint,
+        session_key text,
+        platform text NOT NULL,
+        source text NOT NULL,
+        text text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'sent', 'failed', 'dead')),
+        attempts integer NOT NULL DEFAULT 0,
+        message_id text,
+        reason text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        next_at timestamptz NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX deliveries_reply ON deliveries(turn_id) WHERE kind = 'reply'",
+    "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
+]
+
+# The outbox of outbound webhook events, as on SQLite (see its migration 14).
+_V14 = [
+    """CREATE TABLE webhook_outbox (
+        id bigserial PRIMARY KEY,
+        event_id text NOT NULL UNIQUE,
+        target text NOT NULL,
+        event text NOT NULL,
+        session_key text,
+        body text NOT NULL,
+        status text NOT NULL CHECK (status IN ('pending', 'sent', 'dead')),
+        attempts integer NOT NULL DEFAULT 0,
+        reason text,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL,
+        next_at timestamptz NOT NULL
+    )""",
+    "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -408,4 +449,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (10, "erasure receipts", _V10),
     (11, "scheduled jobs and their claimed slots", _V11),
     (12, "tool calls waiting for approval", _V12),
+    (13, "deliveries: every outbound message and its outcome", _V13),
+    (14, "the outbox of outbound webhook events", _V14),
 ]

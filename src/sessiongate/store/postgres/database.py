@@ -153,6 +153,8 @@ class PostgresDatabase:
         self._tx = PostgresTx(self.conn, self._wire)
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
+        # As on SQLite: writes that commit with the changes a transaction noted.
+        self.before_commit: Callable[[PostgresTx, list[object]], None] | None = None
         # Long reads on worker threads; connections open on first use and stay few.
         self._readers: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             with_link_checks(url),
@@ -233,6 +235,8 @@ class PostgresDatabase:
             else:
                 try:
                     with translate_errors():
+                        if self.before_commit is not None and self._tx.notes:
+                            self.before_commit(self._tx, self._tx.notes)
                         wire.commit()
                 except BaseException:
                     wire.rollback()

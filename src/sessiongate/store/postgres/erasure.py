@@ -88,6 +88,18 @@ class PostgresErasure:
             "DELETE FROM pairing WHERE platform = %(platform)s AND user_id = ANY(%(ids)s)",
             params,
         ).rowcount
+        # Outbound messages to them or in their lanes, and the webhook events of their lanes.
+        counts["deliveries"] = execute(
+            "DELETE FROM deliveries WHERE session_key = ANY(%(keys)s) "
+            "OR (platform = %(platform)s AND ("
+            "coalesce(source::jsonb->>'user_id', '') = ANY(%(ids)s) "
+            "OR coalesce(source::jsonb->>'user_id_alt', '') = ANY(%(ids)s) "
+            "OR coalesce(source::jsonb->>'chat_id', '') = ANY(%(ids)s)))",
+            params,
+        ).rowcount
+        counts["webhook_events"] = execute(
+            "DELETE FROM webhook_outbox WHERE session_key = ANY(%(keys)s)", params
+        ).rowcount
         return counts
 
     def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int:

@@ -25,8 +25,10 @@ from sessiongate.core.keys import FORK_TAG, KeyParts
 from sessiongate.errors import RouteChangedError
 from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.approvals import PostgresApprovals
+from sessiongate.store.postgres.deliveries import PostgresDeliveries
 from sessiongate.store.postgres.erasure import PostgresErasure
 from sessiongate.store.postgres.jobs import PostgresJobs
+from sessiongate.store.postgres.outbox import PostgresOutbox
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
@@ -535,7 +537,14 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
     }
 
 
-class PostgresTx(PostgresPlatformState, PostgresErasure, PostgresJobs, PostgresApprovals):
+class PostgresTx(
+    PostgresDeliveries,
+    PostgresOutbox,
+    PostgresPlatformState,
+    PostgresErasure,
+    PostgresJobs,
+    PostgresApprovals,
+):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 

@@ -383,6 +383,52 @@ _V12 = [
     "CREATE INDEX approvals_pending ON approvals(status, session_key)",
 ]
 
+# Every outbound message is a row (`store/deliveries.py`, DESIGN decision 19): `pending` until
+# the platform confirms it (`sent`, with its message id), `failed` with the platform's reason
+# and the time of the next try, `dead` after the last try or when it is older than
+# `delivery.max_age`. A turn has at most one reply delivery.
+_V13 = [
+    """CREATE TABLE deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        turn_id INTEGER,
+        session_key TEXT,
+        platform TEXT NOT NULL,
+        source TEXT NOT NULL,
+        text TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed', 'dead')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        message_id TEXT,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        next_at INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX deliveries_reply ON deliveries(turn_id) WHERE kind = 'reply'",
+    "CREATE INDEX deliveries_status ON deliveries(status, next_at)",
+]
+
+# Outbound webhook events (`store/outbox.py`): written in the transaction whose change they
+# tell, so none is lost to a crash; sent in `id` order per receiver and session, `sent` or
+# `dead` after their tries. `event_id` is the receiver's key to drop a repeat.
+_V14 = [
+    """CREATE TABLE webhook_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        event_id TEXT NOT NULL UNIQUE,
+        target TEXT NOT NULL,
+        event TEXT NOT NULL,
+        session_key TEXT,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'dead')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        next_at INTEGER NOT NULL
+    )""",
+    "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -396,4 +442,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (10, "erasure receipts", _V10),
     (11, "scheduled jobs and their claimed slots", _V11),
     (12, "tool calls waiting for approval", _V12),
+    (13, "deliveries: every outbound message and its outcome", _V13),
+    (14, "the outbox of outbound webhook events", _V14),
 ]

@@ -81,6 +81,9 @@ class Database:
         self._commits = 0
         # Told what each committed transaction `note`d (`store/changes.py`).
         self.on_commit: Callable[[list[object]], None] | None = None
+        # Called with the transaction and its notes just before a commit that noted changes:
+        # its writes commit with them (the outbox of outbound webhooks, `store/outbox.py`).
+        self.before_commit: Callable[[SqliteTx, list[object]], None] | None = None
         self.checkpoints = 0
         self._checkpointed = threading.Condition()
         self._checkpoint_due = threading.Event()
@@ -569,6 +572,8 @@ class _Transaction:
                     raise translated(exc) from exc
                 return []
             try:
+                if db.before_commit is not None and tx.notes:
+                    db.before_commit(tx, tx.notes)
                 conn.execute("COMMIT")
             except BaseException as failure:
                 if conn.in_transaction:

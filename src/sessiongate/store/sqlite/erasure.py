@@ -93,6 +93,17 @@ class SqliteErasure:
             f"DELETE FROM pairing WHERE platform = ? AND user_id IN ({_marks(idl)})",  # noqa: S608
             [platform, *idl],
         ).rowcount
+        # Outbound messages to them or in their lanes, and the webhook events of their lanes.
+        counts["deliveries"] = conn.execute(
+            f"DELETE FROM deliveries WHERE {in_keys} OR (platform = ? AND ("  # noqa: S608
+            f"{_SENDER.format(ids=_marks(idl))} "
+            f"OR coalesce(json_extract(source, '$.chat_id'), '') IN ({_marks(idl)})))",
+            [*keyl, platform, *idl, *idl, *idl],
+        ).rowcount
+        counts["webhook_events"] = conn.execute(
+            f"DELETE FROM webhook_outbox WHERE {in_keys}",  # noqa: S608
+            keyl,
+        ).rowcount
         return counts
 
     def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int:

@@ -23,8 +23,10 @@ from sessiongate.store.sqlite import (
 )
 from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite.approvals import SqliteApprovals
+from sessiongate.store.sqlite.deliveries import SqliteDeliveries
 from sessiongate.store.sqlite.erasure import SqliteErasure
 from sessiongate.store.sqlite.jobs import SqliteJobs
+from sessiongate.store.sqlite.outbox import SqliteOutbox
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
 
 if TYPE_CHECKING:
@@ -51,7 +53,14 @@ __all__ = ["SqliteTx"]
 _ROWS_KEPT = 4096
 
 
-class SqliteTx(SqlitePlatformState, SqliteErasure, SqliteJobs, SqliteApprovals):
+class SqliteTx(
+    SqliteDeliveries,
+    SqliteOutbox,
+    SqlitePlatformState,
+    SqliteErasure,
+    SqliteJobs,
+    SqliteApprovals,
+):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
 
