@@ -4,13 +4,16 @@ store holds a sent, a failed and a dead delivery."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
-from conftest import SEED_TIME
 from sessiongate import GatewayConfig, SessionSource, SessionStore
 from sessiongate.core.clock import FakeClock
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, DeliveryStore
+
+# As tests/cli/conftest.py seeds its sessions: far in the past.
+SEED_TIME = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture

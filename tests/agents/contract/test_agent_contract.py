@@ -17,8 +17,8 @@ import asyncio
 import json
 
 import pytest
+from agent_kinds import agent_settings
 
-from conftest import agent_settings
 from fake_openai import Call, Calls, Reply, Stall
 from sessiongate import GatewayConfig, SessionSource, SessionStore
 from sessiongate.agents import build_agent_factory
