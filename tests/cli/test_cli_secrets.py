@@ -32,8 +32,8 @@ def _secret_fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list
     """Paths of every SecretStr field under `model`, read from the model itself."""
     paths = []
     for name, field in model.model_fields.items():
-        if get_origin(field.annotation) is dict:
-            continue  # maps of secrets (MCP servers' env and headers): `_secret_config`
+        if get_origin(field.annotation) in (dict, list):
+            continue  # maps and lists (MCP servers, outbound webhooks): `_secret_config`
         kinds = {field.annotation, *get_args(field.annotation)}
         if SecretStr in kinds:
             paths.append((*prefix, name))
@@ -67,6 +67,8 @@ def _secret_config(**urls: str) -> dict[str, Any]:
         _put(data, ("platforms", platform, "enabled"), False)
     _put(data, ("agents", "helper", "base_url"), "http://127.0.0.1:9/v1")
     data["store"] = {"url": f"postgresql://sg:{MARK}pw@127.0.0.1:1/none"}
+    hook = {"url": "http://127.0.0.1:9/hook", "events": ["turn.finished"], "secret": f"{MARK}wh"}
+    data["webhooks"] = {"outbound": [hook]}
     # MCP servers keep their secrets in maps: an environment and HTTP headers.
     data["mcp_servers"] = {
         "local": {"command": "mcp-server", "env": {"API_KEY": f"{MARK}env"}},

@@ -286,6 +286,48 @@ TABLES: tuple[TableSpec, ...] = (
             ("used", _B),
         ),
     ),
+    # Every outbound message and its outcome (`store/deliveries.py`).
+    TableSpec(
+        "deliveries",
+        ("id",),
+        (
+            ("id", _I),
+            ("kind", _T),
+            ("turn_id", _I),
+            ("session_key", _T),
+            ("platform", _T),
+            ("source", _T),
+            ("text", _T),
+            ("status", _T),
+            ("attempts", _I),
+            ("message_id", _T),
+            ("reason", _T),
+            ("created_at", _TS),
+            ("updated_at", _TS),
+            ("next_at", _TS),
+        ),
+        serial="id",
+    ),
+    # Outbound webhook events (`store/outbox.py`).
+    TableSpec(
+        "webhook_outbox",
+        ("id",),
+        (
+            ("id", _I),
+            ("event_id", _T),
+            ("target", _T),
+            ("event", _T),
+            ("session_key", _T),
+            ("body", _T),
+            ("status", _T),
+            ("attempts", _I),
+            ("reason", _T),
+            ("created_at", _TS),
+            ("updated_at", _TS),
+            ("next_at", _TS),
+        ),
+        serial="id",
+    ),
 )
 
 
