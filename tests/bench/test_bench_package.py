@@ -26,3 +26,16 @@ def test_importing_the_package_imports_no_section():
         "[]",
         "sessiongate.bench.harness sessiongate.bench.workload",
     ]
+
+
+def test_no_bench_module_shadows_the_standard_library():
+    # `workload.py` runs as a script from its own folder in the contenders' interpreter: a
+    # module there named like a standard one (`signal.py`) would be imported in its place.
+    import sys
+    from pathlib import Path
+
+    import sessiongate.bench
+
+    folder = Path(sessiongate.bench.__file__).parent
+    names = {path.stem for path in folder.glob("*.py")}
+    assert not names & sys.stdlib_module_names

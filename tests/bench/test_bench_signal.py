@@ -4,7 +4,7 @@ gateway or the bare floor reading its event stream). No speed is asserted; shape
 from __future__ import annotations
 
 from sessiongate.bench.report import _signal_lines
-from sessiongate.bench.signal import run_signal_section
+from sessiongate.bench.signal_section import run_signal_section
 
 
 def test_the_section_measures_the_gateway_beside_the_stubs_floor():

@@ -38,7 +38,7 @@ from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.postgres import postgres_url_from
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
-from sessiongate.bench.signal import run_signal_section
+from sessiongate.bench.signal_section import run_signal_section
 from sessiongate.bench.streaming import run_streaming_section
 from sessiongate.bench.telegram import run_telegram_section
 from sessiongate.bench.tree import run_tree_section

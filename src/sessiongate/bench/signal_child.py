@@ -1,4 +1,5 @@
-"""The child processes of the Signal benchmark section (`bench/signal.py`): the signal-cli stub
+"""The child processes of the Signal benchmark section (`bench/signal_section.py`): the
+signal-cli stub
 (`stub burst|sequential COUNT`), the gateway reading it (`gateway URL HOME COUNT`), and the
 floor (`floor URL COUNT`: a bare loop that answers each event straight from the stream, with
 no gateway). A module of its own, so `python -m` runs it without the benchmark package having
