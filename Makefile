@@ -29,9 +29,10 @@ run: $(RUNTIME)
 chat: $(RUNTIME)
 	$(BIN)/sessiongate chat $(ARGS)
 
-# The suite runs on two workers (pytest-xdist), a test file per worker at a time, so a
-# file's shared fixtures are built once; TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# The suite runs on four workers (pytest-xdist), a test file per worker at a time, so a
+# file's shared fixtures are built once; most tests wait on processes and sockets, so four
+# workers keep two cores busy. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 4
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)

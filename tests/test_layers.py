@@ -91,3 +91,13 @@ def test_no_driver_or_sql_above_the_storage_backends():
             ):
                 wrong.append(f"{path.name} holds SQL: {node.value[:40]!r}")
     assert wrong == []
+
+
+def test_every_test_file_has_a_name_of_its_own():
+    # The suite has no packages: pytest imports each test file by its base name, so two files
+    # of one name would stop collection.
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(path.name for path in Path(__file__).parent.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
