@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sessiongate.errors import SessiongateError
 
@@ -153,7 +153,3 @@ def _is_agent(target: object) -> bool:
     return callable(getattr(target, "run_turn", None)) or callable(
         getattr(target, "stream_turn", None)
     )
-
-
-def describe(target: Any) -> str:
-    return type(target).__name__
