@@ -51,6 +51,14 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, model: FakeOpenAI) -> Iter
         process.stop()
 
 
+@pytest.fixture(scope="module")
+def client(gateway: SyncGateway) -> Iterator[Api]:
+    """The API of this module's gateway (the shared `api` fixture is the shared gateway's)."""
+    api = Api(gateway.url)
+    yield api
+    api.client.close()
+
+
 def ask_to_delete(api: Api, model: FakeOpenAI, chat_id: str, path: str, answer: str) -> int:
     model.script(
         Calls([Call("delete_file", json.dumps({"path": path}), id=f"call-{chat_id}")]),
@@ -62,9 +70,9 @@ def ask_to_delete(api: Api, model: FakeOpenAI, chat_id: str, path: str, answer: 
 
 
 def test_a_requested_approval_appears_live_and_is_approved_from_the_page(
-    pages: Pages, gateway: SyncGateway, model: FakeOpenAI
+    pages: Pages, client: Api, model: FakeOpenAI
 ) -> None:
-    api = Api(gateway.url)
+    api = client
     page: Any = pages.new()
     page.goto(f"{pages.url}/ui/#/approvals")
     expect(page.locator("#approval-list li").first).to_be_visible()
@@ -87,13 +95,12 @@ def test_a_requested_approval_appears_live_and_is_approved_from_the_page(
     page.goto(f"{pages.url}/ui/#/s/{quote(key_of(chat_id), safe='')}")
     page.wait_for_selector(".message.assistant >> text=deleted as asked")
     expect(page.locator(".message.tool pre")).to_have_text("deleted /srv/data")
-    api.client.close()
 
 
 def test_a_denied_approval_leaves_the_list_and_the_model_is_told(
-    pages: Pages, gateway: SyncGateway, model: FakeOpenAI
+    pages: Pages, client: Api, model: FakeOpenAI
 ) -> None:
-    api = Api(gateway.url)
+    api = client
     chat_id = chat("deny")
     ask_to_delete(api, model, chat_id, "/srv/keep", "left it alone")
     page: Any = pages.new()
@@ -107,4 +114,3 @@ def test_a_denied_approval_leaves_the_list_and_the_model_is_told(
     page.goto(f"{pages.url}/ui/#/s/{quote(key_of(chat_id), safe='')}")
     page.wait_for_selector(".message.assistant >> text=left it alone")
     expect(page.locator(".message.tool pre")).not_to_have_text("deleted /srv/keep")
-    api.client.close()
