@@ -63,8 +63,9 @@ def test_a_job_is_added_in_the_form_paused_run_now_and_removed(pages: Pages, api
     history = page.locator(f'#job-history[data-job="{job_id}"]')
     expect(history.locator("#run-list tbody tr[data-run]")).to_have_count(1)
     (run,) = api.client.get(f"/v1/jobs/{job_id}/runs").json()["runs"]
-    expect(history.locator(".turn-state")).to_contain_text(f"#{run['turn_id']}")
-    expect(row.locator(".last-run")).not_to_have_text("never")
+    # The run's turn finishes (`job.finished` refreshes the page): delivered, here and in the list.
+    expect(history.locator(".turn-state")).to_have_text(f"#{run['turn_id']} delivered")
+    expect(row.locator(".last-run")).to_contain_text("delivered")
     # The run's turn is an ordinary one in the chat's lane: its reply reaches the transcript.
     page.goto(f"{pages.url}/ui/#/s/{quote(key_of(chat_id), safe='')}")
     page.wait_for_selector(".message.assistant >> text=echo: what happened today?")

@@ -201,6 +201,7 @@ const FEED_EVENTS = [
   "session.created", "session.updated", "session.archived", "session.deleted",
   "transcript.appended", "turn.started", "turn.finished", "queue.changed", "reset",
   "approval.requested", "approval.decided", "approval.expired", "delivery.failed",
+  "job.started", "job.finished", "job.failed",
 ];
 
 function startFeed() {

@@ -156,12 +156,12 @@ export function jobsView(main, kit) {
     if (shown !== null) showHistory(shown);
   }
 
-  // A finished turn may be a job's run: its last-run status and history change.
-  const refreshSoon = kit.debounce(refresh, 500);
+  // A job's run starts, finishes or fails (`job.*`); its reply may then fail to arrive.
+  const refreshSoon = kit.debounce(refresh, 300);
   return {
     refresh,
     onEvent: (event) => {
-      if (event.type.startsWith("turn.") || event.type === "delivery.failed") refreshSoon();
+      if (event.type.startsWith("job.") || event.type === "delivery.failed") refreshSoon();
     },
   };
 }
