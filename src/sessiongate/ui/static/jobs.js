@@ -11,8 +11,7 @@ export function jobsView(main, kit) {
   const jobPath = (id, rest = "") => `/v1/jobs/${encodeURIComponent(id)}${rest}`;
   let shown = null; // the job whose history is open
 
-  const table = h("table", { id: "job-list" },
-    h("caption", { text: "Jobs" }),
+  const table = h("table", { id: "job-list", "aria-label": "Jobs" },
     h("thead", {}, h("tr", {}, ["Job", "Schedule", "Target", "Agent", "Next run", "State", "Last run", ""]
       .map((t) => h("th", { scope: "col", text: t })))),
     h("tbody"));
