@@ -84,7 +84,8 @@ def test_a_requested_approval_appears_live_and_is_approved_from_the_page(
     expect(item).to_have_count(1)
     expect(item.locator(".tool")).to_have_text("delete_file")
     expect(item).to_contain_text(key_of(chat_id))
-    expect(item.locator(".arguments")).to_have_text(json.dumps({"path": "/srv/data"}, indent=2))
+    # The arguments exactly as the model sent them, which is what the decision binds to.
+    expect(item.locator(".arguments")).to_have_text(json.dumps({"path": "/srv/data"}))
     expect(item.locator("time")).to_have_count(2)  # requested at, expires at
     approval_id = item.get_attribute("data-approval")
     item.get_by_role("button", name="Approve").click()

@@ -4,14 +4,6 @@
 // (`arguments_sha256`), so a decision never applies to another call; a decided one leaves the
 // list. The live feed's `approval.requested|decided|expired` events keep the list current.
 
-function pretty(text) {
-  try {
-    return JSON.stringify(JSON.parse(text), null, 2);
-  } catch {
-    return text;
-  }
-}
-
 export function approvalsView(main, kit) {
   const { h, api, report, when, toast, plural } = kit;
   const summary = h("p", { class: "summary", "aria-live": "polite" });
@@ -39,7 +31,9 @@ export function approvalsView(main, kit) {
         h("dt", { text: "Requested" }), h("dd", {}, when(approval.requested_at)),
         h("dt", { text: "Expires" }), h("dd", {}, when(approval.expires_at)),
         h("dt", { text: "Approvers" }), h("dd", { text: approval.approvers.join(", ") || "the operator" })),
-      h("pre", { class: "arguments", text: pretty(approval.arguments) }));
+      // Exactly the text the decision binds to: parsing it to indent it could change what it
+      // shows (a number past 2**53 would print rounded).
+      h("pre", { class: "arguments", text: approval.arguments }));
     item.append(h("div", { class: "row-actions" },
       h("button", { type: "button", text: "Approve", onclick: () => decide(item, approval, "approve") }),
       h("button", { type: "button", class: "danger", text: "Deny", onclick: () => decide(item, approval, "deny") })));
