@@ -32,6 +32,7 @@ export function jobsView(main, kit) {
     field("Target", h("span", { class: "pair" },
       select("target_kind", TARGETS, "Target kind"),
       h("input", { name: "target", placeholder: "agent:main:… or telegram:12345", "aria-label": "Target" }))),
+    field("Session", select("session", ["shared", "isolated"], "Session (with deliver_to)")),
     field("Agent", h("input", { name: "agent", placeholder: "(the target's own)" })),
     field("Prompt", h("textarea", { name: "prompt", rows: 3 })),
     h("label", {}, h("input", { type: "checkbox", name: "paused" }), " start paused"),
@@ -50,6 +51,8 @@ export function jobsView(main, kit) {
     if (text("target")) body[text("target_kind")] = text("target");
     if (text("timezone")) body.timezone = text("timezone");
     if (text("agent")) body.agent = text("agent");
+    // `isolated` (a fresh session per run) is for `deliver_to` only; the API says so if not.
+    if (text("session") === "isolated") body.session = "isolated";
     if (data.get("paused") === "on") body.paused = true;
     try {
       const job = await api("POST", "/v1/jobs", body);
