@@ -115,3 +115,20 @@ def test_a_denied_approval_leaves_the_list_and_the_model_is_told(
     page.goto(f"{pages.url}/ui/#/s/{quote(key_of(chat_id), safe='')}")
     page.wait_for_selector(".message.assistant >> text=left it alone")
     expect(page.locator(".message.tool pre")).not_to_have_text("deleted /srv/keep")
+
+
+def test_an_approval_decided_elsewhere_leaves_the_open_page(
+    pages: Pages, client: Api, model: FakeOpenAI
+) -> None:
+    chat_id = chat("elsewhere")
+    ask_to_delete(client, model, chat_id, "/srv/other", "done elsewhere")
+    page: Any = pages.new()
+    page.goto(f"{pages.url}/ui/#/approvals")
+    item = page.locator("#approval-list li[data-approval]", has_text=key_of(chat_id))
+    expect(item).to_have_count(1)
+    expect(page.locator("#live")).to_have_text("live")
+    approval_id = item.get_attribute("data-approval")
+    decided = client.client.post(f"/v1/approvals/{approval_id}", json={"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    # `approval.decided` on the feed: the page reads the list again without a reload.
+    expect(item).to_have_count(0)
