@@ -41,6 +41,16 @@ def test_run_now_accepts_a_turn_in_the_jobs_lane(client, lane):
     assert run["turn_id"] is not None
     runs = client.get("/v1/jobs/digest/runs").json()["runs"]
     assert [r["run_id"] for r in runs] == [run["run_id"]]
+    # Each run says how its turn stands; the list carries every job's latest run.
+    assert runs[0]["turn_state"] is not None
+    assert "delivery_status" in runs[0]
+    (listed,) = client.get("/v1/jobs").json()["jobs"]
+    assert listed["last_run"]["run_id"] == run["run_id"]
+
+
+def test_a_job_that_never_ran_has_no_last_run(client, lane):
+    client.post("/v1/jobs", json=job(lane))
+    assert client.get("/v1/jobs").json()["jobs"][0]["last_run"] is None
 
 
 @pytest.mark.parametrize(

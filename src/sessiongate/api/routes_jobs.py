@@ -5,6 +5,10 @@
 too) or removes one, `POST /v1/jobs/{id}/run` runs it now (its turn is accepted before the
 answer, which carries the run), and `GET /v1/jobs/{id}/runs` is its history. A change wakes
 the running scheduler, so a new slot is seen at once.
+
+A run carries how its turn stands (`turn_state`) and what became of its reply
+(`delivery_status`, None when no delivery row was written, e.g. a chat without an adapter);
+a listed job carries its latest run (`last_run`), so a list says how each job last went.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the dependency annotations at run time.
@@ -20,25 +24,12 @@ from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import _In
 from sessiongate.core.jobs import JobSpec
+from sessiongate.gateway import GatewayRunner
 from sessiongate.store.jobs import JobRecord, JobRun, validation_message
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_operator)])
-
-
-class JobOut(_In):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    paused: bool
-    created_at: str
-    updated_at: str
-    last_slot_at: str | None
-    next_at: str | None
-
-
-class JobListOut(_In):
-    jobs: list[JobOut]
 
 
 class RunOut(_In):
@@ -52,6 +43,23 @@ class RunOut(_In):
     turn_id: int | None
     skipped: int
     detail: str | None
+    turn_state: str | None = None
+    delivery_status: str | None = None
+
+
+class JobOut(_In):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    paused: bool
+    created_at: str
+    updated_at: str
+    last_slot_at: str | None
+    next_at: str | None
+    last_run: RunOut | None = None
+
+
+class JobListOut(_In):
+    jobs: list[JobOut]
 
 
 class RunListOut(_In):
@@ -62,12 +70,29 @@ class DeletedOut(_In):
     removed: str
 
 
-def _job(record: JobRecord) -> JobOut:
-    return JobOut.model_validate(record.to_dict())
+def _job(record: JobRecord, last_run: RunOut | None = None) -> JobOut:
+    return JobOut.model_validate({**record.to_dict(), "last_run": last_run})
 
 
-def _run(run: JobRun) -> RunOut:
-    return RunOut.model_validate(run.to_dict())
+def _run(runner: GatewayRunner, run: JobRun) -> RunOut:
+    """The run with its turn's state and its reply's delivery status (blocking reads)."""
+    turn_state = delivery_status = None
+    if run.turn_id is not None:
+        turn = runner.lane_store.get_turn(run.turn_id)
+        turn_state = None if turn is None else turn.state.value
+        delivery = runner.deliveries.of_turn(run.turn_id)
+        delivery_status = None if delivery is None else str(delivery.status)
+    return RunOut.model_validate(
+        {**run.to_dict(), "turn_state": turn_state, "delivery_status": delivery_status}
+    )
+
+
+def _listed(runner: GatewayRunner) -> list[JobOut]:
+    jobs = []
+    for record in runner.jobs.jobs.all():
+        latest = runner.jobs.jobs.history(record.job_id, 1)
+        jobs.append(_job(record, _run(runner, latest[0]) if latest else None))
+    return jobs
 
 
 def _invalid(exc: ValidationError) -> ApiError:
@@ -76,8 +101,7 @@ def _invalid(exc: ValidationError) -> ApiError:
 
 @router.get("/jobs", response_model=JobListOut, responses=errors(401), summary="List jobs")
 async def list_jobs(runner: RunnerDep) -> JobListOut:
-    records = await run_in_threadpool(runner.jobs.jobs.all)
-    return JobListOut(jobs=[_job(r) for r in records])
+    return JobListOut(jobs=await run_in_threadpool(_listed, runner))
 
 
 @router.post(
@@ -158,7 +182,8 @@ async def delete_job(job_id: str, runner: RunnerDep) -> DeletedOut:
     summary="Run a job now, outside its schedule",
 )
 async def run_job(job_id: str, runner: RunnerDep) -> RunOut:
-    return _run(await runner.jobs.run_now(job_id))
+    run = await runner.jobs.run_now(job_id)
+    return await run_in_threadpool(_run, runner, run)
 
 
 @router.get(
@@ -173,4 +198,4 @@ async def job_runs(
     limit: int = Query(20, ge=1, le=500, description="How many runs."),
 ) -> RunListOut:
     runs = await run_in_threadpool(runner.jobs.jobs.history, job_id, limit)
-    return RunListOut(runs=[_run(r) for r in runs])
+    return RunListOut(runs=[await run_in_threadpool(_run, runner, r) for r in runs])

@@ -5,6 +5,10 @@
 // as `<img src=x onerror=alert(1)>` shows as text. The server's Content-Security-Policy forbids
 // inline script and other origins as a second line of defence.
 
+import { approvalsView } from "./approvals.js";
+import { deadLettersView } from "./deliveries.js";
+import { jobsView } from "./jobs.js";
+
 const PAGE_SIZE = 50;
 const TRANSCRIPT_PAGE = 100;
 const POLL_MS = 5000;
@@ -196,6 +200,8 @@ async function report(promise, done) {
 const FEED_EVENTS = [
   "session.created", "session.updated", "session.archived", "session.deleted",
   "transcript.appended", "turn.started", "turn.finished", "queue.changed", "reset",
+  "approval.requested", "approval.decided", "approval.expired", "delivery.failed",
+  "job.started", "job.finished", "job.failed",
 ];
 
 function startFeed() {
@@ -277,6 +283,9 @@ function route() {
   } else if (path === "/ops") {
     nav = "ops";
     state.view = opsView(main);
+  } else if (PAGES[path]) {
+    nav = path.slice(1);
+    state.view = PAGES[path](main, kit);
   } else {
     state.view = listView(main, params);
   }
@@ -866,6 +875,13 @@ function opsView(main) {
     },
   };
 }
+
+// ------------------------------------------------------------- jobs, dead letters, approvals
+
+// Each of these pages is a module of its own (`jobs.js`, `deliveries.js`, `approvals.js`); it
+// gets the helpers it shares with the rest of the dashboard here and imports nothing itself.
+const kit = { h, api, report, when, toast, confirmDialog, plural, debounce, ApiError, pollMs: POLL_MS };
+const PAGES = { "/jobs": jobsView, "/deliveries": deadLettersView, "/approvals": approvalsView };
 
 // ------------------------------------------------------------------------------------ boot
 
