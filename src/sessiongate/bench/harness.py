@@ -36,6 +36,7 @@ from sessiongate.bench.instances import run_instances_section
 from sessiongate.bench.machine import describe_machine
 from sessiongate.bench.platforms import run_platforms_section
 from sessiongate.bench.postgres import postgres_url_from
+from sessiongate.bench.remote_db import run_remote_db_section
 from sessiongate.bench.report import evaluate_goals, write_markdown
 from sessiongate.bench.runner import run_store
 from sessiongate.bench.signal_section import run_signal_section
@@ -134,6 +135,7 @@ def run_bench(
         "skipped": skipped,
         "gateway": run_gateway_section(quick=quick, postgres_url=postgres_url_from(postgres_url)),
         "instances": run_instances_section(postgres_url_from(postgres_url), quick=quick),
+        "remote_db": run_remote_db_section(postgres_url_from(postgres_url), quick=quick),
         "tree": run_tree_section(quick=quick),
         "streaming": run_streaming_section(quick=quick),
         "telegram": run_telegram_section(quick=quick),

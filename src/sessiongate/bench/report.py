@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.bench.instances import instances_lines
+from sessiongate.bench.remote_db import remote_db_goals, remote_db_lines
 from sessiongate.bench.streaming import streaming_goals
 
 if TYPE_CHECKING:
@@ -210,6 +211,7 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         goals.append(_goal("Gateway p99 overhead ≤ 5 ms", why, None))
     goals.extend(_tree_goals(results))
     goals.extend(streaming_goals(results))
+    goals.extend(remote_db_goals(results))
     goals.append(_telegram_goal(results))
     if results.get("quick"):
         # Quick sizes check that every part of the benchmark runs; figures from them say
@@ -504,6 +506,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")
     lines += instances_lines(results.get("instances", {}))
+    lines += remote_db_lines(results.get("remote_db", {}))
     lines += _telegram_lines(results.get("telegram", {}))
     lines += _signal_lines(results.get("signal", {}))
     tree = results.get("tree", {})
