@@ -14,15 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.inbound_hooks import TemplateError, hook_source, lookup
-from sessiongate.errors import QueueFullError, SessionNotFoundError
+from sessiongate.errors import MessageIdConflictError, QueueFullError, SessionNotFoundError
 from sessiongate.gateway.events import MessageEvent
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.store.hook_receipts import HookReceiptStore
+from sessiongate.store.records import to_us
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -115,17 +117,19 @@ class InboundHooks:
             key, text = spec.render(body)
         except TemplateError as exc:
             return _refused(400, "bad_request", str(exc))
+        tail = None
         if delivery_id is not None:
-            earlier = self.receipts.take(name, delivery_id)
-            if earlier is not None:
+            ours, taken = self.receipts.take(name, delivery_id)
+            if not ours:
                 return HookOutcome(
                     200,
-                    turn_id=earlier.turn_id,
-                    session_key=earlier.session_key,
+                    turn_id=taken.turn_id,
+                    session_key=taken.session_key,
                     delivery_id=delivery_id,
                     duplicate=True,
                 )
-        outcome = await self._hand_off(spec, key, text, body, delivery_id)
+            tail = f"{delivery_id}:{to_us(taken.received_at)}"
+        outcome = await self._hand_off(spec, key, text, body, delivery_id, tail)
         if delivery_id is not None:
             if outcome.code is None:
                 self.receipts.accepted(
@@ -142,10 +146,14 @@ class InboundHooks:
         text: str,
         body: Any,
         delivery_id: str | None,
+        tail: str | None,
     ) -> HookOutcome:
-        # The message id is the delivery's (or the body's digest): the runner's own
-        # duplicate check is the second fence (a take a crash cut short).
-        tail = delivery_id or hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        # The message id is the take's (or, with no delivery id, the body's digest and a
+        # random part): the runner's own duplicate check is the second fence (a take a crash
+        # cut short, store/hook_receipts.py).
+        if tail is None:
+            digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+            tail = f"{digest[:32]}:{uuid.uuid4().hex}"
         event = MessageEvent(
             source=hook_source(spec, key),
             text=text,
@@ -159,6 +167,10 @@ class InboundHooks:
             return _refused(404, "not_found", str(exc))
         except QueueFullError:
             return _refused(429, "queue_full", "the lane's queue is full; retry later")
+        except MessageIdConflictError:
+            return _refused(
+                409, "delivery_id_conflict", "this delivery id came with a different body"
+            )
         status = receipt.status
         if status in (ReceiptStatus.QUEUED, ReceiptStatus.DUPLICATE, ReceiptStatus.REPLIED):
             duplicate = status == ReceiptStatus.DUPLICATE

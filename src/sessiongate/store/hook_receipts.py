@@ -6,8 +6,10 @@ The rules (a sender retries a delivery it saw no answer to):
   process after a restart or on another instance sharing a PostgreSQL database.
 - The row records the turn once it was accepted. A row with no turn is a take whose hand-off
   failed (the take is then given back, so a retry runs) or was cut short by a crash: after
-  `ABANDONED` it may be taken again (the turn goes in under a message id of the delivery's
-  own, so a turn the crash did accept is the runner's duplicate, not a second turn).
+  `ABANDONED` it may be taken again, keeping its time. The turn goes in under a message id
+  made of the route, the id and that time, so a turn the crash did accept (or a second
+  retake at the same moment) is the runner's duplicate, not a second turn; a delivery id
+  taken again after its receipt was purged is a new delivery with a new message id.
 - Rows are kept at least `hooks.dedupe_hours` (24 h or more) from their take; housekeeping
   purges older ones. Times are the injected clock's.
 """
@@ -53,20 +55,19 @@ class HookReceiptStore:
         self._db = store.database
         self._clock: Clock = clock or store.clock
 
-    def take(self, route: str, delivery_id: str) -> HookReceipt | None:
-        """Take a delivery id: None when it is new (or an abandoned take, taken again), else
-        the receipt of its earlier take (a duplicate)."""
+    def take(self, route: str, delivery_id: str) -> tuple[bool, HookReceipt]:
+        """Take a delivery id: (True, its receipt) when it is new or an abandoned take, taken
+        again; (False, the earlier take's receipt) for a duplicate."""
         now = self._clock.now()
         with self._db.transaction() as conn:
-            if conn.insert_hook_receipt(route, delivery_id, to_us(now)):
-                return None
-            row = conn.get_hook_receipt(route, delivery_id)
+            row = None
+            if not conn.insert_hook_receipt(route, delivery_id, to_us(now)):
+                row = conn.get_hook_receipt(route, delivery_id)
             if row is None:
-                return None  # forgotten between the two statements: ours now
+                return True, HookReceipt(route, delivery_id, now, None, None)
             if row.turn_id is None and now - from_us(row.received_at) >= ABANDONED:
-                conn.retake_hook_receipt(route, delivery_id, to_us(now))
-                return None
-            return _receipt(row)
+                return True, _receipt(row)
+            return False, _receipt(row)
 
     def accepted(
         self, route: str, delivery_id: str, *, turn_id: int | None, session_key: str | None

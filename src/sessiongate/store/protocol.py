@@ -253,10 +253,6 @@ class HookReceiptTx(Protocol):
         """False when the route already has that delivery id."""
         ...
 
-    def retake_hook_receipt(self, route: str, delivery_id: str, at: int) -> None:
-        """A receipt whose turn was never recorded, taken again at `at`."""
-        ...
-
     def set_hook_receipt_turn(
         self, route: str, delivery_id: str, *, turn_id: int | None, session_key: str | None
     ) -> None: ...

@@ -36,13 +36,6 @@ class PostgresHookReceipts:
         )
         return cursor.rowcount == 1
 
-    def retake_hook_receipt(self, route: str, delivery_id: str, at: int) -> None:
-        self.conn.execute(
-            "UPDATE hook_receipts SET received_at = sg_ts(%s) "
-            "WHERE route = %s AND delivery_id = %s AND turn_id IS NULL",
-            (at, route, delivery_id),
-        )
-
     def set_hook_receipt_turn(
         self, route: str, delivery_id: str, *, turn_id: int | None, session_key: str | None
     ) -> None:

@@ -36,13 +36,6 @@ class SqliteHookReceipts:
         )
         return cursor.rowcount == 1
 
-    def retake_hook_receipt(self, route: str, delivery_id: str, at: int) -> None:
-        self.conn.execute(
-            "UPDATE hook_receipts SET received_at = ? WHERE route = ? AND delivery_id = ? "
-            "AND turn_id IS NULL",
-            (at, route, delivery_id),
-        )
-
     def set_hook_receipt_turn(
         self, route: str, delivery_id: str, *, turn_id: int | None, session_key: str | None
     ) -> None:
