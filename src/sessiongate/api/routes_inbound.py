@@ -83,7 +83,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Not JSON, or a template field the body lacks"},
     401: {"model": ErrorOut, "description": "A wrong or missing credential; no body is parsed"},
     404: {"model": ErrorOut, "description": "No route of that name; the body is not read"},
+    409: {"model": ErrorOut, "description": "A delivery id reused with a different body"},
     413: {"model": ErrorOut, "description": "Larger than the route's `max_body_bytes`"},
+    422: {"model": ErrorOut, "description": "A malformed route name (`invalid_request`)"},
     429: {"model": ErrorOut, "description": "The lane's queue is full; retry later"},
     503: {"model": ErrorOut, "description": "The gateway is stopping; retry later"},
 }
