@@ -101,6 +101,7 @@ async def gw(make_gateway):
 
 
 async def test_a_signed_body_runs_one_system_turn_in_the_templates_lane(gw):
+    sub = gw.runner.feed.subscribe()
     async with http(gw) as client:
         response = await post_gh(client, payload(), delivery="d-1")
     assert response.status_code == 202, response.text
@@ -113,6 +114,18 @@ async def test_a_signed_body_runs_one_system_turn_in_the_templates_lane(gw):
     assert 'New issue "Broken build" in "acme/widgets"' in text
     assert "untrusted data" in text
     assert gw.adapter.sent == []  # the route's own lane: nothing goes to a chat
+    events = gw.runner.feed.read(sub, limit=1000)
+    assert isinstance(events, list)
+    [accepted] = [e for e in events if e.type == "hook.accepted"]
+    assert accepted.data | {"session_key": LANE} == {
+        "session_key": LANE,
+        "hook": "gh",
+        "turn_id": body["turn_id"],
+        "delivery_id": "d-1",
+    }
+    entry = gw.store.get_session(LANE)
+    transcript = gw.store.load_transcript(entry.session_id)
+    assert transcript[0]["metadata"]["event_kind"] == "webhook"
 
 
 async def test_a_wrong_signature_is_401_and_nothing_runs(gw):
@@ -246,3 +259,23 @@ async def test_deliver_to_sends_the_reply_to_the_chat(gw):
     [sent] = gw.adapter.sent
     assert sent.source.chat_id == "chat"
     assert sent.text.startswith('re: Alert "disk full"')
+
+
+async def test_a_hooks_turn_waits_behind_a_running_turn_in_its_lane(gw):
+    gw.hub.blocking = True
+    async with http(gw) as client:
+        first = await post_gh(client, payload("one"), delivery="d-1")
+        started = await gw.hub.next_started()
+        second = await post_gh(client, payload("two"), delivery="d-2")
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert started.turn_id == first.json()["turn_id"]
+    assert gw.lanes.get_turn(second.json()["turn_id"]) is None  # queued, not started
+    assert gw.hub.cancelled == []  # a system event never interrupts
+    gw.hub.release()
+    await gw.hub.next_started()
+    gw.hub.release()
+    await until(lambda: finished(gw, second.json()["turn_id"]), "the second turn ran after")
+    assert [t.split("\n")[0] for t in gw.hub.user_texts()] == [
+        'New issue "one" in "acme/widgets"',
+        'New issue "two" in "acme/widgets"',
+    ]
