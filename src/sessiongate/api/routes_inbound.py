@@ -18,7 +18,7 @@ import hmac
 import re
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import JSONResponse
 
 from sessiongate.adapters.kit.fields import PayloadError, loads_json
@@ -98,7 +98,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     response_class=JSONResponse,
     status_code=202,
 )
-async def inbound_hook(name: str, request: Request) -> JSONResponse:
+async def inbound_hook(
+    request: Request,
+    name: str = Path(description="The route's `name` in `hooks.routes`"),
+) -> JSONResponse:
     runner = request.app.state.runner
     hooks = runner.inbound_hooks
     spec = hooks.route(name)
