@@ -34,6 +34,7 @@ ADDED_ROUTES = {
     ("post", "/hooks/slack/events"),
     ("get", "/hooks/whatsapp"),
     ("post", "/hooks/whatsapp"),
+    ("post", "/hooks/in/{name}"),  # inbound webhooks (`hooks.routes`)
     # What the dashboard's operations page shows (and its one action).
     ("get", "/v1/ops"),
     ("post", "/v1/ops/deliveries/{turn_id}/retry"),

@@ -50,3 +50,18 @@ def test_config_masks_a_database_password_in_store_url(sg, env, home):
     assert result.returncode == 0, result.stderr
     assert "hunter22" not in result.stdout
     assert "postgresql://me:***@db.example/x" in result.stdout
+
+
+def test_config_masks_the_credentials_of_inbound_webhooks(sg, home):
+    home.mkdir()
+    routes = [
+        {"name": "gh", "secret": "hmac-key-0123456789", "session_key": "x", "prompt": "p"},
+        {"name": "ci", "bearer": "bearer-token-0123456789", "session_key": "x", "prompt": "p"},
+    ]
+    (home / "config.yaml").write_text(yaml.safe_dump({"hooks": {"routes": routes}}))
+    result = sg("config", "--home", str(home))
+    assert result.returncode == 0, result.stderr
+    assert "hmac-key" not in result.stdout
+    assert "bearer-token" not in result.stdout
+    shown = yaml.safe_load(result.stdout)["hooks"]["routes"]
+    assert (shown[0]["secret"], shown[1]["bearer"]) == ("***", "***")

@@ -69,6 +69,13 @@ def _secret_config(**urls: str) -> dict[str, Any]:
     data["store"] = {"url": f"postgresql://sg:{MARK}pw@127.0.0.1:1/none"}
     hook = {"url": "http://127.0.0.1:9/hook", "events": ["turn.finished"], "secret": f"{MARK}wh"}
     data["webhooks"] = {"outbound": [hook]}
+    # Inbound webhooks: an HMAC key and a bearer token per route.
+    data["hooks"] = {
+        "routes": [
+            {"name": "signed", "secret": f"{MARK}hin", "session_key": "x", "prompt": "p"},
+            {"name": "bearer", "bearer": f"{MARK}hbr", "session_key": "x", "prompt": "p"},
+        ]
+    }
     # MCP servers keep their secrets in maps: an environment and HTTP headers.
     data["mcp_servers"] = {
         "local": {"command": "mcp-server", "env": {"API_KEY": f"{MARK}env"}},

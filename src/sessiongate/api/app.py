@@ -21,6 +21,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
     GET    /hooks/whatsapp                      WhatsApp webhook verification (verify token)
     POST   /hooks/whatsapp                      WhatsApp Cloud API webhook (signed by Meta)
+    POST   /hooks/in/{name}                     inbound webhook (`hooks.routes`; HMAC or bearer)
     GET    /v1/ops                              running turns, queues, undelivered replies, health
     POST   /v1/ops/deliveries/{turn_id}/retry   send an undelivered reply again now
     POST   /v1/erasure                          forget one person everywhere (right to erasure)
@@ -49,6 +50,7 @@ from sessiongate.api import (
     routes_erasure,
     routes_events,
     routes_hooks,
+    routes_inbound,
     routes_jobs,
     routes_messages,
     routes_ops,
@@ -73,6 +75,7 @@ from sessiongate.api.middleware import (
 )
 from sessiongate.api.responses import errors
 from sessiongate.api.routes_hooks import hook_gates
+from sessiongate.api.routes_inbound import inbound_gates
 from sessiongate.api.schemas import HealthOut
 from sessiongate.api.ui_gates import dashboard_gates
 from sessiongate.api.uploads import UploadGate
@@ -194,6 +197,7 @@ def create_app(
     app.include_router(routes_approvals.router)
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
+    app.include_router(routes_inbound.router)
     app.include_router(routes_whatsapp.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_deliveries.router)
@@ -212,7 +216,11 @@ def create_app(
     # and take a body limit of their own (api/body_gates.py).
     limit = config.api.max_body_bytes
     app.state.auth_failures = failures = FailureLimiter(store.clock)
-    gates = [*hook_gates(), *dashboard_gates(app.state.ui_sessions, failures)]
+    gates = [
+        *hook_gates(),
+        *inbound_gates(config),
+        *dashboard_gates(app.state.ui_sessions, failures),
+    ]
     app.add_middleware(UiHeadersMiddleware, headers=ui.routes.SECURITY_HEADERS)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(SessionKeyPathMiddleware)

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from sessiongate.core.bindings import AGENT_ID, DEFAULT_AGENT, agent_for, agent_of_key
+from sessiongate.core.inbound_hooks import HookRouteSpec, hook_source
 from sessiongate.core.jobs import JobSpec  # noqa: TC001  # pydantic reads it at run time
 from sessiongate.core.mcp import (
     MCP_SERVER_NAME,
@@ -49,6 +50,7 @@ __all__ = [
     "EntryAgentSpec",
     "FeedConfig",
     "GatewayConfig",
+    "HooksConfig",
     "LogConfig",
     "ModelPrice",
     "OpenAIAgentConfig",
@@ -115,6 +117,18 @@ class SessionToolsConfig(_Model):
             "parent branch is larger starts with an isolated context. A model not listed uses "
             "the 100,000-token cap."
         ),
+    )
+    schedule_max_jobs: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Most jobs the `schedule` tool keeps for one session at a time.",
+    )
+    schedule_min_interval_seconds: int = Field(
+        300,
+        ge=60,
+        description="Shortest gap between two runs of a job the `schedule` tool makes (an "
+        "`every` interval, or two slots of a `cron` schedule).",
     )
 
 
@@ -942,6 +956,52 @@ class WebhooksConfig(_Model):
         return value
 
 
+class HooksConfig(_Model):
+    """`hooks`: inbound webhooks, each a route `POST /hooks/in/<name>` (docs/AUTOMATION.md)."""
+
+    routes: list[HookRouteSpec] = Field(
+        default_factory=list,
+        description="Inbound webhook routes: `[{name, secret or bearer, session_key, prompt, "
+        "deliver_to?, agent?}]`; each JSON body posted to `/hooks/in/<name>` runs one system "
+        "turn, its payload fenced as untrusted data.",
+    )
+    dedupe_hours: int = Field(
+        24,
+        ge=24,
+        le=24 * 90,
+        description="How long a delivery id is remembered: a repeat within it runs nothing.",
+    )
+
+    @field_validator("routes")
+    @classmethod
+    def _unique_names(cls, value: list[HookRouteSpec]) -> list[HookRouteSpec]:
+        seen: set[str] = set()
+        for index, route in enumerate(value):
+            if route.name in seen:
+                raise ValueError(f"routes[{index}]: the name {route.name!r} is used twice")
+            seen.add(route.name)
+        return value
+
+
+def hook_agent_problem(
+    route: HookRouteSpec, known: set[str], bindings: list[BindingConfig]
+) -> str | None:
+    """A route's `agent` must be configured and be the agent its lane's bindings choose."""
+    if route.agent is None:
+        return None
+    if route.agent not in known:
+        return f"agent {route.agent!r} is not configured (agents: {', '.join(sorted(known))})"
+    source = hook_source(route, None)
+    serving = agent_for(source, bindings)
+    if serving != route.agent:
+        return (
+            f"agent {route.agent!r} does not serve the route's lane (agent {serving!r} does; "
+            f"bind it: {{platform: {source.platform}, chat_id: {source.chat_id!r}, "
+            f"agent: {route.agent}}})"
+        )
+    return None
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -1006,6 +1066,10 @@ class GatewayConfig(_Model):
         default_factory=WebhooksConfig,
         description="Outbound webhooks: events POSTed, signed, to other systems.",
     )
+    hooks: HooksConfig = Field(
+        default_factory=HooksConfig,
+        description="Inbound webhooks: JSON posted to `/hooks/in/<name>` runs a system turn.",
+    )
     delivery: DeliveryConfig = Field(
         default_factory=DeliveryConfig,
         description="Outbound messages: every reply and notice is a delivery row, retried "
@@ -1056,6 +1120,16 @@ class GatewayConfig(_Model):
             problem = job_agent_problem(job, known, info.data.get("bindings", []))
             if problem is not None:
                 raise ValueError(f"jobs[{index}]: {problem}")
+        return value
+
+    @field_validator("hooks")
+    @classmethod
+    def _hooks(cls, value: HooksConfig, info: ValidationInfo) -> HooksConfig:
+        known = {DEFAULT_AGENT, *info.data.get("agents", {})}
+        for index, route in enumerate(value.routes):
+            problem = hook_agent_problem(route, known, info.data.get("bindings", []))
+            if problem is not None:
+                raise ValueError(f"routes[{index}]: {problem}")
         return value
 
     def job_problem(self, job: JobSpec) -> str | None:

@@ -32,7 +32,7 @@ __all__ = [
     "resolve_timezone",
 ]
 
-SYSTEM_EVENT_KINDS = frozenset({"heartbeat", "cron", "exec", "system"})
+SYSTEM_EVENT_KINDS = frozenset({"heartbeat", "cron", "exec", "system", "webhook"})
 _RULE_FIELDS = ("mode", "at_hour", "idle_minutes")
 
 

@@ -77,11 +77,14 @@ class HousekeepingWatcher:
         lanes: LaneStore | None = None,
         redeliver: Callable[[], Awaitable[int]] | None = None,
         expire_approvals: Callable[[], int] | None = None,
+        prune_hook_receipts: Callable[[], int] | None = None,
     ) -> None:
         self._store = store
         # Expires approvals nobody waits on any more (their feed events go out on time).
         self._expire_approvals = expire_approvals
         self._lanes = lanes
+        # Forgets inbound webhooks' delivery ids past `hooks.dedupe_hours` (hourly).
+        self._prune_hook_receipts = prune_hook_receipts
         self._redeliver = redeliver
         self._cache = cache
         self._config = config
@@ -115,6 +118,8 @@ class HousekeepingWatcher:
             # logged by the store).
             removed = self._store.enforce_retention()
             retention_removed = tuple(r.session_key for r in removed)
+            if self._prune_hook_receipts is not None:
+                self._prune_hook_receipts()
         self.ticks += 1
         if (
             idle

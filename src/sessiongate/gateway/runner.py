@@ -68,6 +68,7 @@ from sessiongate.gateway.compaction import Compactor
 from sessiongate.gateway.delivery import DELIVERY_TIMEOUT_SECONDS, Delivery
 from sessiongate.gateway.feed import EventFeed
 from sessiongate.gateway.housekeeping import HousekeepingWatcher
+from sessiongate.gateway.inbound_hooks import InboundHooks
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
@@ -227,6 +228,7 @@ class GatewayRunner:
             lanes=self.lane_store,
             redeliver=self._redeliver,
             expire_approvals=lambda: len(self.approvals.expire_due()),
+            prune_hook_receipts=lambda: self.inbound_hooks.purge(),
         )
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
@@ -245,6 +247,10 @@ class GatewayRunner:
             delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
         )
         self._delivery.quiet = self.jobs.quiet
+        # Inbound webhooks (`POST /hooks/in/<name>`) run as system turns the same way.
+        self.inbound_hooks = InboundHooks(
+            store, config, submit=self.handle_message, clock=self.clock, feed=self.feed
+        )
         store.add_change_listener(self.jobs.on_changes)
         self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
         self._loop: asyncio.AbstractEventLoop | None = None

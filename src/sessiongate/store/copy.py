@@ -328,6 +328,18 @@ TABLES: tuple[TableSpec, ...] = (
         ),
         serial="id",
     ),
+    # Delivery ids inbound webhook routes took (`store/hook_receipts.py`).
+    TableSpec(
+        "hook_receipts",
+        ("route", "delivery_id"),
+        (
+            ("route", _T),
+            ("delivery_id", _T),
+            ("received_at", _TS),
+            ("turn_id", _I),
+            ("session_key", _T),
+        ),
+    ),
 )
 
 

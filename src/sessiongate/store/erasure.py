@@ -84,6 +84,7 @@ class ErasureReceipt:
     pairing_rows: int = 0
     deliveries: int = 0
     webhook_events: int = 0
+    hook_receipts: int = 0
     receipt_id: int | None = None
     # Whether the files were rewritten after the commit (`Backend.scrub`); False when another
     # process kept the database busy: running the erasure again (it finds nothing left to

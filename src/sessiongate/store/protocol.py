@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         ApprovalRow,
         DeliveryRow,
         EntryRecord,
+        HookReceiptRow,
         InboxKind,
         InboxRow,
         JobRow,
@@ -42,6 +43,7 @@ __all__ = [
     "Backend",
     "DeliveryTx",
     "ErasureTx",
+    "HookReceiptTx",
     "JobsTx",
     "LeaseBackend",
     "LeaseTx",
@@ -242,6 +244,24 @@ class OutboxTx(Protocol):
         ...
 
 
+class HookReceiptTx(Protocol):
+    """Delivery ids inbound webhook routes took (`store/hook_receipts.py` states the rules);
+    times are integer microseconds."""
+
+    def get_hook_receipt(self, route: str, delivery_id: str) -> HookReceiptRow | None: ...
+    def insert_hook_receipt(self, route: str, delivery_id: str, at: int) -> bool:
+        """False when the route already has that delivery id."""
+        ...
+
+    def set_hook_receipt_turn(
+        self, route: str, delivery_id: str, *, turn_id: int | None, session_key: str | None
+    ) -> None: ...
+    def delete_hook_receipt(self, route: str, delivery_id: str) -> None: ...
+    def purge_hook_receipts(self, before: int) -> int:
+        """Forget receipts received before `before`; how many went."""
+        ...
+
+
 class ErasureTx(Protocol):
     """What erasure and retention read and remove (`store/erasure.py` and `store/retention.py`
     state the rules). Times are integer microseconds; JSON crosses as text."""
@@ -324,7 +344,16 @@ class ApprovalTx(Protocol):
         ...
 
 
-class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, Protocol):
+class Tx(
+    PlatformStateTx,
+    ErasureTx,
+    JobsTx,
+    ApprovalTx,
+    DeliveryTx,
+    OutboxTx,
+    HookReceiptTx,
+    Protocol,
+):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key

@@ -411,6 +411,18 @@ class DeliveryRow:
 
 
 @dataclass(frozen=True, slots=True)
+class HookReceiptRow:
+    """One delivery an inbound webhook route took (`store/hook_receipts.py`); times in
+    microseconds; `turn_id` None until its turn was accepted."""
+
+    route: str
+    delivery_id: str
+    received_at: int
+    turn_id: int | None
+    session_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxRow:
     """One outbound webhook event for one receiver (`store/outbox.py`); times in
     microseconds, `body` the JSON text POSTed; status `pending`, `sent` or `dead`."""

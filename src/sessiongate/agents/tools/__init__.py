@@ -1,6 +1,7 @@
 """Tools the OpenAI-compatible agent lets its model call.
 
-`agent.openai.tools` names them: a built-in by its name (`sessions_list`, see `sessions.py`),
+`agent.openai.tools` names them: a built-in by its name (`sessions_list`, see `sessions.py`;
+`schedule`, see `schedule.py`),
 your own function by import path (`mypkg.tools:lookup_order`). A function may be plain or
 async; its type hints and docstring give the JSON schema the model sees. `@tool` sets a name,
 a description or a default timeout; a parameter annotated `ToolContext` receives the turn's
@@ -170,17 +171,19 @@ def load_tools(names: Sequence[str], *, setting: str = "agent.openai.tools") -> 
 
     Entries `mcp:<server>:...` are skipped: those tools come from the MCP servers at run time
     (`sessiongate.agents.mcp`)."""
-    from sessiongate.agents.tools.sessions import BUILTIN_TOOLS
+    from sessiongate.agents.tools.schedule import SCHEDULE_TOOLS
+    from sessiongate.agents.tools.sessions import BUILTIN_TOOLS as SESSION_TOOLS
 
+    builtins = {**SESSION_TOOLS, **SCHEDULE_TOOLS}
     tools: list[Tool] = []
     for position, spec in enumerate(names):
         if is_mcp_tool_spec(spec):
             continue
         where = f"{setting}[{position}] ({spec!r})"
         if ":" not in spec:
-            builtin = BUILTIN_TOOLS.get(spec)
+            builtin = builtins.get(spec)
             if builtin is None:
-                known = ", ".join(sorted(BUILTIN_TOOLS))
+                known = ", ".join(sorted(builtins))
                 raise ToolLoadError(
                     f"{where}: no built-in tool of that name (built-ins: {known}; your own "
                     "tools are named as module:function)"

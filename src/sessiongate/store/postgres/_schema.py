@@ -436,6 +436,19 @@ _V14 = [
     "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
 ]
 
+# Delivery ids inbound webhook routes took, as on SQLite (see its migration 16).
+_V16 = [
+    """CREATE TABLE hook_receipts (
+        route text NOT NULL,
+        delivery_id text NOT NULL,
+        received_at timestamptz NOT NULL,
+        turn_id bigint,
+        session_key text,
+        PRIMARY KEY (route, delivery_id)
+    )""",
+    "CREATE INDEX hook_receipts_received ON hook_receipts(received_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -451,4 +464,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (12, "tool calls waiting for approval", _V12),
     (13, "deliveries: every outbound message and its outcome", _V13),
     (14, "the outbox of outbound webhook events", _V14),
+    (16, "delivery ids of inbound webhooks", _V16),
 ]

@@ -100,6 +100,10 @@ class PostgresErasure:
         counts["webhook_events"] = execute(
             "DELETE FROM webhook_outbox WHERE session_key = ANY(%(keys)s)", params
         ).rowcount
+        # Inbound webhooks' delivery ids recorded with their lanes.
+        counts["hook_receipts"] = execute(
+            "DELETE FROM hook_receipts WHERE session_key = ANY(%(keys)s)", params
+        ).rowcount
         return counts
 
     def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int:

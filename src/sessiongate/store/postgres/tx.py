@@ -27,6 +27,7 @@ from sessiongate.store.postgres import leases
 from sessiongate.store.postgres.approvals import PostgresApprovals
 from sessiongate.store.postgres.deliveries import PostgresDeliveries
 from sessiongate.store.postgres.erasure import PostgresErasure
+from sessiongate.store.postgres.hook_receipts import PostgresHookReceipts
 from sessiongate.store.postgres.jobs import PostgresJobs
 from sessiongate.store.postgres.outbox import PostgresOutbox
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
@@ -540,6 +541,7 @@ def _hit(row: tuple[Any, ...], *, scan: bool = False) -> dict[str, Any]:
 class PostgresTx(
     PostgresDeliveries,
     PostgresOutbox,
+    PostgresHookReceipts,
     PostgresPlatformState,
     PostgresErasure,
     PostgresJobs,

@@ -429,6 +429,20 @@ _V14 = [
     "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
 ]
 
+# Delivery ids inbound webhook routes took (`store/hook_receipts.py`): a repeat of one is
+# not run again; housekeeping forgets them after `hooks.dedupe_hours`.
+_V16 = [
+    """CREATE TABLE hook_receipts (
+        route TEXT NOT NULL,
+        delivery_id TEXT NOT NULL,
+        received_at INTEGER NOT NULL,
+        turn_id INTEGER,
+        session_key TEXT,
+        PRIMARY KEY (route, delivery_id)
+    )""",
+    "CREATE INDEX hook_receipts_received ON hook_receipts(received_at)",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree, aliases, tombstones", _V1),
     (2, "full-text side index", _V2),
@@ -444,4 +458,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (12, "tool calls waiting for approval", _V12),
     (13, "deliveries: every outbound message and its outcome", _V13),
     (14, "the outbox of outbound webhook events", _V14),
+    (16, "delivery ids of inbound webhooks", _V16),
 ]

@@ -104,6 +104,11 @@ class SqliteErasure:
             f"DELETE FROM webhook_outbox WHERE {in_keys}",  # noqa: S608
             keyl,
         ).rowcount
+        # Inbound webhooks' delivery ids recorded with their lanes.
+        counts["hook_receipts"] = conn.execute(
+            f"DELETE FROM hook_receipts WHERE {in_keys}",  # noqa: S608
+            keyl,
+        ).rowcount
         return counts
 
     def insert_erasure(self, *, at: int, subject_hash: str, counts: str) -> int:

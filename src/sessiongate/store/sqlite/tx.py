@@ -25,6 +25,7 @@ from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite.approvals import SqliteApprovals
 from sessiongate.store.sqlite.deliveries import SqliteDeliveries
 from sessiongate.store.sqlite.erasure import SqliteErasure
+from sessiongate.store.sqlite.hook_receipts import SqliteHookReceipts
 from sessiongate.store.sqlite.jobs import SqliteJobs
 from sessiongate.store.sqlite.outbox import SqliteOutbox
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
@@ -56,6 +57,7 @@ _ROWS_KEPT = 4096
 class SqliteTx(
     SqliteDeliveries,
     SqliteOutbox,
+    SqliteHookReceipts,
     SqlitePlatformState,
     SqliteErasure,
     SqliteJobs,
