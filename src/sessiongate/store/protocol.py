@@ -25,12 +25,14 @@ if TYPE_CHECKING:
         ApprovalRow,
         DeliveryRow,
         EntryRecord,
+        EntryRow,
         InboxKind,
         InboxRow,
         JobRow,
         JobRunRow,
         OutboxRow,
         PairingRow,
+        PathMessageRow,
         SeenRow,
         SessionRow,
         TurnRow,
@@ -49,9 +51,6 @@ __all__ = [
     "PlatformStateTx",
     "Tx",
 ]
-
-# An entry row: (id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid).
-EntryTuple = tuple[Any, ...]
 
 
 class PlatformStateTx(Protocol):
@@ -427,15 +426,15 @@ class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, P
         nothing can catch it alone): the caller appends it the usual way."""
         ...
 
-    def entry_row(self, entry_id: int) -> EntryTuple | None: ...
-    def all_entries(self, sid: int) -> list[EntryTuple]: ...
+    def entry_row(self, entry_id: int) -> EntryRow | None: ...
+    def all_entries(self, sid: int) -> list[EntryRow]: ...
     def tips_with_headlines(
         self, tip_ids: list[int], max_hops: int
-    ) -> dict[int, tuple[EntryTuple, EntryTuple]]: ...
+    ) -> dict[int, tuple[EntryRow, EntryRow]]: ...
     def load_path(
         self, sid: int, *, limit: int | None = None, messages_only: bool = True
-    ) -> list[EntryTuple]: ...
-    def user_turns_above(self, sid: int, depth: int) -> Iterable[EntryTuple]: ...
+    ) -> list[EntryRow]: ...
+    def user_turns_above(self, sid: int, depth: int) -> Iterable[PathMessageRow]: ...
     def last_completed_depth(self, sid: int, leaf_depth: int) -> int: ...
     def move_leaf(
         self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
@@ -471,7 +470,7 @@ class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, P
         no such session. One statement where the backend can (every turn reads its context)."""
         ...
 
-    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]: ...
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryRow]]: ...
 
     # -- the full-text side index
     def search_is_stale(self) -> bool: ...

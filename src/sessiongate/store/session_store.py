@@ -465,10 +465,10 @@ class SessionStore(
                 counters = {**INCARNATION_COUNTERS, **(conn.load_counters(target.sid) or {})}
                 conn.end_session_row(target.sid, at=None, reason=None)
                 leaf = conn.entry_row(target.leaf_id) if target.leaf_id is not None else None
-                if leaf is not None and leaf[2] == "reset":
+                if leaf is not None and leaf.type == "reset":
                     # Resuming reopens the window the rotation closed: the boundary it wrote
                     # moves off the active path (it stays in the tree as the record).
-                    conn.move_leaf(target, leaf[1])
+                    conn.move_leaf(target, leaf.parent_id)
             entry = entry.evolve(
                 session_id=target_session_id,
                 updated_at=now,

@@ -33,9 +33,11 @@ from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.records import (
     TRANSITIONS,
     EntryRecord,
+    EntryRow,
     InboxKind,
     InboxRow,
     InboxState,
+    PathMessageRow,
     SeenRow,
     SessionRow,
     TurnRow,
@@ -1047,49 +1049,54 @@ class PostgresTx(
 
         return appended
 
-    def entry_row(self, entry_id: int) -> tuple[Any, ...] | None:
-        return self._one(f"SELECT {_ENTRY} FROM entries WHERE id = %s", (entry_id,))  # noqa: S608
+    def entry_row(self, entry_id: int) -> EntryRow | None:
+        row = self._one(f"SELECT {_ENTRY} FROM entries WHERE id = %s", (entry_id,))  # noqa: S608
+        return None if row is None else EntryRow._make(row)
 
-    def all_entries(self, sid: int) -> list[tuple[Any, ...]]:
-        return self._all(f"SELECT {_ENTRY} FROM entries WHERE sid = %s ORDER BY id", (sid,))  # noqa: S608
+    def all_entries(self, sid: int) -> list[EntryRow]:
+        rows = self._all(f"SELECT {_ENTRY} FROM entries WHERE sid = %s ORDER BY id", (sid,))  # noqa: S608
+        return list(map(EntryRow._make, rows))
 
     def tips_with_headlines(
         self, tip_ids: list[int], max_hops: int
-    ) -> dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]]:
-        tips: dict[int, tuple[Any, ...]] = {}
-        users: dict[int, tuple[Any, ...]] = {}
-        for tip, is_user, *row in self._all(_HEADLINE_WALK, (tip_ids, max_hops)):
-            if row[0] == tip:
-                tips[tip] = tuple(row)
+    ) -> dict[int, tuple[EntryRow, EntryRow]]:
+        tips: dict[int, EntryRow] = {}
+        users: dict[int, EntryRow] = {}
+        for tip, is_user, *values in self._all(_HEADLINE_WALK, (tip_ids, max_hops)):
+            row = EntryRow._make(values)
+            if row.id == tip:
+                tips[tip] = row
             if is_user:
-                users[tip] = tuple(row)
+                users[tip] = row
         return {tip: (row, users.get(tip, row)) for tip, row in tips.items()}
 
     def load_path(
         self, sid: int, *, limit: int | None = None, messages_only: bool = True
-    ) -> list[tuple[Any, ...]]:
+    ) -> list[EntryRow]:
         kind = " AND type = 'message'" if messages_only else ""
         if limit is None:
-            return self._all(
+            everything = self._all(
                 f"SELECT {_ENTRY} FROM entries WHERE sid = %s AND on_path = 1{kind} "  # noqa: S608
                 "ORDER BY depth",
                 (sid,),
             )
+            return list(map(EntryRow._make, everything))
         rows = self._all(
             f"SELECT {_ENTRY} FROM entries WHERE sid = %s AND on_path = 1{kind} "  # noqa: S608
             "ORDER BY depth DESC LIMIT %s",
             (sid, limit),
         )
         rows.reverse()
-        return rows
+        return list(map(EntryRow._make, rows))
 
-    def user_turns_above(self, sid: int, depth: int) -> list[tuple[Any, ...]]:
-        return self._all(
+    def user_turns_above(self, sid: int, depth: int) -> list[PathMessageRow]:
+        rows = self._all(
             "SELECT id, parent_id, role, content, payload::text, mdepth FROM entries "
             "WHERE sid = %s AND on_path = 1 AND type = 'message' AND depth > %s "
             "ORDER BY depth DESC",
             (sid, depth),
         )
+        return list(map(PathMessageRow._make, rows))
 
     def last_completed_depth(self, sid: int, leaf_depth: int) -> int:
         row = self._one(_LAST_COMPLETED_DEPTH, {"sid": sid, "leaf": leaf_depth})
@@ -1105,14 +1112,15 @@ class PostgresTx(
         execute = self.conn.execute
         if target_id is not None:
             row = self.entry_row(target_id)
-            if row is None or row[10] != session.sid:
+            if row is None or row.sid != session.sid:
                 raise LookupError(target_id)
-            depth, mdepth = row[7], row[8]
-            cursor: tuple[Any, ...] | None = row
-            while cursor is not None and not cursor[9]:
-                chain.append(cursor[0])
-                cursor = self.entry_row(cursor[1]) if cursor[1] is not None else None
-            common_depth = cursor[7] if cursor is not None else 0
+            depth, mdepth = row.depth, row.mdepth
+            cursor: EntryRow | None = row
+            while cursor is not None and not cursor.on_path:
+                chain.append(cursor.id)
+                parent = cursor.parent_id
+                cursor = self.entry_row(parent) if parent is not None else None
+            common_depth = cursor.depth if cursor is not None else 0
         else:
             common_depth = 0
         if release_keys:
@@ -1134,9 +1142,9 @@ class PostgresTx(
             assert old is not None
             has_child = self._one(
                 "SELECT 1 FROM entries WHERE sid = %s AND depth = %s AND parent_id = %s LIMIT 1",
-                (session.sid, old[7] + 1, old_leaf),
+                (session.sid, old.depth + 1, old_leaf),
             )
-            if not old[9] and has_child is None:
+            if not old.on_path and has_child is None:
                 execute(
                     "INSERT INTO tips (sid, entry_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                     (session.sid, old_leaf),
@@ -1178,7 +1186,7 @@ class PostgresTx(
         self._remap_references(source.sid, target.sid, base)
         leaf = self.entry_row(base + upto_depth)
         assert leaf is not None
-        return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+        return _replace_leaf(target, leaf.id, leaf.depth, leaf.mdepth, target.generation)
 
     def _remap_references(self, source_sid: int, sid: int, base: int) -> None:
         rows = self._all(
@@ -1193,10 +1201,10 @@ class PostgresTx(
             for name in _REFERENCE_FIELDS:
                 ref = payload.get(name)
                 source = self.entry_row(ref) if isinstance(ref, int) else None
-                if source is None or source[10] != source_sid or not source[9]:
+                if source is None or source.sid != source_sid or not source.on_path:
                     continue
-                if base + source[7] < entry_id:
-                    payload[name] = base + source[7]
+                if base + source.depth < entry_id:
+                    payload[name] = base + source.depth
                     changed = True
             if changed:
                 self.conn.execute(
@@ -1265,7 +1273,7 @@ class PostgresTx(
         events = [_context_event(r[2:]) for r in rows if r[2] is not None]
         return int(rows[0][0]), events, bool(rows[0][1])
 
-    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, tuple[Any, ...]]]:
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryRow]]:
         # `starts_with`, not a range: under the database's collation `:` and `;` need not be
         # neighbours, as they are in SQLite's byte order.
         rows = self._all(
@@ -1273,7 +1281,7 @@ class PostgresTx(
             "AND type = 'message' AND starts_with(idem, %s)",
             (sid, prefix),
         )
-        return [(row[0], tuple(row[1:])) for row in rows]
+        return [(row[0], EntryRow._make(row[1:])) for row in rows]
 
     # ------------------------------------------------------------------ search
 

@@ -3,7 +3,9 @@ identity aliases, and the incarnation and entry listings of rows, trees and rewi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sessiongate.store.records import EntryRow, PathMessageRow
 
 if TYPE_CHECKING:
     import sqlite3
@@ -137,12 +139,12 @@ def delete_session_rows(conn: sqlite3.Connection, sid: int) -> None:
     conn.execute("DELETE FROM sessions WHERE sid = ?", (sid,))
 
 
-def all_entries(conn: sqlite3.Connection, sid: int) -> list[tuple[Any, ...]]:
-    return conn.execute(_ALL_ENTRIES, (sid,)).fetchall()
+def all_entries(conn: sqlite3.Connection, sid: int) -> list[EntryRow]:
+    return list(map(EntryRow._make, conn.execute(_ALL_ENTRIES, (sid,))))
 
 
-def user_turns_above(conn: sqlite3.Connection, sid: int, depth: int) -> list[tuple[Any, ...]]:
-    return conn.execute(_USER_TURNS_ABOVE, (sid, depth)).fetchall()
+def user_turns_above(conn: sqlite3.Connection, sid: int, depth: int) -> list[PathMessageRow]:
+    return list(map(PathMessageRow._make, conn.execute(_USER_TURNS_ABOVE, (sid, depth))))
 
 
 def last_completed_depth(conn: sqlite3.Connection, sid: int, leaf_depth: int) -> int:

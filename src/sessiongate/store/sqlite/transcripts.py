@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.store.records import (
     EntryRecord,
+    EntryRow,
     SessionRow,
     dumps,
     loads,
@@ -262,9 +263,9 @@ def insert_entries(
     return ids, session
 
 
-def entry_row(conn: sqlite3.Connection, entry_id: int) -> tuple[Any, ...] | None:
-    row: tuple[Any, ...] | None = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
-    return row
+def entry_row(conn: sqlite3.Connection, entry_id: int) -> EntryRow | None:
+    row = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
+    return None if row is None else EntryRow._make(row)
 
 
 # For each tip, its own row and the nearest user message at most `max_hops` entries up: one
@@ -287,27 +288,29 @@ WHERE up.is_user OR up.id = up.tip
 
 def tips_with_headlines(
     conn: sqlite3.Connection, tip_ids: list[int], max_hops: int
-) -> dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]]:
+) -> dict[int, tuple[EntryRow, EntryRow]]:
     """Tip id → (its entry row, the row its headline comes from: the nearest user message up
     to `max_hops` entries up, else the tip itself); unknown ids are left out."""
-    tips: dict[int, tuple[Any, ...]] = {}
-    users: dict[int, tuple[Any, ...]] = {}
-    for tip, is_user, *row in conn.execute(_HEADLINE_WALK, (dumps(tip_ids), max_hops)):
-        if row[0] == tip:
-            tips[tip] = tuple(row)
+    tips: dict[int, EntryRow] = {}
+    users: dict[int, EntryRow] = {}
+    for tip, is_user, *values in conn.execute(_HEADLINE_WALK, (dumps(tip_ids), max_hops)):
+        row = EntryRow._make(values)
+        if row.id == tip:
+            tips[tip] = row
         if is_user:
-            users[tip] = tuple(row)
+            users[tip] = row
     return {tip: (row, users.get(tip, row)) for tip, row in tips.items()}
 
 
 def load_path(
     conn: sqlite3.Connection, sid: int, *, limit: int | None = None, messages_only: bool = True
-) -> list[tuple[Any, ...]]:
+) -> list[EntryRow]:
     """Active-path rows, root first; with `limit`, only the last `limit` (one index range)."""
     if limit is None:
-        return conn.execute(_PATH_ALL_MESSAGES if messages_only else _PATH_ALL, (sid,)).fetchall()
+        sql = _PATH_ALL_MESSAGES if messages_only else _PATH_ALL
+        return list(map(EntryRow._make, conn.execute(sql, (sid,))))
     sql = _PATH_TAIL_MESSAGES if messages_only else _PATH_TAIL
-    rows = conn.execute(sql, (sid, limit)).fetchall()
+    rows = list(map(EntryRow._make, conn.execute(sql, (sid, limit))))
     rows.reverse()
     return rows
 
@@ -330,14 +333,14 @@ def move_leaf(
     depth = mdepth = 0
     if target_id is not None:
         row = entry_row(conn, target_id)
-        if row is None or row[10] != session.sid:
+        if row is None or row.sid != session.sid:
             raise LookupError(target_id)
-        depth, mdepth = row[7], row[8]
-        cursor: tuple[Any, ...] | None = row
-        while cursor is not None and not cursor[9]:
-            chain.append(cursor[0])
-            cursor = entry_row(conn, cursor[1]) if cursor[1] is not None else None
-        common_depth = cursor[7] if cursor is not None else 0
+        depth, mdepth = row.depth, row.mdepth
+        cursor: EntryRow | None = row
+        while cursor is not None and not cursor.on_path:
+            chain.append(cursor.id)
+            cursor = entry_row(conn, cursor.parent_id) if cursor.parent_id is not None else None
+        common_depth = cursor.depth if cursor is not None else 0
     else:
         common_depth = 0
     if release_keys:
@@ -350,8 +353,8 @@ def move_leaf(
     if old_leaf is not None and old_leaf != target_id:
         old = entry_row(conn, old_leaf)
         assert old is not None
-        has_child = conn.execute(_HAS_CHILD, (session.sid, old[7] + 1, old_leaf)).fetchone()
-        if not old[9] and has_child is None:
+        has_child = conn.execute(_HAS_CHILD, (session.sid, old.depth + 1, old_leaf)).fetchone()
+        if not old.on_path and has_child is None:
             conn.execute(_ADD_TIP, (session.sid, old_leaf))
     conn.execute(_BUMP_GENERATION, (session.sid,))
     return _replace_leaf(session, target_id, depth, mdepth, session.generation + 1)
@@ -380,7 +383,7 @@ def copy_path(
     _remap_references(conn, source.sid, target.sid, base)
     leaf = entry_row(conn, base + upto_depth)
     assert leaf is not None
-    return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+    return _replace_leaf(target, leaf.id, leaf.depth, leaf.mdepth, target.generation)
 
 
 # Payload fields holding an entry id; a copy must point them at the copied entries, or a forked
@@ -402,10 +405,10 @@ def _remap_references(conn: sqlite3.Connection, source_sid: int, sid: int, base:
         for name in _REFERENCE_FIELDS:
             ref = payload.get(name)
             source = entry_row(conn, ref) if isinstance(ref, int) else None
-            if source is None or source[10] != source_sid or not source[9]:
+            if source is None or source.sid != source_sid or not source.on_path:
                 continue
-            if base + source[7] < entry_id:  # an ancestor of the entry, so it was copied
-                payload[name] = base + source[7]
+            if base + source.depth < entry_id:  # an ancestor of the entry, so it was copied
+                payload[name] = base + source.depth
                 changed = True
         if changed:
             conn.execute(_SET_PAYLOAD, (dumps(payload), entry_id))
@@ -459,12 +462,12 @@ _KEYED_PATH_MESSAGES = (
 
 def keyed_path_messages(
     conn: sqlite3.Connection, sid: int, prefix: str
-) -> list[tuple[str, tuple[Any, ...]]]:
+) -> list[tuple[str, EntryRow]]:
     """`(idempotency key, entry row)` of the active path's messages whose key starts with
     `prefix` (not empty), in no particular order."""
     above = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     rows = conn.execute(_KEYED_PATH_MESSAGES, (sid, prefix, above)).fetchall()
-    return [(row[0], tuple(row[1:])) for row in rows]
+    return [(row[0], EntryRow._make(row[1:])) for row in rows]
 
 
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:

@@ -36,11 +36,12 @@ if TYPE_CHECKING:
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.keys import KeyParts
-    from sessiongate.store.protocol import EntryTuple
     from sessiongate.store.records import (
         EntryRecord,
+        EntryRow,
         InboxKind,
         InboxRow,
+        PathMessageRow,
         SeenRow,
         SessionRow,
         TurnRow,
@@ -333,23 +334,23 @@ class SqliteTx(
     ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
         return None  # never `sends_ahead`
 
-    def entry_row(self, entry_id: int) -> EntryTuple | None:
+    def entry_row(self, entry_id: int) -> EntryRow | None:
         return transcripts.entry_row(self.conn, entry_id)
 
-    def all_entries(self, sid: int) -> list[EntryTuple]:
+    def all_entries(self, sid: int) -> list[EntryRow]:
         return lookups.all_entries(self.conn, sid)
 
     def tips_with_headlines(
         self, tip_ids: list[int], max_hops: int
-    ) -> dict[int, tuple[EntryTuple, EntryTuple]]:
+    ) -> dict[int, tuple[EntryRow, EntryRow]]:
         return transcripts.tips_with_headlines(self.conn, tip_ids, max_hops)
 
     def load_path(
         self, sid: int, *, limit: int | None = None, messages_only: bool = True
-    ) -> list[EntryTuple]:
+    ) -> list[EntryRow]:
         return transcripts.load_path(self.conn, sid, limit=limit, messages_only=messages_only)
 
-    def user_turns_above(self, sid: int, depth: int) -> Iterable[EntryTuple]:
+    def user_turns_above(self, sid: int, depth: int) -> Iterable[PathMessageRow]:
         return lookups.user_turns_above(self.conn, sid, depth)
 
     def last_completed_depth(self, sid: int, leaf_depth: int) -> int:
@@ -403,7 +404,7 @@ class SqliteTx(
             return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid), False
         return row.leaf_depth, tail, True
 
-    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryRow]]:
         return transcripts.keyed_path_messages(self.conn, sid, prefix)
 
     def search_is_stale(self) -> bool:
