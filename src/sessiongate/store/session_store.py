@@ -12,7 +12,7 @@ lanes (`_incognito.py`).
 
 It is over the 400-line budget because the lifecycle is one state machine: every transition
 goes through `_next_entry`, `_rotate` and `_put` under the precedence of spec §2, and splitting
-it would put that precedence in two places. The SQL lives in the backends behind `protocol.py`,
+it would put that precedence in two places. The SQL lives in the backends behind `protocol/`,
 the rules in `core/`.
 """
 
