@@ -1,8 +1,9 @@
 """The `EntriesTx` family on PostgreSQL: the transcript tree of each session.
 
-Each method does what its twin in `sqlite/transcripts.py` or `sqlite/lookups.py` does. The
-hot reads and writes of a turn (an append, the model context) are one statement each, and
-can be sent ahead of their answer on the writer's pipeline (`RoundTripsTx`).
+Each method does what its twin in `sqlite/entries.py` does (whose docstring states the
+tree's invariants). The hot reads and writes of a turn (an append, the model context) are
+one statement each, and can be sent ahead of their answer on the writer's pipeline
+(`RoundTripsTx`).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ FROM entries WHERE sid = %(src)s AND on_path = 1 AND depth <= %(upto)s
 # Copies take explicit ids (`base + depth`), so the sequence must be moved past them.
 _RESERVE_IDS = "SELECT setval(pg_get_serial_sequence('entries', 'id'), %s)"
 
-# See `sqlite/lookups.py`: only an assistant message without `tool_calls` completes a turn.
+# See `sqlite/entries.py`: only an assistant message without `tool_calls` completes a turn.
 _LAST_COMPLETED_DEPTH = """
 SELECT coalesce((
     SELECT min(depth) - 1 FROM entries

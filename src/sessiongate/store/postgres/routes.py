@@ -1,6 +1,6 @@
 """The `RoutesTx` and `KeysTx` families on PostgreSQL: routes, tombstones and identity aliases.
 
-Each method does what its twin in `sqlite/routes.py` or `sqlite/lookups.py` does. Several
+Each method does what its twin in `sqlite/routes.py` does. Several
 instances write one database under READ COMMITTED, so a route read in a write transaction is
 locked (and kept) to its end, and a missing one locks its key; a route the caller saw written
 (`expect_route`) is checked at the server with the write instead of read again.

@@ -1,6 +1,6 @@
 """The `SessionsTx` family on PostgreSQL: session rows, their counters and ends.
 
-Each method does what its twin in `sqlite/transcripts.py` or `sqlite/lookups.py` does.
+Each method does what its twin in `sqlite/sessions.py` does.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ implements them:
 
     family          protocol/        sqlite/                      postgres/
     RoutesTx        routes.py        routes.py                    routes.py
-    KeysTx          routes.py        lookups.py                   routes.py
-    SessionsTx      sessions.py      transcripts.py, lookups.py   sessions.py
-    EntriesTx       entries.py       transcripts.py, lookups.py   entries.py
+    KeysTx          routes.py        routes.py                    routes.py
+    SessionsTx      sessions.py      sessions.py                  sessions.py
+    EntriesTx       entries.py       entries.py                   entries.py
     SearchTx        search.py        search.py                    search.py
     InboxTx         inbox.py         inbox.py                     inbox.py
     JournalTx       journal.py       journal.py                   journal.py

@@ -2,7 +2,7 @@
 the active path is the entries marked `on_path` from the root to the session's leaf, and a
 branch tip is a leaf the path left behind.
 
-SQLite: `sqlite/transcripts.py` and `sqlite/lookups.py`; PostgreSQL: `postgres/entries.py`.
+SQLite: `sqlite/entries.py`; PostgreSQL: `postgres/entries.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `routes` family: one `SessionEntry` per session key, and what else is known of keys
 (tombstones of deleted or incognito keys, identity aliases).
 
-SQLite: `sqlite/routes.py` and `sqlite/lookups.py`; PostgreSQL: `postgres/routes.py`.
+SQLite: `sqlite/routes.py`; PostgreSQL: `postgres/routes.py`.
 """
 
 from __future__ import annotations

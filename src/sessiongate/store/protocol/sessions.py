@@ -1,7 +1,7 @@
 """The `sessions` family: one row per incarnation of a conversation (`SessionRow`), its
 header, saved counters and end.
 
-SQLite: `sqlite/transcripts.py` and `sqlite/lookups.py`; PostgreSQL: `postgres/sessions.py`.
+SQLite: `sqlite/sessions.py`; PostgreSQL: `postgres/sessions.py`.
 """
 
 from __future__ import annotations

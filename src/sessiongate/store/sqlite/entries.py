@@ -1,4 +1,5 @@
-"""The transcript tree: session rows, append, the materialised active path, leaf moves, forks.
+"""The `entries` table, the transcript tree (`EntriesTx`; its PostgreSQL twin is
+`postgres/entries.py`): append, the materialised active path, leaf moves, forks.
 
 Invariants kept by every function here, inside the caller's transaction:
 - the entries with `on_path = 1` of a session are exactly the path from a root to its leaf,
@@ -18,94 +19,108 @@ from typing import TYPE_CHECKING, Any
 from sessiongate.store.records import (
     EntryRecord,
     EntryRow,
+    PathMessageRow,
     SessionRow,
     dumps,
     loads,
-    row_to_event,
-    row_to_message,
 )
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
 __all__ = [
-    "EntryRecord",
-    "SessionRow",
+    "all_entries",
+    "context_events_below",
     "copy_path",
-    "create_fresh_session_row",
-    "create_session_row",
-    "end_session_row",
     "entry_row",
-    "get_session_row",
     "insert_entries",
     "keyed_path_messages",
+    "last_completed_depth",
     "latest_reset_depth",
     "list_tips",
     "load_context_events",
     "load_path",
     "move_leaf",
-    "row_to_event",
-    "row_to_message",
+    "release_off_path_keys",
     "tips_with_headlines",
-    "unused_session_id",
+    "user_turns_above",
 ]
 
-
-_GET_SESSION = """
-SELECT s.sid, s.session_id, s.session_key, s.parent_session_id, s.started_at, s.ended_at,
-    s.end_reason, e.id, coalesce(e.depth, 0), coalesce(e.mdepth, 0), s.generation, s.header
-FROM sessions s LEFT JOIN entries e ON e.id = (
-    SELECT id FROM entries WHERE sid = s.sid AND on_path = 1 ORDER BY depth DESC LIMIT 1)
-WHERE s.session_id = ?
-"""
-_CREATE_SESSION = (
-    "INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, header) "
-    "VALUES (?, ?, ?, ?, ?)"
-)
-_END_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE sid = ?"
-_SAVE_COUNTERS = "UPDATE sessions SET counters = ? WHERE sid = ?"
-_LOAD_COUNTERS = "SELECT counters FROM sessions WHERE sid = ?"
 _INSERT_ENTRY = (
     "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
+
+
 _BUMP_GENERATION = "UPDATE sessions SET generation = generation + 1 WHERE sid = ?"
+
+
 _ENTRY_COLUMNS = "id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid"
+
+
 _GET_ENTRY = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?"  # noqa: S608
+
+
 _PATH_TAIL = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 ORDER BY depth DESC LIMIT ?"
 )
+
+
 _PATH_TAIL_MESSAGES = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC LIMIT ?"
 )
+
+
 _PATH_ALL = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 ORDER BY depth"
 )
+
+
 _PATH_ALL_MESSAGES = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth"
 )
+
+
 _OFF_PATH_BELOW = "UPDATE entries SET on_path = 0 WHERE sid = ? AND on_path = 1 AND depth > ?"
+
+
 _RELEASE_KEYS_BELOW = (
     "UPDATE entries SET idem = NULL "
     "WHERE sid = ? AND on_path = 1 AND depth > ? AND idem IS NOT NULL"
 )
+
+
 _LATEST_RESET_DEPTH = (
     "SELECT max(depth) FROM entries WHERE sid = ? AND on_path = 1 AND type = 'reset'"
 )
+
+
 _ON_PATH = "UPDATE entries SET on_path = 1 WHERE id = ?"
+
+
 _HAS_CHILD = (
     "SELECT 1 FROM entries WHERE sid = ? AND on_path IN (0, 1) AND depth = ? AND parent_id = ? "
     "LIMIT 1"
 )
+
+
 _ADD_TIP = "INSERT INTO tips (sid, entry_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
 _DROP_TIP = "DELETE FROM tips WHERE sid = ? AND entry_id = ?"
+
+
 _TIPS = "SELECT entry_id FROM tips WHERE sid = ? ORDER BY entry_id"
+
+
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM entries"
+
+
 _COPY_PATH = """
 INSERT INTO entries (id, sid, parent_id, depth, mdepth, on_path, type, role, content, payload, ts,
     idem)
@@ -113,113 +128,6 @@ SELECT :base + depth, :sid, CASE WHEN depth = 1 THEN NULL ELSE :base + depth - 1
     depth, mdepth, 1, type, role, content, payload, ts, idem
 FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
 """
-
-
-# Creating a conversation is the first message of every chat: one statement draws the id and
-# writes the row (no lookup first); an id already taken inserts nothing and is drawn again.
-_CREATE_FRESH_SESSION = _CREATE_SESSION + " ON CONFLICT (session_id) DO NOTHING"
-
-
-def create_fresh_session_row(
-    conn: sqlite3.Connection,
-    make_id: Callable[[], str],
-    *,
-    session_key: str | None,
-    parent_session_id: str | None,
-    started_at: int,
-    header: Callable[[str], dict[str, Any]],
-) -> SessionRow:
-    """Write a session row under a fresh id from `make_id` (its header is `header(id)`) and
-    return it as `get_session_row` would read it. The random part of an id is 32 bits, so a
-    burst of sessions in one second can draw one twice: that draw inserts nothing and another
-    is made."""
-    for _ in range(16):
-        session_id = make_id()
-        text = dumps(header(session_id))
-        cursor = conn.execute(
-            _CREATE_FRESH_SESSION, (session_id, session_key, parent_session_id, started_at, text)
-        )
-        if cursor.rowcount == 1:
-            assert cursor.lastrowid is not None
-            return SessionRow(
-                cursor.lastrowid,
-                session_id,
-                session_key,
-                parent_session_id,
-                started_at,
-                None,
-                None,
-                None,
-                0,
-                0,
-                0,
-                text,
-            )
-    raise RuntimeError("could not draw an unused session id")
-
-
-def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
-    row = conn.execute(_GET_SESSION, (session_id,)).fetchone()
-    return None if row is None else SessionRow(*row)
-
-
-def unused_session_id(conn: sqlite3.Connection, make: Callable[[], str]) -> str:
-    """A fresh id from `make` that no session has: the random part is 32 bits, so a burst of
-    many sessions in one second can draw the same id twice."""
-    for _ in range(16):
-        candidate = make()
-        if conn.execute(_SESSION_EXISTS, (candidate,)).fetchone() is None:
-            return candidate
-    raise RuntimeError("could not draw an unused session id")
-
-
-_SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id = ?"
-
-
-def create_session_row(
-    conn: sqlite3.Connection,
-    *,
-    session_id: str,
-    session_key: str | None,
-    parent_session_id: str | None,
-    started_at: int,
-    header: dict[str, Any],
-) -> SessionRow:
-    cursor = conn.execute(
-        _CREATE_SESSION, (session_id, session_key, parent_session_id, started_at, dumps(header))
-    )
-    assert cursor.lastrowid is not None
-    return SessionRow(
-        cursor.lastrowid,
-        session_id,
-        session_key,
-        parent_session_id,
-        started_at,
-        None,
-        None,
-        None,
-        0,
-        0,
-        0,
-        dumps(header),
-    )
-
-
-def end_session_row(
-    conn: sqlite3.Connection, sid: int, *, at: int | None, reason: str | None
-) -> None:
-    conn.execute(_END_SESSION, (at, reason, sid))
-
-
-def save_counters(conn: sqlite3.Connection, sid: int, counters: dict[str, Any]) -> None:
-    """Keep a left incarnation's usage counters with it (see migration 5)."""
-    conn.execute(_SAVE_COUNTERS, (dumps(counters), sid))
-
-
-def load_counters(conn: sqlite3.Connection, sid: int) -> dict[str, Any] | None:
-    """An incarnation's saved usage counters, or None if it was never left."""
-    raw = conn.execute(_LOAD_COUNTERS, (sid,)).fetchone()
-    return None if raw is None or raw[0] is None else dict(loads(raw[0]))
 
 
 def insert_entries(
@@ -389,10 +297,14 @@ def copy_path(
 # Payload fields holding an entry id; a copy must point them at the copied entries, or a forked
 # compaction would keep nothing but its summary.
 _REFERENCE_FIELDS = ("first_kept_entry_id", "target_id", "from_entry_id")
+
+
 _COPIED_WITH_PAYLOAD = (
     "SELECT id, payload FROM entries WHERE sid = ? AND id > ? AND payload IS NOT NULL "
     "AND type IN ('compaction', 'reset', 'label', 'branch_summary')"
 )
+
+
 _SET_PAYLOAD = "UPDATE entries SET payload = ? WHERE id = ?"
 
 
@@ -436,6 +348,8 @@ def _events(rows: list[Any]) -> list[dict[str, Any]]:
 
 
 _ON_PATH_AT = "SELECT 1 FROM entries WHERE id = ? AND sid = ? AND on_path = 1 AND depth = ?"
+
+
 _CONTEXT_BELOW = (
     "SELECT id, type, role, content, payload FROM entries "
     "WHERE sid = ? AND on_path = 1 AND depth > ? ORDER BY depth"
@@ -485,3 +399,51 @@ def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen:
         gen,
         s.header,
     )
+
+
+_ALL_ENTRIES = (
+    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid "
+    "FROM entries WHERE sid = ? ORDER BY id"
+)
+
+
+_USER_TURNS_ABOVE = (
+    "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
+    "WHERE sid = ? AND on_path = 1 AND type = 'message' AND depth > ? ORDER BY depth DESC"
+)
+
+
+# The depth a `last-completed` fork copies to: up to the message after the last assistant
+# message that completed, so a compaction or reset written after the last completed turn comes
+# along. An assistant message that asks for tools has not completed its turn: cutting after it
+# would give the child a dangling tool call (and, before it, the unanswered user message), so
+# only one without `tool_calls` counts (the store keeps `tool_calls` only when non-empty).
+_LAST_COMPLETED_DEPTH = """
+SELECT coalesce((
+    SELECT min(depth) - 1 FROM entries
+    WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
+        SELECT max(depth) FROM entries
+        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'
+            AND json_extract(payload, '$.tool_calls') IS NULL), 0)
+), :leaf)
+"""
+
+
+_RELEASE_OFF_PATH_KEY = "UPDATE entries SET idem = NULL WHERE sid = ? AND idem = ? AND on_path = 0"
+
+
+def all_entries(conn: sqlite3.Connection, sid: int) -> list[EntryRow]:
+    return list(map(EntryRow._make, conn.execute(_ALL_ENTRIES, (sid,))))
+
+
+def user_turns_above(conn: sqlite3.Connection, sid: int, depth: int) -> list[PathMessageRow]:
+    return list(map(PathMessageRow._make, conn.execute(_USER_TURNS_ABOVE, (sid, depth))))
+
+
+def last_completed_depth(conn: sqlite3.Connection, sid: int, leaf_depth: int) -> int:
+    row = conn.execute(_LAST_COMPLETED_DEPTH, {"sid": sid, "leaf": leaf_depth}).fetchone()
+    return int(row[0])
+
+
+def release_off_path_keys(conn: sqlite3.Connection, sid: int, keys: Sequence[str]) -> None:
+    conn.executemany(_RELEASE_OFF_PATH_KEY, [(sid, k) for k in keys])
