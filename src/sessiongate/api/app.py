@@ -118,7 +118,7 @@ def _health_router() -> APIRouter:
     )
     async def healthz(request: Request) -> Response:
         store: SessionStore = request.app.state.store
-        is_open = not store.database.closed
+        is_open = not store.closed
         body = HealthOut(
             status="ok" if is_open else "unavailable",
             store="open" if is_open else "closed",

@@ -322,7 +322,7 @@ def import_(
             try:
                 # The entry and its transcript commit together: a transcript that cannot be
                 # stored leaves no route behind, so a corrected file imports the key whole.
-                with store.database.transaction():
+                with store.atomic():
                     if store.import_entries([entry], problems=problems) == 0:
                         if len(problems) == reported:
                             skipped += 1
@@ -479,7 +479,7 @@ def _prune(store: SessionStore, days: int, *, dry_run: bool) -> list[str]:
     then rolled back, so it lists exactly what the real one would drop, by the same rule."""
     dropped: list[str] = []
     try:
-        with store.database.transaction():
+        with store.atomic():
             before = {entry.session_key for entry in store.list_sessions()}
             store.prune_old_entries(days)
             dropped = sorted(before - {entry.session_key for entry in store.list_sessions()})

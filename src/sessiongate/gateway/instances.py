@@ -17,7 +17,6 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.errors import LeaseLostError, SessiongateError, StoreUnavailableError
-from sessiongate.store.backends import open_ownership
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,7 +32,7 @@ log = logging.getLogger(__name__)
 
 class InstancePresence:
     def __init__(self, store: SessionStore, config: GatewayConfig) -> None:
-        self.ownership: Ownership | None = open_ownership(store.database, config)
+        self.ownership: Ownership | None = store.open_ownership(config)
         self.heartbeats = 0
         self.failures = 0
         self.rejoins = 0

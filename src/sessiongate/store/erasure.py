@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.store.kept_contexts import KeptContexts
     from sessiongate.store.mirror import SessionsMirror
-    from sessiongate.store.protocol import Backend, EntryTuple, Tx
+    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.records import EntryRow
 
 __all__ = ["ErasureOps", "ErasureReceipt"]
 
@@ -317,19 +318,19 @@ def _erase_in(
 
 
 def _tombstone_messages(
-    conn: Tx, rows: list[EntryTuple], ids: Collection[str], receipt: ErasureReceipt
+    conn: Tx, rows: list[EntryRow], ids: Collection[str], receipt: ErasureReceipt
 ) -> bool:
     """Tombstone the person's messages in one shared session's entries; whether any was."""
-    children: dict[int | None, list[EntryTuple]] = {}
+    children: dict[int | None, list[EntryRow]] = {}
     for row in rows:
-        children.setdefault(row[1], []).append(row)
+        children.setdefault(row.parent_id, []).append(row)
     first_erased: int | None = None
     for row in rows:
-        entry_id, _, kind, role, content, payload = row[:6]
-        if kind != "message" or role != "user":
+        entry_id = row.id
+        if row.type != "message" or row.role != "user":
             continue
-        data = loads(payload) if payload is not None else None
-        redaction = redact_user_message(str(content or ""), data, ids)
+        data = loads(row.payload) if row.payload is not None else None
+        redaction = redact_user_message(str(row.content or ""), data, ids)
         if redaction is None:
             continue
         first_erased = entry_id if first_erased is None else min(first_erased, entry_id)
@@ -342,7 +343,7 @@ def _tombstone_messages(
         receipt.messages_tombstoned += 1
         for answer in _answers(children, entry_id):
             conn.redact_entry(
-                answer[0],
+                answer.id,
                 role="assistant",
                 content=TOMBSTONE_TEXT,
                 payload=dumps({"metadata": {"erased": True}}),
@@ -351,26 +352,26 @@ def _tombstone_messages(
     if first_erased is None:
         return False
     for row in rows:
-        if row[2] in _SUMMARY_TYPES and row[0] > first_erased:
-            data = loads(row[5]) if row[5] is not None else {}
+        if row.type in _SUMMARY_TYPES and row.id > first_erased:
+            data = loads(row.payload) if row.payload is not None else {}
             if isinstance(data, dict):
                 data["summary"] = _SUMMARY_ERASED
-            conn.redact_entry(row[0], role=row[3], content=None, payload=dumps(data))
+            conn.redact_entry(row.id, role=row.role, content=None, payload=dumps(data))
             receipt.summaries_erased += 1
     return True
 
 
-def _answers(children: dict[int | None, list[EntryTuple]], entry_id: int) -> Iterator[EntryTuple]:
+def _answers(children: dict[int | None, list[EntryRow]], entry_id: int) -> Iterator[EntryRow]:
     """The agent's messages below a user message, up to the next user message on each
     branch: its answer in that turn (tool calls and results included)."""
     stack = list(children.get(entry_id, []))
     while stack:
         row = stack.pop()
-        if row[2] == "message" and row[3] == "user":
+        if row.type == "message" and row.role == "user":
             continue
-        if row[2] == "message" and row[3] in ("assistant", "tool"):
+        if row.type == "message" and row.role in ("assistant", "tool"):
             yield row
-        stack.extend(children.get(row[0], []))
+        stack.extend(children.get(row.id, []))
 
 
 # ---------------------------------------------------------------------- archive blobs

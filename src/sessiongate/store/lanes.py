@@ -10,7 +10,7 @@ the turn's outcome, so a crash at any point leaves the row to be resumed.
 Over the ~400-line budget because it is the whole durable contract of the runtime in one place:
 each method is one transition, and reading them together is how one checks that no path
 removes work before its outcome commits. The SQL itself lives behind the storage protocol
-(`protocol.py`), in the backends.
+(`protocol/`), in the backends.
 """
 
 from __future__ import annotations

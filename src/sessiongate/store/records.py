@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessiongate.core.entry import SessionEntry
 from sessiongate.core.jsontext import json_encoder
@@ -27,6 +27,7 @@ __all__ = [
     "DeliveryRow",
     "DeliveryStatus",
     "EntryRecord",
+    "EntryRow",
     "InboxKind",
     "InboxRow",
     "InboxState",
@@ -34,6 +35,7 @@ __all__ = [
     "JobRunRow",
     "OutboxRow",
     "PairingRow",
+    "PathMessageRow",
     "SeenRow",
     "SessionRow",
     "TurnRow",
@@ -278,35 +280,65 @@ class TurnRow:
     delivered_at: int | None
 
 
-# An entry row is the tuple (id, parent_id, type, role, content, payload, ts, depth, mdepth,
-# on_path, sid), payload as JSON text and ts in microseconds, whichever backend read it.
+class EntryRow(NamedTuple):
+    """One transcript entry as either backend reads it (the `entries` table, in this column
+    order). A tuple for the backends' sake (they build it from a driver row in one call);
+    code above the seam reads it by field name only."""
+
+    id: int
+    parent_id: int | None
+    # `message`, `compaction`, `reset`, `label`, `branch_summary`, `custom`, ...
+    type: str
+    role: str | None
+    content: str | None
+    # The entry's other fields as JSON text, or None.
+    payload: str | None
+    # When it was written, integer microseconds.
+    ts: int
+    # Entries from the root down to it, and the `message` entries among them.
+    depth: int
+    mdepth: int
+    # 1 while it is on the session's active path, else 0.
+    on_path: int
+    sid: int
 
 
-def row_to_message(row: tuple[Any, ...]) -> dict[str, Any]:
+class PathMessageRow(NamedTuple):
+    """A message of the active path as a rewind reads it (`Tx.user_turns_above`)."""
+
+    id: int
+    parent_id: int | None
+    role: str | None
+    content: str | None
+    payload: str | None
+    mdepth: int
+
+
+def row_to_message(row: EntryRow) -> dict[str, Any]:
     """A `message` row as an OpenAI chat-format dict."""
-    message: dict[str, Any] = {"role": row[3], "content": row[4]}
-    if row[5] is not None:
-        message.update(loads(row[5]))
-    message["timestamp"] = iso_from_us(row[6])
+    message: dict[str, Any] = {"role": row.role, "content": row.content}
+    if row.payload is not None:
+        message.update(loads(row.payload))
+    message["timestamp"] = iso_from_us(row.ts)
     return message
 
 
-def row_to_event(row: tuple[Any, ...]) -> dict[str, Any]:
+def row_to_event(row: EntryRow) -> dict[str, Any]:
     """Any row as a transcript event: `id`, `parent_id`, `type`, `timestamp` and its fields."""
     event: dict[str, Any] = {
-        "id": row[0],
-        "parent_id": row[1],
-        "type": row[2],
-        "timestamp": iso_from_us(row[6]),
+        "id": row.id,
+        "parent_id": row.parent_id,
+        "type": row.type,
+        "timestamp": iso_from_us(row.ts),
     }
-    if row[2] == "message":
-        event["role"] = row[3]
-        event["content"] = row[4]
-    elif row[4] is not None:
-        event["content"] = row[4]
-    if row[5] is not None:
-        event.update(loads(row[5]))
-    event["on_path"] = bool(row[9])
+    if row.type == "message":
+        event["role"] = row.role
+        event["content"] = row.content
+    elif row.content is not None:
+        event["content"] = row.content
+    if row.payload is not None:
+        event.update(loads(row.payload))
+    event["on_path"] = bool(row.on_path)
     return event
 
 

@@ -12,7 +12,7 @@ lanes (`_incognito.py`).
 
 It is over the 400-line budget because the lifecycle is one state machine: every transition
 goes through `_next_entry`, `_rotate` and `_put` under the precedence of spec §2, and splitting
-it would put that precedence in two places. The SQL lives in the backends behind `protocol.py`,
+it would put that precedence in two places. The SQL lives in the backends behind `protocol/`,
 the rules in `core/`.
 """
 
@@ -46,7 +46,7 @@ from sessiongate.errors import SessionNotFoundError
 from sessiongate.store._identities import IdentityOps, alias_of
 from sessiongate.store._imports import ImportOps
 from sessiongate.store._incognito import IncognitoOps
-from sessiongate.store.backends import open_backend
+from sessiongate.store.backends import open_backend, open_ownership
 from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.erasure import ErasureOps
 from sessiongate.store.kept_contexts import KeptContexts
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
+    from sessiongate.store.ownership import Ownership
     from sessiongate.store.protocol import Backend, Tx
 
 __all__ = ["SessionStore"]
@@ -465,10 +466,10 @@ class SessionStore(
                 counters = {**INCARNATION_COUNTERS, **(conn.load_counters(target.sid) or {})}
                 conn.end_session_row(target.sid, at=None, reason=None)
                 leaf = conn.entry_row(target.leaf_id) if target.leaf_id is not None else None
-                if leaf is not None and leaf[2] == "reset":
+                if leaf is not None and leaf.type == "reset":
                     # Resuming reopens the window the rotation closed: the boundary it wrote
                     # moves off the active path (it stays in the tree as the record).
-                    conn.move_leaf(target, leaf[1])
+                    conn.move_leaf(target, leaf.parent_id)
             entry = entry.evolve(
                 session_id=target_session_id,
                 updated_at=now,
@@ -666,6 +667,18 @@ class SessionStore(
         if self._memory is not None:
             self._memory.close()
         self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the durable database is closed (`close`, or a failure under it): the
+        liveness answer of `/healthz`."""
+        return self._db.closed
+
+    def open_ownership(self, config: GatewayConfig | None = None) -> Ownership | None:
+        """This instance's leases on a database several instances share, with `config`'s
+        lease timings (the store's own by default), not yet started; None on a database only
+        this process uses (SQLite), where the home lock already makes the instance the owner."""
+        return open_ownership(self._db, config or self.config)
 
     def __enter__(self) -> SessionStore:
         return self

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.records import EntryRow, PathMessageRow
 
 __all__ = ["PREVIEW_CHARS", "TranscriptOps", "message_record"]
 
@@ -156,7 +157,7 @@ class TranscriptOps:
             if idem[len(prefix) :].isdigit()
         ]
         numbered.sort(key=lambda item: item[0])
-        return [(number, entry[0], row_to_message(entry)) for number, entry in numbered]
+        return [(number, entry.id, row_to_message(entry)) for number, entry in numbered]
 
     def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int:
         """Append a non-message tree entry (compaction, reset, custom, label, ...).
@@ -212,7 +213,7 @@ class TranscriptOps:
                 same += 1
             if same < len(current):
                 # Back to the entry before the first differing message (its parent on the path).
-                row = conn.move_leaf(row, current[same][1], release_keys=True)
+                row = conn.move_leaf(row, current[same].parent_id, release_keys=True)
             rest = records[same:]
             # The rewrite is the authority on its message ids: rows of older branches give
             # theirs up, or the new copies would be dropped as duplicates.
@@ -284,24 +285,24 @@ class TranscriptOps:
             row = conn.get_session_row(session_id)
             if row is None:
                 return empty
-            target: tuple[Any, ...] | None = None
+            target: PathMessageRow | None = None
             found = 0
             floor = conn.latest_reset_depth(row.sid)
             for entry in conn.user_turns_above(row.sid, floor):
-                if entry[2] == "user":
+                if entry.role == "user":
                     target = entry
                     found += 1
                     if found == n:
                         break
             if target is None:
                 return empty
-            rewound = row.leaf_mdepth - target[5] + 1
-            conn.move_leaf(row, target[1], release_keys=True)
+            rewound = row.leaf_mdepth - target.mdepth + 1
+            conn.move_leaf(row, target.parent_id, release_keys=True)
             conn.note(Change(ChangeKind.SESSION_UPDATED, row.session_key, session_id))
         return {
             "rewound_count": rewound,
             "turns_undone": found,
-            "target_text": _text_of(target[3], target[4]),
+            "target_text": _text_of(target.content, target.payload),
         }
 
     def search(self, query: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -402,16 +403,16 @@ def _check_references(conn: Tx, row: SessionRow, kind: str, clean: Mapping[str, 
         if ref is None:
             continue
         target = conn.entry_row(ref)
-        if target is None or target[10] != row.sid:
+        if target is None or target.sid != row.sid:
             raise InvalidEntryError(f"{kind} {name} {ref} is not an entry of this session")
-        if name == "first_kept_entry_id" and not target[9]:
+        if name == "first_kept_entry_id" and not target.on_path:
             raise InvalidEntryError(f"{kind} {name} {ref} is not on the active path")
 
 
-def _is_same_message(row: tuple[Any, ...], record: EntryRecord) -> bool:
+def _is_same_message(row: EntryRow, record: EntryRecord) -> bool:
     """Whether a stored message row holds what `record` would store (timestamps aside)."""
-    payload = loads(row[5]) if row[5] is not None else None
-    return row[3] == record.role and row[4] == record.content and payload == record.payload
+    payload = loads(row.payload) if row.payload is not None else None
+    return row.role == record.role and row.content == record.content and payload == record.payload
 
 
 # Roles whose message is complete with a role and text alone (a tool result also needs its

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from sessiongate.core.keys import KeyParts
     from sessiongate.core.source import SessionSource
     from sessiongate.store.protocol import Backend, Tx
-    from sessiongate.store.records import SessionRow
+    from sessiongate.store.records import EntryRow, SessionRow
 
 __all__ = ["INLINE_CONTEXT_ENTRIES", "ContextView", "TreeOps"]
 
@@ -106,8 +106,8 @@ class TreeOps:
             {
                 "leaf_entry_id": tip_id,
                 "headline": _entry_text(source)[:120],
-                "message_count": entry[8],
-                "updated_at": iso_from_us(entry[6]),
+                "message_count": entry.mdepth,
+                "updated_at": iso_from_us(entry.ts),
                 "active": tip_id == row.leaf_id,
             }
             for tip_id, (entry, source) in found.items()
@@ -133,7 +133,7 @@ class TreeOps:
         with self._db_for_id(session_id).transaction() as conn:
             row = conn.get_session_row(session_id)
             entry = conn.entry_row(leaf_entry_id) if row is not None else None
-            if row is None or entry is None or entry[10] != row.sid:
+            if row is None or entry is None or entry.sid != row.sid:
                 return "missing"
             if leaf_entry_id == row.leaf_id:
                 return "already_active"
@@ -154,19 +154,19 @@ class TreeOps:
         with self._db_for_id(session_id).transaction() as conn:
             row = conn.get_session_row(session_id)
             entry = conn.entry_row(entry_id) if row is not None else None
-            if row is None or entry is None or entry[10] != row.sid:
+            if row is None or entry is None or entry.sid != row.sid:
                 return {"status": "missing", "editor_text": "", "rewound_count": 0}
             # Checked in the order a fork checks its entry, so both refuse one mistake alike.
-            if not entry[9]:
+            if not entry.on_path:
                 return {"status": "off_active_path", "editor_text": "", "rewound_count": 0}
-            if entry[2] != "message" or entry[3] != "user":
+            if entry.type != "message" or entry.role != "user":
                 return {"status": "not_user_message", "editor_text": "", "rewound_count": 0}
-            if entry[7] < conn.latest_reset_depth(row.sid):
+            if entry.depth < conn.latest_reset_depth(row.sid):
                 raise InvalidEntryError(
                     f"entry {entry_id} is before the latest reset; a rewind cannot cross a reset"
                 )
-            rewound = row.leaf_mdepth - entry[8] + 1
-            conn.move_leaf(row, entry[1], release_keys=True)
+            rewound = row.leaf_mdepth - entry.mdepth + 1
+            conn.move_leaf(row, entry.parent_id, release_keys=True)
             _leaf_moved(conn, row)
         return {"status": "rewound", "editor_text": _entry_text(entry), "rewound_count": rewound}
 
@@ -234,13 +234,13 @@ class TreeOps:
             editor_text = ""
             if entry_id is not None:
                 entry = conn.entry_row(entry_id)
-                if entry is None or entry[10] != src.sid or not entry[9]:
+                if entry is None or entry.sid != src.sid or not entry.on_path:
                     raise EntryNotFoundError(
                         f"entry {entry_id} is not on the active path", entry_id=entry_id
                     )
-                if entry[2] != "message" or entry[3] != "user":
+                if entry.type != "message" or entry.role != "user":
                     raise InvalidEntryError(f"entry {entry_id} is not a user message")
-                upto = entry[7] - 1
+                upto = entry.depth - 1
                 editor_text = _entry_text(entry)
             elif mode == "last-completed":
                 upto = conn.last_completed_depth(src.sid, src.leaf_depth)
@@ -411,7 +411,7 @@ class TreeOps:
             if view.admission_entry_id is None:
                 return row.leaf_id == view.leaf_id
             entry = conn.entry_row(view.admission_entry_id)
-            return entry is not None and bool(entry[9])
+            return entry is not None and bool(entry.on_path)
 
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
         """(generation, leaf id): a detached view taken at these values is stale when the
@@ -445,11 +445,11 @@ def _leaf_moved(conn: Tx, row: SessionRow) -> None:
     conn.note(Change(ChangeKind.SESSION_UPDATED, row.session_key, row.session_id))
 
 
-def _entry_text(entry: tuple[Any, ...]) -> str:
-    if isinstance(entry[4], str):
-        return str(entry[4])
-    if entry[5]:
-        content = json.loads(entry[5]).get("content")
+def _entry_text(entry: EntryRow) -> str:
+    if isinstance(entry.content, str):
+        return entry.content
+    if entry.payload:
+        content = json.loads(entry.payload).get("content")
         if isinstance(content, list):
             return "\n".join(
                 p.get("text", "")

@@ -20,15 +20,22 @@ if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
 
 __all__ = [
+    "add_tombstone",
+    "alias_of",
     "count_routes",
     "delete_route",
     "get_route",
     "get_route_parts",
     "get_route_with_parts",
+    "insert_alias",
+    "is_alias_target",
     "iter_routes",
+    "keys_a_lane",
+    "label_taken",
     "list_route_page",
     "put_route",
     "route_by_session_id",
+    "tombstone_reason",
     "upsert_route",
 ]
 
@@ -216,3 +223,72 @@ def _route_row(entry: SessionEntry) -> dict[str, object]:
 
 def _us_or_none(value: datetime | None) -> int | None:
     return None if value is None else to_us(value)
+
+
+# ---------------------------------------------------------------------- labels, tombstones, aliases
+
+_LABEL_TAKEN = "SELECT 1 FROM routes WHERE label = ? AND session_key IS NOT ?"
+
+
+_TOMBSTONE = "SELECT reason FROM tombstones WHERE session_key = ?"
+
+
+# A deleted key's tombstone is renewed; any other (incognito) keeps its first.
+_ADD_TOMBSTONE = {
+    "deleted": "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, ?) "
+    "ON CONFLICT (session_key) DO UPDATE SET deleted_at = excluded.deleted_at",
+    "other": "INSERT INTO tombstones (session_key, deleted_at, reason) VALUES (?, ?, ?) "
+    "ON CONFLICT (session_key) DO NOTHING",
+}
+
+
+_ALIAS_OF = "SELECT canonical FROM identity_aliases WHERE platform = ? AND alias = ?"
+
+
+_IS_ALIAS_TARGET = "SELECT 1 FROM identity_aliases WHERE platform = ? AND canonical = ? LIMIT 1"
+
+
+# A scan of the routes, but aliases are learned rarely (once per person and spelling).
+_KEYS_A_LANE = (
+    "SELECT 1 FROM routes WHERE platform = ? "
+    "AND ((chat_type = 'dm' AND chat_id = ?) OR participant_id = ?) LIMIT 1"
+)
+
+
+_INSERT_ALIAS = (
+    "INSERT INTO identity_aliases (platform, alias, canonical, created_at) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+
+def label_taken(conn: sqlite3.Connection, label: str, *, except_key: str | None = None) -> bool:
+    return conn.execute(_LABEL_TAKEN, (label, except_key)).fetchone() is not None
+
+
+def tombstone_reason(conn: sqlite3.Connection, session_key: str) -> str | None:
+    row = conn.execute(_TOMBSTONE, (session_key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def add_tombstone(conn: sqlite3.Connection, session_key: str, *, reason: str, at: int) -> None:
+    sql = _ADD_TOMBSTONE["deleted" if reason == "deleted" else "other"]
+    conn.execute(sql, (session_key, at, reason))
+
+
+def alias_of(conn: sqlite3.Connection, platform: str, alias: str) -> str | None:
+    row = conn.execute(_ALIAS_OF, (platform, alias)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def is_alias_target(conn: sqlite3.Connection, platform: str, ident: str) -> bool:
+    return conn.execute(_IS_ALIAS_TARGET, (platform, ident)).fetchone() is not None
+
+
+def keys_a_lane(conn: sqlite3.Connection, platform: str, ident: str) -> bool:
+    return conn.execute(_KEYS_A_LANE, (platform, ident, ident)).fetchone() is not None
+
+
+def insert_alias(
+    conn: sqlite3.Connection, platform: str, alias: str, canonical: str, *, at: int
+) -> None:
+    conn.execute(_INSERT_ALIAS, (platform, alias, canonical, at))

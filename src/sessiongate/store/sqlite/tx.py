@@ -1,9 +1,11 @@
 """`SqliteTx`: the storage protocol's statements on one SQLite connection.
 
-Each method is the module function of the table it touches (`routes.py`, `transcripts.py`,
-`inbox.py`, `journal.py`, `search.py`, `lookups.py`) bound to the connection; the search
-index's are wrapped so that a damaged side index reaches the store as a store error it can
-answer by falling back to a scan.
+Each method is the module function of the table family it touches (`routes.py`,
+`sessions.py`, `entries.py`, `inbox.py`, `journal.py`, `search.py`: the families of
+`store/protocol/`) bound to the connection, or a mixin's (`approvals.py`, `deliveries.py`,
+`erasure.py`, `jobs.py`, `outbox.py`, `platform_state.py`); the search index's are wrapped so
+that a damaged side index reaches the store as a store error it can answer by falling back
+to a scan.
 
 Just over the ~400-line budget only because the protocol is long: every method is one line
 that binds a module function.
@@ -14,12 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.store.sqlite import (
+    entries,
     inbox,
     journal,
-    lookups,
     routes,
     search as fts,
-    transcripts,
+    sessions,
 )
 from sessiongate.store.sqlite._errors import translate_errors
 from sessiongate.store.sqlite.approvals import SqliteApprovals
@@ -37,11 +39,12 @@ if TYPE_CHECKING:
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.keys import KeyParts
-    from sessiongate.store.protocol import EntryTuple
     from sessiongate.store.records import (
         EntryRecord,
+        EntryRow,
         InboxKind,
         InboxRow,
+        PathMessageRow,
         SeenRow,
         SessionRow,
         TurnRow,
@@ -205,42 +208,42 @@ class SqliteTx(
         )
 
     def label_taken(self, label: str, *, except_key: str | None = None) -> bool:
-        return lookups.label_taken(self.conn, label, except_key=except_key)
+        return routes.label_taken(self.conn, label, except_key=except_key)
 
     def tombstone_reason(self, session_key: str) -> str | None:
-        return lookups.tombstone_reason(self.conn, session_key)
+        return routes.tombstone_reason(self.conn, session_key)
 
     def add_tombstone(self, session_key: str, *, reason: str, at: int) -> None:
-        return lookups.add_tombstone(self.conn, session_key, reason=reason, at=at)
+        return routes.add_tombstone(self.conn, session_key, reason=reason, at=at)
 
     def alias_of(self, platform: str, alias: str) -> str | None:
-        return lookups.alias_of(self.conn, platform, alias)
+        return routes.alias_of(self.conn, platform, alias)
 
     def is_alias_target(self, platform: str, ident: str) -> bool:
-        return lookups.is_alias_target(self.conn, platform, ident)
+        return routes.is_alias_target(self.conn, platform, ident)
 
     def keys_a_lane(self, platform: str, ident: str) -> bool:
-        return lookups.keys_a_lane(self.conn, platform, ident)
+        return routes.keys_a_lane(self.conn, platform, ident)
 
     def insert_alias(self, platform: str, alias: str, canonical: str, *, at: int) -> None:
-        return lookups.insert_alias(self.conn, platform, alias, canonical, at=at)
+        return routes.insert_alias(self.conn, platform, alias, canonical, at=at)
 
     def get_session_row(self, session_id: str) -> SessionRow | None:
         if not self._keeps_rows or not self.conn.in_transaction:
-            return transcripts.get_session_row(self.conn, session_id)
+            return sessions.get_session_row(self.conn, session_id)
         row = self._created.get(session_id)
         if row is not None:
             return row
         self._validate()
         row = self._rows.get(session_id)
         if row is None:
-            row = transcripts.get_session_row(self.conn, session_id)
+            row = sessions.get_session_row(self.conn, session_id)
             if row is not None:
                 self._keep(row)
         return row
 
     def unused_session_id(self, make: Callable[[], str]) -> str:
-        return transcripts.unused_session_id(self.conn, make)
+        return sessions.unused_session_id(self.conn, make)
 
     def create_session_row(
         self,
@@ -252,7 +255,7 @@ class SqliteTx(
         header: dict[str, Any],
     ) -> SessionRow:
         self._forget()
-        return transcripts.create_session_row(
+        return sessions.create_session_row(
             self.conn,
             session_id=session_id,
             session_key=session_key,
@@ -270,7 +273,7 @@ class SqliteTx(
         started_at: int,
         header: Callable[[str], dict[str, Any]],
     ) -> str:
-        row = transcripts.create_fresh_session_row(
+        row = sessions.create_fresh_session_row(
             self.conn,
             make_id,
             session_key=session_key,
@@ -286,35 +289,35 @@ class SqliteTx(
 
     def end_session_row(self, sid: int, *, at: int | None, reason: str | None) -> None:
         self._forget()
-        return transcripts.end_session_row(self.conn, sid, at=at, reason=reason)
+        return sessions.end_session_row(self.conn, sid, at=at, reason=reason)
 
     def save_counters(self, sid: int, counters: dict[str, Any]) -> None:
         self._forget()
-        return transcripts.save_counters(self.conn, sid, counters)
+        return sessions.save_counters(self.conn, sid, counters)
 
     def load_counters(self, sid: int) -> dict[str, Any] | None:
-        return transcripts.load_counters(self.conn, sid)
+        return sessions.load_counters(self.conn, sid)
 
     def has_any_sessions(self) -> bool:
-        return lookups.has_any_sessions(self.conn)
+        return sessions.has_any_sessions(self.conn)
 
     def key_has_history(self, session_key: str) -> bool:
-        return lookups.key_has_history(self.conn, session_key)
+        return sessions.key_has_history(self.conn, session_key)
 
     def session_ids_of_key(self, session_key: str) -> list[str]:
-        return lookups.session_ids_of_key(self.conn, session_key)
+        return sessions.session_ids_of_key(self.conn, session_key)
 
     def sessions_of_lane(self, session_key: str, session_id: str) -> list[tuple[int, str, str]]:
-        return lookups.sessions_of_lane(self.conn, session_key, session_id)
+        return sessions.sessions_of_lane(self.conn, session_key, session_id)
 
     def delete_session_rows(self, sid: int) -> None:
         self._forget()
-        return lookups.delete_session_rows(self.conn, sid)
+        return sessions.delete_session_rows(self.conn, sid)
 
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]:
-        ids, row = transcripts.insert_entries(self.conn, session, records)
+        ids, row = entries.insert_entries(self.conn, session, records)
         self._keep(row)
         return ids, row
 
@@ -335,50 +338,50 @@ class SqliteTx(
     ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
         return None  # never `sends_ahead`
 
-    def entry_row(self, entry_id: int) -> EntryTuple | None:
-        return transcripts.entry_row(self.conn, entry_id)
+    def entry_row(self, entry_id: int) -> EntryRow | None:
+        return entries.entry_row(self.conn, entry_id)
 
-    def all_entries(self, sid: int) -> list[EntryTuple]:
-        return lookups.all_entries(self.conn, sid)
+    def all_entries(self, sid: int) -> list[EntryRow]:
+        return entries.all_entries(self.conn, sid)
 
     def tips_with_headlines(
         self, tip_ids: list[int], max_hops: int
-    ) -> dict[int, tuple[EntryTuple, EntryTuple]]:
-        return transcripts.tips_with_headlines(self.conn, tip_ids, max_hops)
+    ) -> dict[int, tuple[EntryRow, EntryRow]]:
+        return entries.tips_with_headlines(self.conn, tip_ids, max_hops)
 
     def load_path(
         self, sid: int, *, limit: int | None = None, messages_only: bool = True
-    ) -> list[EntryTuple]:
-        return transcripts.load_path(self.conn, sid, limit=limit, messages_only=messages_only)
+    ) -> list[EntryRow]:
+        return entries.load_path(self.conn, sid, limit=limit, messages_only=messages_only)
 
-    def user_turns_above(self, sid: int, depth: int) -> Iterable[EntryTuple]:
-        return lookups.user_turns_above(self.conn, sid, depth)
+    def user_turns_above(self, sid: int, depth: int) -> Iterable[PathMessageRow]:
+        return entries.user_turns_above(self.conn, sid, depth)
 
     def last_completed_depth(self, sid: int, leaf_depth: int) -> int:
-        return lookups.last_completed_depth(self.conn, sid, leaf_depth)
+        return entries.last_completed_depth(self.conn, sid, leaf_depth)
 
     def move_leaf(
         self, session: SessionRow, target_id: int | None, *, release_keys: bool = False
     ) -> SessionRow:
         self._forget()
-        return transcripts.move_leaf(self.conn, session, target_id, release_keys=release_keys)
+        return entries.move_leaf(self.conn, session, target_id, release_keys=release_keys)
 
     def release_off_path_keys(self, sid: int, keys: Sequence[str]) -> None:
         self._forget()
-        return lookups.release_off_path_keys(self.conn, sid, keys)
+        return entries.release_off_path_keys(self.conn, sid, keys)
 
     def list_tips(self, sid: int) -> list[int]:
-        return transcripts.list_tips(self.conn, sid)
+        return entries.list_tips(self.conn, sid)
 
     def latest_reset_depth(self, sid: int) -> int:
-        return transcripts.latest_reset_depth(self.conn, sid)
+        return entries.latest_reset_depth(self.conn, sid)
 
     def copy_path(self, source: SessionRow, target: SessionRow, upto_depth: int) -> SessionRow:
         self._forget()
-        return transcripts.copy_path(self.conn, source, target, upto_depth)
+        return entries.copy_path(self.conn, source, target, upto_depth)
 
     def load_context_events(self, sid: int) -> list[dict[str, Any]]:
-        return transcripts.load_context_events(self.conn, sid)
+        return entries.load_context_events(self.conn, sid)
 
     def session_context_events(
         self, session_id: str, max_depth: int | None = None
@@ -388,7 +391,7 @@ class SqliteTx(
             return None
         if max_depth is not None and row.leaf_depth > max_depth:
             return row.leaf_depth, []
-        return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid)
+        return row.leaf_depth, entries.load_context_events(self.conn, row.sid)
 
     def session_context_tail(
         self, session_id: str, max_depth: int | None, after_id: int, after_depth: int
@@ -400,13 +403,13 @@ class SqliteTx(
             return row.leaf_depth, [], False
         if row.leaf_id == after_id:
             return row.leaf_depth, [], True  # the kept row says it: no read at all
-        tail = transcripts.context_events_below(self.conn, row.sid, after_id, after_depth)
+        tail = entries.context_events_below(self.conn, row.sid, after_id, after_depth)
         if tail is None:
-            return row.leaf_depth, transcripts.load_context_events(self.conn, row.sid), False
+            return row.leaf_depth, entries.load_context_events(self.conn, row.sid), False
         return row.leaf_depth, tail, True
 
-    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryTuple]]:
-        return transcripts.keyed_path_messages(self.conn, sid, prefix)
+    def keyed_path_messages(self, sid: int, prefix: str) -> list[tuple[str, EntryRow]]:
+        return entries.keyed_path_messages(self.conn, sid, prefix)
 
     def search_is_stale(self) -> bool:
         with translate_errors():

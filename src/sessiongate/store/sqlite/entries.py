@@ -1,4 +1,5 @@
-"""The transcript tree: session rows, append, the materialised active path, leaf moves, forks.
+"""The `entries` table, the transcript tree (`EntriesTx`; its PostgreSQL twin is
+`postgres/entries.py`): append, the materialised active path, leaf moves, forks.
 
 Invariants kept by every function here, inside the caller's transaction:
 - the entries with `on_path = 1` of a session are exactly the path from a root to its leaf,
@@ -17,94 +18,109 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.store.records import (
     EntryRecord,
+    EntryRow,
+    PathMessageRow,
     SessionRow,
     dumps,
     loads,
-    row_to_event,
-    row_to_message,
 )
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
 __all__ = [
-    "EntryRecord",
-    "SessionRow",
+    "all_entries",
+    "context_events_below",
     "copy_path",
-    "create_fresh_session_row",
-    "create_session_row",
-    "end_session_row",
     "entry_row",
-    "get_session_row",
     "insert_entries",
     "keyed_path_messages",
+    "last_completed_depth",
     "latest_reset_depth",
     "list_tips",
     "load_context_events",
     "load_path",
     "move_leaf",
-    "row_to_event",
-    "row_to_message",
+    "release_off_path_keys",
     "tips_with_headlines",
-    "unused_session_id",
+    "user_turns_above",
 ]
 
-
-_GET_SESSION = """
-SELECT s.sid, s.session_id, s.session_key, s.parent_session_id, s.started_at, s.ended_at,
-    s.end_reason, e.id, coalesce(e.depth, 0), coalesce(e.mdepth, 0), s.generation, s.header
-FROM sessions s LEFT JOIN entries e ON e.id = (
-    SELECT id FROM entries WHERE sid = s.sid AND on_path = 1 ORDER BY depth DESC LIMIT 1)
-WHERE s.session_id = ?
-"""
-_CREATE_SESSION = (
-    "INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, header) "
-    "VALUES (?, ?, ?, ?, ?)"
-)
-_END_SESSION = "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE sid = ?"
-_SAVE_COUNTERS = "UPDATE sessions SET counters = ? WHERE sid = ?"
-_LOAD_COUNTERS = "SELECT counters FROM sessions WHERE sid = ?"
 _INSERT_ENTRY = (
     "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
+
+
 _BUMP_GENERATION = "UPDATE sessions SET generation = generation + 1 WHERE sid = ?"
+
+
 _ENTRY_COLUMNS = "id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid"
+
+
 _GET_ENTRY = f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE id = ?"  # noqa: S608
+
+
 _PATH_TAIL = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 ORDER BY depth DESC LIMIT ?"
 )
+
+
 _PATH_TAIL_MESSAGES = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth DESC LIMIT ?"
 )
+
+
 _PATH_ALL = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 ORDER BY depth"
 )
+
+
 _PATH_ALL_MESSAGES = (
     f"SELECT {_ENTRY_COLUMNS} FROM entries "  # noqa: S608
     "WHERE sid = ? AND on_path = 1 AND type = 'message' ORDER BY depth"
 )
+
+
 _OFF_PATH_BELOW = "UPDATE entries SET on_path = 0 WHERE sid = ? AND on_path = 1 AND depth > ?"
+
+
 _RELEASE_KEYS_BELOW = (
     "UPDATE entries SET idem = NULL "
     "WHERE sid = ? AND on_path = 1 AND depth > ? AND idem IS NOT NULL"
 )
+
+
 _LATEST_RESET_DEPTH = (
     "SELECT max(depth) FROM entries WHERE sid = ? AND on_path = 1 AND type = 'reset'"
 )
+
+
 _ON_PATH = "UPDATE entries SET on_path = 1 WHERE id = ?"
+
+
 _HAS_CHILD = (
     "SELECT 1 FROM entries WHERE sid = ? AND on_path IN (0, 1) AND depth = ? AND parent_id = ? "
     "LIMIT 1"
 )
+
+
 _ADD_TIP = "INSERT INTO tips (sid, entry_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+
+
 _DROP_TIP = "DELETE FROM tips WHERE sid = ? AND entry_id = ?"
+
+
 _TIPS = "SELECT entry_id FROM tips WHERE sid = ? ORDER BY entry_id"
+
+
 _MAX_ID = "SELECT coalesce(max(id), 0) FROM entries"
+
+
 _COPY_PATH = """
 INSERT INTO entries (id, sid, parent_id, depth, mdepth, on_path, type, role, content, payload, ts,
     idem)
@@ -112,113 +128,6 @@ SELECT :base + depth, :sid, CASE WHEN depth = 1 THEN NULL ELSE :base + depth - 1
     depth, mdepth, 1, type, role, content, payload, ts, idem
 FROM entries WHERE sid = :src AND on_path = 1 AND depth <= :upto
 """
-
-
-# Creating a conversation is the first message of every chat: one statement draws the id and
-# writes the row (no lookup first); an id already taken inserts nothing and is drawn again.
-_CREATE_FRESH_SESSION = _CREATE_SESSION + " ON CONFLICT (session_id) DO NOTHING"
-
-
-def create_fresh_session_row(
-    conn: sqlite3.Connection,
-    make_id: Callable[[], str],
-    *,
-    session_key: str | None,
-    parent_session_id: str | None,
-    started_at: int,
-    header: Callable[[str], dict[str, Any]],
-) -> SessionRow:
-    """Write a session row under a fresh id from `make_id` (its header is `header(id)`) and
-    return it as `get_session_row` would read it. The random part of an id is 32 bits, so a
-    burst of sessions in one second can draw one twice: that draw inserts nothing and another
-    is made."""
-    for _ in range(16):
-        session_id = make_id()
-        text = dumps(header(session_id))
-        cursor = conn.execute(
-            _CREATE_FRESH_SESSION, (session_id, session_key, parent_session_id, started_at, text)
-        )
-        if cursor.rowcount == 1:
-            assert cursor.lastrowid is not None
-            return SessionRow(
-                cursor.lastrowid,
-                session_id,
-                session_key,
-                parent_session_id,
-                started_at,
-                None,
-                None,
-                None,
-                0,
-                0,
-                0,
-                text,
-            )
-    raise RuntimeError("could not draw an unused session id")
-
-
-def get_session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
-    row = conn.execute(_GET_SESSION, (session_id,)).fetchone()
-    return None if row is None else SessionRow(*row)
-
-
-def unused_session_id(conn: sqlite3.Connection, make: Callable[[], str]) -> str:
-    """A fresh id from `make` that no session has: the random part is 32 bits, so a burst of
-    many sessions in one second can draw the same id twice."""
-    for _ in range(16):
-        candidate = make()
-        if conn.execute(_SESSION_EXISTS, (candidate,)).fetchone() is None:
-            return candidate
-    raise RuntimeError("could not draw an unused session id")
-
-
-_SESSION_EXISTS = "SELECT 1 FROM sessions WHERE session_id = ?"
-
-
-def create_session_row(
-    conn: sqlite3.Connection,
-    *,
-    session_id: str,
-    session_key: str | None,
-    parent_session_id: str | None,
-    started_at: int,
-    header: dict[str, Any],
-) -> SessionRow:
-    cursor = conn.execute(
-        _CREATE_SESSION, (session_id, session_key, parent_session_id, started_at, dumps(header))
-    )
-    assert cursor.lastrowid is not None
-    return SessionRow(
-        cursor.lastrowid,
-        session_id,
-        session_key,
-        parent_session_id,
-        started_at,
-        None,
-        None,
-        None,
-        0,
-        0,
-        0,
-        dumps(header),
-    )
-
-
-def end_session_row(
-    conn: sqlite3.Connection, sid: int, *, at: int | None, reason: str | None
-) -> None:
-    conn.execute(_END_SESSION, (at, reason, sid))
-
-
-def save_counters(conn: sqlite3.Connection, sid: int, counters: dict[str, Any]) -> None:
-    """Keep a left incarnation's usage counters with it (see migration 5)."""
-    conn.execute(_SAVE_COUNTERS, (dumps(counters), sid))
-
-
-def load_counters(conn: sqlite3.Connection, sid: int) -> dict[str, Any] | None:
-    """An incarnation's saved usage counters, or None if it was never left."""
-    raw = conn.execute(_LOAD_COUNTERS, (sid,)).fetchone()
-    return None if raw is None or raw[0] is None else dict(loads(raw[0]))
 
 
 def insert_entries(
@@ -262,9 +171,9 @@ def insert_entries(
     return ids, session
 
 
-def entry_row(conn: sqlite3.Connection, entry_id: int) -> tuple[Any, ...] | None:
-    row: tuple[Any, ...] | None = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
-    return row
+def entry_row(conn: sqlite3.Connection, entry_id: int) -> EntryRow | None:
+    row = conn.execute(_GET_ENTRY, (entry_id,)).fetchone()
+    return None if row is None else EntryRow._make(row)
 
 
 # For each tip, its own row and the nearest user message at most `max_hops` entries up: one
@@ -287,27 +196,29 @@ WHERE up.is_user OR up.id = up.tip
 
 def tips_with_headlines(
     conn: sqlite3.Connection, tip_ids: list[int], max_hops: int
-) -> dict[int, tuple[tuple[Any, ...], tuple[Any, ...]]]:
+) -> dict[int, tuple[EntryRow, EntryRow]]:
     """Tip id → (its entry row, the row its headline comes from: the nearest user message up
     to `max_hops` entries up, else the tip itself); unknown ids are left out."""
-    tips: dict[int, tuple[Any, ...]] = {}
-    users: dict[int, tuple[Any, ...]] = {}
-    for tip, is_user, *row in conn.execute(_HEADLINE_WALK, (dumps(tip_ids), max_hops)):
-        if row[0] == tip:
-            tips[tip] = tuple(row)
+    tips: dict[int, EntryRow] = {}
+    users: dict[int, EntryRow] = {}
+    for tip, is_user, *values in conn.execute(_HEADLINE_WALK, (dumps(tip_ids), max_hops)):
+        row = EntryRow._make(values)
+        if row.id == tip:
+            tips[tip] = row
         if is_user:
-            users[tip] = tuple(row)
+            users[tip] = row
     return {tip: (row, users.get(tip, row)) for tip, row in tips.items()}
 
 
 def load_path(
     conn: sqlite3.Connection, sid: int, *, limit: int | None = None, messages_only: bool = True
-) -> list[tuple[Any, ...]]:
+) -> list[EntryRow]:
     """Active-path rows, root first; with `limit`, only the last `limit` (one index range)."""
     if limit is None:
-        return conn.execute(_PATH_ALL_MESSAGES if messages_only else _PATH_ALL, (sid,)).fetchall()
+        sql = _PATH_ALL_MESSAGES if messages_only else _PATH_ALL
+        return list(map(EntryRow._make, conn.execute(sql, (sid,))))
     sql = _PATH_TAIL_MESSAGES if messages_only else _PATH_TAIL
-    rows = conn.execute(sql, (sid, limit)).fetchall()
+    rows = list(map(EntryRow._make, conn.execute(sql, (sid, limit))))
     rows.reverse()
     return rows
 
@@ -330,14 +241,14 @@ def move_leaf(
     depth = mdepth = 0
     if target_id is not None:
         row = entry_row(conn, target_id)
-        if row is None or row[10] != session.sid:
+        if row is None or row.sid != session.sid:
             raise LookupError(target_id)
-        depth, mdepth = row[7], row[8]
-        cursor: tuple[Any, ...] | None = row
-        while cursor is not None and not cursor[9]:
-            chain.append(cursor[0])
-            cursor = entry_row(conn, cursor[1]) if cursor[1] is not None else None
-        common_depth = cursor[7] if cursor is not None else 0
+        depth, mdepth = row.depth, row.mdepth
+        cursor: EntryRow | None = row
+        while cursor is not None and not cursor.on_path:
+            chain.append(cursor.id)
+            cursor = entry_row(conn, cursor.parent_id) if cursor.parent_id is not None else None
+        common_depth = cursor.depth if cursor is not None else 0
     else:
         common_depth = 0
     if release_keys:
@@ -350,8 +261,8 @@ def move_leaf(
     if old_leaf is not None and old_leaf != target_id:
         old = entry_row(conn, old_leaf)
         assert old is not None
-        has_child = conn.execute(_HAS_CHILD, (session.sid, old[7] + 1, old_leaf)).fetchone()
-        if not old[9] and has_child is None:
+        has_child = conn.execute(_HAS_CHILD, (session.sid, old.depth + 1, old_leaf)).fetchone()
+        if not old.on_path and has_child is None:
             conn.execute(_ADD_TIP, (session.sid, old_leaf))
     conn.execute(_BUMP_GENERATION, (session.sid,))
     return _replace_leaf(session, target_id, depth, mdepth, session.generation + 1)
@@ -380,16 +291,20 @@ def copy_path(
     _remap_references(conn, source.sid, target.sid, base)
     leaf = entry_row(conn, base + upto_depth)
     assert leaf is not None
-    return _replace_leaf(target, leaf[0], leaf[7], leaf[8], target.generation)
+    return _replace_leaf(target, leaf.id, leaf.depth, leaf.mdepth, target.generation)
 
 
 # Payload fields holding an entry id; a copy must point them at the copied entries, or a forked
 # compaction would keep nothing but its summary.
 _REFERENCE_FIELDS = ("first_kept_entry_id", "target_id", "from_entry_id")
+
+
 _COPIED_WITH_PAYLOAD = (
     "SELECT id, payload FROM entries WHERE sid = ? AND id > ? AND payload IS NOT NULL "
     "AND type IN ('compaction', 'reset', 'label', 'branch_summary')"
 )
+
+
 _SET_PAYLOAD = "UPDATE entries SET payload = ? WHERE id = ?"
 
 
@@ -402,10 +317,10 @@ def _remap_references(conn: sqlite3.Connection, source_sid: int, sid: int, base:
         for name in _REFERENCE_FIELDS:
             ref = payload.get(name)
             source = entry_row(conn, ref) if isinstance(ref, int) else None
-            if source is None or source[10] != source_sid or not source[9]:
+            if source is None or source.sid != source_sid or not source.on_path:
                 continue
-            if base + source[7] < entry_id:  # an ancestor of the entry, so it was copied
-                payload[name] = base + source[7]
+            if base + source.depth < entry_id:  # an ancestor of the entry, so it was copied
+                payload[name] = base + source.depth
                 changed = True
         if changed:
             conn.execute(_SET_PAYLOAD, (dumps(payload), entry_id))
@@ -433,6 +348,8 @@ def _events(rows: list[Any]) -> list[dict[str, Any]]:
 
 
 _ON_PATH_AT = "SELECT 1 FROM entries WHERE id = ? AND sid = ? AND on_path = 1 AND depth = ?"
+
+
 _CONTEXT_BELOW = (
     "SELECT id, type, role, content, payload FROM entries "
     "WHERE sid = ? AND on_path = 1 AND depth > ? ORDER BY depth"
@@ -459,12 +376,12 @@ _KEYED_PATH_MESSAGES = (
 
 def keyed_path_messages(
     conn: sqlite3.Connection, sid: int, prefix: str
-) -> list[tuple[str, tuple[Any, ...]]]:
+) -> list[tuple[str, EntryRow]]:
     """`(idempotency key, entry row)` of the active path's messages whose key starts with
     `prefix` (not empty), in no particular order."""
     above = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     rows = conn.execute(_KEYED_PATH_MESSAGES, (sid, prefix, above)).fetchall()
-    return [(row[0], tuple(row[1:])) for row in rows]
+    return [(row[0], EntryRow._make(row[1:])) for row in rows]
 
 
 def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen: int) -> SessionRow:
@@ -482,3 +399,51 @@ def _replace_leaf(s: SessionRow, leaf: int | None, depth: int, mdepth: int, gen:
         gen,
         s.header,
     )
+
+
+_ALL_ENTRIES = (
+    "SELECT id, parent_id, type, role, content, payload, ts, depth, mdepth, on_path, sid "
+    "FROM entries WHERE sid = ? ORDER BY id"
+)
+
+
+_USER_TURNS_ABOVE = (
+    "SELECT id, parent_id, role, content, payload, mdepth FROM entries "
+    "WHERE sid = ? AND on_path = 1 AND type = 'message' AND depth > ? ORDER BY depth DESC"
+)
+
+
+# The depth a `last-completed` fork copies to: up to the message after the last assistant
+# message that completed, so a compaction or reset written after the last completed turn comes
+# along. An assistant message that asks for tools has not completed its turn: cutting after it
+# would give the child a dangling tool call (and, before it, the unanswered user message), so
+# only one without `tool_calls` counts (the store keeps `tool_calls` only when non-empty).
+_LAST_COMPLETED_DEPTH = """
+SELECT coalesce((
+    SELECT min(depth) - 1 FROM entries
+    WHERE sid = :sid AND on_path = 1 AND type = 'message' AND depth > coalesce((
+        SELECT max(depth) FROM entries
+        WHERE sid = :sid AND on_path = 1 AND type = 'message' AND role = 'assistant'
+            AND json_extract(payload, '$.tool_calls') IS NULL), 0)
+), :leaf)
+"""
+
+
+_RELEASE_OFF_PATH_KEY = "UPDATE entries SET idem = NULL WHERE sid = ? AND idem = ? AND on_path = 0"
+
+
+def all_entries(conn: sqlite3.Connection, sid: int) -> list[EntryRow]:
+    return list(map(EntryRow._make, conn.execute(_ALL_ENTRIES, (sid,))))
+
+
+def user_turns_above(conn: sqlite3.Connection, sid: int, depth: int) -> list[PathMessageRow]:
+    return list(map(PathMessageRow._make, conn.execute(_USER_TURNS_ABOVE, (sid, depth))))
+
+
+def last_completed_depth(conn: sqlite3.Connection, sid: int, leaf_depth: int) -> int:
+    row = conn.execute(_LAST_COMPLETED_DEPTH, {"sid": sid, "leaf": leaf_depth}).fetchone()
+    return int(row[0])
+
+
+def release_off_path_keys(conn: sqlite3.Connection, sid: int, keys: Sequence[str]) -> None:
+    conn.executemany(_RELEASE_OFF_PATH_KEY, [(sid, k) for k in keys])
