@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         PairingRow,
         SeenRow,
         SessionRow,
+        TakeoverRow,
         TurnRow,
         TurnState,
     )
@@ -47,6 +48,7 @@ __all__ = [
     "LeaseTx",
     "OutboxTx",
     "PlatformStateTx",
+    "TakeoverTx",
     "Tx",
 ]
 
@@ -324,7 +326,27 @@ class ApprovalTx(Protocol):
         ...
 
 
-class Tx(PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, Protocol):
+class TakeoverTx(Protocol):
+    """Lanes an operator took over (`store/takeover.py` states the rules): one row per
+    session key while it is taken over. Times are integer microseconds."""
+
+    def put_takeover(self, row: TakeoverRow) -> bool:
+        """Take the lane over; False (nothing changed) when it is taken over already."""
+        ...
+
+    def get_takeover(self, session_key: str) -> TakeoverRow | None: ...
+    def list_takeovers(self) -> list[TakeoverRow]:
+        """Every lane taken over, oldest first."""
+        ...
+
+    def delete_takeover(self, session_key: str) -> TakeoverRow | None:
+        """Give the lane back; the row it had, or None when it was not taken over."""
+        ...
+
+
+class Tx(
+    PlatformStateTx, ErasureTx, JobsTx, ApprovalTx, DeliveryTx, OutboxTx, TakeoverTx, Protocol
+):
     """The statements of one transaction (or one consistent read)."""
 
     # -- routes: one SessionEntry per session key

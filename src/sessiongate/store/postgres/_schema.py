@@ -436,6 +436,16 @@ _V14 = [
     "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
 ]
 
+# Lanes an operator took over, as on SQLite (see its migration 15).
+_V15 = [
+    """CREATE TABLE takeovers (
+        session_key text PRIMARY KEY,
+        taken_by text NOT NULL,
+        since timestamptz NOT NULL,
+        resume_at timestamptz
+    )""",
+]
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (1, "routes, sessions, transcript tree with search, aliases, tombstones, gateway work", _V1),
     (2, "instances, lane leases with epochs, leader leases", _V2),
@@ -451,4 +461,5 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (12, "tool calls waiting for approval", _V12),
     (13, "deliveries: every outbound message and its outcome", _V13),
     (14, "the outbox of outbound webhook events", _V14),
+    (15, "lanes an operator took over", _V15),
 ]

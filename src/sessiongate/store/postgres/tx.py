@@ -30,6 +30,7 @@ from sessiongate.store.postgres.erasure import PostgresErasure
 from sessiongate.store.postgres.jobs import PostgresJobs
 from sessiongate.store.postgres.outbox import PostgresOutbox
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
+from sessiongate.store.postgres.takeover import PostgresTakeovers
 from sessiongate.store.records import (
     TRANSITIONS,
     EntryRecord,
@@ -544,6 +545,7 @@ class PostgresTx(
     PostgresErasure,
     PostgresJobs,
     PostgresApprovals,
+    PostgresTakeovers,
 ):
     """The protocol's `Tx` over one psycopg connection (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""
