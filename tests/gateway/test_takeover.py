@@ -27,7 +27,8 @@ async def test_messages_are_stored_not_answered_and_the_operator_answers(gw) -> 
     await gw.adapter.receive("hello")
     assert gw.adapter.texts() == ["re: hello"]
     taken, new = await gw.runner.takeovers.take_over(KEY, by="operator")
-    assert new and taken.taken_by == "operator"
+    assert new
+    assert taken.taken_by == "operator"
     receipt = await gw.adapter.receive("is anyone there?", message_id="m1")
     assert (receipt.status, receipt.reply, receipt.turn_id) == (ReceiptStatus.HELD, None, None)
     # Redelivered: stored once.

@@ -51,7 +51,5 @@ def test_hand_back_deletes_the_row_once(make_store) -> None:
     assert book.get(KEY) is None
     assert [t.session_key for t in book.all()] == ["agent:main:telegram:dm:43"]
     handback = [c for c in told if c.kind is ChangeKind.SESSION_HANDBACK]
-    assert [(c.session_key, c.by, c.reason) for c in handback] == [
-        (KEY, "operator", "handback")
-    ]
+    assert [(c.session_key, c.by, c.reason) for c in handback] == [(KEY, "operator", "handback")]
     assert handback[0].as_data() == {"session_key": KEY, "reason": "handback", "by": "operator"}
