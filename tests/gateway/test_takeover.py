@@ -167,3 +167,20 @@ async def test_unknown_sessions_and_replies_without_takeover_are_refused(gw) -> 
     with pytest.raises(NotTakenOverError):
         await gw.runner.takeovers.reply(KEY, "talking over the agent")
     assert gw.adapter.texts() == ["re: hello"]
+
+
+async def test_takeover_and_handback_are_feed_events_and_webhook_events(make_gateway) -> None:
+    hook = {"url": "http://127.0.0.1:9/hook", "secret": "s" * 16}
+    gw = await make_gateway(
+        webhooks={"outbound": [{**hook, "events": ["session.takeover", "session.handback"]}]}
+    )
+    await gw.adapter.receive("hello")
+    sub = gw.runner.feed.subscribe(session_key=KEY)
+    await gw.runner.takeovers.take_over(KEY, by="operator")
+    await gw.runner.takeovers.hand_back(KEY, by="operator")
+    batch = await sub.next_batch()
+    kinds = [(e.type, e.data.get("by"), e.data.get("reason")) for e in batch]
+    assert ("session.takeover", "operator", None) in kinds
+    assert ("session.handback", "operator", "handback") in kinds
+    events = sorted(e.event for e in gw.runner.outbox.find(limit=10))
+    assert events == ["session.handback", "session.takeover"]
