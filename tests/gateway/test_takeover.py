@@ -14,6 +14,7 @@ from sessiongate.errors import NotTakenOverError, SessionNotFoundError
 from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.gateway.takeover import HANDBACK_EVENT
 from sessiongate.store.records import DeliveryStatus
+from sessiongate.store.takeover import TakeoverStore
 
 KEY = "agent:main:telegram:dm:chat"
 
@@ -184,3 +185,21 @@ async def test_takeover_and_handback_are_feed_events_and_webhook_events(make_gat
     assert ("session.handback", "operator", "handback") in kinds
     events = sorted(e.event for e in gw.runner.outbox.find(limit=10))
     assert events == ["session.handback", "session.takeover"]
+
+
+async def test_takeovers_made_by_another_process_are_followed(gw) -> None:
+    await gw.adapter.receive("warm up")
+    gw.hub.blocking = True
+    pending = await gw.adapter.receive("long question", wait=False)
+    await gw.hub.next_started()
+    # The CLI writes the row; the gateway's next tick holds the lane and stops the turn.
+    TakeoverStore(gw.store).start(KEY, by="operator")
+    assert await gw.runner.takeovers.tick() == []
+    assert gw.hub.cancelled == [pending.turn_id]
+    assert (await gw.adapter.receive("anyone?")).status == ReceiptStatus.HELD
+    gw.hub.blocking = False
+    TakeoverStore(gw.store).end(KEY, by="operator", reason="handback")
+    await gw.runner.takeovers.tick()
+    await gw.runner.wait_idle()
+    assert gw.hub.requests[-1].messages[-2]["content"] == "anyone?"
+    assert (await gw.adapter.receive("and now")).status == ReceiptStatus.REPLIED

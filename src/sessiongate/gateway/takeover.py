@@ -151,14 +151,15 @@ class Takeovers:
         self._approvals = approvals
         self._host = host
         self._user_message = user_message
-        self._held: set[str] = set()  # keys this process holds in the lane table
+        # The lanes this process holds in the lane table, with their takeovers.
+        self._held: dict[str, Takeover] = {}
 
     # ------------------------------------------------------------------ state
 
     def load(self) -> None:
         """Hold every lane the store says is taken over (at start, before any worker runs)."""
         for takeover in self.book.all():
-            self._hold(takeover.session_key)
+            self._hold(takeover)
 
     def holds(self, session_key: str) -> bool:
         return session_key in self._held
@@ -172,15 +173,24 @@ class Takeovers:
     def get(self, session_key: str) -> Takeover | None:
         return self.book.get(session_key)
 
-    def _hold(self, key: str) -> None:
-        if key not in self._held:
-            self._held.add(key)
-            self._lanes.hold(key)
+    def _hold(self, takeover: Takeover) -> None:
+        if takeover.session_key not in self._held:
+            self._lanes.hold(takeover.session_key)
+        self._held[takeover.session_key] = takeover
 
     def _let_go(self, key: str) -> None:
-        if key in self._held:
-            self._held.discard(key)
+        if self._held.pop(key, None) is not None:
             self._lanes.unhold(key)
+
+    async def _quiet(self, key: str) -> None:
+        """Stop what the agent is doing on the lane: its pending approvals are cancelled and
+        a running turn is stopped as `/stop` stops it, and waited for."""
+        self._approvals.cancel(key, by="takeover")
+        lane = self._lanes.get(key)
+        if lane is not None:
+            if lane.running is not None:
+                lane.running.cancel(CancelReason.STOP)
+            await lane.released.wait()
 
     # ------------------------------------------------------------------ take over, hand back
 
@@ -194,15 +204,10 @@ class Takeovers:
             )
         minutes = self._config.takeover.auto_resume_minutes
         takeover, new = self.book.start(session_key, by=by, resume_after_minutes=minutes)
-        self._hold(session_key)
+        self._hold(takeover)
         if new:
             log.info("lane taken over", extra={"session_key": session_key, "by": by})
-            self._approvals.cancel(session_key, by="takeover")
-            lane = self._lanes.get(session_key)
-            if lane is not None:
-                if lane.running is not None:
-                    lane.running.cancel(CancelReason.STOP)
-                await lane.released.wait()
+            await self._quiet(session_key)
         return takeover, new
 
     async def hand_back(
@@ -251,11 +256,13 @@ class Takeovers:
         elsewhere, and hand back those whose `resume_at` has come (by the injected clock).
         Returns the keys handed back here by time."""
         current = {t.session_key: t for t in self.book.all()}
-        for key in current.keys() - self._held:
-            self._hold(key)
-        for key in self._held - current.keys():
+        for key in current.keys() - self._held.keys():
+            self._hold(current[key])
+            await self._quiet(key)
+        for key in self._held.keys() - current.keys():
+            ended = self._held[key]
             self._let_go(key)
-            self._host.wake(key)
+            await self.resume(key, ended)
         now = self._clock.now()
         resumed: list[str] = []
         due = [t for t in current.values() if t.resume_at is not None and t.resume_at <= now]
