@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sessiongate import Platform, SessionSource
+from sessiongate.core.erasure import Subject
 from sessiongate.store.changes import ChangeKind
 from sessiongate.store.takeover import TakeoverStore
 
@@ -53,3 +55,15 @@ def test_hand_back_deletes_the_row_once(make_store) -> None:
     handback = [c for c in told if c.kind is ChangeKind.SESSION_HANDBACK]
     assert [(c.session_key, c.by, c.reason) for c in handback] == [(KEY, "operator", "handback")]
     assert handback[0].as_data() == {"session_key": KEY, "reason": "handback", "by": "operator"}
+
+
+def test_erasure_of_the_person_drops_their_lanes_takeover(make_store) -> None:
+    store = make_store()
+    source = SessionSource(platform=Platform.TELEGRAM, chat_id="42", user_id="42")
+    key = store.get_or_create_session(source).session_key
+    book = TakeoverStore(store)
+    book.start(key, by="operator")
+    book.start("agent:main:telegram:dm:43", by="operator")
+    store.forget_user(Subject("telegram", "42"))
+    assert book.get(key) is None
+    assert [t.session_key for t in book.all()] == ["agent:main:telegram:dm:43"]
