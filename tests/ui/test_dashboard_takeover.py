@@ -21,6 +21,12 @@ def test_take_over_reply_and_hand_back(pages: Pages, api: Api) -> None:
     page.get_by_role("button", name="Take over").click()
     expect(page.locator(".session-head .badge", has_text="taken over")).to_have_count(1)
     expect(page.locator(".composer button[type=submit]")).to_have_text("Reply")
+    taken_over = page.locator(".details dt", has_text="Taken over").locator(
+        "xpath=following-sibling::dd[1]"
+    )
+    expect(taken_over).to_contain_text("by operator · ")
+    expect(taken_over).to_contain_text("back to the agent")
+    expect(taken_over).not_to_contain_text("[object")
     takeover = api.client.get(f"/v1/sessions/{quote(key)}/takeover").json()
     assert (takeover["taken_over"], takeover["taken_by"]) == (True, "operator")
     # A person writes meanwhile: stored, shown, not answered.

@@ -196,6 +196,7 @@ async function report(promise, done) {
 const FEED_EVENTS = [
   "session.created", "session.updated", "session.archived", "session.deleted",
   "transcript.appended", "turn.started", "turn.finished", "queue.changed", "reset",
+  "session.takeover", "session.handback",
 ];
 
 function startFeed() {
@@ -553,7 +554,8 @@ function sessionView(main, key) {
       item("Last activity", when(row.last_activity_at || row.updated_at)),
       row.label ? item("Label", row.label) : [],
       takeover && takeover.taken_over
-        ? item("Taken over", `by ${takeover.taken_by} · ${when(takeover.since)}${takeover.resume_at ? ` · back to the agent ${when(takeover.resume_at)}` : ""}`)
+        ? item("Taken over", `by ${takeover.taken_by} · `, when(takeover.since),
+          ...(takeover.resume_at ? [" · back to the agent ", when(takeover.resume_at)] : []))
         : [],
     ].flat());
     renderActions();
