@@ -153,6 +153,8 @@ async def test_bot_off_and_on_from_the_chat_only_for_operators(make_gateway) -> 
     assert gw.runner.takeovers.get(KEY).taken_by == "telegram:boss"
     state = await gw.adapter.receive("/bot")
     assert state.reply.startswith("The bot is off here since")
+    status = await gw.adapter.receive("/status")
+    assert "Taken over: an operator answers here" in status.reply
     assert (await gw.adapter.receive("help please")).status == ReceiptStatus.HELD
     assert (await gw.adapter.receive("/bot on")).reply == refused.reply
     assert (await gw.adapter.receive("/bot on", user_id="boss")).reply == "The bot is back on."

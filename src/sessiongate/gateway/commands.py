@@ -487,6 +487,8 @@ class CommandRunner:
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
+        if self._takeovers is not None and self._takeovers.holds(call.key):
+            lines.append("Taken over: an operator answers here (/bot on hands back)")
         if self._approvals is not None:
             lines.extend(
                 f"Waiting for approval [{row.id}]: {row.tool} (/approve {row.id} or /deny {row.id})"
