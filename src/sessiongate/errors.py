@@ -15,6 +15,7 @@ SessiongateError
 │   ├── MessageIdConflictError  a message id reused for a different message in one lane
 │   └── JobExistsError          a scheduled job's id (or a run's instant) is taken
 ├── JobNotFoundError            no scheduled job has this id
+├── NotTakenOverError           an operator's reply to a lane the agent is answering
 ├── ForkTooLargeError           a fork over the child model's context window
 ├── UnauthorizedError           a sender or caller without permission
 ├── AgentTurnError              an agent turn ended without a reply (`code` says why)
@@ -45,6 +46,7 @@ __all__ = [
     "LeaseLostError",
     "MessageIdConflictError",
     "NotAnApproverError",
+    "NotTakenOverError",
     "QueueFullError",
     "RouteChangedError",
     "SessionArchivedError",
@@ -149,6 +151,13 @@ class JobNotFoundError(SessiongateError, LookupError):
     """No scheduled job has this id."""
 
     code = "job_not_found"
+
+
+class NotTakenOverError(SessiongateError):
+    """An operator's reply to a lane that is not taken over: the agent answers it, so the
+    reply would talk over the agent (take the lane over first)."""
+
+    code = "not_taken_over"
 
 
 class ForkTooLargeError(SessiongateError):

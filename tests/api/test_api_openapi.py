@@ -57,6 +57,11 @@ ADDED_ROUTES = {
     ("post", "/v1/deliveries/{delivery_id}/retry"),
     ("get", "/v1/webhooks/events"),
     ("post", "/v1/webhooks/events/{event_id}/retry"),
+    # An operator takes a chat over from the agent (docs/AUTOMATION.md).
+    ("get", "/v1/sessions/{key}/takeover"),
+    ("post", "/v1/sessions/{key}/takeover"),
+    ("delete", "/v1/sessions/{key}/takeover"),
+    ("post", "/v1/sessions/{key}/reply"),
 }
 
 

@@ -34,7 +34,7 @@ def _other_value(key, default):
         return "[gateway.example.com]"
     if key.path == "store.url":
         return "postgresql://sessiongate@127.0.0.1/sessiongate"
-    if key.path.endswith("approvals.approvers"):  # `<platform>:<user_id>` entries
+    if key.path.endswith(("approvals.approvers", "takeover.operators")):  # `<platform>:<id>`
         return "[telegram:1]"
     if key.path.endswith("system_prompt_file"):  # it must exist: any readable text file
         return __file__

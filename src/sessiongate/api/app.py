@@ -15,6 +15,8 @@ Routes (all JSON; session keys percent-encoded in paths):
     POST   /v1/sessions/{key}/reset|rewind|fork|compact
     GET    /v1/sessions/{key}/branches          branch tips
     POST   /v1/sessions/{key}/branches/switch
+    GET|POST|DELETE /v1/sessions/{key}/takeover  an operator answers instead of the agent
+    POST   /v1/sessions/{key}/reply             the operator's reply in a session taken over
     GET    /v1/search                           ?q=&limit=
     GET    /v1/events                           the live feed (server-sent events)
     POST   /hooks/telegram                      platform webhook (signed by the platform)
@@ -55,6 +57,7 @@ from sessiongate.api import (
     routes_messages,
     routes_ops,
     routes_sessions,
+    routes_takeover,
     routes_tree,
     routes_turns,
     routes_whatsapp,
@@ -195,6 +198,7 @@ def create_app(
     app.include_router(routes_tree.router)
     app.include_router(routes_turns.router)
     app.include_router(routes_approvals.router)
+    app.include_router(routes_takeover.router)
     app.include_router(routes_events.router)
     app.include_router(routes_hooks.router)
     app.include_router(routes_inbound.router)

@@ -29,6 +29,7 @@ from sessiongate.errors import (
     InvalidSessionIdError,
     InvalidSessionKeyError,
     JobNotFoundError,
+    NotTakenOverError,
     QueueFullError,
     SessionArchivedError,
     SessionBusyError,
@@ -73,6 +74,7 @@ ERROR_STATUS: dict[type[BaseException], int] = {
     ApprovalNotFoundError: 404,
     SessionArchivedError: 409,
     SessionBusyError: 409,
+    NotTakenOverError: 409,
     StaleWriteError: 409,
     ConflictError: 409,
     # The request is well formed but asks for more than the child model can hold.

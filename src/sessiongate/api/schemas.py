@@ -162,7 +162,9 @@ class SessionCreateIn(SourceIn):
 
 
 # The runner's receipt statuses that reach a client as a 2xx (see routes_messages).
-ReceiptStatus = Literal["replied", "queued", "duplicate", "command", "failed", "interrupted"]
+ReceiptStatus = Literal[
+    "replied", "queued", "duplicate", "command", "failed", "interrupted", "held"
+]
 
 
 class MessageOut(BaseModel):
@@ -507,6 +509,40 @@ class ApprovalOut(BaseModel):
 
 class ApprovalList(BaseModel):
     approvals: list[ApprovalOut]
+
+
+class TakeoverOut(BaseModel):
+    """Whether an operator holds the session's lane instead of the agent
+    (`/v1/sessions/{key}/takeover`)."""
+
+    session_key: str
+    taken_over: bool
+    taken_by: str | None = Field(
+        None, description="`operator` (HTTP, dashboard, CLI) or `<platform>:<user_id>` (`/bot off`)"
+    )
+    since: datetime | None = None
+    resume_at: datetime | None = Field(
+        None,
+        description="when the lane goes back to the agent by itself (`takeover."
+        "auto_resume_minutes`); null: only when handed back",
+    )
+
+
+class OperatorReplyIn(_In):
+    text: Annotated[Text, Field(min_length=1, description="at most api.max_message_chars")]
+
+
+class OperatorReplyOut(BaseModel):
+    """An operator's reply: stored as the assistant's message (`metadata.written_by:
+    operator`) and sent to the chat as a delivery row of kind `operator`."""
+
+    session_key: str
+    session_id: str
+    entry_id: int | None
+    sent: bool = Field(
+        description="the platform confirmed it (false: its delivery is retried; "
+        "`GET /v1/deliveries` shows it)"
+    )
 
 
 class ApprovalDecisionIn(_In):

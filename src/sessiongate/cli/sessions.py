@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessiongate.api.rows import session_row
-from sessiongate.cli import session_rows, session_tree
+from sessiongate.cli import session_rows, session_takeover, session_tree
 from sessiongate.cli._common import (
     EXIT_USAGE,
     ConfigOption,
@@ -54,7 +54,7 @@ EXPORT_VERSION = 1
 app = typer.Typer(
     help="List, show, search, export, import and prune sessions; change one session's "
     "conversation tree (rewind, fork, switch, compact, reset) or row (pin, archive, label, "
-    "read state, delete).",
+    "read state, delete); take one over from the agent and hand it back.",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -493,6 +493,7 @@ def _prune(store: SessionStore, days: int, *, dry_run: bool) -> list[str]:
 # The tree and row operations of one session (their modules say how they mirror the HTTP API).
 session_tree.register(app)
 session_rows.register(app)
+session_takeover.register(app)
 
 
 def _plain(*cells: str) -> list[Text]:

@@ -63,6 +63,7 @@ __all__ = [
     "SignalConfig",
     "SlackConfig",
     "StoreConfig",
+    "TakeoverConfig",
     "TelegramConfig",
     "TracingConfig",
     "WebhooksConfig",
@@ -890,6 +891,8 @@ WEBHOOK_EVENTS = (
     "turn.finished",
     "queue.changed",
     "delivery.failed",
+    "session.takeover",
+    "session.handback",
 )
 
 
@@ -1002,6 +1005,34 @@ def hook_agent_problem(
     return None
 
 
+class TakeoverConfig(_Model):
+    """`takeover`: an operator answering a chat in the agent's place (docs/AUTOMATION.md)."""
+
+    auto_resume_minutes: float = Field(
+        60.0,
+        ge=0,
+        le=30 * 24 * 60,
+        description="A lane taken over goes back to the agent this long after the takeover "
+        "began; 0: only when handed back.",
+    )
+    operators: list[str] = Field(
+        default_factory=list,
+        description="Who may say `/bot off` and `/bot on` in a chat: `<platform>:<user_id>`, "
+        "as approvers are named. Empty: nobody in a chat (the HTTP routes and the dashboard, "
+        "under the operator's token, still can).",
+    )
+
+    @field_validator("operators")
+    @classmethod
+    def _operator_ids(cls, value: list[str]) -> list[str]:
+        for operator in value:
+            if not _APPROVER.fullmatch(operator):
+                raise ValueError(
+                    f"invalid operator {operator!r}: `<platform>:<user_id>`, e.g. `telegram:12345`"
+                )
+        return value
+
+
 class GatewayConfig(_Model):
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
@@ -1069,6 +1100,11 @@ class GatewayConfig(_Model):
     hooks: HooksConfig = Field(
         default_factory=HooksConfig,
         description="Inbound webhooks: JSON posted to `/hooks/in/<name>` runs a system turn.",
+    )
+    takeover: TakeoverConfig = Field(
+        default_factory=TakeoverConfig,
+        description="An operator taking a chat over from the agent (`/bot off`, the "
+        "dashboard's Take over, `POST /v1/sessions/{key}/takeover`).",
     )
     delivery: DeliveryConfig = Field(
         default_factory=DeliveryConfig,

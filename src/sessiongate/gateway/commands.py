@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.lanes import LaneTable
     from sessiongate.gateway.routing import Routed
+    from sessiongate.gateway.takeover import Takeovers
     from sessiongate.store.lanes import Acceptance, LaneStore
     from sessiongate.store.session_store import SessionStore
 
@@ -97,6 +98,12 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("help", BusyPolicy.RUN, "/help", "list the commands"),
         CommandSpec("approve", BusyPolicy.RUN, "/approve <id>", "let a waiting tool call run"),
         CommandSpec("deny", BusyPolicy.RUN, "/deny <id>", "refuse a waiting tool call"),
+        CommandSpec(
+            "bot",
+            BusyPolicy.RUN,
+            "/bot [off | on]",
+            "an operator answers here instead of the bot, or hands back (operators only)",
+        ),
         CommandSpec(
             "new",
             BusyPolicy.INTERRUPT,
@@ -262,8 +269,10 @@ class CommandRunner:
         config: GatewayConfig,
         host: CommandHost,
         approvals: Approvals | None = None,
+        takeovers: Takeovers | None = None,
     ) -> None:
         self._approvals = approvals
+        self._takeovers = takeovers
         self._store = store
         self._lane_store = lane_store
         self._lanes = lanes
@@ -431,6 +440,18 @@ class CommandRunner:
             reply = f"{verb}: {row.tool} [{row.id}]."
         return await self._answer(call, reply)
 
+    async def _cmd_bot(self, call: _Call) -> Receipt:
+        """`/bot off` and `/bot on` (`takeover.py`): only `takeover.operators` may switch."""
+        if self._takeovers is None:
+            return await self._answer(call, "Takeover is not available here.", record=False)
+        reply, after = await self._takeovers.bot_command(
+            call.key, call.command.args, call.event.source
+        )
+        receipt = await self._answer(call, reply)
+        if after is not None:
+            await after()
+        return receipt
+
     async def _cmd_queue(self, call: _Call) -> Receipt:
         text = call.command.args
         if not text:
@@ -466,6 +487,8 @@ class CommandRunner:
         ]
         if entry.resume_pending:
             lines.append(f"Resume pending: {entry.resume_reason}")
+        if self._takeovers is not None and self._takeovers.holds(call.key):
+            lines.append("Taken over: an operator answers here (/bot on hands back)")
         if self._approvals is not None:
             lines.extend(
                 f"Waiting for approval [{row.id}]: {row.tool} (/approve {row.id} or /deny {row.id})"

@@ -371,4 +371,6 @@ def _data(change: Change) -> dict[str, Any]:
         data["delivery_id"] = change.delivery_id
     if change.reason is not None:
         data["reason"] = change.reason
+    if change.by is not None:
+        data["by"] = change.by
     return data

@@ -23,6 +23,9 @@ class ReceiptStatus(enum.StrEnum):
     FAILED = "failed"  # the turn failed (agent error or timeout); `reply` is the notice
     INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
     ARCHIVED = "archived"  # the session is archived and takes no new work; nothing was written
+    # An operator has taken the lane over: the message is stored in the transcript, and no
+    # turn runs for it (the operator answers; the agent sees it at its next turn).
+    HELD = "held"
     # The disk refused the turn's outcome: the message stays accepted and the gateway keeps
     # retrying; the lane takes no further turn meanwhile, so order is kept. Also the answer
     # to a message that arrives while the runner stops: nothing was written, retry later.

@@ -77,6 +77,7 @@ from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
 from sessiongate.gateway.routing import Routed, Router
 from sessiongate.gateway.scheduler import Scheduler
+from sessiongate.gateway.takeover import Takeovers
 from sessiongate.gateway.tracing import key_attribute, traced
 from sessiongate.gateway.turns import (
     STALE_NOTICE,
@@ -278,6 +279,18 @@ class GatewayRunner:
             prompts=self.system_prompts,
             approvals=self.approvals,
         )
+        # Lanes an operator took over from the agent (`takeover.py`).
+        self.takeovers = Takeovers(
+            store=store,
+            lane_store=self.lane_store,
+            lanes=self._lanes,
+            config=config,
+            clock=self.clock,
+            delivery=self._delivery,
+            approvals=self.approvals,
+            host=self,
+            user_message=self._executor.claim_user_message,
+        )
         self._commands = CommandRunner(
             store=store,
             lane_store=self.lane_store,
@@ -285,6 +298,7 @@ class GatewayRunner:
             config=config,
             host=self,
             approvals=self.approvals,
+            takeovers=self.takeovers,
         )
         self._compactor = Compactor(
             store=store,
@@ -347,6 +361,7 @@ class GatewayRunner:
                 now=self.clock.now(),
             )
         notices = self._settle(plan)
+        self.takeovers.load()  # before any worker: a lane taken over stays held
         # The database is the truth; the file mirrors it from here on.
         self.write_restart_counts()
         self._resumes_left = len(plan.resume)
@@ -360,6 +375,7 @@ class GatewayRunner:
         self._spawn(self.housekeeping.run(self._housekeeping_stop))
         self._spawn(self.presence.run(self._housekeeping_stop))
         self._spawn(self.jobs.run(self._housekeeping_stop))
+        self._spawn(self.takeovers.run(self._housekeeping_stop))
         if self.webhooks is not None:
             sender = self.webhooks
             stop = self._housekeeping_stop
@@ -812,6 +828,8 @@ class GatewayRunner:
         )
         if command is not None:
             return await self._commands.run(command, event, wait=wait)
+        if self.takeovers.holds_event(event, self._key_of):
+            return await self.takeovers.hold_message(event)  # an operator answers this lane
         # System events never interrupt and never merge: each is its own queued turn.
         kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
         inbound = event.to_inbound()

@@ -32,6 +32,10 @@ class ChangeKind(StrEnum):
     # A delivery's try failed (`status` `failed`: it is tried again) or it was given up
     # (`dead`); `delivery_id` names it.
     DELIVERY_FAILED = "delivery.failed"
+    # An operator took the lane over (`by` who), or gave it back (`reason`: `handback` or
+    # `timeout`).
+    SESSION_TAKEOVER = "session.takeover"
+    SESSION_HANDBACK = "session.handback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,7 @@ class Change:
     tool: str | None = None
     delivery_id: int | None = None
     reason: str | None = None
+    by: str | None = None
 
     def as_data(self) -> dict[str, object]:
         """The change's fields that are set, as an event's `data` (the feed, webhooks)."""
@@ -65,6 +70,8 @@ class Change:
             data["delivery_id"] = self.delivery_id
         if self.reason is not None:
             data["reason"] = self.reason
+        if self.by is not None:
+            data["by"] = self.by
         return data
 
 

@@ -286,6 +286,12 @@ TABLES: tuple[TableSpec, ...] = (
             ("used", _B),
         ),
     ),
+    # Lanes an operator took over (`store/takeover.py`).
+    TableSpec(
+        "takeovers",
+        ("session_key",),
+        (("session_key", _T), ("taken_by", _T), ("since", _TS), ("resume_at", _TS)),
+    ),
     # Every outbound message and its outcome (`store/deliveries.py`).
     TableSpec(
         "deliveries",

@@ -59,6 +59,7 @@ class DeliveryKind:
     REPLY = "reply"  # a turn's reply (one per turn)
     NOTICE = "notice"  # an error notice or a command's answer
     JOB = "job"  # a scheduled job's output
+    OPERATOR = "operator"  # an operator's reply in a lane taken over from the agent
 
 
 @dataclass(frozen=True, slots=True)

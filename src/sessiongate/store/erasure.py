@@ -285,6 +285,7 @@ def _erase_in(
         conn.drop_session_from_search(sid)
         conn.delete_session_rows(sid)
     for key in owned_keys:
+        conn.delete_takeover(key)  # an operator's hold on the lane goes with it
         if conn.delete_route(key):
             receipt.lanes_deleted += 1
             conn.note(Change(ChangeKind.SESSION_DELETED, key))

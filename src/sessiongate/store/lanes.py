@@ -417,9 +417,10 @@ class LaneStore:
             return None if seen is None else _seen(conn, seen)
 
     def record_command(
-        self, inbound: Inbound, *, session_key: str, session_id: str | None, reply: str
+        self, inbound: Inbound, *, session_key: str, session_id: str | None, reply: str | None
     ) -> bool:
-        """Remember a command's message id and answer; False if it was already seen.
+        """Remember a command's message id and answer (None: a message that ran no turn, such
+        as one stored while an operator holds the lane); False if it was already seen.
 
         Call it inside `atomic()` together with the command's effect, so a redelivered `/new`
         neither resets twice nor is lost.

@@ -38,6 +38,7 @@ __all__ = [
     "PathMessageRow",
     "SeenRow",
     "SessionRow",
+    "TakeoverRow",
     "TurnRow",
     "TurnState",
     "decoded_entry",
@@ -388,6 +389,17 @@ class JobRunRow:
     turn_id: int | None
     skipped: int
     detail: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverRow:
+    """A lane an operator took over (`store/takeover.py`); times in microseconds, `resume_at`
+    None when it goes back only by hand."""
+
+    session_key: str
+    taken_by: str
+    since: int
+    resume_at: int | None
 
 
 @dataclass(frozen=True, slots=True)

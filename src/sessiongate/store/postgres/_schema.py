@@ -436,6 +436,16 @@ _V14 = [
     "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
 ]
 
+# Lanes an operator took over, as on SQLite (see its migration 15).
+_V15 = [
+    """CREATE TABLE takeovers (
+        session_key text PRIMARY KEY,
+        taken_by text NOT NULL,
+        since timestamptz NOT NULL,
+        resume_at timestamptz
+    )""",
+]
+
 # Delivery ids inbound webhook routes took, as on SQLite (see its migration 16).
 _V16 = [
     """CREATE TABLE hook_receipts (
@@ -464,5 +474,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (12, "tool calls waiting for approval", _V12),
     (13, "deliveries: every outbound message and its outcome", _V13),
     (14, "the outbox of outbound webhook events", _V14),
+    (15, "lanes an operator took over", _V15),
     (16, "delivery ids of inbound webhooks", _V16),
 ]

@@ -29,6 +29,7 @@ from sessiongate.store.postgres.outbox import PostgresOutbox
 from sessiongate.store.postgres.platform_state import PostgresPlatformState
 from sessiongate.store.postgres.routes import PostgresRoutes
 from sessiongate.store.postgres.search import PostgresSearch
+from sessiongate.store.postgres.takeover import PostgresTakeovers
 
 if TYPE_CHECKING:
     import psycopg
@@ -52,6 +53,7 @@ class PostgresTx(
     PostgresErasure,
     PostgresJobs,
     PostgresApprovals,
+    PostgresTakeovers,
 ):
     """The protocol's `Tx` (and `LeaseTx`) over one psycopg connection (the caller holds its
     lock): the families' mixins over this transaction's state."""

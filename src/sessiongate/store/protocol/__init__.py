@@ -26,6 +26,7 @@ implements them:
     DeliveryTx      deliveries.py    deliveries.py                deliveries.py
     OutboxTx        deliveries.py    outbox.py                    outbox.py
     HookReceiptTx   hook_receipts.py hook_receipts.py             hook_receipts.py
+    TakeoverTx      takeover.py      takeover.py                  takeover.py
     RoundTripsTx    round_trips.py   tx.py (trivially)            the families' modules
     LeaseTx         leases.py        (none)                       leases.py
 
@@ -50,6 +51,7 @@ from sessiongate.store.protocol.round_trips import RoundTripsTx
 from sessiongate.store.protocol.routes import KeysTx, RoutesTx
 from sessiongate.store.protocol.search import SearchTx
 from sessiongate.store.protocol.sessions import SessionsTx
+from sessiongate.store.protocol.takeover import TakeoverTx
 from sessiongate.store.protocol.tx import Tx
 
 __all__ = [
@@ -71,5 +73,6 @@ __all__ = [
     "RoutesTx",
     "SearchTx",
     "SessionsTx",
+    "TakeoverTx",
     "Tx",
 ]

@@ -23,6 +23,7 @@ from sessiongate.store.protocol.round_trips import RoundTripsTx
 from sessiongate.store.protocol.routes import KeysTx, RoutesTx
 from sessiongate.store.protocol.search import SearchTx
 from sessiongate.store.protocol.sessions import SessionsTx
+from sessiongate.store.protocol.takeover import TakeoverTx
 
 __all__ = ["Tx"]
 
@@ -42,6 +43,7 @@ class Tx(
     DeliveryTx,
     OutboxTx,
     HookReceiptTx,
+    TakeoverTx,
     RoundTripsTx,
     Protocol,
 ):

@@ -429,6 +429,18 @@ _V14 = [
     "CREATE INDEX webhook_outbox_status ON webhook_outbox(status, id)",
 ]
 
+# Lanes an operator took over (`store/takeover.py`): one row per session key while the agent
+# does not answer it; who took it over, since when, and when it goes back by itself (NULL:
+# only when handed back).
+_V15 = [
+    """CREATE TABLE takeovers (
+        session_key TEXT PRIMARY KEY,
+        taken_by TEXT NOT NULL,
+        since INTEGER NOT NULL,
+        resume_at INTEGER
+    ) WITHOUT ROWID""",
+]
+
 # Delivery ids inbound webhook routes took (`store/hook_receipts.py`): a repeat of one is
 # not run again; housekeeping forgets them after `hooks.dedupe_hours`.
 _V16 = [
@@ -458,5 +470,6 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (12, "tool calls waiting for approval", _V12),
     (13, "deliveries: every outbound message and its outcome", _V13),
     (14, "the outbox of outbound webhook events", _V14),
+    (15, "lanes an operator took over", _V15),
     (16, "delivery ids of inbound webhooks", _V16),
 ]

@@ -31,6 +31,7 @@ from sessiongate.store.sqlite.hook_receipts import SqliteHookReceipts
 from sessiongate.store.sqlite.jobs import SqliteJobs
 from sessiongate.store.sqlite.outbox import SqliteOutbox
 from sessiongate.store.sqlite.platform_state import SqlitePlatformState
+from sessiongate.store.sqlite.takeover import SqliteTakeovers
 
 if TYPE_CHECKING:
     import sqlite3
@@ -65,6 +66,7 @@ class SqliteTx(
     SqliteErasure,
     SqliteJobs,
     SqliteApprovals,
+    SqliteTakeovers,
 ):
     """The protocol's `Tx` over one `sqlite3.Connection` (the caller holds its lock); what
     platform adapters keep is in `platform_state.py`."""

@@ -202,6 +202,7 @@ const FEED_EVENTS = [
   "transcript.appended", "turn.started", "turn.finished", "queue.changed", "reset",
   "approval.requested", "approval.decided", "approval.expired", "delivery.failed",
   "job.started", "job.finished", "job.failed",
+  "session.takeover", "session.handback",
 ];
 
 function startFeed() {
@@ -429,6 +430,8 @@ function modelOf(row) {
 
 function sessionView(main, key) {
   let row = null;
+  // Whether an operator answers this chat instead of the agent (`/v1/sessions/{key}/takeover`).
+  let takeover = null;
   let events = [];
   let hasMore = false;
   const header = h("div", { class: "session-head" });
@@ -482,9 +485,10 @@ function sessionView(main, key) {
   let refreshes = 0;
   async function refresh() {
     const mine = ++refreshes;
-    const [loaded, tips] = await Promise.all([
+    const [loaded, tips, held] = await Promise.all([
       report(api("GET", keyPath(key))),
       report(api("GET", keyPath(key, "/branches"))),
+      api("GET", keyPath(key, "/takeover")).catch(() => null),
     ]);
     const page = loaded ? await report(api("GET", keyPath(key, `/transcript?limit=${TRANSCRIPT_PAGE}`))) : null;
     if (mine !== refreshes) {
@@ -497,6 +501,7 @@ function sessionView(main, key) {
       return;
     }
     row = loaded;
+    takeover = held;
     renderRow();
     if (tips) renderBranches(tips.branches);
     if (page) {
@@ -527,6 +532,7 @@ function sessionView(main, key) {
     const flags = [
       row.pinned && "pinned", row.archived && "archived", row.unread && "unread",
       row.suspended && "suspended", row.resume_pending && "resume pending",
+      takeover && takeover.taken_over && "taken over",
     ].filter(Boolean);
     header.replaceChildren();
     append(header, [
@@ -556,19 +562,29 @@ function sessionView(main, key) {
       item("Created", when(row.created_at)),
       item("Last activity", when(row.last_activity_at || row.updated_at)),
       row.label ? item("Label", row.label) : [],
+      takeover && takeover.taken_over
+        ? item("Taken over", `by ${takeover.taken_by} · `, when(takeover.since),
+          ...(takeover.resume_at ? [" · back to the agent ", when(takeover.resume_at)] : []))
+        : [],
     ].flat());
     renderActions();
     renderComposer();
   }
 
   // An archived session takes no new work: the composer says so instead of failing on Send.
+  // While the operator has taken the chat over, the composer is the reply box: what is sent
+  // goes to the chat as the bot.
   function renderComposer() {
     const archived = Boolean(row && row.archived);
+    const replying = Boolean(takeover && takeover.taken_over);
     composerText.disabled = archived;
     sendButton.disabled = archived;
+    sendButton.textContent = replying ? "Reply" : "Send";
+    composerText.setAttribute("aria-label", replying ? "Reply to the chat" : "Message");
     composerText.placeholder = archived
       ? "This session is archived: unarchive it to send"
-      : "Message the agent as the operator";
+      : replying ? "Reply to the chat as the bot (you have taken it over)"
+        : "Message the agent as the operator";
   }
 
   function renderActions() {
@@ -581,7 +597,17 @@ function sessionView(main, key) {
     const resetMode = h("select", { name: "mode", "aria-label": "Reset mode" },
       h("option", { value: "new_session", text: "new session" }),
       h("option", { value: "boundary", text: "boundary" }));
+    const taken = Boolean(takeover && takeover.taken_over);
     actions.replaceChildren(
+      h("button", {
+        type: "button", text: taken ? "Hand back" : "Take over",
+        title: taken ? "Let the agent answer this chat again" : "Stop the agent here and answer the chat yourself",
+        onclick: async () => {
+          const result = await report(api(taken ? "DELETE" : "POST", keyPath(key, "/takeover")),
+            taken ? "Handed back to the agent" : "Taken over: your replies go to the chat");
+          if (result) refresh();
+        },
+      }),
       h("button", { type: "button", text: row.pinned ? "Unpin" : "Pin", onclick: () => patch({ pinned: !row.pinned }) }),
       h("button", {
         type: "button", text: row.archived ? "Unarchive" : "Archive",
@@ -691,12 +717,16 @@ function sessionView(main, key) {
     // A notice of the gateway in the agent's place (`failed`: the turn failed) is not a reply.
     const notice = event.metadata && event.metadata.gateway_notice;
     const failed = notice === "failed";
+    const byOperator = event.metadata && event.metadata.written_by === "operator";
+    const held = event.metadata && event.metadata.held === "takeover";
     const item = h("li", { class: `message ${role}${notice ? ` notice ${notice}` : ""}`, dataset: { id: event.id } },
       h("div", { class: "who" },
         h("span", { class: "role", text: notice ? "gateway" : role }), when(event.timestamp),
         interrupted ? h("span", { class: "badge", text: "interrupted" }) : null,
         failed ? h("span", { class: "badge failed-badge", text: "turn failed" }) : null,
-        notice && !failed ? h("span", { class: "badge", text: notice }) : null));
+        notice && !failed ? h("span", { class: "badge", text: notice }) : null,
+        byOperator ? h("span", { class: "badge operator-badge", text: "operator" }) : null,
+        held ? h("span", { class: "badge", text: "while taken over" }) : null));
     if (role === "tool") {
       append(item, [h("details", {},
         h("summary", { text: `Tool result${event.name ? `: ${event.name}` : ""}` }),
@@ -740,6 +770,7 @@ function sessionView(main, key) {
   async function send() {
     const text = composerText.value.trim();
     if (!text || (row && row.archived)) return;
+    if (takeover && takeover.taken_over) return reply(text);
     composerText.value = "";
     const bubble = h("p", { class: "text" });
     streaming.replaceChildren(h("span", { class: "role", text: "assistant" }), bubble);
@@ -787,6 +818,15 @@ function sessionView(main, key) {
     }
     await refresh();
     streaming.replaceChildren();
+  }
+
+  // The operator's reply in a chat taken over: stored as the bot's message and sent to the chat.
+  async function reply(text) {
+    composerText.value = "";
+    const result = await report(api("POST", keyPath(key, "/reply"), { text }));
+    if (!result) composerText.value = text;
+    else if (!result.sent) toast("Stored; the platform has not confirmed it yet (it is retried).");
+    await refresh();
   }
 
   const refreshSoon = debounce(refresh, 200);
