@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sessiongate.core.bindings import agent_of_key
-from sessiongate.core.config import SESSION_USER
+from sessiongate.core.config import SESSION_USER, EntryAgentSpec
 from sessiongate.errors import ApprovalDecidedError, ApprovalNotFoundError, NotAnApproverError
 from sessiongate.store.approvals import PENDING, ApprovalBook, arguments_sha256
 from sessiongate.store.records import from_us
@@ -125,10 +125,17 @@ class Approvals:
         agent_id = agent_of_key(session_key) or "main"
         if agent_id not in self._policies:  # read once per agent: a turn pays a dict lookup
             try:
-                approvals = self._config.agent_spec(agent_id).approvals
+                spec = self._config.agent_spec(agent_id)
             except KeyError:
-                approvals = None
-            self._policies[agent_id] = approvals if approvals and approvals.tools else None
+                spec = None
+            approvals = None if spec is None else spec.approvals
+            # A framework agent may ask for approval by its own markers (the Agents SDK's
+            # `needs_approval`, pydantic-ai's deferred tools, LangGraph's `interrupt()`), so
+            # its turns always get the approvals, even with no tool named.
+            own_markers = isinstance(spec, EntryAgentSpec)
+            self._policies[agent_id] = (
+                approvals if approvals and (approvals.tools or own_markers) else None
+            )
         return self._policies[agent_id]
 
     def for_turn(
