@@ -76,6 +76,10 @@ class Assembly:
         self._names[call_id] = name
         self._name = agent or self._name
 
+    def known(self, call_id: str, name: str) -> None:
+        """A call of a message stored before (its result is still to come)."""
+        self._names[call_id] = name
+
     def result(
         self, call_id: str, output: object, *, is_error: bool = False
     ) -> Iterator[MessageCompleted | ToolResult]:

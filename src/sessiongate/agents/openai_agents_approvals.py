@@ -30,11 +30,7 @@ from sessiongate.agents._assembly import as_text
 if TYPE_CHECKING:
     from sessiongate.gateway.approvals import TurnApprovals
 
-__all__ = ["NO_APPROVER", "agent_named", "decide", "gated", "invoke_tool"]
-
-# The result of a call that needs approval where no gateway can ask for it (a turn run
-# outside a gateway).
-NO_APPROVER = json.dumps({"error": "denied: nobody can approve this call here"})
+__all__ = ["agent_named", "gated", "invoke_tool"]
 
 
 def gated(agent: Any, approvals: TurnApprovals | None) -> Any:
@@ -80,21 +76,6 @@ def agent_named(agent: Any, name: str | None) -> Any:
             return current
         stack.extend(h for h in current.handoffs if isinstance(h, sdk.Agent))
     return agent
-
-
-async def decide(
-    approvals: TurnApprovals | None, calls: list[tuple[str, str, str]]
-) -> dict[str, str | None]:
-    """Ask every call (call id, tool, arguments) and wait for the decisions; mark them started.
-    Each call id maps to None (it may run now) or the refusal the model reads."""
-    if approvals is None:
-        return {call_id: NO_APPROVER for call_id, _, _ in calls}
-    rows = [await approvals.ask(call_id, tool, arguments) for call_id, tool, arguments in calls]
-    shown = {call_id: (tool, arguments) for call_id, tool, arguments in calls}
-    return {
-        decision.approval.call_id: (None if decision.run else decision.result or NO_APPROVER)
-        for decision in approvals.start(rows, shown)
-    }
 
 
 async def invoke_tool(agent: Any, call: dict[str, Any]) -> tuple[str, bool]:

@@ -296,6 +296,10 @@ class TurnApprovals:
     def needs(self, tool: str) -> bool:
         return needs_approval(self._policy, tool)
 
+    def named(self) -> bool:
+        """Whether `approvals.tools` names any tool (else only a framework's own markers ask)."""
+        return bool(self._policy.tools)
+
     def has_open_calls(self, call_ids: list[str]) -> bool:
         """Whether some of these calls (of this turn) have approvals and none was started:
         the calls are still to be run (a resumed turn waits for or acts on them)."""

@@ -32,7 +32,7 @@ GUARD = 30  # a hang guard for a condition that never comes true, never a timing
 
 async def until(predicate) -> None:
     async with asyncio.timeout(GUARD):
-        while not predicate():
+        for _ in iter(lambda: bool(predicate()), True):
             await asyncio.sleep(0.005)
 
 
@@ -114,7 +114,8 @@ async def test_an_approved_call_runs_once(chat, server, bots):
     server.script(Calls([DELETE]), Reply("done"))
     turn = chat.send("clean up")
     approval_id = await chat.prompt_id()
-    assert 'delete_file({"path": "/srv/data"})' in chat.prompts()[0]
+    # The prompt shows the call (a framework may give the arguments in its own JSON spacing).
+    assert re.search(r'delete_file\(\{"path": ?"/srv/data"\}\)', chat.prompts()[0])
     row = chat.runner.approvals.book.get(approval_id)
     assert (row.status, row.tool, row.call_id) == ("pending", "delete_file", "call_del")
     assert bots.CALLS == []  # nothing runs before the decision
