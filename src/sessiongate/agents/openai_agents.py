@@ -23,8 +23,8 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
 from sessiongate.agents._approvals import decide
+from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
 from sessiongate.agents.openai_agents_approvals import agent_named, gated, invoke_tool
 from sessiongate.core.turn_events import TextDelta, ToolResult, TurnEnd, UsageReport
 
