@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.agents._approvals import decide
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
-from sessiongate.agents.langgraph_approvals import NODE_KEY, asked_of, resume_value, with_memory
+from sessiongate.agents.langgraph_approvals import (
+    NODE_KEY,
+    asked_of,
+    named_calls,
+    paused_before,
+    resume_value,
+    tool_nodes,
+    with_memory,
+)
 from sessiongate.core.turn_events import TextDelta, TurnEnd, UsageReport
 
 if TYPE_CHECKING:
@@ -94,8 +102,19 @@ class LangGraphAgent:
         config = {"configurable": {"thread_id": request.session_id}}
         assembly = Assembly()
         totals = _Totals()
+        approvals = request.approvals
+        breakpoints = tool_nodes(graph) if approvals is not None and approvals.named() else {}
         try:
             run_input, interrupts = await self._start(graph, request, config, assembly)
+            if run_input is None and not interrupts:
+                # State put back from the transcript stands before the tool node: a call
+                # `approvals.tools` names is asked again here (the run would not pause).
+                node = await paused_before(graph, config, breakpoints)
+                if node is not None:
+                    for event in await named_calls(
+                        graph, config, node, breakpoints[node], assembly, approvals
+                    ):
+                        yield event
             while True:
                 if interrupts:
                     for flushed in assembly.flush():  # the calls are stored before asked
@@ -107,7 +126,10 @@ class LangGraphAgent:
                     run_input = self._types.Command(resume=resume_value(asked, refusals))
                     interrupts = []
                 async for mode, chunk in graph.astream(
-                    run_input, config, stream_mode=["messages", "updates"]
+                    run_input,
+                    config,
+                    stream_mode=["messages", "updates"],
+                    interrupt_before=list(breakpoints) or None,
                 ):
                     if mode == "messages":
                         delta = self._delta(chunk[0])
@@ -123,8 +145,18 @@ class LangGraphAgent:
                         ):
                             for event in self._stored(message, assembly, node, totals):
                                 yield event
-                if not interrupts:
+                if interrupts:
+                    continue
+                node = await paused_before(graph, config, breakpoints)
+                if node is None:
                     break
+                for flushed in assembly.flush():  # the calls are stored before asked
+                    yield flushed
+                for event in await named_calls(
+                    graph, config, node, breakpoints[node], assembly, approvals
+                ):
+                    yield event
+                run_input = None
         except Exception as exc:  # the graph's own failure (a node, a tool, the model)
             for flushed in assembly.flush():
                 yield flushed
@@ -152,7 +184,7 @@ class LangGraphAgent:
             # (the same approvals) and it resumes from them.
             state = await graph.aget_state(config)
             pending = list(getattr(state, "interrupts", ()) or ())
-            if pending:
+            if pending or state.next:  # paused by `interrupt()`, or before a tool node
                 messages = (state.values or {}).get("messages") or []
                 last = messages[-1] if messages else None
                 if isinstance(last, lc.AIMessage):

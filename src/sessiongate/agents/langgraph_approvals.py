@@ -10,6 +10,13 @@ interrupt's id. The graph is resumed, per interrupt, with `{"approved": True}` o
 `{"approved": False, "message": <the gateway's denial>}` (`denied: expired` when nobody
 decided in time); the node's `interrupt()` returns it.
 
+A tool named in `approvals.tools` has no marker in the graph: the bridge pauses the run
+before each `ToolNode` (`interrupt_before`) and, when the pending message calls a named tool,
+asks for it. All approved, the graph runs on as it would have; otherwise the bridge answers
+the message's calls itself, as the tool node would (each approved call through the node's own
+tool, each refused one with the denial as an error `ToolMessage`), writes them to the state as
+that node (`aupdate_state`), and the graph runs on from there.
+
 Resuming needs a checkpointer. A graph compiled with its own is resumed by `thread_id` = the
 session id. A graph without one gets an in-memory `InMemorySaver` for the turn (a copy of the
 graph; the user's object is untouched): across a restart it is gone, so the resumed turn puts
@@ -22,11 +29,26 @@ from __future__ import annotations
 
 import importlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sessiongate.agents._approvals import decide
 from sessiongate.agents._assembly import as_text
 
-__all__ = ["NODE_KEY", "Asked", "asked_of", "resume_value", "with_memory"]
+if TYPE_CHECKING:
+    from sessiongate.agents._assembly import Assembly
+    from sessiongate.core.turn_events import TurnEvent
+    from sessiongate.gateway.approvals import TurnApprovals
+
+__all__ = [
+    "NODE_KEY",
+    "Asked",
+    "asked_of",
+    "named_calls",
+    "paused_before",
+    "resume_value",
+    "tool_nodes",
+    "with_memory",
+]
 
 # The metadata key of a stored assistant message naming the graph node that produced it.
 NODE_KEY = "langgraph_node"
@@ -111,3 +133,73 @@ def _pending_id(pending: list[dict[str, Any]], tool: str, args: Any) -> str | No
         if parsed == wanted:
             return str(call.get("id") or "") or None
     return None
+
+
+def tool_nodes(graph: Any) -> dict[str, Any]:
+    """The graph's `ToolNode`s by node name."""
+    prebuilt = importlib.import_module("langgraph.prebuilt")
+    return {
+        name: node.bound
+        for name, node in graph.nodes.items()
+        if isinstance(getattr(node, "bound", None), prebuilt.ToolNode)
+    }
+
+
+async def paused_before(graph: Any, config: dict[str, Any], nodes: dict[str, Any]) -> str | None:
+    """The tool node the run paused before (`interrupt_before`), if it did."""
+    if not nodes:
+        return None
+    state = await graph.aget_state(config)
+    return next((name for name in state.next if name in nodes), None)
+
+
+async def named_calls(
+    graph: Any,
+    config: dict[str, Any],
+    node: str,
+    tool_node: Any,
+    assembly: Assembly,
+    approvals: TurnApprovals | None,
+) -> list[TurnEvent]:
+    """Ask the pending message's calls of tools `approvals.tools` names; when one is refused,
+    answer the message's calls as `node` would and write them to the state (the events to
+    store); when all may run, nothing (the graph runs the node itself)."""
+    calls = list(assembly.last_calls)
+    named = [
+        (str(c.get("id") or ""), _name(c), _arguments(c))
+        for c in calls
+        if approvals is not None and approvals.needs(_name(c))
+    ]
+    if not named:
+        return []
+    refusals = await decide(approvals, named)
+    if all(refusal is None for refusal in refusals.values()):
+        return []
+    lc = importlib.import_module("langchain_core.messages")
+    answers = []
+    events: list[TurnEvent] = []
+    for call in calls:
+        call_id, name = str(call.get("id") or ""), _name(call)
+        refusal = refusals.get(call_id)
+        if refusal is not None:
+            answer = lc.ToolMessage(refusal, tool_call_id=call_id, name=name, status="error")
+        else:
+            tool = tool_node.tools_by_name.get(name)
+            args = json.loads(_arguments(call) or "{}")
+            answer = await tool.ainvoke(
+                {"type": "tool_call", "id": call_id, "name": name, "args": args}
+            )
+        answers.append(answer)
+        failed = getattr(answer, "status", "success") == "error"
+        events.extend(assembly.result(call_id, answer.content, is_error=failed))
+    await graph.aupdate_state(config, {"messages": answers}, as_node=node)
+    return events
+
+
+def _name(call: dict[str, Any]) -> str:
+    return str((call.get("function") or {}).get("name") or "")
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    raw = (call.get("function") or {}).get("arguments")
+    return raw if isinstance(raw, str) else as_text(raw if raw is not None else {})

@@ -15,22 +15,26 @@ from fake_openai import Calls, Reply
 from sessiongate import GatewayConfig
 
 MARKED = {
-    "openai-agents": "bots:guarded_agent",
-    "pydantic-ai": "bots:guarded_pydantic",
-    "langgraph": "bots:guarded_graph",
+    "openai-agents": ("openai-agents", "bots:guarded_agent"),
+    "pydantic-ai": ("pydantic-ai", "bots:guarded_pydantic"),
+    "langgraph": ("langgraph", "bots:guarded_graph"),
+    # The graph's own checkpointer holds the paused run; resumed by thread id.
+    "langgraph-checkpointed": ("langgraph", "bots:saved_guarded_graph"),
 }
 
 
 @pytest.fixture(params=list(MARKED))
-def marked(request) -> str:
-    importlib.import_module(KINDS[request.param])  # installed with the dev extra
-    return request.param
+def marked(request) -> tuple[str, str]:
+    kind, entry = MARKED[request.param]
+    importlib.import_module(KINDS[kind])  # installed with the dev extra
+    return kind, entry
 
 
 @pytest.fixture
 async def chat(tmp_path, clock, marked, server):
+    kind, entry = marked
     config = GatewayConfig(
-        agents={"main": {"kind": marked, "entry": MARKED[marked]}},
+        agents={"main": {"kind": kind, "entry": entry}},
         agent={"restart_drain_timeout": 0},
     )
     made = Chat(tmp_path, clock, config)

@@ -169,3 +169,16 @@ def guarded_graph(checkpointer: object = None):
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
+
+
+SAVER: list[object] = []  # the checkpointer a graph keeps across the tests' restarts
+
+
+def saved_guarded_graph():
+    """`guarded_graph` compiled with its own checkpointer (kept by this module, as a durable
+    one is kept by its database across a restart)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if not SAVER:
+        SAVER.append(InMemorySaver())
+    return guarded_graph(SAVER[0])
