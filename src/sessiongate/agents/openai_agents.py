@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.agents._approvals import decide
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
+from sessiongate.agents.framework_tools import with_sdk_tools
 from sessiongate.agents.openai_agents_approvals import agent_named, gated, invoke_tool
 from sessiongate.core.turn_events import TextDelta, ToolResult, TurnEnd, UsageReport
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from sessiongate.agents.base import TurnResult
+    from sessiongate.agents.tools import Toolset
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import TurnRequest
     from sessiongate.gateway.approvals import TurnApprovals
@@ -103,14 +105,15 @@ class TranscriptSession:
 class OpenAIAgentsAgent:
     """One SDK agent (its handoffs included) serving a session."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Any, *, toolset: Toolset | None = None) -> None:
         self._agents = importlib.import_module("agents")
         self.agent = agent
+        self._toolset = toolset  # the MCP tools of `agents.<id>.tools`
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
         sdk = self._agents
         history, text = split_request(request.messages)
-        agent = gated(self.agent, request.approvals)
+        agent = gated(with_sdk_tools(self.agent, self._toolset, request), request.approvals)
         assembly = Assembly()
         start: Any = text
         if request.awaiting is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.agents._approvals import decide
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
+from sessiongate.agents.framework_tools import pydantic_toolset
 from sessiongate.agents.pydantic_ai_approvals import (
     approval_calls,
     deferred_results,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from sessiongate.agents.base import TurnResult
+    from sessiongate.agents.tools import Toolset
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import TurnRequest
 
@@ -87,10 +89,11 @@ def to_model_messages(messages: list[dict[str, Any]]) -> list[Any]:
 class PydanticAIAgent:
     """One pydantic-ai agent serving a session."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Any, *, toolset: Toolset | None = None) -> None:
         self._ai = importlib.import_module("pydantic_ai")
         self._m = importlib.import_module("pydantic_ai.messages")
         self.agent = agent
+        self._toolset = toolset  # the MCP tools of `agents.<id>.tools`
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
         history, text = split_request(request.messages)
@@ -107,7 +110,8 @@ class PydanticAIAgent:
                 # (the same approvals), then the run goes on from it.
                 messages, stored, deferred = await self._take_up(request)
                 prompt = None
-            with gated(self.agent, request.approvals):
+            extra = pydantic_toolset(self._toolset, request)
+            with gated(self.agent, request.approvals, extra):
                 while True:
                     async with self.agent.iter(
                         prompt,
@@ -115,6 +119,7 @@ class PydanticAIAgent:
                         instructions=request.system_prompt or None,
                         output_type=output_types(self.agent),
                         deferred_tool_results=deferred,
+                        toolsets=None if extra is None else [extra],
                     ) as run:
                         async for node in run:
                             async for event in self._node_events(node, run, assembly, stored):

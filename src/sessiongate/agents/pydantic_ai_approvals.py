@@ -40,15 +40,16 @@ def output_types(agent: Any) -> Any:
 
 
 @contextlib.contextmanager
-def gated(agent: Any, approvals: TurnApprovals | None) -> Iterator[None]:
-    """While it holds (in this task), the agent's tools named in `approvals.tools` require
-    approval, through pydantic-ai's `ApprovalRequiredToolset`."""
+def gated(agent: Any, approvals: TurnApprovals | None, extra: Any = None) -> Iterator[None]:
+    """While it holds (in this task), the agent's tools named in `approvals.tools` (and those
+    of `extra`, the turn's MCP toolset given to the run) require approval, through
+    pydantic-ai's `ApprovalRequiredToolset`."""
     if approvals is None or not approvals.named():
         yield
         return
     toolsets = importlib.import_module("pydantic_ai.toolsets")
     wrapped = toolsets.ApprovalRequiredToolset(
-        toolsets.CombinedToolset(list(agent.toolsets)),
+        toolsets.CombinedToolset([*agent.toolsets, *([extra] if extra is not None else [])]),
         approval_required_func=lambda ctx, tool_def, args: approvals.needs(tool_def.name),
     )
     with agent.override(tools=[], toolsets=[wrapped]):

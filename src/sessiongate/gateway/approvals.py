@@ -76,7 +76,14 @@ _REASONS = {
 def needs_approval(config: ApprovalsConfig, tool: str) -> bool:
     """Whether a call of `tool` waits for approval under `config.tools` (names or patterns
     with `*`, e.g. `mcp:files:*`)."""
-    return any(fnmatch.fnmatchcase(tool, pattern) for pattern in config.tools)
+    names = [tool]
+    if tool.startswith("mcp__"):
+        # An MCP tool's function name (`mcp__<server>__<tool>`) also answers to the pattern
+        # form of the configuration (`mcp:<server>:<tool>`, `mcp:<server>:*`).
+        server, sep, rest = tool.removeprefix("mcp__").partition("__")
+        if sep:
+            names.append(f"mcp:{server}:{rest}")
+    return any(fnmatch.fnmatchcase(name, pattern) for name in names for pattern in config.tools)
 
 
 def approver_id(platform: str, user_id: str | None) -> str | None:
