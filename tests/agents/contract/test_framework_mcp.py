@@ -78,3 +78,29 @@ async def test_an_mcp_pattern_in_approvals_applies(make, server):
     await chat.say(f"/approve {approval_id}")
     assert (await turn).reply == "read it"
     assert tool_results(server, 1) == ["contents of notes.txt"]
+
+
+def test_an_entry_agent_names_only_mcp_tools():
+    with pytest.raises(ValueError, match="names only MCP tools"):
+        GatewayConfig(
+            agents={"main": {"kind": "pydantic-ai", "entry": "bots:x", "tools": ["bots:lookup"]}}
+        )
+    with pytest.raises(ValueError, match="not in mcp_servers"):
+        GatewayConfig(
+            agents={"main": {"kind": "pydantic-ai", "entry": "bots:x", "tools": ["mcp:nope:*"]}}
+        )
+
+
+def test_a_graph_takes_no_mcp_tools_and_the_start_says_so(bots):
+    from sessiongate.agents import build_agent_factory
+    from sessiongate.agents.entry import AgentLoadError
+
+    importlib.import_module("langgraph")
+    config = GatewayConfig(
+        agents={
+            "main": {"kind": "langgraph", "entry": ENTRIES["langgraph"], "tools": ["mcp:files:*"]}
+        },
+        mcp_servers={"files": STDIO},
+    )
+    with pytest.raises(AgentLoadError, match="takes no MCP tools"):
+        build_agent_factory(config)
