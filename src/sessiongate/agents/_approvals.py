@@ -10,12 +10,12 @@ refusal the model reads.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sessiongate.gateway.approvals import TurnApprovals
 
-__all__ = ["NO_APPROVER", "decide"]
+__all__ = ["NO_APPROVER", "decide", "resumed_history"]
 
 # The result of a call that needs approval where no gateway can ask for it (a turn run
 # outside a gateway).
@@ -35,3 +35,26 @@ async def decide(
         decision.approval.call_id: (None if decision.run else decision.result or NO_APPROVER)
         for decision in approvals.start(rows, shown)
     }
+
+
+def resumed_history(
+    messages: list[dict[str, Any]], awaiting: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A resumed turn's history ending with `awaiting` (the stored message whose calls waited),
+    and the results its calls already have (a call that needed no approval may have run
+    before the pause: it is never run again)."""
+    ids = {str(call.get("id") or "") for call in awaiting.get("tool_calls") or []}
+    done = {
+        str(m.get("tool_call_id")): m
+        for m in messages
+        if m.get("role") == "tool" and str(m.get("tool_call_id")) in ids
+    }
+    history = [m for m in messages if not (m.get("role") == "tool" and m in done.values())]
+    last = history[-1] if history else {}
+    if (
+        last.get("role") == "assistant"
+        and not last.get("tool_calls")
+        and last.get("content") == awaiting.get("content")
+    ):
+        history.pop()  # the model context kept its text without the open calls
+    return [*history, awaiting], done

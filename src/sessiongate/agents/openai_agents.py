@@ -23,7 +23,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents._approvals import decide
+from sessiongate.agents._approvals import decide, resumed_history
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
 from sessiongate.agents.framework_tools import with_sdk_tools
 from sessiongate.agents.openai_agents_approvals import agent_named, gated, invoke_tool
@@ -119,16 +119,8 @@ class OpenAIAgentsAgent:
         if request.awaiting is not None:
             # Resumed while the last message's calls waited for approval: they are taken up
             # again (the same approvals), then the run continues from the transcript.
-            history = [*request.messages]
-            last = history[-1] if history else {}
-            if (
-                last.get("role") == "assistant"
-                and not last.get("tool_calls")
-                and last.get("content") == request.awaiting.get("content")
-            ):
-                history.pop()  # the model context kept its text without the open calls
-            history.append(request.awaiting)
-            async for event in self._take_up(agent, request, history):
+            history, done = resumed_history(request.messages, request.awaiting)
+            async for event in self._take_up(agent, request, history, done):
                 yield event
             start = []
         session = TranscriptSession(
@@ -181,9 +173,11 @@ class OpenAIAgentsAgent:
         agent: Any,
         request: TurnRequest,
         history: list[dict[str, Any]],
+        done: dict[str, dict[str, Any]],
     ) -> AsyncIterator[TurnEvent]:
         """The awaited calls of a resumed turn: asked (found) again, and the approved ones run
-        once through the SDK's own tools; their results join `history`."""
+        once through the SDK's own tools; their results join `history` (a call with a stored
+        result keeps it, and is not run again)."""
         awaiting = request.awaiting or {}
         calls = list(awaiting.get("tool_calls") or [])
         owner = agent_named(agent, awaiting.get("name"))
@@ -195,6 +189,9 @@ class OpenAIAgentsAgent:
         refusals = await decide(request.approvals, asked)
         for call in calls:
             call_id = str(call.get("id") or "")
+            if call_id in done:
+                history.append(done[call_id])
+                continue
             refusal = refusals.get(call_id)
             if refusal is not None:
                 output, failed = refusal, True

@@ -16,7 +16,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents._approvals import decide
+from sessiongate.agents._approvals import decide, resumed_history
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
 from sessiongate.agents.framework_tools import pydantic_toolset
 from sessiongate.agents.pydantic_ai_approvals import (
@@ -103,12 +103,14 @@ class PydanticAIAgent:
         usage: Any = None
         deferred: Any = None
         stored: Any = None  # a response stored already, whose calls the next run acts on
+        answered: frozenset[str] = frozenset()  # its calls whose results are stored already
         messages = to_model_messages(history)
         try:
             if request.awaiting is not None:
                 # Resumed while the stored response's calls waited for approval: asked again
                 # (the same approvals), then the run goes on from it.
                 messages, stored, deferred = await self._take_up(request)
+                answered = frozenset(deferred.calls)
                 prompt = None
             extra = pydantic_toolset(self._toolset, request)
             with gated(self.agent, request.approvals, extra):
@@ -122,7 +124,9 @@ class PydanticAIAgent:
                         toolsets=None if extra is None else [extra],
                     ) as run:
                         async for node in run:
-                            async for event in self._node_events(node, run, assembly, stored):
+                            async for event in self._node_events(
+                                node, run, assembly, stored, answered
+                            ):
                                 yield event
                             if self._ai.Agent.is_call_tools_node(node):
                                 stored = None
@@ -163,22 +167,18 @@ class PydanticAIAgent:
         """A resumed turn's history ending with the stored response whose calls waited, that
         response, and the decisions on its calls."""
         awaiting = request.awaiting or {}
-        history = list(request.messages)
-        last = history[-1] if history else {}
-        if (
-            last.get("role") == "assistant"
-            and not last.get("tool_calls")
-            and last.get("content") == awaiting.get("content")
-        ):
-            history.pop()  # the model context kept its text without the open calls
-        messages = to_model_messages([*history, awaiting])
+        history, done = resumed_history(request.messages, awaiting)
+        messages = to_model_messages(history)
         response = messages[-1]
         calls = [
             (p.tool_call_id, p.tool_name, p.args_as_json_str())
             for p in response.parts
             if isinstance(p, self._m.ToolCallPart) and self._waits(p.tool_name, request)
         ]
-        return messages, response, deferred_results(await decide(request.approvals, calls))
+        decided = deferred_results(await decide(request.approvals, calls))
+        # A call that needed no approval and ran before the pause keeps its stored result.
+        decided.calls.update({call_id: m.get("content") for call_id, m in done.items()})
+        return messages, response, decided
 
     def _waits(self, tool: str, request: TurnRequest) -> bool:
         """Whether a call of `tool` waits for approval: named in `approvals.tools`, or a
@@ -190,7 +190,12 @@ class PydanticAIAgent:
         return bool(getattr(found, "requires_approval", False))
 
     async def _node_events(
-        self, node: Any, run: Any, assembly: Assembly, stored: Any = None
+        self,
+        node: Any,
+        run: Any,
+        assembly: Assembly,
+        stored: Any = None,
+        answered: frozenset[str] = frozenset(),
     ) -> AsyncIterator[TurnEvent]:
         m, agent_class = self._m, self._ai.Agent
         if agent_class.is_model_request_node(node):
@@ -221,6 +226,8 @@ class PydanticAIAgent:
                     if isinstance(event, m.FunctionToolResultEvent):
                         # `part` in current releases, `result` in earlier ones.
                         result = getattr(event, "part", None) or event.result
+                        if result.tool_call_id in answered:
+                            continue  # its result was stored before the pause
                         failed = isinstance(result, m.RetryPromptPart)
                         output = result.model_response() if failed else result.content
                         for out in assembly.result(result.tool_call_id, output, is_error=failed):

@@ -18,7 +18,7 @@ import pytest
 from agent_kinds import agent_settings
 from approval_chat import DELETE, Chat, tool_results, until
 
-from fake_openai import Calls, Reply
+from fake_openai import Call, Calls, Reply
 from sessiongate import GatewayConfig
 
 
@@ -110,3 +110,29 @@ async def test_a_restart_while_waiting_resumes_once(chat, server, bots):
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[2]["content"] == "deleted /srv/data"
     assert stored[-1]["content"] == "done after restart"
+
+
+@pytest.mark.parametrize("kind", ["openai", "openai-agents", "pydantic-ai"], indirect=True)
+async def test_a_call_that_ran_before_the_pause_is_not_run_again_after_a_restart(
+    chat, server, bots
+):
+    # The frameworks run a call that needs no approval before they pause on one that does;
+    # the resumed turn keeps its stored result.
+    lookup = Call("lookup_order", '{"order_id": "A-1"}', id="call_look")
+    server.script(Calls([DELETE, lookup]))
+    turn = chat.send("clean up and check A-1")
+    approval_id = await chat.prompt_id()
+    await chat.restart()
+    await turn
+    approvals = chat.runner.approvals
+    await until(lambda: approvals._wakers.get(approval_id) is not None)
+    server.script(Reply("done"))
+    await chat.say(f"/approve {approval_id}")
+    key = approvals.book.get(approval_id).session_key
+    await until(
+        lambda: chat.runner.lane_store.queue_depth(key) == 0 and key not in chat.runner._lanes
+    )
+    assert sorted(bots.CALLS) == ["A-1", "delete /srv/data"]
+    stored = chat.messages(key)
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert stored[-1]["content"] == "done"
