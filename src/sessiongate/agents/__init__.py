@@ -89,7 +89,7 @@ def _mcp_servers(config: GatewayConfig) -> McpServers | None:
     used: set[str] = set()
     for agent_id in config.agent_ids():
         spec = config.agent_spec(agent_id)
-        if isinstance(spec, OpenAIAgentSpec):
+        if isinstance(spec, (OpenAIAgentSpec, EntryAgentSpec)):
             used.update(
                 parse_mcp_tool_spec(name).server for name in spec.tools if is_mcp_tool_spec(name)
             )
@@ -107,7 +107,8 @@ def _maker(
     where: str,
 ) -> Callable[[str], Agent]:
     if isinstance(spec, EntryAgentSpec):
-        return entry_agent_maker(spec, where=where)
+        toolset = servers.toolset(spec.tools) if servers is not None else None
+        return entry_agent_maker(spec, where=where, toolset=toolset)
     if isinstance(spec, OpenAIAgentSpec):
         import_openai()
         tools = load_tools(spec.tools)

@@ -54,6 +54,9 @@ class Assembly:
         self._calls: list[dict[str, Any]] = []
         self._name: str | None = None
         self._names: dict[str, str] = {}
+        self._metadata: dict[str, Any] = {}
+        # The calls of the last message flushed (the ones a pause for approval is about).
+        self.last_calls: list[dict[str, Any]] = []
 
     def text(self, text: str, *, name: str | None = None) -> Iterator[MessageCompleted]:
         """A complete text of the model's response (a new one flushes the previous)."""
@@ -76,6 +79,14 @@ class Assembly:
         self._names[call_id] = name
         self._name = agent or self._name
 
+    def note(self, key: str, value: object) -> None:
+        """A metadata field of the message being assembled (stored with it)."""
+        self._metadata[key] = value
+
+    def known(self, call_id: str, name: str) -> None:
+        """A call of a message stored before (its result is still to come)."""
+        self._names[call_id] = name
+
     def result(
         self, call_id: str, output: object, *, is_error: bool = False
     ) -> Iterator[MessageCompleted | ToolResult]:
@@ -92,5 +103,8 @@ class Assembly:
             message["tool_calls"] = self._calls
         if self._name:
             message["name"] = self._name
-        self._text, self._calls = [], []
+        if self._metadata:
+            message["metadata"] = self._metadata
+        self.last_calls = self._calls
+        self._text, self._calls, self._metadata = [], [], {}
         yield MessageCompleted(message)

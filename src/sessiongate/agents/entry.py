@@ -26,6 +26,7 @@ from sessiongate.errors import SessiongateError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from sessiongate.agents.tools import Toolset
     from sessiongate.core.config import EntryAgentSpec
     from sessiongate.gateway.agent import Agent
 
@@ -72,10 +73,23 @@ def framework_of(target: object) -> str | None:
     return None
 
 
-def wrap_agent(target: object, *, kind: str, where: str, session_key: str | None) -> Agent:
-    """`target` served as a sessiongate `Agent`, per its type (and `kind`, when not python)."""
+def wrap_agent(
+    target: object,
+    *,
+    kind: str,
+    where: str,
+    session_key: str | None,
+    toolset: Toolset | None = None,
+) -> Agent:
+    """`target` served as a sessiongate `Agent`, per its type (and `kind`, when not python);
+    `toolset` holds the MCP tools the configuration gives it (`agents.<id>.tools`)."""
     framework = framework_of(target)
     if framework is None and _is_agent(target) and kind == "python":
+        if toolset is not None:
+            raise AgentLoadError(
+                f"{where}.tools: MCP tools go to a framework's agent; your own Agent calls "
+                "its tools itself"
+            )
         return target  # type: ignore[return-value]
     if framework is None:
         raise AgentLoadError(
@@ -84,20 +98,27 @@ def wrap_agent(target: object, *, kind: str, where: str, session_key: str | None
         )
     if kind not in ("python", framework):
         raise AgentLoadError(f"{where}: kind {kind!r}, but the entry is a {framework} object")
+    if toolset is not None and framework not in ("openai-agents", "pydantic-ai"):
+        raise AgentLoadError(
+            f"{where}.tools: a {framework} agent takes no MCP tools from the configuration "
+            "(a graph's tools are compiled in)"
+        )
     if framework == "openai-agents":
         from sessiongate.agents.openai_agents import OpenAIAgentsAgent
 
-        return OpenAIAgentsAgent(target)
+        return OpenAIAgentsAgent(target, toolset=toolset)
     if framework == "pydantic-ai":
         from sessiongate.agents.pydantic_ai import PydanticAIAgent
 
-        return PydanticAIAgent(target)
+        return PydanticAIAgent(target, toolset=toolset)
     from sessiongate.agents.langgraph import LangGraphAgent
 
     return LangGraphAgent(target, session_key=session_key)
 
 
-def entry_agent_maker(spec: EntryAgentSpec, *, where: str) -> Callable[[str], Agent]:
+def entry_agent_maker(
+    spec: EntryAgentSpec, *, where: str, toolset: Toolset | None = None
+) -> Callable[[str], Agent]:
     """A function making the agent of one session from `spec`; checks everything it can now
     (so a wrong entry stops the start, not a turn)."""
     if spec.kind in _FRAMEWORKS:
@@ -112,12 +133,14 @@ def entry_agent_maker(spec: EntryAgentSpec, *, where: str) -> Callable[[str], Ag
     target = load_entry(spec.entry, where=f"{where}.entry")
     factory = _factory(target)
     if factory is None:
-        agent = wrap_agent(target, kind=spec.kind, where=where, session_key=None)
+        agent = wrap_agent(target, kind=spec.kind, where=where, session_key=None, toolset=toolset)
         stateless = framework_of(target) is not None
         # A framework object is shared by every session (its state is the transcript); an
         # Agent instance of your own is too, as you made it.
         return lambda key: (
-            wrap_agent(target, kind=spec.kind, where=where, session_key=key) if stateless else agent
+            wrap_agent(target, kind=spec.kind, where=where, session_key=key, toolset=toolset)
+            if stateless
+            else agent
         )
 
     def make(session_key: str) -> Agent:
@@ -127,7 +150,9 @@ def entry_agent_maker(spec: EntryAgentSpec, *, where: str) -> Callable[[str], Ag
             raise AgentLoadError(
                 f"{where}.entry ({spec.entry!r}) raised {type(exc).__name__}: {exc}"
             ) from exc
-        return wrap_agent(made, kind=spec.kind, where=where, session_key=session_key)
+        return wrap_agent(
+            made, kind=spec.kind, where=where, session_key=session_key, toolset=toolset
+        )
 
     make("agent:check:local:dm:startup")  # a factory that cannot make an agent fails now
     return make

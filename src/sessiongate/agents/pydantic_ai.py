@@ -16,13 +16,22 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.agents._approvals import decide, resumed_history
 from sessiongate.agents._assembly import Assembly, as_text, split_request, summary_of
+from sessiongate.agents.framework_tools import pydantic_toolset
+from sessiongate.agents.pydantic_ai_approvals import (
+    approval_calls,
+    deferred_results,
+    gated,
+    output_types,
+)
 from sessiongate.core.turn_events import TextDelta, TurnEnd, UsageReport
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from sessiongate.agents.base import TurnResult
+    from sessiongate.agents.tools import Toolset
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import TurnRequest
 
@@ -80,29 +89,60 @@ def to_model_messages(messages: list[dict[str, Any]]) -> list[Any]:
 class PydanticAIAgent:
     """One pydantic-ai agent serving a session."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Any, *, toolset: Toolset | None = None) -> None:
         self._ai = importlib.import_module("pydantic_ai")
         self._m = importlib.import_module("pydantic_ai.messages")
         self.agent = agent
+        self._toolset = toolset  # the MCP tools of `agents.<id>.tools`
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:
         history, text = split_request(request.messages)
+        prompt: str | None = text
         assembly = Assembly()
         output: Any = None
         usage: Any = None
+        deferred: Any = None
+        stored: Any = None  # a response stored already, whose calls the next run acts on
+        answered: frozenset[str] = frozenset()  # its calls whose results are stored already
+        messages = to_model_messages(history)
         try:
-            async with self.agent.iter(
-                text,
-                message_history=to_model_messages(history),
-                instructions=request.system_prompt or None,
-            ) as run:
-                async for node in run:
-                    async for event in self._node_events(node, run, assembly):
-                        yield event
-                    if self._ai.Agent.is_end_node(node):
-                        output = node.data.output
-                # A property in current releases, a method in earlier ones.
-                usage = run.usage if hasattr(run.usage, "input_tokens") else run.usage()
+            if request.awaiting is not None:
+                # Resumed while the stored response's calls waited for approval: asked again
+                # (the same approvals), then the run goes on from it.
+                messages, stored, deferred = await self._take_up(request)
+                answered = frozenset(deferred.calls)
+                prompt = None
+            extra = pydantic_toolset(self._toolset, request)
+            with gated(self.agent, request.approvals, extra):
+                while True:
+                    async with self.agent.iter(
+                        prompt,
+                        message_history=messages,
+                        instructions=request.system_prompt or None,
+                        output_type=output_types(self.agent),
+                        deferred_tool_results=deferred,
+                        toolsets=None if extra is None else [extra],
+                    ) as run:
+                        async for node in run:
+                            async for event in self._node_events(
+                                node, run, assembly, stored, answered
+                            ):
+                                yield event
+                            if self._ai.Agent.is_call_tools_node(node):
+                                stored = None
+                            if self._ai.Agent.is_end_node(node):
+                                output = node.data.output
+                        # A property in current releases, a method in earlier ones.
+                        usage = run.usage if hasattr(run.usage, "input_tokens") else run.usage()
+                        messages = run.all_messages()
+                    if not (isinstance(output, self._ai.DeferredToolRequests) and output.approvals):
+                        break
+                    for flushed in assembly.flush():  # the calls are stored before asked
+                        yield flushed
+                    deferred = deferred_results(
+                        await decide(request.approvals, approval_calls(output))
+                    )
+                    stored, prompt = messages[-1], None
         except Exception as exc:  # the run's own failure (a tool, the model, a usage limit)
             for flushed in assembly.flush():
                 yield flushed
@@ -123,8 +163,39 @@ class PydanticAIAgent:
             )
         yield TurnEnd(as_text(output))
 
+    async def _take_up(self, request: TurnRequest) -> tuple[list[Any], Any, Any]:
+        """A resumed turn's history ending with the stored response whose calls waited, that
+        response, and the decisions on its calls."""
+        awaiting = request.awaiting or {}
+        history, done = resumed_history(request.messages, awaiting)
+        messages = to_model_messages(history)
+        response = messages[-1]
+        calls = [
+            (p.tool_call_id, p.tool_name, p.args_as_json_str())
+            for p in response.parts
+            if isinstance(p, self._m.ToolCallPart) and self._waits(p.tool_name, request)
+        ]
+        decided = deferred_results(await decide(request.approvals, calls))
+        # A call that needed no approval and ran before the pause keeps its stored result.
+        decided.calls.update({call_id: m.get("content") for call_id, m in done.items()})
+        return messages, response, decided
+
+    def _waits(self, tool: str, request: TurnRequest) -> bool:
+        """Whether a call of `tool` waits for approval: named in `approvals.tools`, or a
+        deferred tool of the agent (`requires_approval`)."""
+        if request.approvals is not None and request.approvals.needs(tool):
+            return True
+        function_tools = getattr(self.agent, "_function_toolset", None)
+        found = getattr(function_tools, "tools", {}).get(tool)
+        return bool(getattr(found, "requires_approval", False))
+
     async def _node_events(
-        self, node: Any, run: Any, assembly: Assembly
+        self,
+        node: Any,
+        run: Any,
+        assembly: Assembly,
+        stored: Any = None,
+        answered: frozenset[str] = frozenset(),
     ) -> AsyncIterator[TurnEvent]:
         m, agent_class = self._m, self._ai.Agent
         if agent_class.is_model_request_node(node):
@@ -141,16 +212,22 @@ class PydanticAIAgent:
                         yield TextDelta(event.part.content)
         elif agent_class.is_call_tools_node(node):
             response = node.model_response
-            for completed in assembly.text(_response_text(response, m)):
-                yield completed
+            if stored is None:
+                for completed in assembly.text(_response_text(response, m)):
+                    yield completed
             for part in response.parts:
                 if isinstance(part, m.ToolCallPart):
-                    assembly.call(part.tool_call_id, part.tool_name, part.args_as_json_str())
+                    if stored is None:
+                        assembly.call(part.tool_call_id, part.tool_name, part.args_as_json_str())
+                    else:  # a response stored already: only its calls' results are new
+                        assembly.known(part.tool_call_id, part.tool_name)
             async with node.stream(run.ctx) as stream:
                 async for event in stream:
                     if isinstance(event, m.FunctionToolResultEvent):
                         # `part` in current releases, `result` in earlier ones.
                         result = getattr(event, "part", None) or event.result
+                        if result.tool_call_id in answered:
+                            continue  # its result was stored before the pause
                         failed = isinstance(result, m.RetryPromptPart)
                         output = result.model_response() if failed else result.content
                         for out in assembly.result(result.tool_call_id, output, is_error=failed):

@@ -368,6 +368,26 @@ class EntryAgentSpec(_AgentChoices):
         "(called once per session, with no arguments or with the session key).",
     )
     context_window: int | None = Field(None, ge=1000, description=_CONTEXT_WINDOW_DESCRIPTION)
+    tools: list[str] = Field(
+        default_factory=list,
+        description=(
+            "MCP tools the framework's agent gets besides its own (`mcp:<server>:<tool>`, "
+            "`mcp:<server>:*`; see `mcp_servers`): as function tools of an OpenAI Agents SDK "
+            "agent, a toolset of a pydantic-ai agent. A LangGraph graph's tools are compiled "
+            "in: none may be given."
+        ),
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _mcp_only(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not is_mcp_tool_spec(name):
+                raise ValueError(
+                    f"{name!r}: an agent of your code names only MCP tools here "
+                    "(`mcp:<server>:<tool>`); its own tools stay in its code"
+                )
+        return value
 
 
 AgentSpec = Annotated[EchoAgentSpec | OpenAIAgentSpec | EntryAgentSpec, Field(discriminator="kind")]
@@ -1190,7 +1210,7 @@ class GatewayConfig(_Model):
         lists += [
             (f"agents.{agent_id}.tools", spec.tools)
             for agent_id, spec in self.agents.items()
-            if isinstance(spec, OpenAIAgentSpec)
+            if isinstance(spec, (OpenAIAgentSpec, EntryAgentSpec))
         ]
         for setting, names in lists:
             for position, name in enumerate(names):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sessiongate.core.bindings import agent_of_key
-from sessiongate.core.config import SESSION_USER
+from sessiongate.core.config import SESSION_USER, EntryAgentSpec
 from sessiongate.errors import ApprovalDecidedError, ApprovalNotFoundError, NotAnApproverError
 from sessiongate.store.approvals import PENDING, ApprovalBook, arguments_sha256
 from sessiongate.store.records import from_us
@@ -76,7 +76,14 @@ _REASONS = {
 def needs_approval(config: ApprovalsConfig, tool: str) -> bool:
     """Whether a call of `tool` waits for approval under `config.tools` (names or patterns
     with `*`, e.g. `mcp:files:*`)."""
-    return any(fnmatch.fnmatchcase(tool, pattern) for pattern in config.tools)
+    names = [tool]
+    if tool.startswith("mcp__"):
+        # An MCP tool's function name (`mcp__<server>__<tool>`) also answers to the pattern
+        # form of the configuration (`mcp:<server>:<tool>`, `mcp:<server>:*`).
+        server, sep, rest = tool.removeprefix("mcp__").partition("__")
+        if sep:
+            names.append(f"mcp:{server}:{rest}")
+    return any(fnmatch.fnmatchcase(name, pattern) for name in names for pattern in config.tools)
 
 
 def approver_id(platform: str, user_id: str | None) -> str | None:
@@ -125,10 +132,17 @@ class Approvals:
         agent_id = agent_of_key(session_key) or "main"
         if agent_id not in self._policies:  # read once per agent: a turn pays a dict lookup
             try:
-                approvals = self._config.agent_spec(agent_id).approvals
+                spec = self._config.agent_spec(agent_id)
             except KeyError:
-                approvals = None
-            self._policies[agent_id] = approvals if approvals and approvals.tools else None
+                spec = None
+            approvals = None if spec is None else spec.approvals
+            # A framework agent may ask for approval by its own markers (the Agents SDK's
+            # `needs_approval`, pydantic-ai's deferred tools, LangGraph's `interrupt()`), so
+            # its turns always get the approvals, even with no tool named.
+            own_markers = isinstance(spec, EntryAgentSpec)
+            self._policies[agent_id] = (
+                approvals if approvals and (approvals.tools or own_markers) else None
+            )
         return self._policies[agent_id]
 
     def for_turn(
@@ -288,6 +302,10 @@ class TurnApprovals:
 
     def needs(self, tool: str) -> bool:
         return needs_approval(self._policy, tool)
+
+    def named(self) -> bool:
+        """Whether `approvals.tools` names any tool (else only a framework's own markers ask)."""
+        return bool(self._policy.tools)
 
     def has_open_calls(self, call_ids: list[str]) -> bool:
         """Whether some of these calls (of this turn) have approvals and none was started:

@@ -28,7 +28,7 @@ def agent_settings(kind: str, base_url: str) -> dict:
                     "base_url": base_url,
                     "model": "fake-model",
                     "max_retries": 0,
-                    "tools": ["bots:lookup_order"],
+                    "tools": ["bots:lookup_order", "bots:delete_file"],
                 }
             }
         }

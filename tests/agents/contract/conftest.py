@@ -24,6 +24,7 @@ def bots(monkeypatch):
     sys.modules.pop("bots", None)
     module = importlib.import_module("bots")
     module.CALLS.clear()
+    module.SAVER.clear()
     return module
 
 

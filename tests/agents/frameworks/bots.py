@@ -23,6 +23,16 @@ def lookup_order(order_id: str) -> str:
     return f"order {order_id}: {ORDERS.get(order_id, 'unknown')}"
 
 
+def delete_file(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: the file's path
+    """
+    CALLS.append(f"delete {path}")
+    return f"deleted {path}"
+
+
 def support_agent():
     """An OpenAI Agents SDK agent with one tool and a handoff to a billing agent."""
     from openai import AsyncOpenAI
@@ -42,9 +52,18 @@ def support_agent():
         instructions="You answer order questions.",
         model=model,
         model_settings=settings,
-        tools=[agents.function_tool(lookup_order)],
+        tools=[agents.function_tool(lookup_order), agents.function_tool(delete_file)],
         handoffs=[billing],
     )
+
+
+def guarded_agent():
+    """The Agents SDK agent with `delete_file` marked `needs_approval` in code."""
+    import agents
+
+    agent = support_agent()
+    marked = agents.function_tool(delete_file, needs_approval=True)
+    return agent.clone(tools=[agents.function_tool(lookup_order), marked])
 
 
 def pydantic_agent():
@@ -59,6 +78,25 @@ def pydantic_agent():
     model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
     agent = Agent(model, instructions="You answer order questions.")
     agent.tool_plain(lookup_order)
+    agent.tool_plain(delete_file)
+    return agent
+
+
+def guarded_pydantic():
+    """The pydantic-ai agent with `delete_file` a deferred tool (`requires_approval=True`)."""
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent, DeferredToolRequests
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = AsyncOpenAI(base_url=BASE_URL, api_key="test-key", max_retries=0)
+    CLIENTS.append(client)
+    model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(
+        model, instructions="You answer order questions.", output_type=[str, DeferredToolRequests]
+    )
+    agent.tool_plain(lookup_order)
+    agent.tool_plain(requires_approval=True)(delete_file)
     return agent
 
 
@@ -69,7 +107,7 @@ def order_graph(checkpointer: object = None):
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
-    tools = [tool(lookup_order)]
+    tools = [tool(lookup_order), tool(delete_file)]
     model = ChatOpenAI(
         model="fake-model",
         base_url=BASE_URL,
@@ -88,3 +126,59 @@ def order_graph(checkpointer: object = None):
     builder.add_conditional_edges("model", tools_condition)
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer)
+
+
+def interrupting_delete(path: str) -> str:
+    """Delete a file, once a person agreed (LangGraph's `interrupt()`).
+
+    Args:
+        path: the file's path
+    """
+    from langgraph.types import interrupt
+
+    decision = interrupt({"name": "delete_file", "args": {"path": path}})
+    if not decision.get("approved"):
+        return str(decision.get("message") or "denied")
+    return delete_file(path)
+
+
+def guarded_graph(checkpointer: object = None):
+    """The LangGraph graph whose `delete_file` tool calls `interrupt()` first."""
+    from langchain_core.tools import StructuredTool, tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    guarded = StructuredTool.from_function(interrupting_delete, name="delete_file")
+    tools = [tool(lookup_order), guarded]
+    model = ChatOpenAI(
+        model="fake-model",
+        base_url=BASE_URL,
+        api_key="test-key",
+        max_retries=0,
+        stream_usage=True,
+    ).bind_tools(tools)
+
+    async def call_model(state: MessagesState) -> dict:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer)
+
+
+SAVER: list[object] = []  # the checkpointer a graph keeps across the tests' restarts
+
+
+def saved_guarded_graph():
+    """`guarded_graph` compiled with its own checkpointer (kept by this module, as a durable
+    one is kept by its database across a restart)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if not SAVER:
+        SAVER.append(InMemorySaver())
+    return guarded_graph(SAVER[0])
