@@ -7,12 +7,12 @@ session key; `turns` runs a claimed turn; `compaction` summarises a session on i
 `runner` ties them together.
 """
 
-from sessiongate.gateway.events import MessageEvent, MessageType
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus
 from sessiongate.gateway.runner import GatewayRunner, RunnerStatistics
 
 __all__ = [
     "GatewayRunner",
+    "Inbox",
     "MessageEvent",
     "MessageType",
     "Receipt",

@@ -31,7 +31,7 @@ from sessiongate.errors import (
 )
 from sessiongate.gateway.approvals import approver_id
 from sessiongate.gateway.lanes import CancelReason
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind
 
 if TYPE_CHECKING:
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.approvals import Approvals
-    from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.routing import Routed
     from sessiongate.store.lanes import Acceptance, LaneStore
     from sessiongate.store.session_store import SessionStore

@@ -72,8 +72,9 @@ from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, Lane, LaneTable, LiveTurn
 from sessiongate.gateway.leadership import Leadership
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus, Waiters
+from sessiongate.gateway.receipts import Waiters
 from sessiongate.gateway.routing import Routed, Router
 from sessiongate.gateway.scheduler import Scheduler
 from sessiongate.gateway.tracing import key_attribute, traced
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.gateway.agent import AgentFactory
-    from sessiongate.gateway.events import MessageEvent
+    from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.streams import TurnWatch
     from sessiongate.store.deliveries import DeliveryRecord
     from sessiongate.store.lanes import Acceptance, Claim, Inbound, SeenRecord
