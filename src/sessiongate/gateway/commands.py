@@ -29,6 +29,7 @@ from sessiongate.errors import (
     SessionBusyError,
     StaleWriteError,
 )
+from sessiongate.gateway import operations
 from sessiongate.gateway.approvals import approver_id
 from sessiongate.gateway.lanes import CancelReason
 from sessiongate.gateway.messages import Receipt, ReceiptStatus
@@ -358,11 +359,14 @@ class CommandRunner:
             with self._lane_store.atomic():
                 self._check_new(call)
                 dropped = self._lane_store.clear_pending(key)
-                entry = self._store.reset_session(
-                    key, mode="boundary" if soft else None, reason=call.command.name
+                entry, _ = operations.reset(
+                    self._store,
+                    self._lane_store,
+                    key,
+                    mode="boundary" if soft else None,
+                    reason=call.command.name,
                 )
                 assert entry is not None  # get_or_create_session made the lane
-                self._lane_store.reset_restart_count(key)
                 if text:
                     acceptance = self._host.accept(
                         entry, self._turn_inbound(call, text), InboxKind.SLOT
