@@ -49,7 +49,6 @@ from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.intake import Intake
 from sessiongate.gateway.lane_leases import LaneLeases
 from sessiongate.gateway.lanes import CancelReason, LaneTable, LiveTurn
-from sessiongate.gateway.leadership import Leadership
 from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Waiters
@@ -345,7 +344,7 @@ class GatewayRunner:
             sender = self.webhooks
             stop = self._housekeeping_stop
             if self.leases.shared:
-                self._spawn(self._lead_webhooks(sender, stop))
+                self._spawn(sender.run_while_leading(self.presence.ownership, stop))
             else:
                 self._spawn(sender.run(stop))
         if self.leases.shared:
@@ -473,19 +472,6 @@ class GatewayRunner:
         every commit that changes a counter here, and by callers that reset one outside a turn
         (the HTTP reset route) after their commit; `stop()` calls it too."""
         operations.rewrite_restart_counts(self.home, self.lane_store)
-
-    async def _lead_webhooks(self, sender: WebhookSender, stop: asyncio.Event) -> None:
-        """On a shared database, send webhook events only while leading the lease
-        `webhooks:outbound` (two senders would break each session's order), until `stop`."""
-        role = Leadership(self.presence.ownership, clock=self.clock).role("webhooks:outbound")
-        leading = asyncio.ensure_future(role.run(lambda: sender.run(stop)))
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({leading, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (leading, stopping):
-                task.cancel()
-            await asyncio.gather(leading, stopping, return_exceptions=True)
 
     async def retry_delivery_row(self, delivery_id: int) -> DeliveryRecord | None:
         """The operator's retry of one delivery of the dead-letter list (`Delivery.retry`):
