@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from sessiongate.gateway.messages import Receipt
+# `Receipt` and `ReceiptStatus` live in `messages.py`; importable from here as before.
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 
 if TYPE_CHECKING:
-    from sessiongate.gateway.messages import ReceiptStatus
     from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
-__all__ = ["Waiters"]
+__all__ = ["Receipt", "ReceiptStatus", "Waiters"]
 
 
 class Waiters:
