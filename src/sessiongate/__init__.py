@@ -1,14 +1,26 @@
 """sessiongate: session lifecycle engine and gateway for chat agents.
 
-Layers (each imports only the ones above it):
+Layers (each imports only the ones above it; no two modules import each other):
 
     core/      pure domain: platforms, sources, entries, keys, identity, policies, context
-    store/     persistence: SQLite (state.db), the sessions.json mirror, SessionStore
-    gateway/   runtime: lanes, durable inbound queue, turn journal, recovery, commands
+    store/     persistence: SessionStore over SQLite or PostgreSQL, lanes, the journal
+    gateway/   runtime: intake, lanes and their worker, turns, delivery, recovery, commands
     agents/    the Agent protocol, the echo agent, an OpenAI-compatible agent
-    adapters/  platform adapters: local terminal, HTTP API, loopback
+    adapters/  platform adapters (on adapters/kit), the local terminal, loopback
+    ui/        the operator dashboard
     api/       the HTTP app
-    cli.py     the `sessiongate` command; config.py loads GatewayConfig
+    cli/       the `sessiongate` command; config.py loads GatewayConfig
+
+One message's path:
+
+    adapter ──MessageEvent──▶ Inbox.handle_message (GatewayRunner)
+                                  │
+      gateway/intake.py           ▼  authorise, command?, route, accept + claim
+      gateway/lanes.py            ▼  one worker per session key
+      gateway/worker.py           ▼  lease, resumes, jobs, one turn at a time
+      gateway/turns.py            ▼  context → agent → outcome, one commit
+      gateway/delivery.py         ▼  reply
+    adapter.send ◀────────────────┘
 """
 
 from sessiongate.core.config import GatewayConfig

@@ -436,7 +436,7 @@ async def test_a_stop_after_a_retry_keeps_only_the_new_attempts_text(serve, stor
 
 async def test_events_ready_together_leave_in_one_write():
     from sessiongate.api.sse import turn_events
-    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.messages import Receipt
     from sessiongate.gateway.streams import StreamedMessage, TurnWatch
 
     watch = TurnWatch()

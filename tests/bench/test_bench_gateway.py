@@ -10,12 +10,8 @@ from typing import Any
 
 import pytest
 
-from sessiongate.bench.gateway import (
-    GatewaySizes,
-    _traced_turns,
-    latency_summary,
-    run_gateway_section,
-)
+from sessiongate.bench.gateway import GatewaySizes, latency_summary, run_gateway_section
+from sessiongate.bench.in_process import _traced_turns
 from sessiongate.bench.report import evaluate_goals
 
 TINY = GatewaySizes(

@@ -193,9 +193,9 @@ async def test_a_caller_waiting_on_a_lane_held_here_costs_the_journal_no_read(
 ):
     # The poll for remote outcomes skips rows whose lane this instance holds: their own turn
     # answers them, and a read there would be a round trip in the running lane's way.
-    from sessiongate.gateway import runner as runner_module
+    from sessiongate.gateway import intake as intake_module
 
-    monkeypatch.setattr(runner_module, "REMOTE_OUTCOME_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(intake_module, "REMOTE_OUTCOME_POLL_SECONDS", 0.01)
     hub = Hub()
     a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
     polls: list[int] = []
@@ -357,15 +357,15 @@ async def test_an_accept_whose_answer_was_lost_leaves_its_turn_first_in_line(
     a = await make_gateway(home=tmp_path / "a", hub=hub, **shared)
     assert (await a.adapter.receive("one", message_id="m1")).status == "replied"
     assert a.runner.leases.holds(KEY)
-    runner = a.runner
-    accept = runner._accept_routed
+    intake = a.runner.intake
+    accept = intake._accept_routed
 
     def answer_lost(*args, **kwargs):
-        monkeypatch.setattr(runner, "_accept_routed", accept)
+        monkeypatch.setattr(intake, "_accept_routed", accept)
         accept(*args, **kwargs)  # committed ...
         raise StoreUnavailableError("the database is unavailable: server closed the connection")
 
-    monkeypatch.setattr(runner, "_accept_routed", answer_lost)
+    monkeypatch.setattr(intake, "_accept_routed", answer_lost)
     with pytest.raises(StoreUnavailableError):
         await a.adapter.receive("two", message_id="m2", wait=False)
     assert (await a.adapter.receive("two", message_id="m2", wait=False)).status == "duplicate"

@@ -20,18 +20,15 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
-from sessiongate.gateway.events import MessageEvent
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import Inbox, MessageEvent, Receipt, ReceiptStatus
 from sessiongate.gateway.streams import TurnWatch
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
-
-    from sessiongate.gateway.runner import GatewayRunner
 
 __all__ = ["CUT_OFF_MARK", "CUT_OFF_NOTICE", "RETRY_MARK", "LocalAdapter", "StdinLines"]
 
@@ -49,6 +46,21 @@ _LEAVE = frozenset({"/exit", "/quit"})
 _SILENT = frozenset(
     {ReceiptStatus.UNAUTHORIZED, ReceiptStatus.DUPLICATE, ReceiptStatus.UNAVAILABLE}
 )
+
+
+@runtime_checkable
+class TerminalInbox(Inbox, Protocol):
+    """What the terminal needs beyond `Inbox` (`GatewayRunner` has it): to follow a line's
+    turn without waiting for it, to wait until every reply has arrived, and whether the
+    conversation's lane is busy."""
+
+    async def handle_message(
+        self, event: MessageEvent, *, wait: bool = True, watch: TurnWatch | None = None
+    ) -> Receipt: ...
+
+    async def wait_idle(self) -> None: ...
+
+    def is_busy(self, session_key: str) -> bool: ...
 
 
 class StdinLines:
@@ -105,7 +117,7 @@ class LocalAdapter:
         self._wait = wait_for_replies
         # Set for an incognito conversation: every line is addressed to that lane.
         self.session_key = session_key
-        self._runner: GatewayRunner | None = None
+        self._runner: TerminalInbox | None = None
         self._closed = False
         # Streamed replies being printed: handle -> the text printed so far; a prompt due
         # meanwhile waits for the reply's end instead of landing inside it.
@@ -119,7 +131,9 @@ class LocalAdapter:
         self._key: str | None = session_key
         self._following: set[asyncio.Task[None]] = set()
 
-    async def start(self, runner: GatewayRunner) -> None:
+    async def start(self, runner: Inbox) -> None:
+        if not isinstance(runner, TerminalInbox):
+            raise TypeError("the local adapter needs a gateway that streams turns to it")
         self._runner = runner
 
     async def stop(self) -> None:

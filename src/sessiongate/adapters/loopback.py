@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
-from sessiongate.gateway.events import MessageEvent
+from sessiongate.gateway.messages import MessageEvent
 
 if TYPE_CHECKING:
     import asyncio
 
-    from sessiongate.gateway.receipts import Receipt
-    from sessiongate.gateway.runner import GatewayRunner
+    from sessiongate.gateway.messages import Inbox, Receipt
 
 __all__ = ["LoopbackAdapter", "SentMessage"]
 
@@ -37,7 +36,7 @@ class LoopbackAdapter:
     def __init__(self, platform: Platform | str = Platform.TELEGRAM) -> None:
         self.platform = Platform(platform)
         self.sent: list[SentMessage] = []
-        self.runner: GatewayRunner | None = None
+        self.runner: Inbox | None = None
         self.started = False
         self.stopped = False
         # When set to an unset Event, `send` waits for it (a slow or stuck platform).
@@ -46,7 +45,7 @@ class LoopbackAdapter:
         self.fail_sends = 0
         self.send_attempts = 0
 
-    async def start(self, runner: GatewayRunner) -> None:
+    async def start(self, runner: Inbox) -> None:
         self.runner = runner
         self.started = True
 

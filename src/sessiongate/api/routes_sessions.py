@@ -38,6 +38,7 @@ from sessiongate.api.sources import source_of
 from sessiongate.core.bindings import AGENT_ID, agent_of_key
 from sessiongate.core.sentinel import UNSET
 from sessiongate.errors import EntryNotFoundError, SessionBusyError, SessionNotFoundError
+from sessiongate.gateway import operations
 
 if TYPE_CHECKING:
     from sessiongate.gateway import GatewayRunner
@@ -238,13 +239,13 @@ async def reset_session(
     ensure_idle(runner, key, "reset")
     # As `/new` does: the new conversation starts with its stuck-loop counter at zero, in the
     # same commit as the reset.
-    with runner.lane_store.atomic():
-        options = body or ResetIn()
-        entry = store.reset_session(key, mode=options.mode, keep_tail=options.keep_tail)
-        if entry is None:  # deleted between the two calls
-            raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
-        reset = runner.lane_store.reset_restart_count(key)
-    if reset:
+    options = body or ResetIn()
+    entry, counted = operations.reset(
+        store, runner.lane_store, key, mode=options.mode, keep_tail=options.keep_tail
+    )
+    if entry is None:  # deleted between the two calls
+        raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
+    if counted:
         runner.write_restart_counts()
     return ResetOut(session_id=entry.session_id)
 

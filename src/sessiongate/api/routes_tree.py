@@ -10,14 +10,11 @@ reports its outcomes (`missing`, `not_a_tip`, ...) in a 200 body, as the clients
 
 from __future__ import annotations
 
-import inspect
-
 from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import KeyDep, RunnerDep, StoreDep, ensure_idle, require_entry
-from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.api.rows import branch_view
 from sessiongate.api.schemas import (
@@ -31,6 +28,7 @@ from sessiongate.api.schemas import (
     SwitchOut,
 )
 from sessiongate.errors import EntryNotFoundError, InvalidEntryError
+from sessiongate.gateway import operations
 
 __all__ = ["router"]
 
@@ -87,12 +85,14 @@ async def fork(
     options = body or ForkIn()
     if options.entry_id is not None:
         ensure_idle(runner, key, "fork")
-        child, editor_text = store.fork_session(key, entry_id=options.entry_id)
-    else:
-        # The store refuses a busy fork unless it is `last-completed`.
-        child, editor_text = store.fork_session(
-            key, fork_from=options.fork_from or "active", busy=runner.is_busy(key)
-        )
+    # The store refuses a busy fork unless it is `last-completed`.
+    child, editor_text = operations.fork(
+        store,
+        key,
+        entry_id=options.entry_id,
+        fork_from=options.fork_from or "active",
+        busy=runner.is_busy(key),
+    )
     return ForkOut(
         session_key=child.session_key, session_id=child.session_id, editor_text=editor_text
     )
@@ -121,7 +121,9 @@ async def switch_branch(
 ) -> SwitchOut:
     entry = require_entry(store, key)
     ensure_idle(runner, key, "switch branches")
-    return SwitchOut(status=store.switch_branch(entry.session_id, body.leaf_entry_id))
+    return SwitchOut.model_validate(
+        {"status": operations.switch_branch(store, entry, body.leaf_entry_id)}
+    )
 
 
 @router.post(
@@ -132,12 +134,7 @@ async def switch_branch(
 )
 async def compact(key: KeyDep, store: StoreDep, runner: RunnerDep) -> CompactOut:
     require_entry(store, key)
-    compact_lane = getattr(runner, "compact", None)
-    if compact_lane is None:
-        raise ApiError(501, "not_implemented", "this gateway's runner cannot compact sessions")
-    result = compact_lane(key)
-    if inspect.isawaitable(result):
-        result = await result
+    result = await runner.compact(key)
     return CompactOut(
         compacted=bool(result["compacted"]),
         tokens_before=int(result.get("tokens_before") or 0),

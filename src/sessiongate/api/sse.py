@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from starlette.types import Send
 
-    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.messages import Receipt
     from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
 __all__ = ["HeldStartResponse", "sse_event", "turn_events"]

@@ -46,11 +46,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+from sessiongate.bench.in_process import measure_in_process
+from sessiongate.bench.postgres_trace import count_trace, server_cpu_reader, traced_turns
 
-    from sessiongate import SessionStore
-    from sessiongate.gateway import GatewayRunner, MessageEvent
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 
 __all__ = [
     "ENV_URL",
@@ -138,79 +139,8 @@ def bench_schema(url: str, *, settings: str = "") -> Iterator[str]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
-def count_trace(lines: Iterator[str]) -> dict[str, int]:
-    """Round trips, statements and commits in a libpq protocol trace (`PQtrace`)."""
-    round_trips = statements = commits = 0
-    last = ""
-    for line in lines:
-        direction, _, rest = line.partition("\t")
-        _, _, message = rest.partition("\t")
-        if direction == "F":
-            if last != "F":
-                round_trips += 1
-            if message.startswith(("Execute", "Query")):
-                statements += 1
-        elif direction == "B" and message.startswith('CommandComplete\t "COMMIT"'):
-            commits += 1
-        if direction in ("F", "B"):
-            last = direction
-    return {"round_trips": round_trips, "statements": statements, "commits": commits}
-
-
-def server_cpu_reader(store: SessionStore) -> Callable[[], float]:
-    """CPU seconds of the server process behind the store's writer connection so far (the
-    server on this machine; 0 when its process cannot be read)."""
-    database: Any = store.database
-    pid = database.conn.info.backend_pid
-    stat = Path(f"/proc/{pid}/stat")
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def read() -> float:
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-
-    return read
-
-
-async def traced_turns(
-    store: SessionStore, runner: GatewayRunner, events: Sequence[MessageEvent]
-) -> dict[str, float]:
-    """Run `events` with the writer connection's protocol traced; per-turn counts."""
-    import psycopg
-
-    database: Any = store.database
-    readers_before = database._readers.get_stats().get("requests_num", 0)
-    with tempfile.TemporaryFile("w+") as trace:
-        pgconn = database.conn.pgconn
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
-            for message in events:
-                receipt = await runner.handle_message(message)
-                if receipt.status != "replied":
-                    raise RuntimeError(f"turn not replied: {receipt}")
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        counts = count_trace(iter(trace))
-    readers = database._readers.get_stats().get("requests_num", 0) - readers_before
-    n = len(events)
-    return {
-        "sample_turns": n,
-        "round_trips_per_turn": round(counts["round_trips"] / n, 2),
-        "statements_per_turn": round(counts["statements"] / n, 2),
-        "transactions_per_turn": round(counts["commits"] / n, 2),
-        "reader_checkouts_per_turn": round(readers / n, 2),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     """The child: `URL WORK CHATS TURNS`, printing one JSON line."""
-    from sessiongate.bench.gateway import measure_in_process
-
     parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.postgres")
     parser.add_argument("url")
     parser.add_argument("work", type=Path)

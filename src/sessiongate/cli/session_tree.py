@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -46,16 +46,10 @@ from sessiongate.cli.session_ops import (
     say,
     show_model,
 )
-from sessiongate.core.transcript import deterministic_summary, estimate_tokens
-from sessiongate.errors import SessionArchivedError
-from sessiongate.gateway.compaction import context_after, keep_tokens, plan_compaction
+from sessiongate.core.transcript import estimate_tokens
+from sessiongate.gateway import operations
 from sessiongate.gateway.prompts import SystemPrompts
-from sessiongate.gateway.recovery import RESTART_COUNTS_FILE, write_restart_counts
 from sessiongate.store.lanes import LaneStore
-
-if TYPE_CHECKING:
-    from sessiongate.core.entry import SessionEntry
-    from sessiongate.store.session_store import SessionStore
 
 __all__ = ["ForkFrom", "register"]
 
@@ -231,10 +225,9 @@ def fork(
         opened_store(home, config_file) as store,
         idle_lane(store, key, action, hint=hint) as (_, busy),
     ):
-        if entry_id is not None:
-            child, editor_text = store.fork_session(key, entry_id=entry_id)
-        else:
-            child, editor_text = store.fork_session(key, fork_from=str(mode), busy=busy)
+        child, editor_text = operations.fork(
+            store, key, entry_id=entry_id, fork_from=str(mode), busy=busy
+        )
     out = ForkOut(
         session_key=child.session_key, session_id=child.session_id, editor_text=editor_text
     )
@@ -261,7 +254,7 @@ def switch(
         opened_store(home, config_file) as store,
         idle_lane(store, key, "switch branches") as (entry, _),
     ):
-        status = store.switch_branch(entry.session_id, leaf_entry_id)
+        status = operations.switch_branch(store, entry, leaf_entry_id)
     out = SwitchOut.model_validate({"status": status})
     if out.status == "missing":
         fail(f"entry {leaf_entry_id} is not in this session", error_code="entry_not_found")
@@ -291,7 +284,7 @@ def compact(
     short. Refused while a turn is running, and for an archived session.
     """
     with opened_store(home, config_file) as store, idle_lane(store, key, "compact") as (entry, _):
-        result = _compact(store, entry)
+        result = operations.compact_deterministically(store, entry)
     out = CompactOut(
         compacted=result["compacted"],
         tokens_before=result["tokens_before"],
@@ -306,44 +299,6 @@ def compact(
         say(
             f"not compacted ({str(result['reason']).replace('_', ' ')}): {out.tokens_before} tokens"
         )
-
-
-def _compact(store: SessionStore, entry: SessionEntry) -> dict[str, Any]:
-    """`gateway.compaction.Compactor.run` with the deterministic summary. It runs inside the
-    caller's write transaction, so nothing can move between the plan and the commit, and the
-    entry is written with its raised `compaction_count` or not at all."""
-    if entry.archived:
-        raise SessionArchivedError(
-            "the session is archived; unarchive it to compact it", session_key=entry.session_key
-        )
-    events = store.load_events(entry.session_id)
-    plan = plan_compaction(
-        events,
-        keep=keep_tokens(store.config.context_window_for(entry.session_key)),
-        explicit=True,
-    )
-    before = plan.tokens_before
-    if not plan.fresh:
-        return _unchanged(before, "nothing_to_compact")
-    summary = deterministic_summary(plan.summarize)
-    # Asked for, so written even when the summary is no shorter (see gateway.compaction).
-    after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
-    store.append_entry(
-        entry.session_id,
-        {
-            "type": "compaction",
-            "summary": summary,
-            "first_kept_entry_id": plan.first_kept_entry_id,
-            "tokens_before": before,
-            "tokens_after": after,
-        },
-    )
-    store.set_session_fields(entry.session_key, compaction_count=entry.compaction_count + 1)
-    return {"compacted": True, "tokens_before": before, "tokens_after": after, "reason": None}
-
-
-def _unchanged(tokens: int, reason: str) -> dict[str, Any]:
-    return {"compacted": False, "tokens_before": tokens, "tokens_after": tokens, "reason": reason}
 
 
 class _ResetMode(enum.StrEnum):
@@ -370,12 +325,14 @@ def reset(
     Refused while a turn is running on the session.
     """
     with opened_store(home, config_file) as store:
+        lanes = LaneStore(store)
         with idle_lane(store, key, "reset"):
-            entry = store.reset_session(key, mode=str(mode) if mode else None, keep_tail=keep_tail)
-            # As `/new` and the HTTP reset: the counter is zeroed in the reset's commit.
-            counted = LaneStore(store).reset_restart_count(key)
+            entry, counted = operations.reset(
+                store, lanes, key, mode=str(mode) if mode else None, keep_tail=keep_tail
+            )
         if counted:
-            _write_restart_counts(store)
+            # The store lives in `<home>/sessions` (cli/_common.py `sessions_dir`).
+            operations.rewrite_restart_counts(store.sessions_dir.parent, lanes)
     if entry is None:  # cannot happen: the lane was read in the same transaction
         fail(f"no session with key {key!r}", error_code="session_not_found")
     show_model(
@@ -383,15 +340,6 @@ def reset(
         f"reset {key}: session id {entry.session_id}",
         as_json=as_json,
     )
-
-
-def _write_restart_counts(store: SessionStore) -> None:
-    """Rewrite `<home>/restart_counts.json` from the database, as the runner does after a
-    reset: the gateway's recovery merges the file's counters for keys the database lacks, so a
-    stale file would bring the zeroed counter back."""
-    # The store lives in `<home>/sessions` (cli/_common.py `sessions_dir`).
-    path = store.sessions_dir.parent / RESTART_COUNTS_FILE
-    write_restart_counts(path, LaneStore(store).restart_counts())
 
 
 def register(app: typer.Typer) -> None:

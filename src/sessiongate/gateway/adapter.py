@@ -1,4 +1,4 @@
-"""The `PlatformAdapter` protocol: how the runner talks to a messaging platform."""
+"""The `PlatformAdapter` protocol: how the gateway talks to a messaging platform."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from sessiongate.core.platform import Platform
     from sessiongate.core.source import SessionSource
-    from sessiongate.gateway.runner import GatewayRunner
+    from sessiongate.gateway.messages import Inbox
 
 __all__ = ["PlatformAdapter", "SendRefusedError", "StreamingAdapter"]
 
@@ -24,10 +24,10 @@ class PlatformAdapter(Protocol):
     """One platform connection.
 
     Inbound: the adapter builds a `MessageEvent` per platform message and awaits
-    `runner.handle_message(event)`. Outbound: the runner calls `send` for every reply, error
-    notice and command answer on the adapter's platform. A reply may be sent again after a crash
-    between sending and journalling it (at-least-once); `turn_id` lets a platform drop the
-    repeat.
+    `inbox.handle_message(event)` (`messages.Inbox`: all of the gateway an adapter sees).
+    Outbound: the gateway calls `send` for every reply, error notice and command answer on the
+    adapter's platform. A reply may be sent again after a crash between sending and
+    journalling it (at-least-once); `turn_id` lets a platform drop the repeat.
     """
 
     platform: Platform
@@ -35,8 +35,8 @@ class PlatformAdapter(Protocol):
     # platforms that need raw ids (mentions) set False.
     pii_safe: bool
 
-    async def start(self, runner: GatewayRunner) -> None:
-        """Connect and begin handing inbound messages to `runner`; return once connected."""
+    async def start(self, inbox: Inbox) -> None:
+        """Connect and begin handing inbound messages to `inbox`; return once connected."""
         ...
 
     async def stop(self) -> None:

@@ -6,12 +6,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from sessiongate.gateway.messages import Inbox
+
 if TYPE_CHECKING:
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.approvals import TurnApprovals
-    from sessiongate.gateway.events import MessageEvent
-    from sessiongate.gateway.receipts import Receipt
-    from sessiongate.store.session_store import SessionStore
 
 __all__ = [
     "Agent",
@@ -25,13 +24,10 @@ __all__ = [
 ]
 
 
-class AgentHost(Protocol):
+class AgentHost(Inbox, Protocol):
     """What an agent's tools may use of the gateway running the turn (`GatewayRunner` is one):
-    the store, to read sessions, and the inbox, to start turns in other sessions."""
-
-    store: SessionStore
-
-    async def handle_message(self, event: MessageEvent, *, wait: bool = True) -> Receipt: ...
+    the store, to read sessions, and `handle_message`, to start turns in other sessions. It
+    is the `Inbox` adapters are given, by the name tools know it by."""
 
 
 @dataclass(frozen=True, slots=True)

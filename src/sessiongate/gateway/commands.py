@@ -29,9 +29,10 @@ from sessiongate.errors import (
     SessionBusyError,
     StaleWriteError,
 )
+from sessiongate.gateway import operations
 from sessiongate.gateway.approvals import approver_id
 from sessiongate.gateway.lanes import CancelReason
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.approvals import Approvals
-    from sessiongate.gateway.events import MessageEvent
     from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.routing import Routed
     from sessiongate.gateway.takeover import Takeovers
     from sessiongate.store.lanes import Acceptance, LaneStore
@@ -367,11 +368,14 @@ class CommandRunner:
             with self._lane_store.atomic():
                 self._check_new(call)
                 dropped = self._lane_store.clear_pending(key)
-                entry = self._store.reset_session(
-                    key, mode="boundary" if soft else None, reason=call.command.name
+                entry, _ = operations.reset(
+                    self._store,
+                    self._lane_store,
+                    key,
+                    mode="boundary" if soft else None,
+                    reason=call.command.name,
                 )
                 assert entry is not None  # get_or_create_session made the lane
-                self._lane_store.reset_restart_count(key)
                 if text:
                     acceptance = self._host.accept(
                         entry, self._turn_inbound(call, text), InboxKind.SLOT

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.entry import SessionEntry
     from sessiongate.gateway.turns import TurnExecutor
     from sessiongate.store.lanes import LaneStore
     from sessiongate.store.session_store import SessionStore
@@ -71,6 +72,8 @@ __all__ = [
     "context_after",
     "keep_tokens",
     "plan_compaction",
+    "unchanged",
+    "write_compaction",
 ]
 
 log = logging.getLogger(__name__)
@@ -205,7 +208,7 @@ class Compactor:
         )
         before = plan.tokens_before
         if not plan.fresh:
-            return _unchanged(before, "nothing_to_compact")
+            return unchanged(before, "nothing_to_compact")
         extra = {"session_key": session_key, "session_id": session_id}
         try:
             async with (
@@ -219,19 +222,13 @@ class Compactor:
                 "compaction summary failed; nothing compacted",
                 extra={**extra, "error": exc.code},
             )
-            return _unchanged(before, "summary_failed")
+            return unchanged(before, "summary_failed")
         except Exception:
             log.exception("compaction summary failed; nothing compacted", extra=extra)
-            return _unchanged(before, "summary_failed")
+            return unchanged(before, "summary_failed")
         after = estimate_tokens(context_after(events, summary, plan.first_kept_entry_id).messages)
         if not explicit and after >= before:
-            return _unchanged(before, "no_gain")
-        result: dict[str, Any] = {
-            "compacted": True,
-            "tokens_before": before,
-            "tokens_after": after,
-            "reason": None,
-        }
+            return unchanged(before, "no_gain")
         with self._fence(session_key), self._lane_store.atomic():
             current = self._store.get_session(session_key)
             if (
@@ -243,19 +240,7 @@ class Compactor:
                     "the conversation changed while it was being summarised; compact again",
                     session_key=session_key,
                 )
-            self._store.append_entry(
-                session_id,
-                {
-                    "type": "compaction",
-                    "summary": summary,
-                    "first_kept_entry_id": plan.first_kept_entry_id,
-                    "tokens_before": before,
-                    "tokens_after": after,
-                },
-            )
-            self._store.set_session_fields(
-                session_key, compaction_count=current.compaction_count + 1
-            )
+            result = write_compaction(self._store, current, plan, summary, after)
             if record is not None:
                 record(result)
         log.info(
@@ -264,5 +249,34 @@ class Compactor:
         return result
 
 
-def _unchanged(tokens: int, reason: str) -> dict[str, Any]:
+def write_compaction(
+    store: SessionStore,
+    entry: SessionEntry,
+    plan: CompactionPlan,
+    summary: str,
+    tokens_after: int,
+) -> dict[str, Any]:
+    """Append the `compaction` entry of `plan` with `summary` at the leaf of `entry`'s session
+    and raise its `compaction_count`, inside the caller's transaction; the answer."""
+    store.append_entry(
+        entry.session_id,
+        {
+            "type": "compaction",
+            "summary": summary,
+            "first_kept_entry_id": plan.first_kept_entry_id,
+            "tokens_before": plan.tokens_before,
+            "tokens_after": tokens_after,
+        },
+    )
+    store.set_session_fields(entry.session_key, compaction_count=entry.compaction_count + 1)
+    return {
+        "compacted": True,
+        "tokens_before": plan.tokens_before,
+        "tokens_after": tokens_after,
+        "reason": None,
+    }
+
+
+def unchanged(tokens: int, reason: str) -> dict[str, Any]:
+    """The answer of a compaction that wrote nothing, and why."""
     return {"compacted": False, "tokens_before": tokens, "tokens_after": tokens, "reason": reason}

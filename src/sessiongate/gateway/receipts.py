@@ -1,44 +1,17 @@
-"""`Receipt`: what the runner answers for one inbound message, and the waiters that get it."""
+"""The waiters of inbound messages: who gets a message's `Receipt` once its turn ends."""
 
 from __future__ import annotations
 
 import asyncio
-import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+# `Receipt` and `ReceiptStatus` live in `messages.py`; importable from here as before.
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 
 if TYPE_CHECKING:
     from sessiongate.gateway.streams import TurnWatch, WatchEvent
 
 __all__ = ["Receipt", "ReceiptStatus", "Waiters"]
-
-
-class ReceiptStatus(enum.StrEnum):
-    REPLIED = "replied"  # the turn that consumed the message replied (`reply`)
-    QUEUED = "queued"  # accepted durably; the turn runs later (wait=False, or at shutdown)
-    DUPLICATE = "duplicate"  # seen before: no second turn; `reply` is the first turn's, if any
-    UNAUTHORIZED = "unauthorized"  # the sender is not on the platform's allow list
-    QUEUE_FULL = "queue_full"  # the lane's queue is at its cap; nothing was written
-    COMMAND = "command"  # a slash command ran; `reply` is its answer
-    FAILED = "failed"  # the turn failed (agent error or timeout); `reply` is the notice
-    INTERRUPTED = "interrupted"  # the turn was interrupted (follow-up, /stop, /new, stale)
-    ARCHIVED = "archived"  # the session is archived and takes no new work; nothing was written
-    # An operator has taken the lane over: the message is stored in the transcript, and no
-    # turn runs for it (the operator answers; the agent sees it at its next turn).
-    HELD = "held"
-    # The disk refused the turn's outcome: the message stays accepted and the gateway keeps
-    # retrying; the lane takes no further turn meanwhile, so order is kept. Also the answer
-    # to a message that arrives while the runner stops: nothing was written, retry later.
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    session_key: str
-    session_id: str | None
-    status: str
-    reply: str | None
-    turn_id: int | None
 
 
 class Waiters:

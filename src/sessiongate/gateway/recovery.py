@@ -251,7 +251,7 @@ def classify(
     awaiting_approval: bool = False,
 ) -> str:
     """Step 4 for one `accepted` turn: "stale", "stuck" or "resume". The same rule decides a
-    lane taken over from a dead instance on a shared database (`runner._recover_lane`). A
+    lane taken over from a dead instance on a shared database (`LaneWorker.recover`). A
     turn waiting for an approval is resumed: its wait is neither staleness nor a crash loop."""
     if awaiting_approval:
         return "resume"

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.errors import QueueFullError, SessionNotFoundError
-from sessiongate.gateway.events import MessageEvent
-from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.gateway.messages import MessageEvent, ReceiptStatus
 from sessiongate.store.changes import ChangeKind
 from sessiongate.store.jobs import JobNotFoundError, JobRun, JobStore
 from sessiongate.store.records import to_us
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.jobs import JobSpec
     from sessiongate.gateway.feed import EventFeed
-    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.messages import Receipt
     from sessiongate.store.changes import Change
     from sessiongate.store.session_store import SessionStore
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.turn_events import TurnEvent
     from sessiongate.gateway.agent import Agent, TurnRequest
-    from sessiongate.gateway.receipts import Receipt
+    from sessiongate.gateway.messages import Receipt
 
 __all__ = ["DELTA_BUFFER", "StreamedMessage", "TurnWatch", "WatchEvent", "agent_events"]
 

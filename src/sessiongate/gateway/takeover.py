@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sessiongate.core.clock import isoformat
 from sessiongate.errors import NotTakenOverError, SessionNotFoundError
 from sessiongate.gateway.approvals import approver_id
-from sessiongate.gateway.events import MessageEvent
 from sessiongate.gateway.lanes import CancelReason
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import MessageEvent, Receipt, ReceiptStatus
 from sessiongate.store.deliveries import DeliveryKind
 from sessiongate.store.lanes import InboxItem, InboxKind
 from sessiongate.store.records import to_us
@@ -84,7 +83,7 @@ _NOT_OPERATOR = "Only an operator may turn the bot off or on here."
 
 
 class TakeoverHost(Protocol):
-    """What takeovers need from the runner."""
+    """What takeovers need from intake (`intake.py`)."""
 
     def route(
         self,

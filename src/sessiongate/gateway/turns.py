@@ -59,8 +59,8 @@ from sessiongate.errors import (
 )
 from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
+from sessiongate.gateway.messages import ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
-from sessiongate.gateway.receipts import ReceiptStatus
 from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (

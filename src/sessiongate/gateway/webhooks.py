@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from sessiongate.gateway.leadership import Leadership
 from sessiongate.store.deliveries import platform_reason
 from sessiongate.store.outbox import DEAD, SENT
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import WebhooksConfig
     from sessiongate.store.changes import Change
     from sessiongate.store.outbox import OutboxEvent, OutboxStore
+    from sessiongate.store.ownership import Ownership
 
 __all__ = ["BATCH", "SIGNATURE_HEADER", "WebhookSender", "sign"]
 
@@ -188,6 +190,19 @@ class WebhookSender:
         """When the oldest pending event is due (None: nothing pending)."""
         pending = self._outbox.unsent(BATCH)
         return min((e.next_at for e in pending), default=None)
+
+    async def run_while_leading(self, ownership: Ownership | None, stop: asyncio.Event) -> None:
+        """On a shared database: send only while this instance leads the lease
+        `webhooks:outbound` (two senders would break each session's order), until `stop`."""
+        role = Leadership(ownership, clock=self._clock).role("webhooks:outbound")
+        leading = asyncio.ensure_future(role.run(lambda: self.run(stop)))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({leading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (leading, stopping):
+                task.cancel()
+            await asyncio.gather(leading, stopping, return_exceptions=True)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Send as events come and come due, until `stop` is set; a failing pass is logged

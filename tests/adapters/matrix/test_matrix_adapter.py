@@ -19,7 +19,7 @@ from sessiongate.core.config import MatrixConfig
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway import GatewayRunner
-from sessiongate.gateway.receipts import Receipt, ReceiptStatus
+from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.store.platform_state import PlatformState
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from sessiongate.adapters.signal.payloads import (
     parse_event,
 )
 from sessiongate.core.source import ChatType
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ME = SignalIdentity("+15550000001", "0b0b0b0b-0000-4000-8000-00000000b0b0")

@@ -12,7 +12,7 @@ from telegram import Bot, Update
 from sessiongate.adapters.kit import GatePolicy, decide_gate, passes
 from sessiongate.adapters.telegram.payloads import GENERAL_TOPIC, BotIdentity, parse_update
 from sessiongate.core.source import ChatType
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ME = BotIdentity(id="1000", username="sg_bot")

@@ -19,7 +19,7 @@ from sessiongate.adapters.whatsapp.payloads import (
     parse_webhook,
 )
 from sessiongate.core.source import ChatType
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ME = WhatsAppIdentity("106540352242922", "15550783881")

@@ -32,9 +32,10 @@ from sessiongate.adapters.discord.payloads import (
 )
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings, gateway_commands
+from sessiongate.adapters.kit.events import gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
 from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.splitting import DISCORD_LIMIT
 from sessiongate.adapters.kit.watchdog import Watchdog
 from sessiongate.core.platform import Platform

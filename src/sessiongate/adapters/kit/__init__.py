@@ -24,7 +24,6 @@ from sessiongate.adapters.kit.errors import (
 from sessiongate.adapters.kit.events import (
     AdapterStatistics,
     Admission,
-    KitSettings,
     PlatformCommand,
     PlatformEvent,
     gateway_commands,
@@ -46,6 +45,7 @@ from sessiongate.adapters.kit.gating import (
 from sessiongate.adapters.kit.media import Attachment, too_large_notice
 from sessiongate.adapters.kit.outbound import Outbox, PlatformSender, Rendering, Target
 from sessiongate.adapters.kit.ratelimit import ChatRateLimiter
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.splitting import (
     DISCORD_LIMIT,
     SLACK_LIMIT,

@@ -53,7 +53,6 @@ from sessiongate.adapters.kit.errors import (
 from sessiongate.adapters.kit.events import (
     AdapterStatistics,
     Admission,
-    KitSettings,
     PlatformEvent,
     gateway_commands,
 )
@@ -75,20 +74,20 @@ from sessiongate.adapters.kit.typing_indicator import TypingIndicators
 from sessiongate.core.clock import SystemClock
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway.adapter import SendRefusedError
-from sessiongate.gateway.events import MessageEvent
-from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.gateway.messages import MessageEvent, ReceiptStatus
 from sessiongate.store.platform_state import PlatformState
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence
 
     from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.settings import KitSettings
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.adapters.kit.watchdog import Watchdog
     from sessiongate.core.clock import Clock
     from sessiongate.core.platform import Platform
     from sessiongate.gateway.leadership import LeaderRole, Leadership
-    from sessiongate.gateway.runner import GatewayRunner
+    from sessiongate.gateway.messages import Inbox
 
 __all__ = ["COMMAND_REFUSAL", "HandoffError", "KitAdapter"]
 
@@ -175,7 +174,7 @@ class KitAdapter:
         self.typing = TypingIndicators(
             sender.send_typing, spawn=self.spawn, sleep=self.tick, interval=self.typing_interval
         )
-        self.runner: GatewayRunner | None = None
+        self.runner: Inbox | None = None
         self.state: PlatformState | None = None
         # This process's claims: a claim under another owner was left by a dead process.
         self.owner = secrets.token_hex(8)
@@ -235,7 +234,7 @@ class KitAdapter:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, runner: GatewayRunner) -> None:
+    async def start(self, runner: Inbox) -> None:
         """Verify credentials (a refusal raises and nothing is left running), register the
         commands (a failure is logged), then start receiving in the adapter's task group."""
         if self._stopped:
@@ -799,7 +798,7 @@ class KitAdapter:
             raise RuntimeError("the adapter has not been started by a runner")
         return self.state
 
-    def _runner(self) -> GatewayRunner:
+    def _runner(self) -> Inbox:
         if self.runner is None:
             raise RuntimeError("the adapter has not been started by a runner")
         return self.runner

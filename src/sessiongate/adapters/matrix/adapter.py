@@ -35,8 +35,9 @@ from sessiongate.adapters.kit.access import Access, decide_access
 from sessiongate.adapters.kit.adapter import KitAdapter
 from sessiongate.adapters.kit.bursts import MAX_HOLD_WINDOWS
 from sessiongate.adapters.kit.errors import CredentialsError, PermanentSendError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings, PlatformEvent, gateway_commands
+from sessiongate.adapters.kit.events import PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.outbound import Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.matrix.client import MatrixClient
 from sessiongate.adapters.matrix.payloads import (

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, ClassVar
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.backoff import Backoff
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings
 from sessiongate.adapters.kit.formatting import defuse_mass_mentions, to_plain_text
 from sessiongate.adapters.kit.outbound import Outbox, Rendering, Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.splitting import split_text
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.signal.client import SignalClient, quote_anchor
@@ -51,7 +51,7 @@ from sessiongate.adapters.signal.payloads import (
 )
 from sessiongate.adapters.signal.styles import utf16_units
 from sessiongate.core.platform import Platform
-from sessiongate.gateway.receipts import ReceiptStatus
+from sessiongate.gateway.messages import ReceiptStatus
 
 if TYPE_CHECKING:
     from sessiongate.adapters.kit.events import Admission, PlatformEvent

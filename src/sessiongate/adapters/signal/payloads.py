@@ -34,7 +34,7 @@ from sessiongate.adapters.kit.gating import MessageFacts
 from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -30,9 +30,10 @@ from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import Admission, KitSettings, PlatformEvent, gateway_commands
+from sessiongate.adapters.kit.events import Admission, PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.fields import PayloadError, loads_json
 from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.splitting import SLACK_LIMIT
 from sessiongate.adapters.kit.watchdog import Watchdog
 from sessiongate.adapters.slack.client import SlackClient

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.bursts import MAX_HOLD_WINDOWS
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings, PlatformEvent
+from sessiongate.adapters.kit.events import PlatformEvent
 from sessiongate.adapters.kit.fields import PayloadError, loads_json
 from sessiongate.adapters.kit.formatting import to_plain_text, to_telegram_html
 from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
 from sessiongate.adapters.kit.watchdog import StalledError, Watchdog
 from sessiongate.adapters.telegram.client import PollConflictError, TelegramClient

@@ -37,7 +37,7 @@ from sessiongate.adapters.kit.gating import MessageFacts
 from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 __all__ = [
     "APPROVAL_BUTTONS",

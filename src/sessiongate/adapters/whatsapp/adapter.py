@@ -41,8 +41,8 @@ from pywa.utils import webhook_updates_validator
 from sessiongate.adapters.kit.access import AccessPolicy
 from sessiongate.adapters.kit.adapter import HandoffError, KitAdapter
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import KitSettings, PlatformEvent
 from sessiongate.adapters.kit.outbound import Rendering, Target
+from sessiongate.adapters.kit.settings import KitSettings
 from sessiongate.adapters.whatsapp.client import ServiceWindowClosedError, WhatsAppClient
 from sessiongate.adapters.whatsapp.markup import WHATSAPP_LIMIT, to_plain, to_whatsapp
 from sessiongate.adapters.whatsapp.payloads import (
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
-    from sessiongate.adapters.kit.events import PlatformCommand
+    from sessiongate.adapters.kit.events import PlatformCommand, PlatformEvent
     from sessiongate.adapters.kit.timing import Sleep
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import WhatsAppConfig

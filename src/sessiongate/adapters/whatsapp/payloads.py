@@ -35,7 +35,7 @@ from sessiongate.adapters.kit.media import Attachment
 from sessiongate.core.identity import normalize_whatsapp_identifier
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
-from sessiongate.gateway.events import MessageType
+from sessiongate.gateway.messages import MessageType
 
 __all__ = ["PayloadError", "StatusUpdate", "WebhookBatch", "WhatsAppIdentity", "parse_webhook"]
 

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from sessiongate.agents.tools import ToolError
 from sessiongate.agents.tools._schema import describe_validation_error
+from sessiongate.agents.tools.base import ToolError
 from sessiongate.core.turn_events import ToolResult
 from sessiongate.gateway.tracing import traced
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sessiongate.agents.tools import Tool, ToolContext
+    from sessiongate.agents.tools.base import Tool, ToolContext
     from sessiongate.gateway.approvals import TurnApprovals
 
 __all__ = [

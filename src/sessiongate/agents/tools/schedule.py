@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from sessiongate.agents.tools import ToolContext, ToolError, make_tool
+from sessiongate.agents.tools.base import ToolContext, ToolError, make_tool
 from sessiongate.core.jobs import JobSpec, next_slot, parse_every
 from sessiongate.store.jobs import JobExistsError, JobNotFoundError, JobStore, validation_message
 

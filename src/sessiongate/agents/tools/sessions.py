@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.agents.tools import Tool, ToolContext, make_tool
+from sessiongate.agents.tools.base import Tool, ToolContext, make_tool
 from sessiongate.core.keys import FORK_TAG
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
-from sessiongate.gateway.events import MessageEvent
+from sessiongate.gateway.messages import MessageEvent
 
 if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
