@@ -39,6 +39,8 @@ from sessiongate.adapters.slack.client import SlackClient
 from sessiongate.adapters.slack.mrkdwn import to_mrkdwn, to_plain
 from sessiongate.adapters.slack.payloads import (
     SlackIdentity,
+    approval_blocks,
+    parse_block_actions,
     parse_envelope,
     parse_slash_command,
 )
@@ -175,6 +177,13 @@ class SlackAdapter(KitAdapter):
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id, thread_id=source.thread_id)
 
+    async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
+        """An approval prompt in Block Kit with Approve and Deny buttons (a press arrives as
+        the command, `/approve <id>`, from the person who pressed)."""
+        await self.client.send_blocks(
+            self.target_for(source), text, approval_blocks(text, approval_id)
+        )
+
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         await self.client.set_commands(commands)
 
@@ -289,7 +298,9 @@ class SlackAdapter(KitAdapter):
             return parse_slash_command(
                 {str(k): str(v) for k, v in payload.items()}, self.me, commands=self.commands
             )
-        return None  # interactivity and others: acknowledged, not handled
+        if kind == "interactive" and payload.get("type") == "block_actions":
+            return parse_block_actions(payload, self.me)
+        return None  # other interactivity and the rest: acknowledged, not handled
 
     async def _admit_within_deadline(self, event: PlatformEvent) -> Admission | None:
         """`admit`, waited for at most ACK_DEADLINE_SECONDS (then it finishes on its own, and
@@ -362,9 +373,13 @@ class SlackAdapter(KitAdapter):
                     form = dict(parse_qsl(body.decode(), max_num_fields=_MAX_FORM_FIELDS))
                 except ValueError as exc:
                     raise PayloadError("body", "not a form") from exc
-                if "payload" in form:
-                    return 200, {}  # interactivity: not handled, acknowledged
-                event: PlatformEvent | None = self._map("slash_commands", form)
+                if "payload" in form:  # interactivity: a button press, or else acknowledged
+                    interaction = loads_json(form["payload"])
+                    if not isinstance(interaction, dict):
+                        raise PayloadError("payload", "expected an object")
+                    event: PlatformEvent | None = self._map("interactive", interaction)
+                else:
+                    event = self._map("slash_commands", form)
             else:
                 payload = loads_json(body)
                 if not isinstance(payload, dict):
