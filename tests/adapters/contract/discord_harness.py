@@ -299,7 +299,16 @@ class DiscordHarness:
         return [str(c["name"]) for c in self.stub.commands.values()]
 
     def ephemeral(self) -> list[str]:
-        return [str(c["data"]["content"]) for c in self.stub.callbacks]
+        return [str(c["data"]["content"]) for c in self.stub.callbacks if c.get("data")]
+
+    def approval_buttons(self) -> list[str]:
+        return [str(button["custom_id"]) for button in self.stub.buttons()]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        presser = dc.user(_USERS.get(user, "5000000000000000099"), user)
+        interaction_id = self.stub.press(value, presser)
+        self._expected += 1
+        return f"interaction:{interaction_id}"
 
     def uploads(self) -> list[Uploaded]:
         return [

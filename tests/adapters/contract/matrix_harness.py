@@ -78,6 +78,7 @@ class MatrixHarness:
     rejects_markup = False
     # Matrix has no registry of bot commands: `/cmd` and `!cmd` are read from the text.
     registers_commands = False
+    approval_buttons = False
     rate_limit_seconds = 2.0
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:

@@ -83,6 +83,7 @@ class SignalHarness:
     bot_senders = False
     edits = False
     registers_commands = False
+    approval_buttons = False
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:
         self.home = tmp_path / "home"

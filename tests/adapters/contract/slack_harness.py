@@ -290,6 +290,14 @@ class SlackHarness:
     def ephemeral(self) -> list[str]:
         return [str(p.get("text")) for p in self.stub.ack_payloads.values()]
 
+    def approval_buttons(self) -> list[str]:
+        return [str(button["action_id"]) for button in self.stub.buttons()]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        envelope_id = self.stub.push_press(value, user_id=self.user_of(user), user_name=user)
+        self._expected += 1
+        return envelope_id
+
     def uploads(self) -> list[Uploaded]:
         return [
             Uploaded(

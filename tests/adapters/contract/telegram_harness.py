@@ -297,6 +297,20 @@ class TelegramHarness:
     def ephemeral(self) -> list[str]:
         return []  # Telegram has no answer only one user sees
 
+    def approval_buttons(self) -> list[str]:
+        return [
+            str(button["callback_data"])
+            for keyboard in self.stub.keyboards()
+            for row in keyboard["inline_keyboard"]
+            for button in row
+        ]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        user_id = _USERS.get(user, 99)
+        update_id = self.stub.push_press(value, chat_id=user_id, user_id=user_id, username=user)
+        self._expected += 1
+        return str(update_id)
+
     def uploads(self) -> list[Uploaded]:
         return [
             Uploaded(

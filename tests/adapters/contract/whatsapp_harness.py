@@ -81,6 +81,7 @@ class WhatsAppHarness:
     channels = False
     bot_senders = False
     edits = False
+    approval_buttons = False
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:
         self.home = tmp_path / "home"
