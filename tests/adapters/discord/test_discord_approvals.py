@@ -137,6 +137,10 @@ async def test_the_prompt_has_buttons_and_a_press_decides_once(
         await until(lambda: "deleted it" in texts(stub))
         assert sample_tools.DELETED == ["/srv/x"]
         assert runner.approvals.book.get(approval_id).decided_by == f"discord:{ANN['id']}"
+        # The buttons give way to the outcome (the prompt edited).
+        await until(lambda: not stub.buttons())
+        assert prompt["components"] == []
+        assert prompt["content"].endswith(f"\nApproved by discord:{ANN['id']}.")
         # Pressed again (or on another device): one decision, and the presser is told.
         second = stub.press(approve["custom_id"], ANN, guild_id=GUILD)
         await until(lambda: any("already approved" in t for t in texts(stub)))
@@ -164,6 +168,7 @@ async def test_another_member_pressing_approve_decides_nothing(tmp_path, clock, 
         stub.press(deny["custom_id"], ANN, guild_id=GUILD)
         await until(lambda: "kept it" in texts(stub))
         assert runner.approvals.book.get(approval_id).status == "denied"
+        assert stub.buttons() == []
         assert sample_tools.DELETED == []
 
 

@@ -142,6 +142,13 @@ async def test_the_prompt_has_buttons_and_a_press_decides_once(tmp_path, clock, 
         await until(lambda: "deleted it" in texts(stub))
         assert sample_tools.DELETED == ["/srv/x"]
         assert runner.approvals.book.get(approval_id).decided_by == f"slack:{ANN}"
+        # The buttons give way to the outcome (chat.update).
+        await until(lambda: not stub.buttons())
+        assert prompt["blocks"][-1] == {
+            "type": "context",
+            "elements": [{"type": "plain_text", "text": f"Approved by slack:{ANN}."}],
+        }
+        assert 'delete_file({"path": "/srv/x"})' in prompt["blocks"][0]["text"]["text"]
         # Pressed again (or on another device): one decision, and the presser is told.
         second = stub.push_press(approve["action_id"], user_id=ANN)
         await until(lambda: any("already approved" in t for t in texts(stub)))
@@ -169,6 +176,8 @@ async def test_another_member_pressing_approve_decides_nothing(tmp_path, clock, 
         stub.push_press(deny["action_id"], user_id=ANN)
         await until(lambda: "kept it" in texts(stub))
         assert runner.approvals.book.get(approval_id).status == "denied"
+        assert stub.buttons() == []
+        assert any(t.endswith(f"Denied by slack:{ANN}.") for t in texts(stub))
         assert sample_tools.DELETED == []
 
 

@@ -35,6 +35,7 @@ from sessiongate.adapters.discord.payloads import (
     parse_message,
 )
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
+from sessiongate.adapters.kit.approval_buttons import PostedPrompt, PostedPrompts
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import Admission, KitSettings, gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
@@ -128,6 +129,7 @@ class DiscordAdapter(KitAdapter):
         # When the gateway last delivered anything (an event or a heartbeat ack), by the clock.
         self._last_activity = self.clock.monotonic()
         self._watcher: asyncio.Task[None] | None = None
+        self.prompts = PostedPrompts()
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -154,8 +156,17 @@ class DiscordAdapter(KitAdapter):
     async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
         """An approval prompt with Approve and Deny buttons under it (a press arrives as the
         command, `/approve <id>`, from the person who pressed)."""
+        target = self.target_for(source)
+        message_id = await self.client.send_components(target, text, approval_buttons(approval_id))
+        self.prompts.add(approval_id, PostedPrompt(target, message_id, text))
+
+    async def settle_approval(self, source: SessionSource, approval_id: str, outcome: str) -> None:
+        """The prompt's buttons give way to the outcome (the message edited)."""
+        prompt = self.prompts.pop(approval_id)
+        if prompt is None:
+            return
         await self.client.send_components(
-            self.target_for(source), text, approval_buttons(approval_id)
+            prompt.target, f"{prompt.text}\n{outcome}", [], message_id=prompt.message_id
         )
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:

@@ -297,9 +297,15 @@ class DiscordClient:
         await self._call(lambda: self.bot.http.request(route, json={"type": 6}), sending=False)
 
     async def send_components(
-        self, target: Target, text: str, components: Sequence[dict[str, Any]]
+        self,
+        target: Target,
+        text: str,
+        components: Sequence[dict[str, Any]],
+        *,
+        message_id: str | None = None,
     ) -> str:
-        """A message with buttons under it: `components` (action rows of buttons, Discord's
+        """A message with buttons under it (or, with `message_id`, that message edited to
+        `text` and these, maybe no, buttons): `components` (action rows of buttons, Discord's
         JSON) become discord.py's own `ui.Button`s, which check labels and custom ids. The
         view is not kept by discord.py: a press reaches `on_dispatch` like any interaction."""
         view = discord.ui.View(timeout=None)
@@ -319,6 +325,10 @@ class DiscordClient:
             with handle_message_parameters(
                 content=text, view=view, allowed_mentions=SAFE_MENTIONS
             ) as params:
+                if message_id is not None:
+                    return await self.bot.http.edit_message(
+                        channel_id, int(message_id), params=params
+                    )
                 return await self.bot.http.send_message(channel_id, params=params)
 
         message = await self._call(post)

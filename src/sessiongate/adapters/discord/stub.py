@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 from collections import Counter, deque
@@ -79,6 +80,8 @@ class DiscordStub:
         self.acks = True  # answer heartbeats (off: a socket gone deaf)
         self.channels: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
+        # Each message as first posted, by id (`sent` shows it as edited since).
+        self.originals: dict[str, dict[str, Any]] = {}
         # Messages with a file: the message body, channel_id, id, name, size, data.
         self.uploads: list[dict[str, Any]] = []
         self.upload_limit_bytes = 10 * 1_048_576
@@ -144,12 +147,14 @@ class DiscordStub:
             self._pending.append(payload)
         return self._seq
 
-    def buttons(self) -> list[dict[str, Any]]:
+    def buttons(self, *, ever: bool = False) -> list[dict[str, Any]]:
         """The buttons of the messages the bot posted, in order (each with the message's
-        `channel_id` and `message_id`)."""
+        `channel_id` and `message_id`): as they are now, or `ever` posted (a device that has
+        not seen an edit may still press them)."""
+        messages = self.originals.values() if ever else self.sent
         return [
             {**button, "channel_id": message["channel_id"], "message_id": message["id"]}
-            for message in self.sent
+            for message in messages
             for row in message.get("components") or ()
             for button in row.get("components") or ()
             if button.get("type") == 2
@@ -166,7 +171,7 @@ class DiscordStub:
         """Dispatch `presser` (a `user(...)`) pressing the posted button `custom_id`: a
         MESSAGE_COMPONENT interaction as Discord sends it (in a guild the presser comes as a
         member); returns the interaction id."""
-        button = next(b for b in self.buttons() if b["custom_id"] == custom_id)
+        button = next(b for b in self.buttons(ever=True) if b["custom_id"] == custom_id)
         sent = next(m for m in self.sent if m["id"] == button["message_id"])
         channel_id = str(button["channel_id"])
         message = {**self._message(channel_id, str(sent.get("content") or ""), sent["id"]),
@@ -283,6 +288,7 @@ class DiscordStub:
         channel = request.match_info["channel"]
         message_id = self.snowflake()
         self.sent.append({**body, "channel_id": channel, "id": message_id})
+        self.originals[message_id] = copy.deepcopy(self.sent[-1])
         if late is not None:
             await asyncio.sleep(late.delay_seconds)
         return _json(self._message(channel, str(body.get("content", "")), message_id))

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl
 from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
+from sessiongate.adapters.kit.approval_buttons import PostedPrompt, PostedPrompts
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import Admission, KitSettings, PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.fields import PayloadError, loads_json
@@ -140,6 +141,7 @@ class SlackAdapter(KitAdapter):
         )
         self.retries_seen = 0
         self._holds_token = False
+        self.prompts = PostedPrompts()
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -180,8 +182,20 @@ class SlackAdapter(KitAdapter):
     async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
         """An approval prompt in Block Kit with Approve and Deny buttons (a press arrives as
         the command, `/approve <id>`, from the person who pressed)."""
-        await self.client.send_blocks(
-            self.target_for(source), text, approval_blocks(text, approval_id)
+        target = self.target_for(source)
+        ts = await self.client.send_blocks(target, text, approval_blocks(text, approval_id))
+        self.prompts.add(approval_id, PostedPrompt(target, ts, text))
+
+    async def settle_approval(self, source: SessionSource, approval_id: str, outcome: str) -> None:
+        """The prompt's buttons give way to the outcome (chat.update)."""
+        prompt = self.prompts.pop(approval_id)
+        if prompt is None:
+            return
+        await self.client.update_blocks(
+            prompt.target,
+            prompt.message_id,
+            f"{prompt.text}\n{outcome}",
+            approval_blocks(prompt.text, approval_id, outcome=outcome),
         )
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:

@@ -230,17 +230,23 @@ def parse_slash_command(
     )
 
 
-def approval_blocks(text: str, approval_id: str) -> list[dict[str, Any]]:
+def approval_blocks(
+    text: str, approval_id: str, *, outcome: str | None = None
+) -> list[dict[str, Any]]:
     """An approval prompt in Block Kit: the prompt as plain text (the call shown verbatim, in
-    as many sections as it takes), then Approve and Deny. Each button's `action_id` is
-    `<verb>:<approval id>` (`kit/approval_buttons.py`). `ValueError` when the prompt is too
-    long for one message (it is then sent as text, with the commands to type)."""
+    as many sections as it takes), then Approve and Deny, or once settled the `outcome` in
+    their place. Each button's `action_id` is `<verb>:<approval id>`
+    (`kit/approval_buttons.py`). `ValueError` when the prompt is too long for one message (it
+    is then sent as text, with the commands to type)."""
     sections = [
         {"type": "section", "text": {"type": "plain_text", "text": text[at : at + _SECTION_CHARS]}}
         for at in range(0, len(text), _SECTION_CHARS)
     ]
     if len(sections) >= _MAX_BLOCKS:
         raise ValueError("the prompt is too long for one Slack message with buttons")
+    if outcome is not None:
+        return [*sections, {"type": "context",
+                            "elements": [{"type": "plain_text", "text": outcome}]}]  # fmt: skip
     buttons = [
         {
             "type": "button",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import hmac
 import itertools
@@ -98,6 +99,8 @@ class SlackStub:
         self.app_token = APP_TOKEN
         self.config_token = CONFIG_TOKEN
         self.sent: list[dict[str, Any]] = []
+        # Each message as first posted, by ts (`sent` shows it as edited since).
+        self.originals: dict[str, dict[str, Any]] = {}
         self.edits: list[dict[str, Any]] = []
         self.deleted: list[dict[str, Any]] = []
         self.statuses: list[dict[str, Any]] = []
@@ -144,9 +147,11 @@ class SlackStub:
         self._outbox.put_nowait(envelope)
         return str(envelope["envelope_id"])
 
-    def buttons(self) -> list[dict[str, Any]]:
+    def buttons(self, *, ever: bool = False) -> list[dict[str, Any]]:
         """The buttons of the messages the app posted, in order (each with the message's
-        `channel`, `ts` and `thread_ts`)."""
+        `channel`, `ts` and `thread_ts`): as they are now, or `ever` posted (a device that
+        has not seen an update may still press them)."""
+        messages = self.originals.values() if ever else self.sent
         return [
             {
                 **element,
@@ -154,7 +159,7 @@ class SlackStub:
                 "ts": message["ts"],
                 "thread_ts": message.get("thread_ts"),
             }
-            for message in self.sent
+            for message in messages
             for block in message.get("blocks") or ()
             for element in block.get("elements") or ()
             if element.get("type") == "button"
@@ -162,7 +167,7 @@ class SlackStub:
 
     def press(self, action_id: str, *, user_id: str, user_name: str = "someone") -> dict[str, Any]:
         """The `block_actions` payload of `user_id` pressing the posted button `action_id`."""
-        button = next(b for b in self.buttons() if b["action_id"] == action_id)
+        button = next(b for b in self.buttons(ever=True) if b["action_id"] == action_id)
         message = next(m for m in self.sent if m["ts"] == button["ts"])
         action_ts = self.next_ts()
         container: dict[str, Any] = {
@@ -309,6 +314,7 @@ class SlackStub:
     async def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         ts = self.next_ts()
         self.sent.append({**params, "ts": ts})
+        self.originals[ts] = copy.deepcopy(self.sent[-1])
         return {"channel": params.get("channel"), "ts": ts, "message": {"text": params.get("text")}}
 
     async def _api_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
