@@ -15,7 +15,13 @@ each request to `receive_webhook`, which checks the `X-Slack-Signature` HMAC and
 `X-Slack-Request-Timestamp` more than 5 minutes off before it parses anything (401). Then it
 answers `url_verification`, and admits `event_callback`s and slash commands the same way,
 answering 200 within the deadline; Slack's retries (`X-Slack-Retry-Num`) of an event it has
-are answered 200 at once, by the claim.
+are answered 200 at once, by the claim. `POST /hooks/slack/interactivity` comes to the same
+method, checked the same way.
+
+Approval prompts (`send_approval`) are Block Kit with Approve and Deny buttons; a press (a
+`block_actions` interaction, by either way) is admitted as the presser's `/approve <id>`, and
+once the approval is settled the prompt shows the outcome instead of the buttons
+(`settle_approval`, chat.update).
 """
 
 from __future__ import annotations
