@@ -26,7 +26,7 @@ from harness import (
 )
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.discord import DiscordAdapter, stub as dc
+from sessiongate.adapters.discord import DiscordAdapter
 from sessiongate.adapters.discord.client import DiscordClient
 from sessiongate.adapters.discord.payloads import (
     DiscordIdentity,
@@ -38,6 +38,7 @@ from sessiongate.adapters.kit import ClockSleep, gateway_commands
 from sessiongate.adapters.kit.splitting import DISCORD_LIMIT
 from sessiongate.core.config import DiscordConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import discord as dc
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -27,11 +27,12 @@ from harness import (
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
 from sessiongate.adapters.kit.splitting import SLACK_LIMIT
-from sessiongate.adapters.slack import SlackAdapter, stub as sl
+from sessiongate.adapters.slack import SlackAdapter
 from sessiongate.adapters.slack.client import SlackClient
 from sessiongate.adapters.slack.payloads import SlackIdentity, parse_envelope, parse_slash_command
 from sessiongate.core.config import SlackConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import slack as sl
 
 if TYPE_CHECKING:
     from pathlib import Path

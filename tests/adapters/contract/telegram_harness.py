@@ -27,11 +27,12 @@ from harness import (
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
-from sessiongate.adapters.telegram import TelegramAdapter, stub as tg
+from sessiongate.adapters.telegram import TelegramAdapter
 from sessiongate.adapters.telegram.client import TelegramClient
 from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
 from sessiongate.core.config import TelegramConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import telegram as tg
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,12 +16,13 @@ import pytest
 import sample_tools
 from fake_openai import Call, Calls, FakeOpenAI, Reply
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.discord import DiscordAdapter, stub as dc
+from sessiongate.adapters.discord import DiscordAdapter
 from sessiongate.adapters.discord.payloads import DiscordIdentity, parse_interaction
 from sessiongate.adapters.kit import ClockSleep
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import DiscordConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import discord as dc
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator

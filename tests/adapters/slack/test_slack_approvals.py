@@ -18,12 +18,13 @@ import sample_tools
 from fake_openai import Call, Calls, FakeOpenAI, Reply
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
-from sessiongate.adapters.slack import SlackAdapter, stub as sl
+from sessiongate.adapters.slack import SlackAdapter
 from sessiongate.adapters.slack.payloads import SlackIdentity, parse_block_actions
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.core.config import SlackConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import slack as sl
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
