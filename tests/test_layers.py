@@ -9,7 +9,10 @@ import sessiongate
 
 ROOT = Path(sessiongate.__file__).parent
 # Order of DESIGN.md: each layer may import the ones before it, never one after it.
-LAYERS = ["errors", "core", "store", "gateway", "agents", "adapters", "ui", "api", "top"]
+LAYERS = ["errors", "core", "store", "gateway", "agents", "adapters", "testing", "ui", "api", "top"]
+# The test kit (platform stubs, `sessiongate try`'s targets) is for tests: in the product only
+# the `try` command and the benchmark use it.
+TESTING_USERS = ("sessiongate.cli.try_cmd", "sessiongate.cli._trial", "sessiongate.bench.")
 TOP_LEVEL = {"cli", "bench", "config", "logs", "__main__", "__init__"}
 
 
@@ -46,6 +49,20 @@ def test_imports_only_go_down_the_layers():
                 continue
             if target != "sessiongate" and LAYERS.index(layer_of(target)) > mine:
                 wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_nothing_in_the_product_imports_the_test_kit_but_try_and_bench():
+    wrong = []
+    for path in ROOT.rglob("*.py"):
+        module = "sessiongate." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if module.startswith(("sessiongate.testing", *TESTING_USERS)):
+            continue
+        wrong += [
+            f"{module} imports {target}"
+            for target in imported_modules(path)
+            if target.startswith("sessiongate.testing")
+        ]
     assert wrong == []
 
 

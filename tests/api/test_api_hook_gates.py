@@ -74,9 +74,10 @@ async def test_an_unknown_hook_is_404_at_once(server, path):
     assert response.json()["error"]["code"] == "not_found"
 
 
-async def test_a_signed_looking_slack_post_without_its_timestamp_is_401_at_once(server):
+@pytest.mark.parametrize("path", ["/hooks/slack/events", "/hooks/slack/interactivity"])
+async def test_a_signed_looking_slack_post_without_its_timestamp_is_401_at_once(server, path):
     signature = {"X-Slack-Signature": "v0=" + "0" * 64}
-    response = await _stalled(server, "/hooks/slack/events", signature)
+    response = await _stalled(server, path, signature)
     assert response.status == 401
 
 

@@ -32,6 +32,7 @@ ADDED_ROUTES = {
     # Platform webhooks (DESIGN round 2), signed by the platform instead of the bearer token.
     ("post", "/hooks/telegram"),
     ("post", "/hooks/slack/events"),
+    ("post", "/hooks/slack/interactivity"),
     ("get", "/hooks/whatsapp"),
     ("post", "/hooks/whatsapp"),
     ("post", "/hooks/in/{name}"),  # inbound webhooks (`hooks.routes`)

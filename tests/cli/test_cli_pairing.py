@@ -6,8 +6,8 @@ import json
 from typing import TYPE_CHECKING
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.telegram.stub import BotApiStub, serve_stub_in_thread
 from sessiongate.store.platform_state import PlatformState
+from sessiongate.testing.stubs.telegram import BotApiStub, serve_stub_in_thread
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sessiongate.adapters.discord import stub as dc
-from sessiongate.adapters.slack import stub as sl
+from sessiongate.testing.stubs import discord as dc, slack as sl
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

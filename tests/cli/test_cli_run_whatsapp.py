@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from sessiongate.adapters.whatsapp import stub as wa
+from sessiongate.testing.stubs import whatsapp as wa
 
 if TYPE_CHECKING:
     from pathlib import Path

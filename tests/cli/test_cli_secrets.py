@@ -16,10 +16,8 @@ import pytest
 import yaml
 from pydantic import BaseModel, SecretStr
 
-from sessiongate.adapters.discord import stub as dc
-from sessiongate.adapters.slack import stub as sl
-from sessiongate.adapters.telegram import stub as tg
 from sessiongate.core.config import PLATFORM_CONFIGS, GatewayConfig, OpenAIAgentSpec
+from sessiongate.testing.stubs import discord as dc, slack as sl, telegram as tg
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

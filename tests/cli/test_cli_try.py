@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sessiongate.adapters.trial import load_try_target, try_platforms
+from sessiongate.testing.trial import load_try_target, try_platforms
 
 SHIPPED = ["discord", "matrix", "signal", "slack", "telegram", "whatsapp"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sessiongate.adapters.matrix import stub as mx
+from sessiongate.testing.stubs import matrix as mx
 from sg_process import GatewayProcess, is_drained, poll_until
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sessiongate.adapters.signal import stub as sg
+from sessiongate.testing.stubs import signal as sg
 from sg_process import GatewayProcess, is_drained, poll_until
 
 if TYPE_CHECKING:

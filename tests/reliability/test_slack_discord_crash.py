@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sessiongate.adapters.discord import stub as dc
-from sessiongate.adapters.slack import stub as sl
+from sessiongate.testing.stubs import discord as dc, slack as sl
 from sg_process import GatewayProcess, is_drained, poll_until
 
 if TYPE_CHECKING:

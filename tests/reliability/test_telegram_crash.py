@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sessiongate.adapters.telegram import stub as tg
+from sessiongate.testing.stubs import telegram as tg
 from sg_process import GatewayProcess, is_drained, poll_until
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from sessiongate.adapters.telegram import stub as tg
+from sessiongate.testing.stubs import telegram as tg
 from sg_process import GatewayProcess, poll_until
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ Routes (all JSON; session keys percent-encoded in paths):
     GET    /v1/events                           the live feed (server-sent events)
     POST   /hooks/telegram                      platform webhook (signed by the platform)
     POST   /hooks/slack/events                  Slack Events API (signed by Slack)
+    POST   /hooks/slack/interactivity           Slack button presses (signed by Slack)
     GET    /hooks/whatsapp                      WhatsApp webhook verification (verify token)
     POST   /hooks/whatsapp                      WhatsApp Cloud API webhook (signed by Meta)
     POST   /hooks/in/{name}                     inbound webhook (`hooks.routes`; HMAC or bearer)

@@ -78,6 +78,14 @@ HOOKS = (
         524_288,
         "Slack Events API and slash commands (verified by X-Slack-Signature, 5-minute window)",
     ),
+    # A button press carries the message it was pressed on (the prompt's blocks) and the
+    # presser: a few KiB, like the events above at most.
+    HookRoute(
+        "/hooks/slack/interactivity",
+        "slack",
+        524_288,
+        "Slack interactivity: approval button presses (verified by X-Slack-Signature)",
+    ),
     # A WhatsApp webhook batches a few messages or delivery reports (media comes by id, never
     # inline): a few KiB. `platforms.whatsapp.max_webhook_bytes` may lower the bound.
     HookRoute(
@@ -128,7 +136,7 @@ def hook_gates() -> list[BodyGate]:
     return [BodyGate(h.path, _header_check(h.platform), h.max_body_bytes) for h in HOOKS]
 
 
-def _endpoint(platform: str) -> Callable[[Request], Awaitable[JSONResponse]]:
+def _endpoint(path: str, platform: str) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def hook(request: Request) -> JSONResponse:
         receiver = _receiver(request.app.state, platform)
         if receiver is None:
@@ -139,14 +147,14 @@ def _endpoint(platform: str) -> Callable[[Request], Awaitable[JSONResponse]]:
         status, payload = await receiver.receive_webhook(request.headers, body)
         return JSONResponse(payload, status_code=status)
 
-    hook.__name__ = f"{platform}_hook"
+    hook.__name__ = path.removeprefix("/hooks/").replace("/", "_") + "_hook"
     return hook
 
 
 for _hook in HOOKS:
     router.add_api_route(
         _hook.path,
-        _endpoint(_hook.platform),
+        _endpoint(_hook.path, _hook.platform),
         methods=["POST"],
         summary=_hook.summary,
         responses=_RESPONSES,

@@ -103,7 +103,8 @@ async def _gateway(home: Path, platform: str, section: dict[str, Any], adapter_o
 
 
 async def _slack(count: int, home: Path) -> dict[str, Any]:
-    from sessiongate.adapters.slack import SlackAdapter, stub as sl
+    from sessiongate.adapters.slack import SlackAdapter
+    from sessiongate.testing.stubs import slack as sl
 
     stub = sl.SlackStub()
     replied: asyncio.Queue[float] = asyncio.Queue()
@@ -139,7 +140,8 @@ async def _slack(count: int, home: Path) -> dict[str, Any]:
 async def _discord(count: int, home: Path) -> dict[str, Any]:
     from discord.http import Route
 
-    from sessiongate.adapters.discord import DiscordAdapter, stub as dc
+    from sessiongate.adapters.discord import DiscordAdapter
+    from sessiongate.testing.stubs import discord as dc
 
     stub = dc.DiscordStub()
     replied: asyncio.Queue[float] = asyncio.Queue()
@@ -174,7 +176,8 @@ async def _discord(count: int, home: Path) -> dict[str, Any]:
 
 async def _matrix(count: int, home: Path) -> dict[str, Any]:
     from sessiongate.adapters.kit.outbound import Target
-    from sessiongate.adapters.matrix import MatrixAdapter, stub as mx
+    from sessiongate.adapters.matrix import MatrixAdapter
+    from sessiongate.testing.stubs import matrix as mx
 
     stub = mx.HomeserverStub()
     rooms = [f"!r{i}:{mx.SERVER}" for i in range(2 * count)]

@@ -22,7 +22,7 @@ _BASE_STAMP = 1767225600000
 
 
 async def _stub_main(mode: str, count: int) -> None:
-    from sessiongate.adapters.signal.stub import SignalCliStub, data_envelope, serve_stub
+    from sessiongate.testing.stubs.signal import SignalCliStub, data_envelope, serve_stub
 
     latencies: list[float] = []
     times: dict[str, float] = {}

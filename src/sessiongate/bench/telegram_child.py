@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 
 async def _stub_main(mode: str, count: int, chats: int) -> None:
-    from sessiongate.adapters.telegram.stub import BotApiStub, serve_stub
+    from sessiongate.testing.stubs.telegram import BotApiStub, serve_stub
 
     stub = BotApiStub()
     times: dict[str, float] = {}

@@ -136,7 +136,7 @@ async def _floor(stack: AsyncExitStack, stub: Any, url: str) -> str:
 async def _run(receiver: str, mode: str, count: int, home: Path) -> dict[str, Any]:
     import httpx
 
-    from sessiongate.adapters.whatsapp.stub import GraphApiStub, serve_stub, sign
+    from sessiongate.testing.stubs.whatsapp import GraphApiStub, serve_stub, sign
 
     stub = GraphApiStub()
     arrived: dict[int, float] = {}

@@ -128,7 +128,8 @@ MEANINGS: dict[str, str] = {
     "platforms.slack.app_token": "The app-level token (`xapp-...`, scope `connections:write`) "
     "that opens the Socket Mode websocket; required in socket mode.",
     "platforms.slack.signing_secret": "The app's signing secret: `POST /hooks/slack/events` "
-    "checks `X-Slack-Signature` with it; required in events mode.",
+    "and `POST /hooks/slack/interactivity` check `X-Slack-Signature` with it; required in "
+    "events mode.",
     "platforms.slack.mode": "`socket` (Socket Mode, no public URL) or `events` (the Events "
     "API posting to `POST /hooks/slack/events` on this gateway's HTTP server).",
     "platforms.slack.base_url": "The Web API root (https://slack.com/api/, or a stub).",

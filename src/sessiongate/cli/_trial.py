@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-    from sessiongate.adapters.trial import TrySession, TryTarget
+    from sessiongate.testing.trial import TrySession, TryTarget
 
 __all__ = ["DEFAULT_MESSAGES", "Line", "TrialResult", "run_trial"]
 

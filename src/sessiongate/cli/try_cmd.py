@@ -19,7 +19,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from sessiongate.adapters.registry import MissingExtraError
-from sessiongate.adapters.trial import UnknownTryPlatformError, load_try_target
 from sessiongate.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -32,6 +31,7 @@ from sessiongate.cli._common import (
 from sessiongate.cli._trial import DEFAULT_MESSAGES, Line, TrialResult, run_trial
 from sessiongate.errors import SessiongateError
 from sessiongate.logs import configure_logging
+from sessiongate.testing.trial import UnknownTryPlatformError, load_try_target
 
 __all__ = ["try_platform"]
 

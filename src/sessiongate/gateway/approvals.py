@@ -17,6 +17,11 @@ conditional update from `pending`, so two presses make one decision. An approved
 marked started before it runs, so a resumed turn never runs it twice. An approval not decided
 within `timeout_minutes` (by the injected clock) expires and the call gets a
 `denied: expired` result; `/stop` and `/new` cancel the session's pending approvals.
+
+Where the platform has buttons, the prompt carries Approve and Deny (the adapter's
+`send_approval`), and a press is the presser's command. Once the waiting call learns the
+outcome, the prompt is told it (`settled`: the adapter that posted it shows the outcome in
+place of the buttons, where it can; best effort, a failure changes nothing).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "approver_id",
     "denied_result",
     "needs_approval",
+    "outcome_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,12 @@ PROMPT = (
     "Approval needed [{id}]: the agent wants to run\n{tool}({arguments})\n"
     "Reply /approve {id} or /deny {id} (expires in {minutes:g} min)."
 )
+_OUTCOMES = {
+    "approved": "Approved by {by}.",
+    "denied": "Denied by {by}.",
+    "expired": "Expired: nobody decided in time.",
+    "cancelled": "Cancelled.",
+}
 _REASONS = {
     "denied": "denied: the call was not approved",
     "expired": "denied: expired (nobody decided in time)",
@@ -88,6 +100,12 @@ def needs_approval(config: ApprovalsConfig, tool: str) -> bool:
 
 def approver_id(platform: str, user_id: str | None) -> str | None:
     return None if not user_id else f"{platform}:{user_id}"
+
+
+def outcome_line(row: ApprovalRow) -> str:
+    """What a settled prompt says of its approval (`Approved by slack:U123.`)."""
+    template = _OUTCOMES.get(row.status, "{status}.")
+    return template.format(by=row.decided_by or "someone", status=row.status.capitalize())
 
 
 def denied_result(status: str) -> str:
@@ -116,11 +134,14 @@ class Approvals:
         clock: Clock,
         notify: Callable[[SessionSource, str, str], Awaitable[object]],
         waiting: Callable[[int], None] | None = None,
+        settled: Callable[[SessionSource, str, str], Awaitable[object]] | None = None,
     ) -> None:
         self.book = ApprovalBook(store, clock=clock)
         self._config = config
         self._clock = clock
         self._notify = notify
+        # Told (source, approval id, outcome line) once a waiting call learnt the outcome.
+        self._settled = settled
         # Told the turn id when a turn starts waiting (the runner's startup gate).
         self._waiting = waiting or (lambda _turn_id: None)
         self._wakers: dict[str, asyncio.Event] = {}
@@ -264,6 +285,16 @@ class Approvals:
             # still decide it.
             log.exception("approval prompt not delivered", extra={"approval_id": row.id})
 
+    async def settle(self, source: SessionSource, row: ApprovalRow) -> None:
+        """Tell the prompt of a decided (expired, cancelled) approval its outcome."""
+        if self._settled is None or row.status == PENDING:
+            return
+        try:
+            await self._settled(source, row.id, outcome_line(row))
+        except Exception:
+            log.warning("approval prompt not updated", exc_info=True,
+                        extra={"approval_id": row.id})  # fmt: skip
+
 
 async def _off_loop(read: Callable[[str], ApprovalRow | None], key: str) -> ApprovalRow | None:
     """`read(key)` on a worker thread; a cancelled caller still waits for it, so no store read
@@ -336,7 +367,9 @@ class TurnApprovals:
         if row.status == PENDING:
             self._approvals.told_waiting(self.turn_id)
         with self._deadline_held():
-            return await self._approvals.wait(row)
+            decided = await self._approvals.wait(row)
+        await self._approvals.settle(self._source, decided)
+        return decided
 
     @contextlib.contextmanager
     def _deadline_held(self) -> Iterator[None]:

@@ -239,6 +239,17 @@ class Delivery:
             return await self.send(source, text, turn_id=None)
         return True
 
+    async def settle_approval(self, source: SessionSource, approval_id: str, outcome: str) -> None:
+        """Show an approval's outcome on its prompt, where the adapter can (`settle_approval`:
+        the buttons give way to the outcome); nothing otherwise (the command's answer, or the
+        agent's next words, already say it)."""
+        adapter = self.adapter_for(source.platform)
+        settle = getattr(adapter, "settle_approval", None)
+        if settle is None:
+            return
+        async with asyncio.timeout(DELIVERY_TIMEOUT_SECONDS):
+            await settle(source, approval_id, outcome)
+
     async def deliver_reply(
         self,
         session_key: str,

@@ -172,6 +172,7 @@ class GatewayRunner:
             clock=self.clock,
             notify=self._delivery.send_approval,
             waiting=self._approval_waiting,
+            settled=self._delivery.settle_approval,
         )
         self.housekeeping = HousekeepingWatcher(
             store=store,

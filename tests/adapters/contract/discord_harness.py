@@ -26,7 +26,7 @@ from harness import (
 )
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.discord import DiscordAdapter, stub as dc
+from sessiongate.adapters.discord import DiscordAdapter
 from sessiongate.adapters.discord.client import DiscordClient
 from sessiongate.adapters.discord.payloads import (
     DiscordIdentity,
@@ -38,6 +38,7 @@ from sessiongate.adapters.kit import ClockSleep, gateway_commands
 from sessiongate.adapters.kit.splitting import DISCORD_LIMIT
 from sessiongate.core.config import DiscordConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import discord as dc
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -299,7 +300,16 @@ class DiscordHarness:
         return [str(c["name"]) for c in self.stub.commands.values()]
 
     def ephemeral(self) -> list[str]:
-        return [str(c["data"]["content"]) for c in self.stub.callbacks]
+        return [str(c["data"]["content"]) for c in self.stub.callbacks if c.get("data")]
+
+    def approval_buttons(self) -> list[str]:
+        return [str(button["custom_id"]) for button in self.stub.buttons()]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        presser = dc.user(_USERS.get(user, "5000000000000000099"), user)
+        interaction_id = self.stub.press(value, presser)
+        self._expected += 1
+        return f"interaction:{interaction_id}"
 
     def uploads(self) -> list[Uploaded]:
         return [

@@ -112,7 +112,8 @@ class Harness(Protocol):
     rate_limit_seconds: float
     # What the platform does not have is declared False (optional; the default is that it
     # has it): threads, channels, bot_senders (it marks bots), edits (a message edited in
-    # place), registers_commands (a command registry).
+    # place), registers_commands (a command registry), approval_buttons (Approve and Deny
+    # under an approval prompt: `approval_buttons` and `press` below).
 
     async def start(self, **platform_config: Any) -> None:
         """Start the stub, a runner on a fresh home and the adapter (config overrides)."""
@@ -170,6 +171,14 @@ class Harness(Protocol):
         ...
 
     def calls(self, call: Literal["send", "edit", "typing"]) -> int: ...
+
+    def approval_buttons(self) -> list[str]:
+        """What each button the bot posted carries (`approve:<id>`), in order."""
+        ...
+
+    def press(self, value: str, user: str = "alice") -> str:
+        """`user` presses the posted button carrying `value`, in their DM with the bot."""
+        ...
 
     def chat_of(self, kind: ChatKind) -> str:
         """The raw chat id the harness uses for chats of `kind`."""

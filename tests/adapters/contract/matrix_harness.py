@@ -27,12 +27,13 @@ from harness import (
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
-from sessiongate.adapters.matrix import MatrixAdapter, stub as mx
+from sessiongate.adapters.matrix import MatrixAdapter
 from sessiongate.adapters.matrix.client import MatrixClient
 from sessiongate.adapters.matrix.payloads import MatrixIdentity, RoomInfo, parse_event
 from sessiongate.adapters.matrix.rendering import MATRIX_LIMIT, utf8_len
 from sessiongate.core.config import MatrixConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import matrix as mx
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -78,6 +79,7 @@ class MatrixHarness:
     rejects_markup = False
     # Matrix has no registry of bot commands: `/cmd` and `!cmd` are read from the text.
     registers_commands = False
+    approval_buttons = False
     rate_limit_seconds = 2.0
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:

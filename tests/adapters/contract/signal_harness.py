@@ -29,12 +29,13 @@ from harness import (
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
 from sessiongate.adapters.kit.splitting import utf16_len
-from sessiongate.adapters.signal import SignalAdapter, stub as sg
+from sessiongate.adapters.signal import SignalAdapter
 from sessiongate.adapters.signal.adapter import SIGNAL_LIMIT
 from sessiongate.adapters.signal.client import SignalClient
 from sessiongate.adapters.signal.payloads import SignalIdentity, group_chat_id, parse_event
 from sessiongate.core.config import SignalConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import signal as sg
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -83,6 +84,7 @@ class SignalHarness:
     bot_senders = False
     edits = False
     registers_commands = False
+    approval_buttons = False
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:
         self.home = tmp_path / "home"

@@ -27,11 +27,12 @@ from harness import (
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, gateway_commands
 from sessiongate.adapters.kit.splitting import SLACK_LIMIT
-from sessiongate.adapters.slack import SlackAdapter, stub as sl
+from sessiongate.adapters.slack import SlackAdapter
 from sessiongate.adapters.slack.client import SlackClient
 from sessiongate.adapters.slack.payloads import SlackIdentity, parse_envelope, parse_slash_command
 from sessiongate.core.config import SlackConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import slack as sl
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -289,6 +290,14 @@ class SlackHarness:
 
     def ephemeral(self) -> list[str]:
         return [str(p.get("text")) for p in self.stub.ack_payloads.values()]
+
+    def approval_buttons(self) -> list[str]:
+        return [str(button["action_id"]) for button in self.stub.buttons()]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        envelope_id = self.stub.push_press(value, user_id=self.user_of(user), user_name=user)
+        self._expected += 1
+        return envelope_id
 
     def uploads(self) -> list[Uploaded]:
         return [

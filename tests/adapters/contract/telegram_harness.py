@@ -27,11 +27,12 @@ from harness import (
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
 from sessiongate.adapters.kit.splitting import TELEGRAM_LIMIT, utf16_len
-from sessiongate.adapters.telegram import TelegramAdapter, stub as tg
+from sessiongate.adapters.telegram import TelegramAdapter
 from sessiongate.adapters.telegram.client import TelegramClient
 from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
 from sessiongate.core.config import TelegramConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import telegram as tg
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -296,6 +297,20 @@ class TelegramHarness:
 
     def ephemeral(self) -> list[str]:
         return []  # Telegram has no answer only one user sees
+
+    def approval_buttons(self) -> list[str]:
+        return [
+            str(button["callback_data"])
+            for keyboard in self.stub.keyboards()
+            for row in keyboard["inline_keyboard"]
+            for button in row
+        ]
+
+    def press(self, value: str, user: str = "alice") -> str:
+        user_id = _USERS.get(user, 99)
+        update_id = self.stub.push_press(value, chat_id=user_id, user_id=user_id, username=user)
+        self._expected += 1
+        return str(update_id)
 
     def uploads(self) -> list[Uploaded]:
         return [

@@ -920,3 +920,23 @@ async def test_home_channel_notices_go_to_the_home_chat(make_harness):
     harness = await make_harness(home_channel="-100777")
     assert await harness.adapter.notify_home("gateway restarted")
     assert [p.chat_id for p in harness.posted()] == ["-100777"]
+
+
+# ---------------------------------------------------------------------------- approvals
+
+
+async def test_an_approval_prompt_has_buttons_and_a_press_is_the_pressers_command(harness):
+    """Issue 28: Approve and Deny under the prompt where the platform has buttons (declared
+    `approval_buttons`); a press arrives as the presser's `/deny <id>`, answered in the chat
+    like the typed command (here: no such approval waits)."""
+    assert hasattr(harness.adapter, "send_approval") is _has(harness, "approval_buttons")
+    _needs(harness, "approval_buttons")
+    source = harness.source(Msg("hi"))
+    await harness.adapter.send_approval(source, "Approval needed [ab12]: tool({})", "ab12")
+    assert harness.approval_buttons() == ["approve:ab12", "deny:ab12"]
+    (prompt,) = harness.posted()
+    assert "tool({})" in prompt.text
+    harness.press("deny:ab12", user="alice")
+    await harness.settle()
+    answers = [p.text for p in harness.posted()[1:]]
+    assert answers == ["No approval ab12 is waiting."]

@@ -33,12 +33,13 @@ from harness import (
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
-from sessiongate.adapters.whatsapp import WhatsAppAdapter, stub as wa
+from sessiongate.adapters.whatsapp import WhatsAppAdapter
 from sessiongate.adapters.whatsapp.client import WhatsAppClient
 from sessiongate.adapters.whatsapp.markup import WHATSAPP_LIMIT
 from sessiongate.adapters.whatsapp.payloads import WhatsAppIdentity, parse_webhook
 from sessiongate.core.config import WhatsAppConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import whatsapp as wa
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -81,6 +82,7 @@ class WhatsAppHarness:
     channels = False
     bot_senders = False
     edits = False
+    approval_buttons = False
 
     def __init__(self, tmp_path: Path, clock: FakeClock) -> None:
         self.home = tmp_path / "home"

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from sessiongate import GatewayConfig, SessionStore
-from sessiongate.adapters.discord import DiscordAdapter, stub as dc
+from sessiongate.adapters.discord import DiscordAdapter
 from sessiongate.adapters.discord.client import DiscordClient
 from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import DiscordConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import discord as dc
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -12,7 +12,7 @@ import pytest
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
-from sessiongate.adapters.matrix import MatrixAdapter, stub as mx
+from sessiongate.adapters.matrix import MatrixAdapter
 from sessiongate.adapters.matrix.client import MatrixClient
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import MatrixConfig
@@ -21,6 +21,7 @@ from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway import GatewayRunner
 from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.store.platform_state import PlatformState
+from sessiongate.testing.stubs import matrix as mx
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from sessiongate.adapters.matrix import stub as mx
+from sessiongate.testing.stubs import matrix as mx
 
 
 def test_the_stub_serves_from_its_own_thread_and_checks_the_token_first():

@@ -13,7 +13,7 @@ import pytest
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
 from sessiongate.adapters.registry import build_adapters
-from sessiongate.adapters.signal import SignalAdapter, stub as sg
+from sessiongate.adapters.signal import SignalAdapter
 from sessiongate.adapters.signal.client import SignalClient
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import SignalConfig
@@ -21,6 +21,7 @@ from sessiongate.core.platform import Platform
 from sessiongate.core.source import SessionSource
 from sessiongate.gateway import GatewayRunner
 from sessiongate.gateway.adapter import PlatformAdapter, StreamingAdapter
+from sessiongate.testing.stubs import signal as sg
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -17,11 +17,12 @@ import uvicorn
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
-from sessiongate.adapters.slack import SlackAdapter, stub as sl
+from sessiongate.adapters.slack import SlackAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.core.config import SlackConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import slack as sl
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

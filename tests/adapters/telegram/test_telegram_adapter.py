@@ -14,11 +14,12 @@ import uvicorn
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, CredentialsError, PlatformError
-from sessiongate.adapters.telegram import TelegramAdapter, stub as tg
+from sessiongate.adapters.telegram import TelegramAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.core.config import TelegramConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import telegram as tg
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

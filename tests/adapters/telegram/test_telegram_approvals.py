@@ -14,11 +14,12 @@ import sample_tools
 from fake_openai import Call, Calls, FakeOpenAI, Reply
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep
-from sessiongate.adapters.telegram import TelegramAdapter, stub as tg
+from sessiongate.adapters.telegram import TelegramAdapter
 from sessiongate.adapters.telegram.payloads import BotIdentity, parse_update
 from sessiongate.agents import build_agent_factory
 from sessiongate.core.config import TelegramConfig
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import telegram as tg
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator

@@ -11,8 +11,8 @@ import pytest
 
 from sessiongate.adapters.kit.errors import TransientSendError, UnconfirmedSendError
 from sessiongate.adapters.kit.outbound import Target
-from sessiongate.adapters.telegram import stub as tg
 from sessiongate.adapters.telegram.client import TelegramClient
+from sessiongate.testing.stubs import telegram as tg
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -16,7 +16,7 @@ import uvicorn
 
 from sessiongate import GatewayConfig, SessionStore
 from sessiongate.adapters.kit import ClockSleep, CredentialsError
-from sessiongate.adapters.whatsapp import WhatsAppAdapter, stub as wa
+from sessiongate.adapters.whatsapp import WhatsAppAdapter
 from sessiongate.adapters.whatsapp.client import MediaTooLargeError, ServiceWindowClosedError
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
@@ -24,6 +24,7 @@ from sessiongate.core.config import WhatsAppConfig
 from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.stubs import whatsapp as wa
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -13,8 +13,11 @@ socket. On top of that the watchdog closes a socket that has delivered nothing a
 
 Application commands are synced by diff at start (create, edit and delete only what changed,
 ids kept); a slash command is answered at once (ephemeral "Running /cmd...", within Discord's
-3 seconds) and runs as the gateway command, whose reply is posted in the channel. Replies
-never ping @everyone, @here or roles (`allowed_mentions`).
+3 seconds) and runs as the gateway command, whose reply is posted in the channel. An approval
+prompt carries Approve and Deny buttons (components); a press is acknowledged at once (nothing
+changes on screen; a press by someone not allowed here is told so, to them alone) and runs as
+`/approve <id>` or `/deny <id>` from the presser. Replies never ping @everyone, @here or roles
+(`allowed_mentions`).
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from sessiongate.adapters.discord.client import DiscordClient
 from sessiongate.adapters.discord.payloads import (
     DiscordIdentity,
     PayloadError,
+    approval_buttons,
     parse_interaction,
     parse_message,
 )
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
+from sessiongate.adapters.kit.approval_buttons import PostedPrompt, PostedPrompts
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
-from sessiongate.adapters.kit.events import gateway_commands
+from sessiongate.adapters.kit.events import Admission, gateway_commands
 from sessiongate.adapters.kit.formatting import to_plain_text
 from sessiongate.adapters.kit.outbound import Rendering, Target
 from sessiongate.adapters.kit.settings import KitSettings
@@ -125,6 +130,7 @@ class DiscordAdapter(KitAdapter):
         # When the gateway last delivered anything (an event or a heartbeat ack), by the clock.
         self._last_activity = self.clock.monotonic()
         self._watcher: asyncio.Task[None] | None = None
+        self.prompts = PostedPrompts()
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -147,6 +153,22 @@ class DiscordAdapter(KitAdapter):
     def target_for(self, source: SessionSource) -> Target:
         # In a thread the thread is the channel to post in (its own id is the chat id).
         return Target(chat_id=source.chat_id)
+
+    async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
+        """An approval prompt with Approve and Deny buttons under it (a press arrives as the
+        command, `/approve <id>`, from the person who pressed)."""
+        target = self.target_for(source)
+        message_id = await self.client.send_components(target, text, approval_buttons(approval_id))
+        self.prompts.add(approval_id, PostedPrompt(target, message_id, text))
+
+    async def settle_approval(self, source: SessionSource, approval_id: str, outcome: str) -> None:
+        """The prompt's buttons give way to the outcome (the message edited)."""
+        prompt = self.prompts.pop(approval_id)
+        if prompt is None:
+            return
+        await self.client.send_components(
+            prompt.target, f"{prompt.text}\n{outcome}", [], message_id=prompt.message_id
+        )
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         if self.config.command_sync == "off":
@@ -248,12 +270,21 @@ class DiscordAdapter(KitAdapter):
             log.warning("discord event not accepted (stopping); a RESUME replays it")
             return
         if kind == "INTERACTION_CREATE" and admission.status in ("accepted", "dropped"):
-            await self._answer_interaction(data, admission.status == "accepted")
+            await self._answer_interaction(data, event.kind, admission)
 
-    async def _answer_interaction(self, data: dict[str, Any], accepted: bool) -> None:
+    async def _answer_interaction(
+        self, data: dict[str, Any], kind: str, admission: Admission
+    ) -> None:
+        """Answer an interaction: a command with "Running /cmd..." or the refusal, a button
+        press with nothing on screen (the refusal, to its presser alone, when they may not
+        use the bot here)."""
+        accepted = admission.status == "accepted"
         name = (data.get("data") or {}).get("name", "")
         text = f"Running /{name}..." if accepted else COMMAND_REFUSAL
         try:
-            await self.client.acknowledge_interaction(str(data["id"]), str(data["token"]), text)
+            if kind == "component" and admission.reason != "not_allowed":
+                await self.client.acknowledge_press(str(data["id"]), str(data["token"]))
+            else:
+                await self.client.acknowledge_interaction(str(data["id"]), str(data["token"]), text)
         except PlatformError as exc:
             log.warning("discord interaction not acknowledged", extra={"error": str(exc)})

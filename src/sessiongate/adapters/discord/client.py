@@ -29,7 +29,7 @@ import aiohttp
 import discord
 import yarl
 from discord.gateway import DiscordWebSocket
-from discord.http import Route
+from discord.http import Route, handle_message_parameters
 
 from sessiongate.adapters.discord.payloads import ChannelInfo, DiscordIdentity, channel_info
 from sessiongate.adapters.kit.errors import (
@@ -284,6 +284,56 @@ class DiscordClient:
         )
         payload = {"type": 4, "data": {"content": text, "flags": 64}}
         await self._call(lambda: self.bot.http.request(route, json=payload), sending=False)
+
+    async def acknowledge_press(self, interaction_id: str, token: str) -> None:
+        """Answer a button press within Discord's 3 seconds, changing nothing on screen
+        (DEFERRED_UPDATE_MESSAGE): the gateway's answer is posted in the channel."""
+        route = Route(
+            "POST",
+            "/interactions/{interaction_id}/{interaction_token}/callback",
+            interaction_id=interaction_id,
+            interaction_token=token,
+        )
+        await self._call(lambda: self.bot.http.request(route, json={"type": 6}), sending=False)
+
+    async def send_components(
+        self,
+        target: Target,
+        text: str,
+        components: Sequence[dict[str, Any]],
+        *,
+        message_id: str | None = None,
+    ) -> str:
+        """A message with buttons under it (or, with `message_id`, that message edited to
+        `text` and these, maybe no, buttons): `components` (action rows of buttons, Discord's
+        JSON) become discord.py's own `ui.Button`s, which check labels and custom ids. The
+        view is not kept by discord.py: a press reaches `on_dispatch` like any interaction."""
+        view = discord.ui.View(timeout=None)
+        for row, action_row in enumerate(components):
+            for button in action_row["components"]:
+                view.add_item(
+                    discord.ui.Button(
+                        style=discord.ButtonStyle(int(button["style"])),
+                        label=str(button["label"]),
+                        custom_id=str(button["custom_id"]),
+                        row=row,
+                    )
+                )
+        channel_id = int(target.chat_id)
+
+        async def post() -> Any:
+            with handle_message_parameters(
+                content=text, view=view, allowed_mentions=SAFE_MENTIONS
+            ) as params:
+                if message_id is not None:
+                    return await self.bot.http.edit_message(
+                        channel_id, int(message_id), params=params
+                    )
+                return await self.bot.http.send_message(channel_id, params=params)
+
+        message = await self._call(post)
+        view.stop()
+        return str(message["id"])
 
     # ------------------------------------------------------------------ PlatformSender
 

@@ -18,7 +18,9 @@ cache, or one GET /channels/{id}). Ids become text.
 
 Claims: a new message is its snowflake; an update is `update:<id>:<edited_timestamp>` (the
 MESSAGE_UPDATE Discord sends right after a create to add embeds has no edit time and is the same
-update however often it comes); a deletion `delete:<id>`; a slash command `interaction:<id>`.
+update however often it comes); a deletion `delete:<id>`; a slash command or a button press
+`interaction:<id>`. A press of an approval prompt's button (custom id `approve:<id>` or
+`deny:<id>`, `kit/approval_buttons.py`) is that command sent by the person who pressed it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.adapters.kit.approval_buttons import (
+    APPROVAL_BUTTONS,
+    button_value,
+    pressed_command,
+)
 from sessiongate.adapters.kit.events import PlatformEvent
 from sessiongate.adapters.kit.fields import (
     PayloadError,
@@ -53,6 +60,7 @@ __all__ = [
     "ChannelInfo",
     "DiscordIdentity",
     "PayloadError",
+    "approval_buttons",
     "channel_info",
     "parse_interaction",
     "parse_message",
@@ -67,6 +75,10 @@ _MENTION = re.compile(r"^<@!?(\d+)>\s*")
 _MEDIA_KINDS = {"image": ("photo", MessageType.PHOTO), "video": ("video", MessageType.VIDEO),
                 "audio": ("audio", MessageType.AUDIO)}  # fmt: skip
 _APPLICATION_COMMAND = 2
+_MESSAGE_COMPONENT = 3
+# Component types and button styles (Discord's numbers).
+_ACTION_ROW, _BUTTON = 1, 2
+_BUTTON_STYLES = {"approve": 3, "deny": 4}  # success (green), danger (red)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +232,17 @@ def parse_message(
     )
 
 
+def approval_buttons(approval_id: str) -> list[dict[str, Any]]:
+    """The `components` of an approval prompt: Approve and Deny in one action row, each
+    button's custom id `<verb>:<approval id>`."""
+    buttons = [
+        {"type": _BUTTON, "style": _BUTTON_STYLES[verb], "label": label,
+         "custom_id": button_value(verb, approval_id)}
+        for label, verb in APPROVAL_BUTTONS
+    ]  # fmt: skip
+    return [{"type": _ACTION_ROW, "components": buttons}]
+
+
 def parse_interaction(
     data: object,
     me: DiscordIdentity,
@@ -227,24 +250,25 @@ def parse_interaction(
     *,
     allow_roles: Collection[str] = (),
 ) -> PlatformEvent:
-    """An INTERACTION_CREATE's `d`: an application command as the gateway's `/name args`;
-    `PayloadError` (naming the field) for any other shape."""
+    """An INTERACTION_CREATE's `d`: an application command as the gateway's `/name args` (kind
+    `interaction`), a press of an approval button as `/approve <id>` or `/deny <id>` (kind
+    `component`); any other interaction starts nothing. `PayloadError` (naming the field) for
+    any other shape."""
     if not isinstance(data, Mapping):
         raise PayloadError("d", "expected an object")
     event_id = f"interaction:{ident(data, 'id', 'd')}"
-    if integer(data.get("type", 0), "d.type") != _APPLICATION_COMMAND:
-        return PlatformEvent(event_id=event_id, source=None, kind="interaction")
-    command = maybe_child(data, "data", "d")
-    options = []
-    for index, option in enumerate(items(command, "options", "d.data")):
-        if not isinstance(option, Mapping):
-            raise PayloadError(f"d.data.options[{index}]", "expected an object")
-        value = option.get("value", "")
-        if isinstance(value, (Mapping, list)):
-            raise PayloadError(f"d.data.options[{index}].value", "expected a scalar")
-        options.append(str(value))
-    name = maybe_text(command, "name", "d.data") or ""
-    text = f"/{name} {' '.join(options)}".strip()
+    kind = integer(data.get("type", 0), "d.type")
+    inner = maybe_child(data, "data", "d")
+    if kind == _APPLICATION_COMMAND:
+        text: str | None = _command_text(inner)
+        label = "interaction"
+    elif kind == _MESSAGE_COMPONENT:
+        text = pressed_command(maybe_text(inner, "custom_id", "d.data"))
+        label = "component"
+    else:
+        text, label = None, "interaction"
+    if text is None:
+        return PlatformEvent(event_id=event_id, source=None, kind=label)
     channel_id = maybe_ident(data, "channel_id", "d") or maybe_ident(
         maybe_child(data, "channel", "d"), "id", "d.channel"
     )
@@ -268,9 +292,21 @@ def parse_interaction(
         role_authorized=bool(roles & set(allow_roles)) and guild_id is not None,
     )
     facts = MessageFacts(chat_type=chat_type, text=text, command_to_bot=True)
-    return PlatformEvent(
-        event_id=event_id, source=source, facts=facts, text=text, kind="interaction"
-    )
+    return PlatformEvent(event_id=event_id, source=source, facts=facts, text=text, kind=label)
+
+
+def _command_text(command: Mapping[str, Any]) -> str:
+    """An application command's `/name option option`."""
+    options = []
+    for index, option in enumerate(items(command, "options", "d.data")):
+        if not isinstance(option, Mapping):
+            raise PayloadError(f"d.data.options[{index}]", "expected an object")
+        value = option.get("value", "")
+        if isinstance(value, (Mapping, list)):
+            raise PayloadError(f"d.data.options[{index}].value", "expected a scalar")
+        options.append(str(value))
+    name = maybe_text(command, "name", "d.data") or ""
+    return f"/{name} {' '.join(options)}".strip()
 
 
 def _roles(member: Mapping[str, Any]) -> set[str]:

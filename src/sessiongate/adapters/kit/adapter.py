@@ -99,8 +99,9 @@ PAIRING_NOTICE = (
 )
 COMMAND_REFUSAL = "You are not allowed to use this bot here."
 # Command kinds the platform adapter answers itself, only to their user (Discord's interaction
-# response, Slack's slash command acknowledgement): the kit posts no refusal in the chat.
-_ANSWERED_BY_THE_PLATFORM = frozenset({"interaction", "slash_command"})
+# response to a command or a button press, Slack's slash command acknowledgement): the kit
+# posts no refusal in the chat.
+_ANSWERED_BY_THE_PLATFORM = frozenset({"interaction", "component", "slash_command"})
 # More pending pairing requests than this per platform get no code (a flood of strangers
 # cannot fill the operator's list).
 MAX_PENDING_PAIRING = 3

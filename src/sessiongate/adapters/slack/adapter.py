@@ -15,7 +15,13 @@ each request to `receive_webhook`, which checks the `X-Slack-Signature` HMAC and
 `X-Slack-Request-Timestamp` more than 5 minutes off before it parses anything (401). Then it
 answers `url_verification`, and admits `event_callback`s and slash commands the same way,
 answering 200 within the deadline; Slack's retries (`X-Slack-Retry-Num`) of an event it has
-are answered 200 at once, by the claim.
+are answered 200 at once, by the claim. `POST /hooks/slack/interactivity` comes to the same
+method, checked the same way.
+
+Approval prompts (`send_approval`) are Block Kit with Approve and Deny buttons; a press (a
+`block_actions` interaction, by either way) is admitted as the presser's `/approve <id>`, and
+once the approval is settled the prompt shows the outcome instead of the buttons
+(`settle_approval`, chat.update).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from urllib.parse import parse_qsl
 from slack_sdk.signature import Clock as SlackClock, SignatureVerifier
 
 from sessiongate.adapters.kit.adapter import COMMAND_REFUSAL, HandoffError, KitAdapter
+from sessiongate.adapters.kit.approval_buttons import PostedPrompt, PostedPrompts
 from sessiongate.adapters.kit.errors import CredentialsError, PlatformError
 from sessiongate.adapters.kit.events import Admission, PlatformEvent, gateway_commands
 from sessiongate.adapters.kit.fields import PayloadError, loads_json
@@ -40,6 +47,8 @@ from sessiongate.adapters.slack.client import SlackClient
 from sessiongate.adapters.slack.mrkdwn import to_mrkdwn, to_plain
 from sessiongate.adapters.slack.payloads import (
     SlackIdentity,
+    approval_blocks,
+    parse_block_actions,
     parse_envelope,
     parse_slash_command,
 )
@@ -139,6 +148,7 @@ class SlackAdapter(KitAdapter):
         )
         self.retries_seen = 0
         self._holds_token = False
+        self.prompts = PostedPrompts()
 
     # ------------------------------------------------------------------ the platform's part
 
@@ -175,6 +185,25 @@ class SlackAdapter(KitAdapter):
 
     def target_for(self, source: SessionSource) -> Target:
         return Target(chat_id=source.chat_id, thread_id=source.thread_id)
+
+    async def send_approval(self, source: SessionSource, text: str, approval_id: str) -> None:
+        """An approval prompt in Block Kit with Approve and Deny buttons (a press arrives as
+        the command, `/approve <id>`, from the person who pressed)."""
+        target = self.target_for(source)
+        ts = await self.client.send_blocks(target, text, approval_blocks(text, approval_id))
+        self.prompts.add(approval_id, PostedPrompt(target, ts, text))
+
+    async def settle_approval(self, source: SessionSource, approval_id: str, outcome: str) -> None:
+        """The prompt's buttons give way to the outcome (chat.update)."""
+        prompt = self.prompts.pop(approval_id)
+        if prompt is None:
+            return
+        await self.client.update_blocks(
+            prompt.target,
+            prompt.message_id,
+            f"{prompt.text}\n{outcome}",
+            approval_blocks(prompt.text, approval_id, outcome=outcome),
+        )
 
     async def register_commands(self, commands: Sequence[PlatformCommand]) -> None:
         await self.client.set_commands(commands)
@@ -290,7 +319,9 @@ class SlackAdapter(KitAdapter):
             return parse_slash_command(
                 {str(k): str(v) for k, v in payload.items()}, self.me, commands=self.commands
             )
-        return None  # interactivity and others: acknowledged, not handled
+        if kind == "interactive" and payload.get("type") == "block_actions":
+            return parse_block_actions(payload, self.me)
+        return None  # other interactivity and the rest: acknowledged, not handled
 
     async def _admit_within_deadline(self, event: PlatformEvent) -> Admission | None:
         """`admit`, waited for at most ACK_DEADLINE_SECONDS (then it finishes on its own, and
@@ -363,9 +394,13 @@ class SlackAdapter(KitAdapter):
                     form = dict(parse_qsl(body.decode(), max_num_fields=_MAX_FORM_FIELDS))
                 except ValueError as exc:
                     raise PayloadError("body", "not a form") from exc
-                if "payload" in form:
-                    return 200, {}  # interactivity: not handled, acknowledged
-                event: PlatformEvent | None = self._map("slash_commands", form)
+                if "payload" in form:  # interactivity: a button press, or else acknowledged
+                    interaction = loads_json(form["payload"])
+                    if not isinstance(interaction, dict):
+                        raise PayloadError("payload", "expected an object")
+                    event: PlatformEvent | None = self._map("interactive", interaction)
+                else:
+                    event = self._map("slash_commands", form)
             else:
                 payload = loads_json(body)
                 if not isinstance(payload, dict):

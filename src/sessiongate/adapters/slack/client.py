@@ -246,6 +246,25 @@ class SlackClient:
             )
         return str(answer["ts"])
 
+    async def send_blocks(self, target: Target, text: str, blocks: list[dict[str, Any]]) -> str:
+        """chat.postMessage with Block Kit `blocks` (`text` is the notification fallback)."""
+        answer = await self._call(
+            lambda: self.web.chat_postMessage(
+                channel=target.chat_id, thread_ts=target.thread_id, text=text, blocks=blocks
+            )
+        )
+        return str(answer["ts"])
+
+    async def update_blocks(
+        self, target: Target, message_id: str, text: str, blocks: list[dict[str, Any]]
+    ) -> None:
+        """chat.update of a message's text and blocks."""
+        await self._call(
+            lambda: self.web.chat_update(
+                channel=target.chat_id, ts=message_id, text=text, blocks=blocks
+            )
+        )
+
     async def send_file(self, target: Target, file: OutboundFile) -> str:
         """files.uploadV2 (an upload URL, the bytes, then the share) into the chat and
         thread; the file's id stands for the message id."""

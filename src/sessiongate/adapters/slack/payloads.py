@@ -33,6 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sessiongate.adapters.kit.approval_buttons import (
+    APPROVAL_BUTTONS,
+    button_value,
+    pressed_command,
+)
 from sessiongate.adapters.kit.events import PlatformEvent
 from sessiongate.adapters.kit.fields import (
     PayloadError,
@@ -56,7 +61,9 @@ if TYPE_CHECKING:
 __all__ = [
     "PayloadError",
     "SlackIdentity",
+    "approval_blocks",
     "chat_type_of",
+    "parse_block_actions",
     "parse_envelope",
     "parse_slash_command",
 ]
@@ -78,6 +85,10 @@ _MEDIA_TYPES = {
     "document": MessageType.DOCUMENT,
 }
 _BANG_COMMAND = re.compile(r"^!([a-z][a-z0-9_-]*)(\s|$)")
+# Block Kit's bounds: a section's text, and the blocks of one message.
+_SECTION_CHARS = 3000
+_MAX_BLOCKS = 50
+_BUTTON_STYLES = {"approve": "primary", "deny": "danger"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +227,90 @@ def parse_slash_command(
         facts=facts,
         text=text,
         kind="slash_command",
+    )
+
+
+def approval_blocks(
+    text: str, approval_id: str, *, outcome: str | None = None
+) -> list[dict[str, Any]]:
+    """An approval prompt in Block Kit: the prompt as plain text (the call shown verbatim, in
+    as many sections as it takes), then Approve and Deny, or once settled the `outcome` in
+    their place. Each button's `action_id` is `<verb>:<approval id>`
+    (`kit/approval_buttons.py`). `ValueError` when the prompt is too long for one message (it
+    is then sent as text, with the commands to type)."""
+    sections = [
+        {"type": "section", "text": {"type": "plain_text", "text": text[at : at + _SECTION_CHARS]}}
+        for at in range(0, len(text), _SECTION_CHARS)
+    ]
+    if len(sections) >= _MAX_BLOCKS:
+        raise ValueError("the prompt is too long for one Slack message with buttons")
+    if outcome is not None:
+        return [*sections, {"type": "context",
+                            "elements": [{"type": "plain_text", "text": outcome}]}]  # fmt: skip
+    buttons = [
+        {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label},
+            "action_id": button_value(verb, approval_id),
+            "value": button_value(verb, approval_id),
+            "style": _BUTTON_STYLES[verb],
+        }
+        for label, verb in APPROVAL_BUTTONS
+    ]
+    return [*sections, {"type": "actions", "block_id": f"approval:{approval_id}",
+                        "elements": buttons}]  # fmt: skip
+
+
+def parse_block_actions(body: object, me: SlackIdentity) -> PlatformEvent:
+    """A button press (an interactivity `block_actions` payload, by Socket Mode or the
+    interactivity Request URL): a press of an approval button is the command it stands for
+    (`/approve <id>`) sent by the person who pressed it, in the prompt's channel and thread;
+    any other action starts nothing. `PayloadError` (naming the field) for another shape."""
+    where = "payload"
+    if not isinstance(body, Mapping):
+        raise PayloadError(where, "expected an object")
+    actions = items(body, "actions", where)
+    user = maybe_child(body, "user", where)
+    channel = maybe_child(body, "channel", where)
+    container = maybe_child(body, "container", where)
+    message = maybe_child(body, "message", where)
+    pressed = maybe_ident(body, "trigger_id", where)
+    command = None
+    for index, action in enumerate(actions):
+        at = f"{where}.actions[{index}]"
+        if not isinstance(action, Mapping):
+            raise PayloadError(at, "expected an object")
+        pressed = maybe_ident(action, "action_ts", at) or pressed
+        command = command or pressed_command(maybe_text(action, "action_id", at))
+    event_id = f"action:{pressed or ''}"
+    channel_id = maybe_ident(channel, "id", f"{where}.channel") or maybe_ident(
+        container, "channel_id", f"{where}.container"
+    )
+    user_id = maybe_ident(user, "id", f"{where}.user")
+    if command is None or not channel_id or not user_id or not pressed:
+        return PlatformEvent(event_id=event_id, source=None, kind="block_actions")
+    message_ts = maybe_ident(message, "ts", f"{where}.message") or maybe_ident(
+        container, "message_ts", f"{where}.container"
+    )
+    thread_ts = maybe_ident(message, "thread_ts", f"{where}.message") or maybe_ident(
+        container, "thread_ts", f"{where}.container"
+    )
+    team = maybe_ident(maybe_child(body, "team", where), "id", f"{where}.team") or me.team_id
+    chat_type = chat_type_of(channel_id, None)
+    source = SessionSource(
+        platform=Platform.SLACK,
+        chat_id=channel_id,
+        chat_type=chat_type,
+        user_id=user_id,
+        user_name=maybe_text(user, "username", f"{where}.user")
+        or maybe_text(user, "name", f"{where}.user")
+        or None,
+        thread_id=thread_ts if thread_ts and thread_ts != message_ts else None,
+        guild_id=team,
+    )
+    facts = MessageFacts(chat_type=chat_type, text=command, command_to_bot=True)
+    return PlatformEvent(
+        event_id=event_id, source=source, facts=facts, text=command, kind="block_actions"
     )
 
 

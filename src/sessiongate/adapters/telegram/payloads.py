@@ -17,11 +17,15 @@ commands are cut out of the text in those units.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sessiongate.adapters.kit.approval_buttons import (
+    APPROVAL_BUTTONS,
+    button_value,
+    pressed_command,
+)
 from sessiongate.adapters.kit.events import PlatformEvent
 from sessiongate.adapters.kit.fields import (
     PayloadError,
@@ -61,10 +65,6 @@ _CHAT_TYPES = {
 # Longer than any text or caption Telegram sends (4,096), with room for its entities' ends.
 _MAX_UTF16_UNITS = 65_536
 _MESSAGE_KINDS = ("message", "edited_message", "channel_post", "edited_channel_post")
-# An approval prompt's buttons (`gateway/approvals.py`): each press arrives as a callback query
-# whose data is `<command>:<approval id>`, and is read as that command typed by the presser.
-APPROVAL_BUTTONS = (("Approve", "approve"), ("Deny", "deny"))
-_APPROVAL_DATA = re.compile(r"(approve|deny):([0-9a-f]{1,64})")
 # (field, message type) in the order a message is checked; `photo` is a list of sizes.
 _MEDIA = (
     ("photo", MessageType.PHOTO),
@@ -87,7 +87,8 @@ class BotIdentity:
 def approval_keyboard(approval_id: str) -> dict[str, Any]:
     """The `reply_markup` of an approval prompt: Approve and Deny, one row."""
     row = [
-        {"text": text, "callback_data": f"{verb}:{approval_id}"} for text, verb in APPROVAL_BUTTONS
+        {"text": text, "callback_data": button_value(verb, approval_id)}
+        for text, verb in APPROVAL_BUTTONS
     ]
     return {"inline_keyboard": [row]}
 
@@ -183,16 +184,16 @@ def _button_press(event_id: str, query: Mapping[str, Any]) -> PlatformEvent:
     """A press of an approval button, as the command it stands for (`/approve <id>`) sent by
     the person who pressed it, in the prompt's chat; any other button is ignored."""
     where = "callback_query"
-    match = _APPROVAL_DATA.fullmatch(maybe_text(query, "data", where) or "")
+    command = pressed_command(maybe_text(query, "data", where))
     message = maybe_child(query, "message", where)
     chat = maybe_child(message, "chat", f"{where}.message")
     sender = maybe_child(query, "from", where)
     chat_id = maybe_ident(chat, "id", f"{where}.message.chat")
     user_id = maybe_ident(sender, "id", f"{where}.from")
-    if match is None or chat_id is None or user_id is None:
+    if command is None or chat_id is None or user_id is None:
         return PlatformEvent(event_id=event_id, source=None, kind="callback_query")
     chat_type = _CHAT_TYPES.get(str(chat.get("type")), ChatType.GROUP)
-    text = f"/{match.group(1)} {match.group(2)}"
+    text = command
     is_bot = sender.get("is_bot") is True
     source = SessionSource(
         platform=Platform.TELEGRAM,

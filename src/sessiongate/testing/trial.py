@@ -5,7 +5,7 @@ A target starts the platform's loopback API stub in the running event loop and y
 at the stub, a way for a simulated user to write in a direct chat, and the bot's messages in
 that chat as the stub recorded them (edits applied). Nothing here needs a token or a network.
 
-A platform plugs in by shipping `adapters/<name>/trial.py` with a module-level
+A platform plugs in by shipping `testing/trials/<name>.py` with a module-level
 `TARGET = TryTarget(...)`: `try_platforms()` finds it by its file (so listing the platforms
 imports no SDK), `load_try_target(name)` imports it (a missing SDK extra is a
 `MissingExtraError` naming the extra).
@@ -87,17 +87,17 @@ class UnknownTryPlatformError(SessiongateError):
 
 
 def try_platforms() -> list[str]:
-    """The platforms whose package ships a `trial.py`, sorted (no SDK is imported)."""
-    root = resources.files("sessiongate.adapters")
+    """The platforms with a module in `testing/trials/`, sorted (no SDK is imported)."""
+    root = resources.files("sessiongate.testing.trials")
     return sorted(
-        entry.name
+        entry.name.removesuffix(".py")
         for entry in root.iterdir()
-        if entry.is_dir() and entry.joinpath("trial.py").is_file()
+        if entry.is_file() and entry.name.endswith(".py") and not entry.name.startswith("_")
     )
 
 
 def load_try_target(platform: str) -> TryTarget:
-    """The `TARGET` of `adapters/<platform>/trial.py`; `UnknownTryPlatformError` listing the
+    """The `TARGET` of `testing/trials/<platform>.py`; `UnknownTryPlatformError` listing the
     platforms there are, `MissingExtraError` when the platform's SDK is not installed."""
     known = try_platforms()
     if platform not in known:
@@ -108,7 +108,7 @@ def load_try_target(platform: str) -> TryTarget:
     sdk_module, extra = ADAPTER_EXTRAS.get(platform, (platform, platform))
     try:
         importlib.import_module(sdk_module)
-        module = importlib.import_module(f"sessiongate.adapters.{platform}.trial")
+        module = importlib.import_module(f"sessiongate.testing.trials.{platform}")
     except ImportError:
         raise MissingExtraError(
             f"trying {platform} needs its SDK: pip install 'sessiongate[{extra}]'",

@@ -10,14 +10,17 @@ The gateway speaks the real opcodes: HELLO (10) on connect, IDENTIFY (2) answere
 close 4004 for a wrong token), HEARTBEAT (1) answered by HEARTBEAT_ACK (11) unless `acks` is
 off, DISPATCH (0) with a sequence number, RESUME (6) answered by a replay of what the session
 missed and RESUMED, RECONNECT (7) on request. `dispatch(type, data)` sends an event to the
-identified session (or keeps it for the session's RESUME); `sent`, `edits`, `typing`,
-`commands`, `callbacks` record what the bot did; `fail(route, ...)` queues failures.
+identified session (or keeps it for the session's RESUME); `press(custom_id, ...)` dispatches
+the INTERACTION_CREATE of a person pressing a button the bot posted (`buttons` lists them);
+`sent`, `edits`, `typing`, `commands`, `callbacks` record what the bot did; `fail(route, ...)`
+queues failures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 from collections import Counter, deque
@@ -77,6 +80,8 @@ class DiscordStub:
         self.acks = True  # answer heartbeats (off: a socket gone deaf)
         self.channels: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
+        # Each message as first posted, by id (`sent` shows it as edited since).
+        self.originals: dict[str, dict[str, Any]] = {}
         # Messages with a file: the message body, channel_id, id, name, size, data.
         self.uploads: list[dict[str, Any]] = []
         self.upload_limit_bytes = 10 * 1_048_576
@@ -141,6 +146,55 @@ class DiscordStub:
         else:
             self._pending.append(payload)
         return self._seq
+
+    def buttons(self, *, ever: bool = False) -> list[dict[str, Any]]:
+        """The buttons of the messages the bot posted, in order (each with the message's
+        `channel_id` and `message_id`): as they are now, or `ever` posted (a device that has
+        not seen an edit may still press them)."""
+        messages = self.originals.values() if ever else self.sent
+        return [
+            {**button, "channel_id": message["channel_id"], "message_id": message["id"]}
+            for message in messages
+            for row in message.get("components") or ()
+            for button in row.get("components") or ()
+            if button.get("type") == 2
+        ]
+
+    def press(
+        self,
+        custom_id: str,
+        presser: dict[str, Any],
+        *,
+        guild_id: str | None = None,
+        roles: list[str] | None = None,
+    ) -> str:
+        """Dispatch `presser` (a `user(...)`) pressing the posted button `custom_id`: a
+        MESSAGE_COMPONENT interaction as Discord sends it (in a guild the presser comes as a
+        member); returns the interaction id."""
+        button = next(b for b in self.buttons(ever=True) if b["custom_id"] == custom_id)
+        sent = next(m for m in self.sent if m["id"] == button["message_id"])
+        channel_id = str(button["channel_id"])
+        message = {**self._message(channel_id, str(sent.get("content") or ""), sent["id"]),
+                   "components": sent.get("components") or []}  # fmt: skip
+        interaction_id = self.snowflake()
+        channel = self.channels.get(channel_id) or {"id": channel_id, "type": 1}
+        data: dict[str, Any] = {
+            "id": interaction_id, "application_id": self.app_id, "type": 3,
+            "token": f"itoken-{interaction_id}", "version": 1, "locale": "en-US",
+            "channel_id": channel_id, "channel": channel, "app_permissions": "0",
+            "data": {"custom_id": custom_id, "component_type": 2}, "message": message,
+            "entitlements": [], "authorizing_integration_owners": {},
+            "attachment_size_limit": 10485760,
+        }  # fmt: skip
+        if guild_id is not None:
+            data["guild_id"] = guild_id
+            data["member"] = {"user": presser, "roles": roles or [], "deaf": False,
+                              "joined_at": "2025-01-01T00:00:00+00:00", "mute": False,
+                              "permissions": "0", "flags": 0}  # fmt: skip
+        else:
+            data["user"] = presser
+        self.dispatch("INTERACTION_CREATE", data)
+        return interaction_id
 
     def request_reconnect(self) -> None:
         """RECONNECT (7): Discord asks the client to reconnect and resume."""
@@ -234,6 +288,7 @@ class DiscordStub:
         channel = request.match_info["channel"]
         message_id = self.snowflake()
         self.sent.append({**body, "channel_id": channel, "id": message_id})
+        self.originals[message_id] = copy.deepcopy(self.sent[-1])
         if late is not None:
             await asyncio.sleep(late.delay_seconds)
         return _json(self._message(channel, str(body.get("content", "")), message_id))

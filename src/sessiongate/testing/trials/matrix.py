@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.matrix import stub as mx
-from sessiongate.adapters.trial import TryTarget
+from sessiongate.testing.stubs import matrix as mx
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

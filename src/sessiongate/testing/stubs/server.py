@@ -1,4 +1,4 @@
-"""Serving a platform's API stub on loopback: what every `adapters/<name>/stub.py` shares.
+"""Serving a platform's API stub on loopback: what every `testing/stubs/<name>.py` shares.
 
 `serve_app` runs an ASGI app under uvicorn on 127.0.0.1 (a free port) in the running event
 loop and yields its base URL; `serve_in_thread` runs any such server on an event loop of its

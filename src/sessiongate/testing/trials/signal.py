@@ -8,8 +8,8 @@ import contextlib
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.signal import stub as sg
-from sessiongate.adapters.trial import TryTarget
+from sessiongate.testing.stubs import signal as sg
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -39,7 +39,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sessiongate.adapters.stub_server import serve_app, serve_in_thread
+from sessiongate.testing.stubs.server import serve_app, serve_in_thread
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping

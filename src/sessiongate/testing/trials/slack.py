@@ -6,8 +6,8 @@ import contextlib
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.slack import stub as sl
-from sessiongate.adapters.trial import TryTarget
+from sessiongate.testing.stubs import slack as sl
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.trial import TryTarget
-from sessiongate.adapters.whatsapp import stub as wa
+from sessiongate.testing.stubs import whatsapp as wa
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.telegram import stub as tg
-from sessiongate.adapters.trial import TryTarget
+from sessiongate.testing.stubs import telegram as tg
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.adapters.discord import stub as dc
-from sessiongate.adapters.trial import TryTarget
+from sessiongate.testing.stubs import discord as dc
+from sessiongate.testing.trial import TryTarget
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

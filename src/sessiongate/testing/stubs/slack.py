@@ -9,16 +9,20 @@ chat.update, chat.delete, conversations.info, assistant.threads.setStatus, the t
 files.uploadV2 (files.getUploadURLExternal, the upload URL, files.completeUploadExternal:
 recorded in `uploads`),
 apps.connections.open, apps.manifest.export/update; the socket sends `hello`, envelopes
-(`events_api`, `slash_commands`) and `disconnect`, and records the acks.
+(`events_api`, `slash_commands`, `interactive`) and `disconnect`, and records the acks.
 
-`push_event` queues an Events API body as an envelope for the open socket; `sent`, `edits`,
-`statuses`, `acks` record what the app did; `fail(method, ...)` queues failures.
+`push_event` queues an Events API body as an envelope for the open socket; `press` builds the
+`block_actions` payload of a button pressed on a message the app posted (`push_press` sends it
+down the socket, `interactivity_form` makes the signed form of the interactivity Request URL);
+`buttons` lists the buttons of what the app posted; `sent`, `edits`, `statuses`, `acks` record
+what the app did; `fail(method, ...)` queues failures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import hmac
 import itertools
@@ -27,14 +31,14 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import WSMsgType, web
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-__all__ = ["Fault", "SlackStub", "serve_stub", "sign"]
+__all__ = ["Fault", "SlackStub", "interactivity_form", "serve_stub", "sign"]
 
 BOT_TOKEN = "xoxb-test-token"
 APP_TOKEN = "xapp-test-token"
@@ -74,6 +78,16 @@ def sign(
     }
 
 
+def interactivity_form(
+    payload: dict[str, Any], *, secret: str = SIGNING_SECRET, timestamp: int | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """(body, headers) of the POST Slack makes to the interactivity Request URL."""
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    headers = sign(body, secret=secret, timestamp=timestamp)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    return body, headers
+
+
 class SlackStub:
     def __init__(
         self, *, user_id: str = "UBOT", bot_id: str = "BBOT", team_id: str = "T0TEAM"
@@ -85,6 +99,8 @@ class SlackStub:
         self.app_token = APP_TOKEN
         self.config_token = CONFIG_TOKEN
         self.sent: list[dict[str, Any]] = []
+        # Each message as first posted, by ts (`sent` shows it as edited since).
+        self.originals: dict[str, dict[str, Any]] = {}
         self.edits: list[dict[str, Any]] = []
         self.deleted: list[dict[str, Any]] = []
         self.statuses: list[dict[str, Any]] = []
@@ -130,6 +146,83 @@ class SlackStub:
         self.envelopes.append(envelope)
         self._outbox.put_nowait(envelope)
         return str(envelope["envelope_id"])
+
+    def buttons(self, *, ever: bool = False) -> list[dict[str, Any]]:
+        """The buttons of the messages the app posted, in order (each with the message's
+        `channel`, `ts` and `thread_ts`): as they are now, or `ever` posted (a device that
+        has not seen an update may still press them)."""
+        messages = self.originals.values() if ever else self.sent
+        return [
+            {
+                **element,
+                "channel": message.get("channel"),
+                "ts": message["ts"],
+                "thread_ts": message.get("thread_ts"),
+            }
+            for message in messages
+            for block in message.get("blocks") or ()
+            for element in block.get("elements") or ()
+            if element.get("type") == "button"
+        ]
+
+    def press(self, action_id: str, *, user_id: str, user_name: str = "someone") -> dict[str, Any]:
+        """The `block_actions` payload of `user_id` pressing the posted button `action_id`."""
+        button = next(b for b in self.buttons(ever=True) if b["action_id"] == action_id)
+        message = next(m for m in self.sent if m["ts"] == button["ts"])
+        action_ts = self.next_ts()
+        container: dict[str, Any] = {
+            "type": "message",
+            "message_ts": message["ts"],
+            "channel_id": message["channel"],
+            "is_ephemeral": False,
+        }
+        posted: dict[str, Any] = {
+            "type": "message",
+            "user": self.user_id,
+            "bot_id": self.bot_id,
+            "ts": message["ts"],
+            "text": message.get("text"),
+            "blocks": message.get("blocks"),
+        }
+        if message.get("thread_ts"):
+            container["thread_ts"] = posted["thread_ts"] = message["thread_ts"]
+        return {
+            "type": "block_actions",
+            "user": {
+                "id": user_id,
+                "username": user_name,
+                "name": user_name,
+                "team_id": self.team_id,
+            },
+            "api_app_id": "A0APP",
+            "token": "verification-token-unused",
+            "container": container,
+            "trigger_id": f"trigger-{action_ts}",
+            "team": {"id": self.team_id, "domain": "sg"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": message["channel"], "name": str(message["channel"]).lower()},
+            "message": posted,
+            "state": {"values": {}},
+            "response_url": f"{self.url}/respond/{action_ts}",
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": button.get("block_id", ""),
+                    "text": button["text"],
+                    "value": button.get("value"),
+                    "style": button.get("style"),
+                    "type": "button",
+                    "action_ts": action_ts,
+                }
+            ],
+        }
+
+    def push_press(self, action_id: str, *, user_id: str, user_name: str = "someone") -> str:
+        """Press a posted button: its payload as an `interactive` Socket Mode envelope."""
+        return self.push_event(
+            self.press(action_id, user_id=user_id, user_name=user_name), kind="interactive"
+        )
 
     def redeliver(self, envelope_id: str) -> None:
         original = next(e for e in self.envelopes if e["envelope_id"] == envelope_id)
@@ -221,6 +314,7 @@ class SlackStub:
     async def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         ts = self.next_ts()
         self.sent.append({**params, "ts": ts})
+        self.originals[ts] = copy.deepcopy(self.sent[-1])
         return {"channel": params.get("channel"), "ts": ts, "message": {"text": params.get("text")}}
 
     async def _api_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
