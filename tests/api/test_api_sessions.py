@@ -6,11 +6,11 @@ import httpx
 import pytest
 
 from sessiongate import Platform, SessionSource
-from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.api.app import create_app
 from sessiongate.core.source import ChatType
 from sessiongate.gateway import GatewayRunner
 from sessiongate.store.lanes import Inbound, InboxKind
+from sessiongate.testing.agents import HeldAgent
 
 
 def test_list_pages_with_has_more_and_next_offset(client, send):
@@ -158,31 +158,12 @@ def test_archive_needs_the_expected_session_id(client, send, key_path):
     assert client.get("/v1/sessions", params={"archived": True}).json()["total"] == 1
 
 
-class _HeldAgent:
-    """Holds a turn until the test releases it: a lane busy for as long as needed."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def run_turn(self, request: TurnRequest) -> TurnResult:
-        self.started.set()
-        await self.release.wait()
-        return TurnResult(text=f"done: {request.messages[-1]['content']}")
-
-    async def summarize(self, messages):
-        return "summary"
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def test_archiving_is_refused_while_a_turn_runs_and_its_queue_waits(
     tmp_path, store, config, clock, key_path
 ):
     # Archiving under a running turn let the lane drop the queued messages it had already
     # acknowledged (202): they never ran, and their ids then answered `duplicate`.
-    agent = _HeldAgent()
+    agent = HeldAgent(lambda request: f"done: {request.messages[-1]['content']}")
     agent.release.set()
     runner = GatewayRunner(
         store, config, home=tmp_path / "home", clock=clock, agent_factory=lambda key: agent

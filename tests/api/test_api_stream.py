@@ -21,58 +21,16 @@ from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.api.server import build_server
 from sessiongate.core.config import PlatformConfig
-from sessiongate.core.turn_events import StreamRetry, TextDelta, TurnEnd
+from sessiongate.core.turn_events import StreamRetry, TextDelta
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.agents import GatedAgent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from sessiongate.gateway.agent import TurnRequest
 
 # A safety net so a broken stream fails the test instead of hanging it; never a timing check.
 GUARD_SECONDS = 10.0
-
-
-class GatedAgent:
-    """Streams `parts` of its reply; before each part listed in `gates` it waits for the
-    test to open that gate, so a test can act while a reply is half-way out."""
-
-    def __init__(self) -> None:
-        # Text parts, or other events (a `StreamRetry`) yielded as they are.
-        self.parts: list[Any] = ["par", "tial", " reply"]
-        self.reply: str | None = None  # the final text; default: the text parts joined
-        self.gates: dict[int, asyncio.Event] = {}
-        self.shown: asyncio.Queue[str] = asyncio.Queue()
-        self.fail = False
-
-    def gate(self, index: int) -> asyncio.Event:
-        return self.gates.setdefault(index, asyncio.Event())
-
-    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[Any]:
-        for index, part in enumerate(self.parts):
-            if index in self.gates:
-                await self.gates[index].wait()
-            if not isinstance(part, str):
-                yield part
-                continue
-            yield TextDelta(part)
-            self.shown.put_nowait(part)
-        if self.fail:
-            yield TurnEnd("The agent is misconfigured.", error="agent_misconfigured")
-            return
-        text = self.reply
-        yield TurnEnd(
-            "".join(p for p in self.parts if isinstance(p, str)) if text is None else text
-        )
-
-    async def run_turn(self, request: TurnRequest) -> Any:
-        raise AssertionError("the gateway streams agents that can")
-
-    async def summarize(self, messages: list[dict[str, Any]]) -> str:
-        return "summary"
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def sse(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:

@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from sessiongate import GatewayConfig
-from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.api.app import create_app
 from sessiongate.core.transcript import SUMMARY_PREFIX
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.agents import HeldAgent
 
 
 def test_rewind_by_turns_returns_the_text_to_edit(client, send, key_path):
@@ -165,29 +165,10 @@ def test_an_explicit_compact_summarises_a_short_conversation(client, send, key_p
     ]
 
 
-class BlockingAgent:
-    """Holds every turn until the test releases it: a lane that is busy for as long as needed."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def run_turn(self, request: TurnRequest) -> TurnResult:
-        self.started.set()
-        await self.release.wait()
-        return TurnResult(text="done")
-
-    async def summarize(self, messages):
-        return "summary"
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def test_rewind_switch_and_fork_are_refused_while_a_turn_runs(
     tmp_path, store, config, clock, key_path
 ):
-    agent = BlockingAgent()
+    agent = HeldAgent()
     agent.release.set()  # the first turn runs straight through
     runner = GatewayRunner(
         store, config, home=tmp_path / "home", clock=clock, agent_factory=lambda key: agent

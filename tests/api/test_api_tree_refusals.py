@@ -10,28 +10,9 @@ import httpx
 import pytest
 
 from live_server import serving
-from sessiongate.agents.base import TurnRequest, TurnResult
 from sessiongate.api.app import create_app
 from sessiongate.gateway import GatewayRunner
-
-
-class BlockingAgent:
-    """Holds each turn until the test releases it: a lane busy for as long as needed."""
-
-    def __init__(self) -> None:
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def run_turn(self, request: TurnRequest) -> TurnResult:
-        self.started.set()
-        await self.release.wait()
-        return TurnResult(text="done")
-
-    async def summarize(self, messages):
-        return "summary"
-
-    async def aclose(self) -> None:
-        return None
+from sessiongate.testing.agents import HeldAgent
 
 
 def _path(key: str, suffix: str = "") -> str:
@@ -43,7 +24,7 @@ def _path(key: str, suffix: str = "") -> str:
 async def test_the_tree_does_not_move_under_a_running_turn_over_http(
     tmp_path, store, config, clock
 ):
-    agent = BlockingAgent()
+    agent = HeldAgent()
     agent.release.set()  # the first turn runs straight through
     runner = GatewayRunner(
         store, config, home=tmp_path / "home", clock=clock, agent_factory=lambda key: agent

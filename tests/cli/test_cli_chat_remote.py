@@ -18,45 +18,17 @@ from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.cli._chat_remote import RemoteChat
 from sessiongate.cli.chat import REPLY_PREFIX, CtrlC
-from sessiongate.core.turn_events import StreamRetry, TextDelta, TurnEnd
+from sessiongate.core.turn_events import StreamRetry
 from sessiongate.gateway import GatewayRunner
+from sessiongate.testing.agents import GatedAgent
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from sessiongate.gateway.agent import TurnRequest
 
 TOKEN = "chat-remote-token"
 # A hang guard, never a timing assertion.
 GUARD_SECONDS = 30.0
-
-
-class GatedAgent:
-    """Yields `parts` (text, or events as they are); waits for gate `i` before part `i`."""
-
-    def __init__(self, parts: list[Any], reply: str) -> None:
-        self.parts = parts
-        self.reply = reply
-        self.gates: dict[int, asyncio.Event] = {}
-
-    def gate(self, index: int) -> asyncio.Event:
-        return self.gates.setdefault(index, asyncio.Event())
-
-    async def stream_turn(self, request: TurnRequest) -> AsyncIterator[Any]:
-        for index, part in enumerate(self.parts):
-            if index in self.gates:
-                await self.gates[index].wait()
-            yield TextDelta(part) if isinstance(part, str) else part
-        yield TurnEnd(self.reply)
-
-    async def run_turn(self, request: TurnRequest) -> Any:
-        raise AssertionError("streamed")
-
-    async def summarize(self, messages: list[dict[str, Any]]) -> str:
-        return ""
-
-    async def aclose(self) -> None:
-        return None
 
 
 class Screen:
