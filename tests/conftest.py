@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
 
+from sessiongate import GatewayConfig, SessionStore
 from sessiongate.core.clock import FakeClock
+from suite_support import Gateway
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+    from pathlib import Path
 
 # No per-example time limit: these machines are shared, and a property test fails on what it
 # finds, never on how long an example took (speed is measured in `sessiongate bench`).
@@ -63,3 +70,89 @@ def private_cluster():
         pytest.skip(problem)
     with PrivateCluster() as cluster:
         yield cluster
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store backend of this test: "sqlite" unless parametrised (indirectly) with
+    "postgres"; the store suite runs every test on both (`tests/store/conftest.py`)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The `store.url` of this test's stores: None (the embedded default) or its schema."""
+    if backend == "sqlite":
+        return None
+    schema = request.getfixturevalue("pg_schema")
+    return str(schema.url)
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "home" / "sessions"
+
+
+@pytest.fixture
+def make_store(
+    store_dir: Path, clock: FakeClock, store_url: str | None
+) -> Iterator[Callable[..., SessionStore]]:
+    """`make_store(**config)` or `make_store(config)`: a store on this test's backend, closed
+    after the test. A given `GatewayConfig` gets the backend's `store.url` when it has none."""
+    opened: list[SessionStore] = []
+
+    def make(config: GatewayConfig | None = None, **fields: Any) -> SessionStore:
+        if config is None:
+            if store_url is not None:
+                fields.setdefault("store", {"url": store_url})
+            config = GatewayConfig(**fields)
+        elif store_url is not None and config.store.url is None:
+            config = config.model_copy(
+                update={"store": config.store.model_copy(update={"url": store_url})}
+            )
+        store = SessionStore(store_dir, config, clock=clock)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+async def make_gateway(
+    tmp_path: Path, clock: FakeClock, make_store: Callable[..., SessionStore]
+) -> AsyncIterator[Callable[..., Any]]:
+    """`await make_gateway(agent, **config)`: a started `GatewayRunner` on this test's store
+    backend, with a loopback platform and `agent` (by default a `ScriptedAgent` answering
+    "ok") serving every key; stopped after the test. (The gateway package has its own, driven
+    by `Hub` agents.)"""
+    from sessiongate.gateway import GatewayRunner
+    from sessiongate.testing import LoopbackAdapter, ScriptedAgent
+
+    made: list[Gateway] = []
+
+    async def make(agent: Any = None, **fields: Any) -> Gateway:
+        agent = ScriptedAgent(default="ok") if agent is None else agent
+        store = make_store(**fields)
+        adapter = LoopbackAdapter()
+        home = tmp_path / "home"
+        runner = GatewayRunner(
+            store,
+            store.config,
+            home=home,
+            clock=clock,
+            agent_factory=lambda key: agent,
+            adapters=[adapter],
+        )
+        gateway = Gateway(runner, store, adapter, agent, home, store.config)
+        made.append(gateway)
+        await runner.start()
+        return gateway
+
+    yield make
+    for gateway in made:
+        release = getattr(gateway.agent, "release", None)
+        if release is not None:
+            release.set()
+        await gateway.runner.stop()

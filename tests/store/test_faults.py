@@ -12,18 +12,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sessiongate import SessionSource, SessionStore
 from sessiongate.errors import StoreCorruptError, StoreUnavailableError
 from sessiongate.store.sqlite import database
+from suite_support import lane
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from sessiongate import SessionStore
+
 pytestmark = pytest.mark.sqlite_only  # disk faults, WAL, FTS5 damage: SQLite's own files
-
-
-def lane(store: SessionStore) -> str:
-    return store.get_or_create_session(SessionSource(platform="telegram", chat_id="1")).session_id
 
 
 def turn(text: str) -> list[dict]:
@@ -31,7 +29,7 @@ def turn(text: str) -> list[dict]:
 
 
 def test_disk_full_while_appending_keeps_what_was_committed(store: SessionStore):
-    sid = lane(store)
+    sid = lane(store)[1]
     store.append_messages(sid, turn("kept"))
     conn = store.database.conn
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
@@ -53,7 +51,7 @@ def test_disk_full_while_appending_keeps_what_was_committed(store: SessionStore)
 
 
 def test_read_only_database_refuses_writes_and_serves_reads(store: SessionStore):
-    sid = lane(store)
+    sid = lane(store)[1]
     store.append_messages(sid, turn("readable"))
     store.database.conn.execute("PRAGMA query_only=ON")
     with pytest.raises(StoreUnavailableError):
@@ -66,7 +64,7 @@ def test_read_only_database_refuses_writes_and_serves_reads(store: SessionStore)
 
 
 def test_missing_index_table_falls_back(store: SessionStore):
-    sid = lane(store)
+    sid = lane(store)[1]
     store.append_messages(sid, turn("still searchable"))
     with store.database.transaction() as conn:
         conn.execute("DROP TABLE entries_fts")
@@ -83,7 +81,7 @@ def test_missing_index_table_falls_back(store: SessionStore):
 
 def test_truncated_state_db_refuses_to_open(make_store, store_dir: Path):
     store = make_store()
-    sid = lane(store)
+    sid = lane(store)[1]
     for i in range(50):
         store.append_messages(sid, turn(f"t{i}"))
     store.close()
@@ -108,14 +106,14 @@ def test_garbage_state_db_refuses_to_open(make_store, store_dir: Path):
 
 
 def test_no_sqlite_error_escapes_the_store(store: SessionStore):
-    sid = lane(store)
+    sid = lane(store)[1]
     store.close()
     with pytest.raises(StoreUnavailableError):
         store.append_messages(sid, turn("closed"))
 
 
 def test_the_wal_is_checkpointed_off_the_writer(store: SessionStore, store_dir: Path):
-    sid = lane(store)
+    sid = lane(store)[1]
     db = store.database
     assert db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
     for i in range(450):
@@ -132,7 +130,7 @@ def test_a_log_that_writes_never_let_finish_is_started_over(
 ):
     # A PASSIVE pass copies the log as it was when it began; a commit that lands meanwhile
     # leaves the log unfinished, and under writes that never pause it would never start over.
-    sid = lane(store)
+    sid = lane(store)[1]
     db = store.database
     for i in range(20):
         store.append_messages(sid, turn(f"t{i}"))
@@ -168,7 +166,7 @@ def test_a_log_that_writes_never_let_finish_is_started_over(
 
 def test_an_index_without_its_structure_record_is_rebuilt(make_store, store_dir: Path):
     store = make_store()
-    sid = lane(store)
+    sid = lane(store)[1]
     store.append_messages(sid, turn("needle in the haystack"))
     assert store.search("needle")
     with store.database.transaction() as conn:

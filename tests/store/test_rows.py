@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from sessiongate import GatewayConfig, SessionSource, SessionStore
+from sessiongate import GatewayConfig, SessionStore
 from sessiongate.core.clock import FakeClock
 from sessiongate.errors import (
     ConflictError,
@@ -18,19 +18,7 @@ from sessiongate.errors import (
     SessionNotFoundError,
     StaleWriteError,
 )
-
-
-def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
-    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id=chat))
-    return entry.session_key, entry.session_id
-
-
-def talk(store: SessionStore, sid: str, *texts: str) -> None:
-    for text in texts:
-        store.append_messages(
-            sid,
-            [{"role": "user", "content": text}, {"role": "assistant", "content": f"re: {text}"}],
-        )
+from suite_support import lane, talk
 
 
 def test_pin_orders_listing_and_archive_clears_pin(store: SessionStore, clock: FakeClock):

@@ -13,25 +13,10 @@ from sessiongate.errors import (
     SessionBusyError,
     SessionNotFoundError,
 )
+from suite_support import lane, talk
 
 if TYPE_CHECKING:
     from sessiongate.core.clock import FakeClock
-
-
-def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
-    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id=chat))
-    return entry.session_key, entry.session_id
-
-
-def talk(store: SessionStore, sid: str, *texts: str) -> list[int]:
-    ids: list[int] = []
-    for text in texts:
-        got = store.append_messages(
-            sid,
-            [{"role": "user", "content": text}, {"role": "assistant", "content": f"re: {text}"}],
-        )
-        ids.extend(i for i in got if i is not None)
-    return ids
 
 
 def user_ids(store: SessionStore, sid: str) -> list[int]:

@@ -8,17 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sessiongate import SessionSource
 from sessiongate.core.transcript import SUMMARY_PREFIX, estimate_tokens
 from sessiongate.errors import InvalidEntryError
+from suite_support import lane
 
 if TYPE_CHECKING:
     from sessiongate import SessionStore
-
-
-def lane(store: SessionStore, chat: str = "1") -> tuple[str, str]:
-    entry = store.get_or_create_session(SessionSource(platform="telegram", chat_id=chat))
-    return entry.session_key, entry.session_id
 
 
 def turn(text: str, **extra: Any) -> list[dict[str, Any]]:
