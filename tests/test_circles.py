@@ -122,3 +122,11 @@ def test_the_graph_counts_function_local_and_type_checking_imports(tmp_path):
 
 def test_no_import_circles():
     assert circles(import_graph()) == []
+
+
+def test_no_import_circles_in_the_benchmark_suite():
+    # `benchmarks/sessiongate_bench`, outside the package (it is not in the wheel).
+    suite = ROOT.parents[1] / "benchmarks" / "sessiongate_bench"
+    graph = import_graph(suite)
+    assert "sessiongate_bench.harness" in graph
+    assert circles(graph) == []

@@ -11,9 +11,11 @@ ROOT = Path(sessiongate.__file__).parent
 # Order of DESIGN.md: each layer may import the ones before it, never one after it.
 LAYERS = ["errors", "core", "store", "gateway", "agents", "adapters", "testing", "ui", "api", "top"]
 # The test kit (platform stubs, `sessiongate try`'s targets) is for tests: in the product only
-# the `try` command and the benchmark use it.
-TESTING_USERS = ("sessiongate.cli.try_cmd", "sessiongate.cli._trial", "sessiongate.bench.")
-TOP_LEVEL = {"cli", "bench", "config", "logs", "__main__", "__init__"}
+# the `try` command uses it (and the benchmark, `benchmarks/sessiongate_bench`, outside it).
+TESTING_USERS = ("sessiongate.cli.try_cmd", "sessiongate.cli._trial")
+TOP_LEVEL = {"cli", "config", "logs", "__main__", "__init__"}
+# The benchmark suite, outside the package (not in the wheel).
+BENCH = ROOT.parents[1] / "benchmarks" / "sessiongate_bench"
 
 
 def layer_of(module: str) -> str:
@@ -28,14 +30,27 @@ def layer_of(module: str) -> str:
     raise AssertionError(f"module {module} is in no layer")
 
 
-def imported_modules(path: Path) -> set[str]:
+def every_import(path: Path) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return {m for m in found if m == "sessiongate" or m.startswith("sessiongate.")}
+        elif (  # `importlib.import_module("name")`
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def imported_modules(path: Path) -> set[str]:
+    return {m for m in every_import(path) if m == "sessiongate" or m.startswith("sessiongate.")}
 
 
 def test_imports_only_go_down_the_layers():
@@ -52,7 +67,7 @@ def test_imports_only_go_down_the_layers():
     assert wrong == []
 
 
-def test_nothing_in_the_product_imports_the_test_kit_but_try_and_bench():
+def test_nothing_in_the_product_imports_the_test_kit_but_try():
     wrong = []
     for path in ROOT.rglob("*.py"):
         module = "sessiongate." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
@@ -63,6 +78,18 @@ def test_nothing_in_the_product_imports_the_test_kit_but_try_and_bench():
             for target in imported_modules(path)
             if target.startswith("sessiongate.testing")
         ]
+    assert wrong == []
+
+
+def test_the_benchmark_lives_outside_the_package_and_nothing_in_it_imports_it():
+    assert not (ROOT / "bench").exists()
+    assert (BENCH / "__init__.py").is_file()
+    wrong = [
+        f"{path} imports {target}"
+        for path in ROOT.rglob("*.py")
+        for target in every_import(path)
+        if target.split(".")[0] == "sessiongate_bench"
+    ]
     assert wrong == []
 
 

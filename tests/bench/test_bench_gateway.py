@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from sessiongate.bench.gateway import GatewaySizes, latency_summary, run_gateway_section
-from sessiongate.bench.in_process import _traced_turns
-from sessiongate.bench.report import evaluate_goals
+from sessiongate_bench.gateway import GatewaySizes, latency_summary, run_gateway_section
+from sessiongate_bench.in_process import _traced_turns
+from sessiongate_bench.report import evaluate_goals
 
 TINY = GatewaySizes(
     chats=20,

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from sessiongate.bench import Sizes, run_bench
-from sessiongate.bench.harness import QUICK_NOTE, exit_code
-from sessiongate.bench.postgres import ENV_URL
-from sessiongate.bench.report import NOTES_END, NOTES_START, write_markdown
+from sessiongate_bench import Sizes, run_bench
+from sessiongate_bench.harness import QUICK_NOTE, exit_code
+from sessiongate_bench.postgres import ENV_URL
+from sessiongate_bench.report import NOTES_END, NOTES_START, write_markdown
 
 TINY = Sizes(
     sessions=12,
@@ -188,7 +188,7 @@ def test_an_unknown_store_name_is_refused(tmp_path: Path) -> None:
 
 def test_the_command_documents_its_options() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sessiongate.bench", "--help"],
+        [sys.executable, "-m", "sessiongate_bench", "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -252,7 +252,7 @@ def test_a_failed_goal_fails_the_command_and_a_passed_or_unjudged_one_does_not()
 def test_the_summary_keeps_every_store_distinguishable_at_80_columns(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from sessiongate.bench.harness import _print_summary
+    from sessiongate_bench.harness import _print_summary
 
     console = Console(width=80, record=True, color_system=None)
     _print_summary(console, _summary_results(quick=True, passed=None), tmp_path)

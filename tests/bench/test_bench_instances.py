@@ -4,8 +4,8 @@ instance each complete every turn. No speed is asserted."""
 
 from __future__ import annotations
 
-from sessiongate.bench.instances import InstanceSizes, instances_lines, run_instances_section
-from sessiongate.bench.postgres import ENV_URL
+from sessiongate_bench.instances import InstanceSizes, instances_lines, run_instances_section
+from sessiongate_bench.postgres import ENV_URL
 
 
 def test_without_a_url_the_section_is_skipped_and_the_report_says_why():

@@ -1,5 +1,5 @@
 """The bench package imports none of its sections with itself: each runs its children as
-`python -m sessiongate.bench.<section>`, which warned (RuntimeWarning, found in sys.modules)
+`python -m sessiongate_bench.<section>`, which warned (RuntimeWarning, found in sys.modules)
 when the package had imported that module already."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ def test_importing_the_package_imports_no_section():
         [
             sys.executable,
             "-c",
-            "import sys, sessiongate.bench as b; "
-            "print(sorted(m for m in sys.modules if m.startswith('sessiongate.bench.'))); "
+            "import sys, sessiongate_bench as b; "
+            "print(sorted(m for m in sys.modules if m.startswith('sessiongate_bench.'))); "
             "print(b.run_bench.__module__, b.Sizes.__module__)",
         ],
         capture_output=True,
@@ -24,7 +24,7 @@ def test_importing_the_package_imports_no_section():
     )
     assert done.stdout.splitlines() == [
         "[]",
-        "sessiongate.bench.harness sessiongate.bench.workload",
+        "sessiongate_bench.harness sessiongate_bench.workload",
     ]
 
 
@@ -34,8 +34,8 @@ def test_no_bench_module_shadows_the_standard_library():
     import sys
     from pathlib import Path
 
-    import sessiongate.bench
+    import sessiongate_bench
 
-    folder = Path(sessiongate.bench.__file__).parent
+    folder = Path(sessiongate_bench.__file__).parent
     names = {path.stem for path in folder.glob("*.py")}
     assert not names & sys.stdlib_module_names

@@ -8,13 +8,13 @@ import tempfile
 
 import pytest
 
-from sessiongate.bench.postgres import (
+from sessiongate_bench.postgres import (
     ENV_URL,
     count_trace,
     postgres_url_from,
     run_postgres_section,
 )
-from sessiongate.bench.report import _postgres_lines, evaluate_goals
+from sessiongate_bench.report import _postgres_lines, evaluate_goals
 
 
 def test_without_a_url_the_section_is_skipped_with_how_to_name_one():

@@ -8,9 +8,9 @@ from __future__ import annotations
 import socket
 import threading
 
-from sessiongate.bench.delay_proxy import DelayProxy, measure_round_trip
-from sessiongate.bench.postgres import ENV_URL
-from sessiongate.bench.remote_db import (
+from sessiongate_bench.delay_proxy import DelayProxy, measure_round_trip
+from sessiongate_bench.postgres import ENV_URL
+from sessiongate_bench.remote_db import (
     RemoteDbSizes,
     remote_db_goals,
     remote_db_lines,

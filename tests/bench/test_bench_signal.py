@@ -3,8 +3,8 @@ gateway or the bare floor reading its event stream). No speed is asserted; shape
 
 from __future__ import annotations
 
-from sessiongate.bench.report import _signal_lines
-from sessiongate.bench.signal_section import run_signal_section
+from sessiongate_bench.report import _signal_lines
+from sessiongate_bench.signal_section import run_signal_section
 
 
 def test_the_section_measures_the_gateway_beside_the_stubs_floor():

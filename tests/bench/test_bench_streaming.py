@@ -4,7 +4,7 @@ of the results and the counts are."""
 
 from __future__ import annotations
 
-from sessiongate.bench.streaming import (
+from sessiongate_bench.streaming import (
     StreamingSizes,
     durable_plan,
     run_streaming_section,

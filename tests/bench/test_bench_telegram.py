@@ -3,8 +3,8 @@ polling it through python-telegram-bot). No speed is asserted; the shape and cou
 
 from __future__ import annotations
 
-from sessiongate.bench.report import evaluate_goals
-from sessiongate.bench.telegram import run_telegram_section
+from sessiongate_bench.report import evaluate_goals
+from sessiongate_bench.telegram import run_telegram_section
 
 
 def test_the_section_measures_throughput_and_per_message_overhead():

@@ -4,8 +4,8 @@ asserted; the shape and counts are."""
 
 from __future__ import annotations
 
-from sessiongate.bench.report import _whatsapp_lines
-from sessiongate.bench.whatsapp import run_whatsapp_section
+from sessiongate_bench.report import _whatsapp_lines
+from sessiongate_bench.whatsapp import run_whatsapp_section
 
 
 def test_the_section_measures_the_gateway_beside_the_stubs_floor():

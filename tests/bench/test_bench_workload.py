@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from sessiongate.bench import workload
-from sessiongate.bench.contenders import ensure_contenders_venv, select_stores
-from sessiongate.bench.runner import run_writers, summarize_writers
-from sessiongate.bench.workload import Sizes, percentiles, turn_plan
+from sessiongate_bench import workload
+from sessiongate_bench.contenders import ensure_contenders_venv, select_stores
+from sessiongate_bench.runner import run_writers, summarize_writers
+from sessiongate_bench.workload import Sizes, percentiles, turn_plan
 
 
 def test_turn_plan_adds_up_to_exactly_the_messages_asked_for() -> None:

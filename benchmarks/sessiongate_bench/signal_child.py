@@ -135,7 +135,7 @@ async def _floor_main(url: str, count: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.signal_child")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.signal_child")
     sub = parser.add_subparsers(dest="role", required=True)
     stub = sub.add_parser("stub")
     stub.add_argument("mode", choices=["burst", "sequential"])

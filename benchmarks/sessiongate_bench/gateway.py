@@ -51,8 +51,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.in_process import latency_summary, measure_in_process
-from sessiongate.bench.postgres import run_postgres_section
+from sessiongate_bench.in_process import latency_summary, measure_in_process
+from sessiongate_bench.postgres import run_postgres_section
 
 __all__ = [
     "GatewayServer",
@@ -130,7 +130,7 @@ def run_gateway_section(
 
 def _child_json(args: list[str], *, timeout_s: float) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "sessiongate.bench.gateway", *args],
+        [sys.executable, "-m", "sessiongate_bench.gateway", *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     """The child processes: `in-process HOME CHATS TURNS`, `feed HOME CHATS TURNS
     SUBSCRIBERS` (`bench/feed.py`) and `populate HOME SESSIONS`, each printing one JSON
     line."""
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.gateway")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.gateway")
     sub = parser.add_subparsers(dest="mode", required=True)
     inproc = sub.add_parser("in-process")
     inproc.add_argument("home", type=Path)
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "in-process":
         result = asyncio.run(measure_in_process(args.home, args.chats, args.turns))
     elif args.mode == "feed":
-        from sessiongate.bench.feed import measure_feed
+        from sessiongate_bench.feed import measure_feed
 
         result = asyncio.run(measure_feed(args.home, args.chats, args.turns, args.subscribers))
     else:

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.gateway import latency_summary
+from sessiongate_bench.gateway import latency_summary
 
 __all__ = ["run_telegram_section"]
 
@@ -63,7 +63,7 @@ def run_telegram_section(*, quick: bool, timeout_s: float = 600.0) -> dict[str, 
 
 def _run(work: Path, mode: str, count: int, chats: int, timeout_s: float) -> dict[str, Any]:
     work.mkdir(parents=True)
-    me = [sys.executable, "-m", "sessiongate.bench.telegram_child"]
+    me = [sys.executable, "-m", "sessiongate_bench.telegram_child"]
     stub = subprocess.Popen(
         [*me, "stub", mode, str(count), str(chats)],
         stdin=subprocess.PIPE,

@@ -15,22 +15,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessiongate.bench.harness import run_bench
-    from sessiongate.bench.workload import Sizes
+    from sessiongate_bench.harness import run_bench
+    from sessiongate_bench.workload import Sizes
 
 __all__ = ["Sizes", "run_bench"]
 
 
 def __getattr__(name: str) -> Any:
     # Imported on first use, not with the package: the sections run their children as
-    # `python -m sessiongate.bench.<section>`, and a package that imported that very module
+    # `python -m sessiongate_bench.<section>`, and a package that imported that very module
     # first makes runpy warn (RuntimeWarning: found in sys.modules) and run it twice over.
     if name == "run_bench":
-        from sessiongate.bench.harness import run_bench
+        from sessiongate_bench.harness import run_bench
 
         return run_bench
     if name == "Sizes":
-        from sessiongate.bench.workload import Sizes
+        from sessiongate_bench.workload import Sizes
 
         return Sizes
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

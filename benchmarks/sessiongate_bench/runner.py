@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessiongate.bench.contenders import StoreSpec
-    from sessiongate.bench.workload import Sizes
+    from sessiongate_bench.contenders import StoreSpec
+    from sessiongate_bench.workload import Sizes
 
 __all__ = ["WORKLOAD_FILE", "Progress", "run_store", "run_writers"]
 

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.gateway import latency_summary
+from sessiongate_bench.gateway import latency_summary
 
 __all__ = ["run_signal_section"]
 
@@ -54,7 +54,7 @@ def run_signal_section(
 
 def _run(work: Path, consumer: str, mode: str, count: int, timeout_s: float) -> dict[str, Any]:
     work.mkdir(parents=True)
-    me = [sys.executable, "-m", "sessiongate.bench.signal_child"]
+    me = [sys.executable, "-m", "sessiongate_bench.signal_child"]
     stub = subprocess.Popen(
         [*me, "stub", mode, str(count)],
         stdin=subprocess.PIPE,

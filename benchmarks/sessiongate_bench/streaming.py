@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.bench.gateway import latency_summary
+from sessiongate_bench.gateway import latency_summary
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -142,7 +142,7 @@ class BenchAgent:
 
 def _child(args: list[str], timeout_s: float) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-m", "sessiongate.bench.streaming", *args],
+        [sys.executable, "-m", "sessiongate_bench.streaming", *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -244,7 +244,7 @@ async def _over_http(home: Path, sizes: StreamingSizes, timeout_s: float) -> dic
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "sessiongate.bench.streaming",
+        "sessiongate_bench.streaming",
         "serve",
         str(home),
         stdin=asyncio.subprocess.PIPE,
@@ -362,7 +362,7 @@ async def _burst(http: Any, deltas: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """The children: `durable HOME SIZES_JSON` (one JSON line) and `serve HOME`."""
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.streaming")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.streaming")
     parser.add_argument("mode", choices=("durable", "serve"))
     parser.add_argument("home", type=Path)
     parser.add_argument("sizes", nargs="?", default="{}")

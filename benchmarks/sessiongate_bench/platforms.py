@@ -1,7 +1,7 @@
 """The platform-adapter section of the benchmark: per-message overhead of the Slack, Discord
 and Matrix adapters over loopback, each through its real SDK against its stub.
 
-Each platform runs in a child process of its own (`python -m sessiongate.bench.platforms
+Each platform runs in a child process of its own (`python -m sessiongate_bench.platforms
 PLATFORM COUNT HOME`), with the stub and a gateway (`GatewayRunner`, the echo agent at zero
 delay, the adapter) on one event loop:
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.gateway import latency_summary
+from sessiongate_bench.gateway import latency_summary
 
 __all__ = ["run_platforms_section"]
 
@@ -59,7 +59,7 @@ def _measure(platform: str, count: int, home: Path, timeout_s: float) -> dict[st
         return {"status": "error", "reason": f"the [{platform}] extra is not installed"}
     try:
         child = subprocess.run(
-            [sys.executable, "-m", "sessiongate.bench.platforms", platform, str(count), str(home)],
+            [sys.executable, "-m", "sessiongate_bench.platforms", platform, str(count), str(home)],
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sessiongate.bench.in_process import measure_in_process
-from sessiongate.bench.postgres_trace import count_trace, server_cpu_reader, traced_turns
+from sessiongate_bench.in_process import measure_in_process
+from sessiongate_bench.postgres_trace import count_trace, server_cpu_reader, traced_turns
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -87,7 +87,7 @@ def run_postgres_section(
     problem = server_problem(url)
     if problem is not None:
         return {"status": "skipped", "reason": problem}
-    command = [sys.executable, "-m", "sessiongate.bench.postgres", url]
+    command = [sys.executable, "-m", "sessiongate_bench.postgres", url]
     with tempfile.TemporaryDirectory(prefix="sessiongate-postgres-bench-") as tmp:
         try:
             done = subprocess.run(
@@ -141,7 +141,7 @@ def bench_schema(url: str, *, settings: str = "") -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The child: `URL WORK CHATS TURNS`, printing one JSON line."""
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.postgres")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.postgres")
     parser.add_argument("url")
     parser.add_argument("work", type=Path)
     parser.add_argument("chats", type=int)

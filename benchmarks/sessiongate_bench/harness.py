@@ -24,27 +24,27 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from sessiongate.bench.contenders import (
+from sessiongate_bench.contenders import (
     StoreSpec,
     VenvStatus,
     ensure_contenders_venv,
     find_benchmarks_dir,
     select_stores,
 )
-from sessiongate.bench.gateway import run_gateway_section
-from sessiongate.bench.instances import run_instances_section
-from sessiongate.bench.machine import describe_machine
-from sessiongate.bench.platforms import run_platforms_section
-from sessiongate.bench.postgres import postgres_url_from
-from sessiongate.bench.remote_db import run_remote_db_section
-from sessiongate.bench.report import evaluate_goals, write_markdown
-from sessiongate.bench.runner import run_store
-from sessiongate.bench.signal_section import run_signal_section
-from sessiongate.bench.streaming import run_streaming_section
-from sessiongate.bench.telegram import run_telegram_section
-from sessiongate.bench.tree import run_tree_section
-from sessiongate.bench.whatsapp import run_whatsapp_section
-from sessiongate.bench.workload import Sizes
+from sessiongate_bench.gateway import run_gateway_section
+from sessiongate_bench.instances import run_instances_section
+from sessiongate_bench.machine import describe_machine
+from sessiongate_bench.platforms import run_platforms_section
+from sessiongate_bench.postgres import postgres_url_from
+from sessiongate_bench.remote_db import run_remote_db_section
+from sessiongate_bench.report import evaluate_goals, write_markdown
+from sessiongate_bench.runner import run_store
+from sessiongate_bench.signal_section import run_signal_section
+from sessiongate_bench.streaming import run_streaming_section
+from sessiongate_bench.telegram import run_telegram_section
+from sessiongate_bench.tree import run_tree_section
+from sessiongate_bench.whatsapp import run_whatsapp_section
+from sessiongate_bench.workload import Sizes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

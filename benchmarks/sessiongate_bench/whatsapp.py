@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.gateway import latency_summary
+from sessiongate_bench.gateway import latency_summary
 
 __all__ = ["run_whatsapp_section"]
 
@@ -74,7 +74,7 @@ def run_whatsapp_section(
 def _child(receiver: str, mode: str, count: int, home: Path, timeout_s: float) -> dict[str, Any]:
     home.mkdir(parents=True)
     child = subprocess.run(
-        [sys.executable, "-m", "sessiongate.bench.whatsapp_child", receiver, mode, str(count),
+        [sys.executable, "-m", "sessiongate_bench.whatsapp_child", receiver, mode, str(count),
          str(home)],
         capture_output=True,
         text=True,

@@ -117,7 +117,7 @@ async def _gateway_main(url: str, home: Path, count: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.telegram")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.telegram")
     sub = parser.add_subparsers(dest="role", required=True)
     stub = sub.add_parser("stub")
     stub.add_argument("mode", choices=["burst", "sequential"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.bench.instances import instances_lines
-from sessiongate.bench.remote_db import remote_db_goals, remote_db_lines
-from sessiongate.bench.streaming import streaming_goals
+from sessiongate_bench.instances import instances_lines
+from sessiongate_bench.remote_db import remote_db_goals, remote_db_lines
+from sessiongate_bench.streaming import streaming_goals
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

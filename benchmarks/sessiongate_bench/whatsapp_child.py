@@ -1,5 +1,5 @@
 """The child process of the WhatsApp benchmark section (`bench/whatsapp.py`):
-`python -m sessiongate.bench.whatsapp_child gateway|floor burst|sequential COUNT HOME`.
+`python -m sessiongate_bench.whatsapp_child gateway|floor burst|sequential COUNT HOME`.
 
 One event loop holds the Graph API stub (uvicorn), the receiver of the signed webhooks
 (uvicorn) and the poster playing Meta (httpx), so what is measured is the same in both modes
@@ -194,7 +194,7 @@ async def _run(receiver: str, mode: str, count: int, home: Path) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.whatsapp_child")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.whatsapp_child")
     parser.add_argument("receiver", choices=["gateway", "floor"])
     parser.add_argument("mode", choices=["burst", "sequential"])
     parser.add_argument("count", type=int)

@@ -6,7 +6,7 @@ readers of `GET /v1/events`' byte stream (`api.routes_events.event_stream`: ever
 as the route sends it, minus the socket), for `rounds` rounds, the two phases of a round in
 turn first; the slowdown is the median of the rounds' own ratios. After each loaded phase
 the readers must reach the newest event with no `reset`: that is what keeping up means.
-Printed as one JSON line by `python -m sessiongate.bench.gateway feed HOME CHATS TURNS
+Printed as one JSON line by `python -m sessiongate_bench.gateway feed HOME CHATS TURNS
 SUBSCRIBERS`.
 """
 

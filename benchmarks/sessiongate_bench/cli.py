@@ -8,7 +8,7 @@ from typing import Annotated
 import click
 import typer
 
-from sessiongate.bench.harness import exit_code, run_bench
+from sessiongate_bench.harness import exit_code, run_bench
 
 __all__ = ["app", "bench_command", "main"]
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from sessiongate.bench.delay_proxy import DelayProxy, measure_round_trip
-from sessiongate.bench.gateway import GatewayServer, latency_summary
-from sessiongate.bench.postgres import HOW_TO, bench_schema, server_problem
+from sessiongate_bench.delay_proxy import DelayProxy, measure_round_trip
+from sessiongate_bench.gateway import GatewayServer, latency_summary
+from sessiongate_bench.postgres import HOW_TO, bench_schema, server_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

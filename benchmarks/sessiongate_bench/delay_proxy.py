@@ -1,6 +1,6 @@
 """A loopback TCP proxy that adds a fixed round trip: a database in another zone, on one machine.
 
-`python -m sessiongate.bench.delay_proxy HOST PORT RTT_MS` listens on 127.0.0.1 (a free port,
+`python -m sessiongate_bench.delay_proxy HOST PORT RTT_MS` listens on 127.0.0.1 (a free port,
 printed as `PORT <n>`) and forwards every connection to HOST:PORT. Each chunk read in either
 direction is held for half the round trip from the moment it was read, then written in the
 order it was read: the delay adds to latency without limiting throughput, as distance does.
@@ -93,7 +93,7 @@ class DelayProxy:
     @classmethod
     @contextlib.contextmanager
     def running(cls, host: str, port: int, rtt_ms: float) -> Iterator[DelayProxy]:
-        command = [sys.executable, "-m", "sessiongate.bench.delay_proxy", host, str(port)]
+        command = [sys.executable, "-m", "sessiongate_bench.delay_proxy", host, str(port)]
         process = subprocess.Popen(
             [*command, str(rtt_ms)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -129,7 +129,7 @@ def measure_round_trip(query: Callable[[], object], *, samples: int = 50) -> flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sessiongate.bench.delay_proxy")
+    parser = argparse.ArgumentParser(prog="python -m sessiongate_bench.delay_proxy")
     parser.add_argument("host")
     parser.add_argument("port", type=int)
     parser.add_argument("rtt_ms", type=float)

@@ -2,7 +2,7 @@
 
 Standard library only: this same file runs under the project's interpreter (sessiongate's store,
 the `sqlite3` baseline) and, as a script, under the contenders' virtual environment where
-sessiongate is not installed. The parent (`sessiongate.bench.runner`) starts it as
+sessiongate is not installed. The parent (`sessiongate_bench.runner`) starts it as
 
     python workload.py run    --adapter SPEC --options JSON --work DIR --sizes JSON --out FILE
     python workload.py write  --adapter SPEC ... --writer 0|1 --mode distinct|shared

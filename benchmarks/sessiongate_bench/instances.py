@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiongate.bench.gateway import GatewayServer
-from sessiongate.bench.postgres import HOW_TO, bench_schema, server_problem
+from sessiongate_bench.gateway import GatewayServer
+from sessiongate_bench.postgres import HOW_TO, bench_schema, server_problem
 
 __all__ = ["InstanceSizes", "instances_lines", "run_instances_section"]
 

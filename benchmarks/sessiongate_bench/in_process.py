@@ -10,7 +10,7 @@ import contextvars
 import time
 from typing import TYPE_CHECKING, Any
 
-from sessiongate.bench.postgres_trace import server_cpu_reader, traced_turns
+from sessiongate_bench.postgres_trace import server_cpu_reader, traced_turns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

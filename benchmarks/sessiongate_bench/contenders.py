@@ -32,7 +32,7 @@ __all__ = [
 
 _BENCH_DIR = Path(__file__).resolve().parent
 BASELINE_FILE = _BENCH_DIR / "baseline.py"
-# Loaded by path, not as `sessiongate.bench.…`: the child then imports the store and nothing of
+# Loaded by path, not as `sessiongate_bench.…`: the child then imports the store and nothing of
 # the harness (rich, typer), so its peak RSS is the store's.
 SESSIONGATE_FILE = _BENCH_DIR / "sessiongate_store.py"
 
@@ -140,7 +140,7 @@ def select_stores(names: Sequence[str] | None) -> list[StoreSpec]:
 
 def find_benchmarks_dir() -> Path | None:
     """`benchmarks/` of the source checkout this package runs from, else of the cwd."""
-    for candidate in (_BENCH_DIR.parents[2] / "benchmarks", Path.cwd() / "benchmarks"):
+    for candidate in (_BENCH_DIR.parent, Path.cwd() / "benchmarks"):
         if (candidate / "requirements.txt").is_file():
             return candidate
     return None
