@@ -38,10 +38,9 @@ def config() -> GatewayConfig:
 
 
 @pytest.fixture
-def store(tmp_path: Path, config: GatewayConfig, clock: FakeClock) -> Iterator[SessionStore]:
-    store = SessionStore(tmp_path / "home" / "sessions", config, clock=clock)
-    yield store
-    store.close()
+def store(config: GatewayConfig, make_store: Callable[..., SessionStore]) -> SessionStore:
+    """The app's store, on the test's backend (the root conftest's `make_store`)."""
+    return make_store(config)
 
 
 @pytest.fixture

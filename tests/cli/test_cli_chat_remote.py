@@ -12,7 +12,7 @@ import pytest
 
 from fake_openai import Broken, FakeOpenAI, Reply
 from live_server import serving
-from sessiongate import GatewayConfig, SessionStore
+from sessiongate import GatewayConfig
 from sessiongate.adapters.local import RETRY_MARK
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
@@ -51,7 +51,7 @@ class Screen:
 
 
 @pytest.fixture
-async def gateway(tmp_path, clock) -> AsyncIterator[Callable[..., Any]]:
+async def gateway(tmp_path, clock, make_store) -> AsyncIterator[Callable[..., Any]]:
     """Starts a runner behind a real server and the chat against it: (its input lines, the
     screen it prints on, its task)."""
     stops: list[Any] = []
@@ -60,7 +60,7 @@ async def gateway(tmp_path, clock) -> AsyncIterator[Callable[..., Any]]:
         """`scripted` serves every key (default: the configured agents); `fields` are
         GatewayConfig fields; the API takes the token `TOKEN`."""
         config = GatewayConfig(api={"token": TOKEN}, **fields)
-        store = SessionStore(tmp_path / "home" / "sessions", config, clock=clock)
+        store = make_store(config)
         factory = build_agent_factory(config) if scripted is None else (lambda _key: scripted)
         runner = GatewayRunner(
             store, config, home=tmp_path / "home", clock=clock, agent_factory=factory
