@@ -74,7 +74,7 @@ class AgentKindsSizes:
 
     @classmethod
     def quick(cls) -> AgentKindsSizes:
-        return cls(turns=10, approvals=10)
+        return cls(turns=5, approvals=5)
 
 
 def run_agent_kinds_section(
