@@ -14,8 +14,9 @@ process of its own:
 Per turn: `total` (through the gateway), `model` (the server's own time, from reading each
 request to writing its last byte: `bench/model_server.py`), `framework` (a direct run's time
 minus its model time: the framework's own work outside the model, HTTP client included),
-and `gateway` (total minus model minus the framework's median). The echo agent has neither
-model nor framework: all of its time is the gateway's.
+and `gateway` (total minus model minus the framework's time in the direct run made right
+after it: the two runs alternate, so a machine whose load changes moves both alike). The
+echo agent has neither model nor framework: all of its time is the gateway's.
 
 Approvals: turns of the built-in agent whose tool (`refund_order`) needs a person's
 approval; the decision is the operator's (`Approvals.decide`, what `POST
@@ -39,7 +40,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from statistics import median
+from statistics import mean
 from typing import Any
 
 from sessiongate.bench.gateway import latency_summary
@@ -141,7 +142,8 @@ def agent_kinds_lines(section: dict[str, Any]) -> list[str]:
         "same run, each in a new chat, the model calling the one tool then answering (python: "
         "one model call, echo: none). Per turn, p50 / p99: total through the gateway, the "
         "model server's own time, the framework's own (a direct run with no gateway, minus "
-        "its model time; p50), and the gateway's (total - model - framework).",
+        "its model time, run right after each gateway turn), and the gateway's (total - model - "
+        "framework, turn by turn).",
         "",
         "| kind | model calls | total | model | framework | gateway |",
         "|---|---|---|---|---|---|",
@@ -153,7 +155,7 @@ def agent_kinds_lines(section: dict[str, Any]) -> list[str]:
             continue
         lines.append(
             f"| {kind} | {part['model_calls_per_turn']:g} | {_pair(part['total_ms'])} | "
-            f"{_pair(part['model_ms'])} | {part['framework_ms']['p50_ms']:.2f} ms | "
+            f"{_pair(part['model_ms'])} | {_pair(part['framework_ms'])} | "
             f"{_pair(part['gateway_ms'])} |"
         )
     approvals = section.get("approvals", {})
@@ -218,10 +220,12 @@ class _Stats:
         await self._http.aclose()
 
 
-async def _through_gateway(
+async def _interleaved(
     kind: str, url: str, turns: int, stats: _Stats, home: Path
-) -> tuple[list[float], list[float], float]:
-    """Each turn's total and model seconds, and the model calls per turn."""
+) -> dict[str, list[float]]:
+    """Each turn through the gateway (its total and model seconds), each followed by the same
+    turn run directly (its seconds outside the model), so both see the same machine; and the
+    model calls of each gateway turn."""
     from sessiongate import GatewayConfig, SessionSource, SessionStore
     from sessiongate.agents import build_agent_factory
     from sessiongate.core.platform import Platform
@@ -230,10 +234,9 @@ async def _through_gateway(
     config = GatewayConfig(**_settings(kind, url))
     store = SessionStore(home / "sessions", config)
     runner = GatewayRunner(store, config, home=home, agent_factory=build_agent_factory(config))
+    direct = None if kind == "echo" else await _direct_runner(kind, url)
     await runner.start()
-    totals: list[float] = []
-    models: list[float] = []
-    calls = 0
+    measured: dict[str, list[float]] = {"total": [], "model": [], "framework": [], "calls": []}
     try:
         for i in range(WARMUP + turns):
             source = SessionSource(platform=Platform.API, chat_id=f"{kind}-{i}")
@@ -244,14 +247,20 @@ async def _through_gateway(
             after = await stats.read()
             if receipt.status != "replied":
                 raise RuntimeError(f"{kind}: turn not replied: {receipt}")
+            own = 0.0
+            if direct is not None:
+                started = time.perf_counter()
+                await direct(i)
+                own = time.perf_counter() - started - ((await stats.read())[1] - after[1])
             if i >= WARMUP:
-                totals.append(total)
-                models.append(after[1] - before[1])
-                calls += after[0] - before[0]
+                measured["total"].append(total)
+                measured["model"].append(after[1] - before[1])
+                measured["framework"].append(max(0.0, own))
+                measured["calls"].append(after[0] - before[0])
     finally:
         await runner.stop()
         store.close()
-    return totals, models, calls / max(turns, 1)
+    return measured
 
 
 async def _direct_runner(kind: str, url: str) -> Any:
@@ -318,35 +327,24 @@ async def _direct_runner(kind: str, url: str) -> Any:
     return langgraph
 
 
-async def _directly(kind: str, url: str, turns: int, stats: _Stats) -> list[float]:
-    """Each direct turn's time outside the model."""
-    run = await _direct_runner(kind, url)
-    own: list[float] = []
-    for i in range(WARMUP + turns):
-        before = await stats.read()
-        started = time.perf_counter()
-        await run(i)
-        total = time.perf_counter() - started
-        after = await stats.read()
-        if i >= WARMUP:
-            own.append(max(0.0, total - (after[1] - before[1])))
-    return own
-
-
 async def _one_kind(kind: str, url: str, turns: int, stats: _Stats) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sessiongate-kinds-bench-") as tmp:
-        totals, models, calls = await _through_gateway(kind, url, turns, stats, Path(tmp))
-    framework = [0.0] * len(totals) if kind == "echo" else await _directly(kind, url, turns, stats)
-    framework_p50 = median(framework)
-    gateway = [t - m - framework_p50 for t, m in zip(totals, models, strict=True)]
+        measured = await _interleaved(kind, url, turns, stats, Path(tmp))
+    # Each gateway turn less its model time and the framework's time in the direct run beside
+    # it (pairs: a load that changes during the run moves both alike).
+    gateway = [
+        t - m - f
+        for t, m, f in zip(measured["total"], measured["model"], measured["framework"], strict=True)
+    ]
     return {
         "status": "ok",
         "turns": turns,
-        "model_calls_per_turn": round(calls, 2),
-        "total_ms": latency_summary(totals),
-        "model_ms": latency_summary(models),
-        "framework_ms": latency_summary(framework),
+        "model_calls_per_turn": round(sum(measured["calls"]) / max(turns, 1), 2),
+        "total_ms": latency_summary(measured["total"]),
+        "model_ms": latency_summary(measured["model"]),
+        "framework_ms": latency_summary(measured["framework"]),
         "gateway_ms": latency_summary(gateway),
+        "gateway_mean_ms": round(mean(gateway) * 1000, 3),
     }
 
 
