@@ -66,8 +66,7 @@ class ApprovalBook:
         self._clock: Clock = clock or store.clock
 
     def _databases(self) -> list[Backend]:
-        memory = self._store.memory_database
-        return [self._store.database] if memory is None else [self._store.database, memory]
+        return self._store.placement.databases()
 
     def _holding(self, approval_id: str) -> tuple[Backend, ApprovalRow] | None:
         for db in self._databases():

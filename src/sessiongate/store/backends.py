@@ -164,8 +164,12 @@ def open_wakeups(config: GatewayConfig, on_key: Callable[[str], None]) -> Wakeup
     return Wakeups(url, on_key, hints=not config.store.poll_only)
 
 
-def open_memory_backend() -> Backend:
-    """A backend that lives only in this process's memory (incognito lanes)."""
+def open_memory_backend(*, first_row_id: int = 1) -> Backend:
+    """A backend that lives only in this process's memory (incognito lanes), its inbox rows
+    and turns numbered from `first_row_id`."""
     from sessiongate.store.sqlite.database import Database
 
-    return Database(None)
+    db = Database(None)
+    if first_row_id > 1:
+        db.number_rows_from(first_row_id)
+    return db

@@ -64,8 +64,7 @@ class TakeoverStore:
         self._clock: Clock = clock or store.clock
 
     def _databases(self) -> list[Backend]:
-        memory = self._store.memory_database
-        return [self._store.database] if memory is None else [self._store.database, memory]
+        return self._store.placement.databases()
 
     def start(
         self, session_key: str, *, by: str, resume_after_minutes: float = 0.0
