@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
     from sessiongate.store.placement import Placement
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import Backend, EphemeralBackend, LaneBackend, Tx
 
 __all__ = ["IncognitoOps"]
 
@@ -90,7 +90,7 @@ class IncognitoOps:
             return list(conn.iter_routes())
 
     @property
-    def memory_database(self) -> Backend | None:
+    def memory_database(self) -> EphemeralBackend | None:
         """The in-memory database of incognito lanes, once the first one exists."""
         return self._placement.memory
 
@@ -99,7 +99,7 @@ class IncognitoOps:
         """Which database holds each lane, session and row."""
         return self._placement
 
-    def database_for(self, session_key: str) -> Backend:
+    def database_for(self, session_key: str) -> LaneBackend:
         """The database that holds `session_key`'s lane: the gateway keeps an incognito lane's
         inbox and journal beside its transcript, in memory."""
         return self._placement.for_key(session_key)

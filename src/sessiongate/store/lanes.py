@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import LaneBackend, Tx
     from sessiongate.store.session_store import SessionStore
 
 __all__ = [
@@ -205,13 +205,13 @@ class LaneStore:
     # placement (`store/placement.py`), so nothing of an incognito conversation reaches the
     # disk.
 
-    def _db_for_key(self, session_key: str) -> Backend:
+    def _db_for_key(self, session_key: str) -> LaneBackend:
         return self._placement.for_key(session_key)
 
-    def _db_for_row(self, row_id: int) -> Backend:
+    def _db_for_row(self, row_id: int) -> LaneBackend:
         return self._placement.for_row(row_id)
 
-    def _databases(self) -> list[Backend]:
+    def _databases(self) -> list[LaneBackend]:
         return self._placement.databases()
 
     def is_durable_turn(self, turn_id: int) -> bool:

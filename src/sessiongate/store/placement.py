@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from sessiongate.store.backends import open_memory_backend
 
 if TYPE_CHECKING:
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import Backend, EphemeralBackend, LaneBackend, Tx
 
 __all__ = ["Placement"]
 
@@ -34,7 +34,7 @@ class Placement:
 
     def __init__(self, durable: Backend) -> None:
         self._durable = durable
-        self._memory: Backend | None = None
+        self._memory: EphemeralBackend | None = None
         self._keys: set[str] = set()
         self._ids: set[str] = set()
 
@@ -43,33 +43,33 @@ class Placement:
         return self._durable
 
     @property
-    def memory(self) -> Backend | None:
+    def memory(self) -> EphemeralBackend | None:
         """The in-memory database of incognito lanes, once the first one exists."""
         return self._memory
 
-    def open_memory(self) -> Backend:
+    def open_memory(self) -> EphemeralBackend:
         """The in-memory database, opened on first use."""
         if self._memory is None:
             self._memory = open_memory_backend(first_row_id=_MEMORY_FIRST_ROW)
         return self._memory
 
-    def databases(self) -> list[Backend]:
+    def databases(self) -> list[LaneBackend]:
         """Every database that may hold a row: the durable one first."""
         return [self._durable] if self._memory is None else [self._durable, self._memory]
 
     # ------------------------------------------------------------------ choosing
 
-    def for_key(self, session_key: str) -> Backend:
+    def for_key(self, session_key: str) -> LaneBackend:
         if self._memory is not None and session_key in self._keys:
             return self._memory
         return self._durable
 
-    def for_session(self, session_id: str) -> Backend:
+    def for_session(self, session_id: str) -> LaneBackend:
         if self._memory is not None and session_id in self._ids:
             return self._memory
         return self._durable
 
-    def for_row(self, row_id: int) -> Backend:
+    def for_row(self, row_id: int) -> LaneBackend:
         """The database of an inbox row or a turn, by its id."""
         if self._memory is not None and not self.is_durable_row(row_id):
             return self._memory
@@ -85,7 +85,7 @@ class Placement:
 
     # ------------------------------------------------------------------ recording
 
-    def placed(self, db: Backend, session_key: str, session_id: str) -> None:
+    def placed(self, db: LaneBackend, session_key: str, session_id: str) -> None:
         """Record a lane (or its new session) created in `db`: in memory, it stays there."""
         if self._memory is not None and db is self._memory:
             self._keys.add(session_key)

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
     from sessiongate.store.ownership import Ownership
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import Backend, EphemeralBackend, Tx
 
 __all__ = ["SessionStore"]
 
@@ -649,7 +649,7 @@ class SessionStore(
         return self._atomic_both(memory, savepoints)
 
     @contextlib.contextmanager
-    def _atomic_both(self, memory: Backend, savepoints: bool) -> Iterator[None]:
+    def _atomic_both(self, memory: EphemeralBackend, savepoints: bool) -> Iterator[None]:
         with self._db.transaction(savepoints=savepoints), memory.transaction(savepoints=savepoints):
             yield
 

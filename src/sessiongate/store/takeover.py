@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.protocol import Backend
+    from sessiongate.store.protocol import LaneBackend
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["Takeover", "TakeoverStore"]
@@ -63,7 +63,7 @@ class TakeoverStore:
         self._store = store
         self._clock: Clock = clock or store.clock
 
-    def _databases(self) -> list[Backend]:
+    def _databases(self) -> list[LaneBackend]:
         return self._store.placement.databases()
 
     def start(
