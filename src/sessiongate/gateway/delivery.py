@@ -28,7 +28,7 @@ from sessiongate.gateway.adapter import SendRefusedError, StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
 from sessiongate.gateway.tracing import traced
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, platform_reason
-from sessiongate.store.records import MEMORY_ROW_BASE, DeliveryStatus
+from sessiongate.store.records import DeliveryStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -121,7 +121,7 @@ class Delivery:
         self.outcomes[status] = self.outcomes.get(status, 0) + 1
 
     def _keeps_row(self, turn_id: int | None) -> bool:
-        return self._rows is not None and (turn_id is None or turn_id < MEMORY_ROW_BASE)
+        return self._rows is not None and (turn_id is None or self._rows.keeps_turn(turn_id))
 
     # One span per try of a send, whatever path it comes by (a reply, a notice, a retry).
     @traced(
