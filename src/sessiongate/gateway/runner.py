@@ -48,7 +48,7 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.inbound_hooks import InboundHooks
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.intake import Intake
-from sessiongate.gateway.lane_leases import LaneLeases
+from sessiongate.gateway.lane_leases import open_lane_ownership
 from sessiongate.gateway.lanes import CancelReason, LaneTable, LiveTurn
 from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts
@@ -187,8 +187,10 @@ class GatewayRunner:
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
         self.presence = InstancePresence(store, config)
-        # On a shared database a lane's turns run only under its lease (`lane_leases.py`).
-        self.leases = LaneLeases(self.presence.ownership, config)
+        # Whose lanes are whose (`lane_leases.py`), chosen once: every lane on a database of
+        # its own, a lane's turns only under its lease on a shared one.
+        shared = self.presence.ownership is not None
+        self.leases = open_lane_ownership(self.presence.ownership, config)
         self.presence.on_rejoin = self._rejoined
         # Scheduled jobs run as system turns through `handle_message` (`scheduler.py`).
         self.jobs = Scheduler(
@@ -196,7 +198,7 @@ class GatewayRunner:
             config,
             submit=self.handle_message,
             clock=self.clock,
-            shared=self.leases.shared,
+            shared=shared,
             feed=self.feed,
             delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
         )
@@ -206,7 +208,7 @@ class GatewayRunner:
             store, config, submit=self.handle_message, clock=self.clock, feed=self.feed
         )
         store.add_change_listener(self.jobs.on_changes)
-        self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
+        self._wakeups = open_wakeups(config, self._hint_from_thread) if shared else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._home_lock = recovery.HomeLock(self.home)
         self._state = RunState()
@@ -323,21 +325,13 @@ class GatewayRunner:
             await self._agent_resources.start()  # before any turn, resumed ones included
         # Registered before any worker claims a lane under this instance's id.
         await self.presence.start()
-        if self.leases.shared:
-            # The journal is shared with live instances: nothing in it is this one's to
-            # recover until it owns the lane, and each lane is recovered by the worker that
-            # claims it (`_recover_lane`); the sweep finds the lanes with work.
-            plan = recovery.RecoveryPlan(
-                clean=True, pending_lanes=self.lane_store.lanes_with_pending()
-            )
-        else:
-            plan = recovery.plan_recovery(
-                home=self.home,
-                store=self.store,
-                lane_store=self.lane_store,
-                config=self.config,
-                now=self.clock.now(),
-            )
+        plan = self.leases.recovery_plan(
+            home=self.home,
+            store=self.store,
+            lane_store=self.lane_store,
+            config=self.config,
+            now=self.clock.now(),
+        )
         notices = self.worker.settle(plan)
         self.takeovers.load()  # before any worker: a lane taken over stays held
         # The database is the truth; the file mirrors it from here on.
@@ -352,18 +346,17 @@ class GatewayRunner:
         self._spawn(self.presence.run(self._housekeeping_stop))
         self._spawn(self.jobs.run(self._housekeeping_stop))
         self._spawn(self.takeovers.run(self._housekeeping_stop))
+        own, stop = self.presence.ownership, self._housekeeping_stop
         if self.webhooks is not None:
+            # On a shared database one sender at a time, its leader.
             sender = self.webhooks
-            stop = self._housekeeping_stop
-            if self.leases.shared:
-                self._spawn(sender.run_while_leading(self.presence.ownership, stop))
-            else:
-                self._spawn(sender.run(stop))
-        if self.leases.shared:
-            self._spawn(self.leases.sweep(self._housekeeping_stop, self.worker.wake_lane))
-            self._spawn(self.intake.follow_remote_outcomes(self._housekeeping_stop))
-            if self._wakeups is not None and self.presence.ownership is not None:
-                self._wakeups.listen(self.presence.ownership.instance_id)
+            self._spawn(sender.run(stop) if own is None else sender.run_while_leading(own, stop))
+        for task in self.leases.background(
+            stop, wake=self.worker.wake_lane, follow_remote=self.intake.follow_remote_outcomes
+        ):
+            self._spawn(task)
+        if self._wakeups is not None and own is not None:
+            self._wakeups.listen(own.instance_id)
         self._state.accepting = True
         self._state.ready.set()
         for adapter in self._delivery.adapters:
