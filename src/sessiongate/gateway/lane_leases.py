@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sessiongate.errors import LeaseLostError, StoreUnavailableError
 from sessiongate.gateway import recovery
+from sessiongate.store.backends import open_wakeups
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator
@@ -85,7 +86,14 @@ class LaneOwnership(Protocol):
         ...
 
     def in_flight(self, key: str) -> list[int]: ...
-    def forget_all(self) -> None: ...
+
+    def rejoined(self, instance_id: str) -> None:
+        """Declared dead by the others (a long pause): back under a new id, nothing held."""
+        ...
+
+    async def close(self) -> None:
+        """At the drain, once the background tasks were told to stop."""
+        ...
 
     def held_for_accept(self, key: str) -> bool:
         """An accept on `key` claims its turn under the lane's fence (a lease held here)."""
@@ -119,7 +127,7 @@ class LaneOwnership(Protocol):
         wake: Callable[[str], None],
         follow_remote: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
     ) -> list[Coroutine[Any, Any, None]]:
-        """The tasks the runner keeps until `stop`."""
+        """The tasks the runner keeps until `stop` (`wake(key)`: a lane has work)."""
         ...
 
 
@@ -153,7 +161,10 @@ class SoloOwnership:
     def in_flight(self, key: str) -> list[int]:
         return []
 
-    def forget_all(self) -> None:
+    def rejoined(self, instance_id: str) -> None:
+        pass
+
+    async def close(self) -> None:
         pass
 
     def held_for_accept(self, key: str) -> bool:
@@ -205,6 +216,11 @@ class LeasedOwnership:
         self.claims = 0
         self.claims_refused = 0
         self.sweeps = 0
+        # This instance's own connection (its liveness lock, and the wake-up hints other
+        # instances send it, unless `store.poll_only`): listening from `background` on.
+        self._wakeups = open_wakeups(config, self._hint_from_thread)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: Callable[[str], None] | None = None
 
     def holds(self, key: str) -> bool:
         return key in self._held
@@ -311,7 +327,25 @@ class LeasedOwnership:
         wake: Callable[[str], None],
         follow_remote: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
     ) -> list[Coroutine[Any, Any, None]]:
-        return [self.sweep(stop, wake), follow_remote(stop)]
+        self._loop, self._wake = asyncio.get_running_loop(), wake
+        tasks = [self.sweep(stop, wake), follow_remote(stop)]
+        if self._wakeups is not None:
+            self._wakeups.listen(self.ownership.instance_id)
+        return tasks
+
+    def _hint_from_thread(self, key: str) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake, key)
+
+    def rejoined(self, instance_id: str) -> None:
+        self.forget_all()
+        if self._wakeups is not None:
+            self._wakeups.listen(instance_id)
+
+    async def close(self) -> None:
+        if self._wakeups is not None:
+            await asyncio.to_thread(self._wakeups.close)
 
     def release(self, key: str) -> bool:
         """Give an idle lane back; False while a row waits on it (the worker goes on)."""

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.routing import Router
     from sessiongate.gateway.run_state import IntakeCounters, RunState
     from sessiongate.gateway.turns import TurnCounters, TurnExecutor
-    from sessiongate.store.lanes import LaneStore
+    from sessiongate.store.lanes import LaneStore, Turn
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["ARCHIVED_NOTICE", "LaneWorker"]
@@ -362,6 +362,21 @@ class LaneWorker:
             )
             notices.append((claim.item.source, STUCK_NOTICE, claim.turn.id))
         return notices
+
+    async def finish_recovery(
+        self, deliver: list[Turn], notices: list[tuple[SessionSource, str, int]]
+    ) -> None:
+        """Start-up recovery's replies and notices are sent, then (once the resumed turns have
+        finished) the startup gate opens."""
+        try:
+            await self._delivery.recover(deliver, now=self._clock.now())
+            for source, text, turn_id in notices:
+                await self._delivery.send(source, text, turn_id=turn_id)
+        finally:
+            self._state.deliveries_done.set()
+        await self._state.resumes_done.wait()
+        self._state.gate.set()
+        log.info("startup gate open")
 
     def approval_waiting(self, turn_id: int) -> None:
         """A resumed turn waits for a person's approval: it counts as finished for the
