@@ -5,7 +5,8 @@ edge; `intake` takes a message to its lane (routing with `routing`, commands wit
 `lanes` keeps one worker per session key and `worker` runs it (`turns` runs a claimed turn,
 `compaction` summarises a session as a lane job); `operations` holds what an operator does to
 a session (reset, compact, fork, switch); `recovery` the restart rules; `lane_leases` whose
-lanes are whose (`SoloOwnership`, or `LeasedOwnership` on a shared database); `runner` composes them, starts and stops them.
+lanes are whose (`SoloOwnership`, or `LeasedOwnership` on a shared database); `runner`
+composes them, starts and stops them.
 """
 
 from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus
