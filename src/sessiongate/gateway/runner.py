@@ -286,11 +286,9 @@ class GatewayRunner:
         for key in plan.pending_lanes:
             self.worker.ensure(key)
         self._recovery_task = self._spawn(self.worker.finish_recovery(plan.deliver, notices))
-        self._spawn(self.housekeeping.run(self._housekeeping_stop))
-        self._spawn(self.presence.run(self._housekeeping_stop))
-        self._spawn(self.jobs.run(self._housekeeping_stop))
-        self._spawn(self.takeovers.run(self._housekeeping_stop))
         own, stop = self.presence.ownership, self._housekeeping_stop
+        for run in (self.housekeeping.run, self.presence.run, self.jobs.run, self.takeovers.run):
+            self._spawn(run(stop))
         if self.webhooks is not None:
             # On a shared database one sender at a time, its leader.
             sender = self.webhooks
