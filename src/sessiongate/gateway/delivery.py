@@ -28,6 +28,7 @@ from sessiongate.gateway.adapter import SendRefusedError, StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
 from sessiongate.gateway.tracing import traced
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, platform_reason
+from sessiongate.store.lanes import TurnState
 from sessiongate.store.records import DeliveryStatus
 
 if TYPE_CHECKING:
@@ -427,6 +428,16 @@ class Delivery:
                 sent = True
             delivered += sent
         return delivered
+
+    async def retry_reply(self, turn_id: int) -> bool:
+        """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
+        not waiting for delivery or the send failed again."""
+        turn = self._lane_store.get_turn(turn_id)
+        if turn is None or turn.state is not TurnState.REPLIED:
+            return False
+        return await self.deliver_reply(
+            turn.session_key, turn.id, turn.source, turn.reply or "", force=True
+        )
 
     async def retry(self, delivery_id: int) -> DeliveryRecord | None:
         """The operator's retry: a `failed` or `dead` delivery (stale ones too: the operator
