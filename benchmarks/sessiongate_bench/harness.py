@@ -24,6 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from sessiongate_bench.agent_kinds import KINDS, run_agent_kinds_section
 from sessiongate_bench.contenders import (
     StoreSpec,
     VenvStatus,
@@ -33,6 +34,7 @@ from sessiongate_bench.contenders import (
 )
 from sessiongate_bench.gateway import run_gateway_section
 from sessiongate_bench.instances import run_instances_section
+from sessiongate_bench.job_burst import run_job_burst_section
 from sessiongate_bench.machine import describe_machine
 from sessiongate_bench.platforms import run_platforms_section
 from sessiongate_bench.postgres import postgres_url_from
@@ -142,6 +144,8 @@ def run_bench(
         "signal": run_signal_section(quick=quick),
         "platforms": run_platforms_section(quick=quick),
         "whatsapp": run_whatsapp_section(quick=quick),
+        "agent_kinds": run_agent_kinds_section(quick=quick),
+        "job_burst": run_job_burst_section(quick=quick),
     }
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,12 +257,56 @@ def _print_summary(console: Console, results: dict[str, Any], out_dir: Path) -> 
     for skipped in results["skipped"]:
         table.add_row(skipped["id"], "[yellow]skipped[/]", "", "", "", "")
     console.print(table)
+    _print_agent_kinds(console, results.get("agent_kinds", {}))
+    _print_job_burst(console, results.get("job_burst", {}))
     marks = {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "[dim]n/a[/]"}
     for goal in results["goals"]:
         console.print(f"{marks[goal['passed']]}  {goal['goal']}: {goal['measured']}")
     if results["quick"]:
         console.print(QUICK_NOTE)
     console.print(f"report: {out_dir / 'PERFORMANCE.md'}")
+
+
+def _print_agent_kinds(console: Console, section: dict[str, Any]) -> None:
+    if section.get("status") != "ok":
+        reason = section.get("reason", "not run")
+        console.print(f"[yellow]agent kinds not measured:[/] {reason}")
+        return
+    table = Table(title="a turn of each agent kind, p50 (gateway p99)")
+    for column in ("kind", "total", "model", "framework", "gateway"):
+        table.add_column(column, justify="left" if column == "kind" else "right")
+    for kind in KINDS:
+        part = section["kinds"].get(kind, {})
+        if part.get("status") != "ok":
+            table.add_row(kind, f"[yellow]{part.get('status', 'missing')}[/]", "", "", "")
+            continue
+        table.add_row(
+            kind,
+            f"{part['total_ms']['p50_ms']:.2f} ms",
+            f"{part['model_ms']['p50_ms']:.2f} ms",
+            f"{part['framework_ms']['p50_ms']:.2f} ms",
+            f"{part['gateway_ms']['p50_ms']:.2f} ms ({part['gateway_ms']['p99_ms']:.2f})",
+        )
+    console.print(table)
+    approvals = section.get("approvals", {})
+    if approvals.get("status") == "ok":
+        latency = approvals["latency_ms"]
+        console.print(
+            f"approval → tool running: {latency['p50_ms']:.2f} ms p50, "
+            f"{latency['p99_ms']:.2f} ms p99 ({approvals['approvals']} approvals)"
+        )
+
+
+def _print_job_burst(console: Console, section: dict[str, Any]) -> None:
+    if section.get("status") != "ok":
+        console.print(f"[yellow]job burst not measured:[/] {section.get('reason', 'not run')}")
+        return
+    verdict = "all within the minute" if section["within_minute"] else "[red]not within a minute[/]"
+    console.print(
+        f"{section['jobs']:,} jobs due in one minute: {section['runs_per_s']:,.0f} runs/s, "
+        f"{section['turns_per_s']:,.0f} turns/s, {verdict}; scheduler CPU "
+        f"{section['scheduler_cpu_s']:.2f} s ({section['scheduler_cpu_share']:.0%} of the process)"
+    )
 
 
 def exit_code(results: dict[str, Any]) -> int:

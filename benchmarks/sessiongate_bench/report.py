@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sessiongate_bench.agent_kinds import agent_kinds_lines
 from sessiongate_bench.instances import instances_lines
+from sessiongate_bench.job_burst import job_burst_lines
 from sessiongate_bench.remote_db import remote_db_goals, remote_db_lines
 from sessiongate_bench.streaming import streaming_goals
 
@@ -506,6 +508,8 @@ def render_markdown(results: dict[str, Any]) -> str:
         lines.append(f"Not measured: {gateway.get('reason', 'no gateway section')}.")
     lines.append("")
     lines += instances_lines(results.get("instances", {}))
+    lines += agent_kinds_lines(results.get("agent_kinds", {}))
+    lines += job_burst_lines(results.get("job_burst", {}))
     lines += remote_db_lines(results.get("remote_db", {}))
     lines += _telegram_lines(results.get("telegram", {}))
     lines += _signal_lines(results.get("signal", {}))

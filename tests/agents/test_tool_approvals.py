@@ -376,3 +376,40 @@ async def test_a_decision_from_another_process_reaches_the_waiting_turn(
         other.close()
     assert (await turn).reply == "done"
     assert sample_tools.DELETED == ["/srv/data"]
+
+
+async def test_a_decision_made_while_the_wait_reads_its_row_ends_the_wait_at_once(
+    make_chat, server, monkeypatch
+) -> None:
+    # The waiting call reads its row off the loop; a decision landing during that read set
+    # the wake that the wait then cleared, so the call slept until its next poll (half a
+    # second). With the poll pushed out of reach, only the wake can end this wait.
+    import functools
+    import threading
+
+    from sessiongate.gateway import approvals as approvals_module
+    from sessiongate.gateway.approvals import OPERATOR
+
+    monkeypatch.setattr(approvals_module, "_POLL_SECONDS", 3600)
+    chat = await make_chat()
+    approvals = chat.runner.approvals
+    loop = asyncio.get_running_loop()
+    read = approvals.book.get
+    decided: list[str] = []
+
+    def read_then_decide(approval_id: str) -> Any:
+        row = read(approval_id)
+        off_loop = threading.current_thread() is not threading.main_thread()
+        if off_loop and not decided and row is not None and row.status == "pending":
+            decided.append(approval_id)
+            decide = functools.partial(approvals.decide, approval_id, approve=True, by=OPERATOR)
+            loop.call_soon_threadsafe(decide)  # runs before the waiter sees this read's row
+        return row
+
+    monkeypatch.setattr(approvals.book, "get", read_then_decide)
+    server.script(Calls([DELETE]), Reply("done"))
+    async with asyncio.timeout(30):  # a hang guard: the lost wake waited an hour here
+        receipt = await chat.say("clean up")
+    assert receipt.reply == "done"
+    assert len(decided) == 1
+    assert sample_tools.DELETED == ["/srv/data"]

@@ -9,7 +9,6 @@ from sessiongate import SessionStore
 from sessiongate.agents import build_agent_factory
 from sessiongate.api.app import create_app
 from sessiongate.gateway import GatewayRunner
-from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 
 
 def _create(client, **fields) -> dict:
@@ -51,7 +50,8 @@ def test_an_incognito_session_chats_through_the_gateway(client, key_path):
         "echo: whisper",
         key,
     )
-    assert reply["turn_id"] >= MEMORY_ROW_BASE
+    turn = client.get(f"/v1/turns/{reply['turn_id']}").json()
+    assert (turn["session_key"], turn["reply"]) == (key, "echo: whisper")
     assert _say(client, key_path, key, "whisper", message_id="w-1")["status"] == "duplicate"
     assert _contents(client, key_path, key) == ["whisper", "echo: whisper"]
     assert client.get(key_path(key)).json()["incognito"] is True

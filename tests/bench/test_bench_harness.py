@@ -261,3 +261,28 @@ def test_the_summary_keeps_every_store_distinguishable_at_80_columns(tmp_path: P
         assert store in text
     assert "…" not in text
     assert " ".join(QUICK_NOTE.split()[:6]) in " ".join(text.split())
+
+
+def test_agent_kinds_and_the_job_burst_are_in_the_results_report_and_summary(
+    bench: Bench,
+) -> None:
+    from rich.console import Console
+
+    from sessiongate_bench.harness import _print_summary
+
+    results, from_json, root = bench
+    kinds, burst = from_json["agent_kinds"], from_json["job_burst"]
+    assert kinds["status"] == "ok", kinds
+    assert kinds["sizes"] == {"turns": 5, "approvals": 5}
+    assert {part["status"] for part in kinds["kinds"].values()} == {"ok"}
+    assert burst["status"] == "ok", burst
+    assert (burst["jobs"], burst["delivered"]) == (500, 500)
+    report = (root / "docs" / "PERFORMANCE.md").read_text()
+    assert "## Agent kinds" in report
+    assert "## Jobs due in the same minute" in report
+    console = Console(width=100, record=True, color_system=None)
+    _print_summary(console, results, root)
+    text = console.export_text()
+    assert "a turn of each agent kind" in text
+    assert "approval → tool running" in text
+    assert "500 jobs due in one minute" in text

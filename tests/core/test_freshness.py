@@ -131,7 +131,7 @@ def test_system_events_do_not_extend_idle_freshness():
 
 
 def test_is_system_event():
-    assert {"heartbeat", "cron", "exec", "system"} == SYSTEM_EVENT_KINDS
+    assert {"heartbeat", "cron", "exec", "system", "webhook"} == SYSTEM_EVENT_KINDS
     assert is_system_event("Heartbeat")
     assert not is_system_event("user")
     assert not is_system_event(None)

@@ -116,6 +116,24 @@ async def test_busy_agent_is_never_evicted_by_the_cap(make) -> None:
     assert h.cache.statistics().evictions_total == 1
 
 
+def test_over_the_cap_with_many_busy_agents_only_idle_ones_go_oldest_first(make) -> None:
+    # A burst of turns in flight: far more busy agents than the cap. Every idle agent over
+    # the cap goes, oldest first (one that becomes idle is the most recently used), and no
+    # busy one does.
+    h = make(max_size=3)
+    for n in range(200):
+        assert h.cache.put(f"busy{n}", h.agent(f"busy{n}")) == []
+        h.cache.mark_busy(f"busy{n}")
+    assert h.cache.put("idle0", h.agent("idle0")) == []  # the agent just put is spared
+    assert h.cache.put("idle1", h.agent("idle1")) == ["idle0"]
+    assert h.cache.mark_idle("busy0") == ["idle1", "busy0"]
+    h.cache.mark_unflushed("busy1")
+    assert h.cache.mark_idle("busy1") == []
+    assert h.cache.mark_flushed("busy1") == ["busy1"]
+    assert all(f"busy{n}" in h.cache for n in range(2, 200))
+    assert len(h.cache) == 198
+
+
 async def test_unflushed_agent_is_never_evicted_until_flushed(make, clock: FakeClock) -> None:
     h = make(max_size=1, idle_ttl_secs=60, memory_high_mb=1, protect_recent=0)
     h.set_rss_mb(100)

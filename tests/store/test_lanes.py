@@ -9,9 +9,8 @@ import pytest
 
 from sessiongate import SessionSource
 from sessiongate.core.transcript import build_model_context
-from sessiongate.errors import MessageIdConflictError, StaleWriteError
+from sessiongate.errors import MessageIdConflictError, SessionNotFoundError, StaleWriteError
 from sessiongate.store.lanes import AcceptStatus, Inbound, InboxKind, LaneStore, TurnState
-from sessiongate.store.sqlite.database import MEMORY_ROW_BASE
 from sessiongate.store.tree import INLINE_CONTEXT_ENTRIES
 
 if TYPE_CHECKING:
@@ -540,12 +539,12 @@ def test_an_incognito_lane_keeps_its_inbox_and_journal_in_memory(store, lanes):
     hidden = store.create_incognito_session(SOURCE)
     _accept(lanes, durable, "on disk")
     accepted = _accept(lanes, hidden, "in memory", message_id="m1")
-    assert accepted.inbox_id >= MEMORY_ROW_BASE
+    assert lanes.get_item(accepted.inbox_id).text == "in memory"
     assert _rows(store, "SELECT text FROM inbox") == [("on disk",)]
     assert lanes.total_queued() == 2
     assert set(lanes.lanes_with_pending()) == {durable.session_key, hidden.session_key}
     claim = lanes.claim_next(hidden.session_key, hidden.session_id)
-    assert claim.turn.id >= MEMORY_ROW_BASE
+    assert not lanes.is_durable_turn(claim.turn.id)
     assert lanes.get_turn(claim.turn.id).state is TurnState.RUNNING
     assert [t.id for t in lanes.turns_in_state(TurnState.RUNNING)] == [claim.turn.id]
     messages = [{"role": "user", "content": "in memory"}, {"role": "assistant", "content": "ok"}]
@@ -557,6 +556,45 @@ def test_an_incognito_lane_keeps_its_inbox_and_journal_in_memory(store, lanes):
     assert (seen.session_key, seen.reply) == (hidden.session_key, "ok")
     assert _rows(store, "SELECT count(*) FROM turns") == [(0,)]
     assert _rows(store, "SELECT count(*) FROM inbound_seen") == [(0,)]
+
+
+def test_a_bare_turn_id_names_one_turn_whichever_database_holds_it(store, lanes):
+    # Both databases hold turns; each id, given alone (as `GET /v1/turns/{id}` gets it),
+    # must find its own lane's turn and row, never the other database's.
+    durable, hidden = _entry(store), store.create_incognito_session(SOURCE)
+    claims = {}
+    for entry, text in ((durable, "on disk"), (hidden, "in memory")):
+        accepted = _accept(lanes, entry, text)
+        claims[entry.session_key] = lanes.claim_next(entry.session_key, entry.session_id)
+        assert lanes.get_item(accepted.inbox_id).session_key == entry.session_key
+    on_disk, in_memory = claims[durable.session_key], claims[hidden.session_key]
+    assert on_disk.turn.id != in_memory.turn.id
+    assert on_disk.item.id != in_memory.item.id
+    assert lanes.get_turn(on_disk.turn.id).session_key == durable.session_key
+    assert lanes.get_turn(in_memory.turn.id).session_key == hidden.session_key
+    assert (lanes.is_durable_turn(on_disk.turn.id), lanes.is_durable_turn(in_memory.turn.id)) == (
+        True,
+        False,
+    )
+    assert _rows(store, "SELECT session_key FROM turns") == [(durable.session_key,)]
+
+
+def test_nothing_incognito_survives_reopening_and_its_key_is_refused(make_store):
+    store = make_store()
+    lanes = LaneStore(store)
+    hidden = store.create_incognito_session(SOURCE)
+    _accept(lanes, hidden, "in memory")
+    claim = lanes.claim_next(hidden.session_key, hidden.session_id)
+    store.close()
+    reopened = make_store()
+    again = LaneStore(reopened)
+    assert again.get_turn(claim.turn.id) is None
+    assert again.get_item(claim.item.id) is None
+    assert again.total_queued() == 0
+    assert not reopened.is_incognito(hidden.session_key)
+    assert reopened.tombstone(hidden.session_key) == "incognito"
+    with pytest.raises(SessionNotFoundError, match="ended when the gateway restarted"):
+        reopened.refresh_lane(hidden.session_key)
 
 
 def test_an_incognito_outcome_rolls_back_as_a_whole(store, lanes):

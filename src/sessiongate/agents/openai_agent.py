@@ -16,6 +16,7 @@ agent is built, never when this module is, so the gateway runs without it on the
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import os
@@ -43,6 +44,7 @@ from sessiongate.errors import AgentTurnError
 from sessiongate.gateway.tracing import traced_stream
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
     from types import ModuleType
 
@@ -107,6 +109,16 @@ def _call_attributes(event: object) -> dict[str, Any] | None:
     return None
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every agent's HTTP client. Building one reads the CA bundle (tens
+    of milliseconds, paid by each new session's agent otherwise); a context is not bound to an
+    event loop, so the clients, each its own, can share it."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
 class OpenAIAgent:
     """One agent per session key, each with its own client (and connection pool).
 
@@ -147,6 +159,7 @@ class OpenAIAgent:
             api_key=api_key,
             timeout=config.timeout_seconds,
             max_retries=0,
+            http_client=self._openai.DefaultAsyncHttpxClient(verify=_tls_context()),
         )
 
     async def stream_turn(self, request: TurnRequest) -> AsyncIterator[TurnEvent]:

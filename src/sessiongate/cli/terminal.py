@@ -65,6 +65,8 @@ class Terminal:
         # redraws below itself; written at once, it would land on the prompt's line.
         self._entering = False
         self._pending = ""
+        # True once `close` ran: a prompt readline draws after it is cleared at once.
+        self._closed = False
         # True while a streamed line is on screen: the prompt waits for its end.
         self._partial = False
         # What that streamed line shows so far, to draw it again without a prompt.
@@ -108,9 +110,10 @@ class Terminal:
                     # No line editing to keep in step with: the prompt is drawn here, under
                     # the lock, so no write can come between it and the flag.
                     with self._lock:
-                        self._stdout().write(self.prompt)
-                        self._stdout().flush()
-                        self._prompting = True
+                        if not self._closed:
+                            self._stdout().write(self.prompt)
+                            self._stdout().flush()
+                            self._prompting = True
                     line: str | None = self._read("")
                 else:
                     with self._lock:
@@ -130,8 +133,13 @@ class Terminal:
 
     def _prompt_shown(self) -> None:
         with self._lock:
-            self._prompting = True
             self._entering = False
+            if self._closed:
+                # The chat left while readline drew the prompt: take it off the screen.
+                self._stdout().write(_CLEAR_LINE)
+                self._stdout().flush()
+                return
+            self._prompting = True
             pending, self._pending = self._pending, ""
             if pending:
                 # Written while readline drew the prompt: now above it, the prompt redrawn.
@@ -180,10 +188,14 @@ class Terminal:
         """Save the history (owner-only: it holds what you typed) and restore the terminal;
         a prompt left on screen (the chat left while it waited for a line) is cleared."""
         with self._lock:
-            if self._prompting:
-                self._prompting = False
-                self._stdout().write(_CLEAR_LINE)
+            self._closed = True
+            pending, self._pending = self._pending, ""
+            if self._prompting or pending:
+                # A write held back while readline drew the prompt (the chat left meanwhile)
+                # is shown now, and no prompt after it.
+                self._stdout().write(_CLEAR_LINE + pending)
                 self._stdout().flush()
+            self._prompting = False
         if self._readline is not None and self._history is not None:
             with contextlib.suppress(OSError):
                 self._history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

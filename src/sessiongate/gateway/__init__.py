@@ -4,8 +4,9 @@ Layers inside: `messages` (MessageEvent, Receipt, the `Inbox` adapters see) is t
 edge; `intake` takes a message to its lane (routing with `routing`, commands with `commands`);
 `lanes` keeps one worker per session key and `worker` runs it (`turns` runs a claimed turn,
 `compaction` summarises a session as a lane job); `operations` holds what an operator does to
-a session (reset, compact, fork, switch); `recovery` the restart rules; `lane_leases` the
-lanes' ownership on a shared database; `runner` composes them, starts and stops them.
+a session (reset, compact, fork, switch); `recovery` the restart rules; `lane_leases` whose
+lanes are whose (`SoloOwnership`, or `LeasedOwnership` on a shared database); `runner`
+composes them, starts and stops them.
 """
 
 from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus

@@ -125,6 +125,10 @@ class AgentCache:
         self._on_evict = on_evict
         # Least recently used first; `move_to_end` marks use.
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
+        # The evictable slots alone (neither busy nor unflushed), least recently used first:
+        # the cap takes its victims from the front without walking past busy agents, which
+        # thousands of turns in flight (a burst of jobs) would otherwise make quadratic.
+        self._evictable: OrderedDict[str, None] = OrderedDict()
         self._releases: deque[_Release] = deque()
         self._evictions = dict.fromkeys(EvictionReason, 0)
         self._release_failures = 0
@@ -160,6 +164,7 @@ class AgentCache:
         slot = self._slots.get(key)
         if slot is None:
             slot = self._slots[key] = _Slot(agent, self._clock.monotonic())
+            self._reflect(key, slot)
         else:
             if slot.agent is not agent:
                 self._queue_release(key, slot.agent, EvictionReason.REPLACED)
@@ -186,6 +191,7 @@ class AgentCache:
     def remove(self, key: str) -> Agent | None:
         """Take `key`'s agent out regardless of its marks; the caller now owns its teardown."""
         slot = self._slots.pop(key, None)
+        self._evictable.pop(key, None)
         return None if slot is None else slot.agent
 
     # ------------------------------------------------------------------ marks
@@ -211,6 +217,7 @@ class AgentCache:
         slot = self._slots.get(key)
         if slot is not None:
             slot.unflushed = True
+            self._reflect(key, slot)
 
     def mark_flushed(self, key: str) -> list[str]:
         """The transcript caught up with the agent. Returns keys the LRU cap could now evict."""
@@ -218,6 +225,7 @@ class AgentCache:
         if slot is None:
             return []
         slot.unflushed = False
+        self._reflect(key, slot)
         return self._enforce_cap()
 
     def is_busy(self, key: str) -> bool:
@@ -229,11 +237,7 @@ class AgentCache:
     def sweep_idle(self) -> list[str]:
         """Evict agents unused for `idle_ttl_secs` or longer (by the injected clock)."""
         cutoff = self._clock.monotonic() - self.config.idle_ttl_secs
-        expired = [
-            key
-            for key, slot in self._slots.items()
-            if slot.is_evictable and slot.last_used <= cutoff
-        ]
+        expired = [key for key in self._evictable if self._slots[key].last_used <= cutoff]
         for key in expired:
             self._evict(key, EvictionReason.IDLE)
         return expired
@@ -319,14 +323,24 @@ class AgentCache:
     def _touch(self, key: str, slot: _Slot) -> None:
         slot.last_used = self._clock.monotonic()
         self._slots.move_to_end(key)
+        self._reflect(key, slot)
+
+    def _reflect(self, key: str, slot: _Slot) -> None:
+        """Keep `_evictable` in step with the slot's marks; one that becomes evictable is
+        the most recently used of them."""
+        if slot.is_evictable:
+            self._evictable[key] = None
+            self._evictable.move_to_end(key)
+        else:
+            self._evictable.pop(key, None)
 
     def _enforce_cap(self, *, spare: str | None = None) -> list[str]:
         excess = len(self._slots) - self.config.max_size
         if excess <= 0:
             return []
         # Oldest first, and no further than the victims: over the cap, every new chat's turn
-        # evicts, and a scan of the whole cache cost it ~0.1 ms at 128 slots.
-        candidates = (k for k, slot in self._slots.items() if k != spare and slot.is_evictable)
+        # evicts, so it must not walk the cache (busy agents are not in `_evictable`).
+        candidates = (k for k in self._evictable if k != spare)
         victims = list(itertools.islice(candidates, excess))
         for key in victims:
             self._evict(key, EvictionReason.LRU)
@@ -334,6 +348,7 @@ class AgentCache:
 
     def _evict(self, key: str, reason: EvictionReason) -> None:
         slot = self._slots.pop(key)
+        self._evictable.pop(key, None)
         self._queue_release(key, slot.agent, reason)
 
     def _queue_release(self, key: str, agent: Agent, reason: EvictionReason) -> None:

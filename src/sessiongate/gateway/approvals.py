@@ -260,6 +260,9 @@ class Approvals:
         event = self._wakers.setdefault(row.id, asyncio.Event())
         try:
             while True:
+                # Cleared before the read, not after: a decision made while the row is read
+                # (its wake then already set) must end the wait at once, not at the next poll.
+                event.clear()
                 # Read off the loop (DESIGN decision 15): on PostgreSQL a poll is a round trip.
                 current = await _off_loop(self.book.get, row.id)
                 if current is None:  # erased meanwhile
@@ -269,7 +272,6 @@ class Approvals:
                 if self._clock.now() >= from_us(current.expires_at):
                     self.expire_due()
                     continue
-                event.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(_POLL_SECONDS):
                         await event.wait()

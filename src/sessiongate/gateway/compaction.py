@@ -169,8 +169,8 @@ class Compactor:
         self._lane_store = lane_store
         self._config = config
         self._executor = executor
-        # A shared database: the lane's fence around the commit, and whether the lane is held
-        # here (`LaneLeases.fence`, `LaneLeases.holds`). On SQLite neither does anything.
+        # The lane's fence around the commit, and whether the lane is held here
+        # (`LaneOwnership.fence`, `.holds`): on a database of its own neither does anything.
         self._fence = fence or (lambda _key: contextlib.nullcontext())
         self._holds = holds or (lambda _key: True)
 

@@ -28,7 +28,8 @@ from sessiongate.gateway.adapter import SendRefusedError, StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
 from sessiongate.gateway.tracing import traced
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, platform_reason
-from sessiongate.store.records import MEMORY_ROW_BASE, DeliveryStatus
+from sessiongate.store.lanes import TurnState
+from sessiongate.store.records import DeliveryStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -121,7 +122,7 @@ class Delivery:
         self.outcomes[status] = self.outcomes.get(status, 0) + 1
 
     def _keeps_row(self, turn_id: int | None) -> bool:
-        return self._rows is not None and (turn_id is None or turn_id < MEMORY_ROW_BASE)
+        return self._rows is not None and (turn_id is None or self._rows.keeps_turn(turn_id))
 
     # One span per try of a send, whatever path it comes by (a reply, a notice, a retry).
     @traced(
@@ -427,6 +428,16 @@ class Delivery:
                 sent = True
             delivered += sent
         return delivered
+
+    async def retry_reply(self, turn_id: int) -> bool:
+        """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
+        not waiting for delivery or the send failed again."""
+        turn = self._lane_store.get_turn(turn_id)
+        if turn is None or turn.state is not TurnState.REPLIED:
+            return False
+        return await self.deliver_reply(
+            turn.session_key, turn.id, turn.source, turn.reply or "", force=True
+        )
 
     async def retry(self, delivery_id: int) -> DeliveryRecord | None:
         """The operator's retry: a `failed` or `dead` delivery (stale ones too: the operator

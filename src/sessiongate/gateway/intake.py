@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.delivery import Delivery
-    from sessiongate.gateway.lane_leases import LaneLeases
+    from sessiongate.gateway.lane_leases import LaneOwnership
     from sessiongate.gateway.lanes import LaneTable
     from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.receipts import Waiters
@@ -83,7 +83,7 @@ class Intake:
         router: Router,
         executor: TurnExecutor,
         worker: LaneWorker,
-        leases: LaneLeases,
+        leases: LaneOwnership,
         delivery: Delivery,
         waiters: Waiters,
         approvals: Approvals,
@@ -187,13 +187,7 @@ class Intake:
         # On a shared database a turn is claimed in its accepting transaction only on a lane
         # this instance holds (its lease lingering after its last turn), under the fence;
         # elsewhere the lane's worker claims the lease first.
-        held = (
-            self._leases.shared
-            and self._leases.holds(key)
-            and not self._leases.unsettled(key)
-            and self._lanes.is_free(key)
-            and self._leases.may_act()
-        )
+        held = self._leases.held_for_accept(key) and self._lanes.is_free(key)
         try:
             routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
         except LeaseLostError:
@@ -241,15 +235,10 @@ class Intake:
         """Route and accept one message in one transaction, claiming its turn at once when
         the lane is free (and, on a shared database, `held` here: then under the fence, and
         `LeaseLostError` means nothing was written)."""
-        shared = self._leases.shared
         fence = self._leases.fence(key, lock_lane=True) if held else contextlib.nullcontext()
         # No call inside is caught and gone on from: the calls need no savepoints.
         with fence, self._lane_store.atomic(savepoints=False):
-            if shared and not held:
-                # The lane's writer lock before the route's row lock, in the order a claim
-                # takes them, so an accept (a merge into the waiting slot) and the owner's
-                # claim of that slot never interleave, and never deadlock.
-                self._lane_store.lock_lane(key)
+            self._leases.lock_for_accept(key, held=held, lock_lane=self._lane_store.lock_lane)
             routed = self.route(
                 event.source,
                 event_kind=event.event_kind,
@@ -261,7 +250,7 @@ class Intake:
                 not routed.busy
                 and self._state.gate.is_set()
                 and not self._state.stopping
-                and (not shared or (held and entry.session_key == key))
+                and self._leases.claim_at_accept(key, held=held, routed_key=entry.session_key)
             )
             if routed.archived:
                 return routed, None, None  # refused by the caller; nothing is written

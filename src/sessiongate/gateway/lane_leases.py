@@ -1,7 +1,11 @@
-"""`LaneLeases`: the lanes this instance may run turns on, when several share one database.
+"""The lanes this instance may run turns on: `SoloOwnership` or `LeasedOwnership`, chosen once
+when the runner is composed (`open_lane_ownership`); callers ask it, never which one it is.
 
-On SQLite there is one instance per home (the home lock), every call here is a no-op and the
-runner's path is what it always was. On PostgreSQL (DESIGN decision 12):
+`SoloOwnership`: one instance on its own database (SQLite, or PostgreSQL without others; the
+home lock keeps it alone). Every lane is its own: every check passes, a fence is no fence,
+nothing is claimed, lingers or is swept, and start-up recovers the whole journal.
+
+`LeasedOwnership`: several instances on one PostgreSQL database (DESIGN decision 12):
 
 - a lane's worker runs turns only while this instance holds the lane's lease (`acquire`,
   `Ownership.claim`: the epoch rises and fences every earlier owner);
@@ -10,12 +14,17 @@ runner's path is what it always was. On PostgreSQL (DESIGN decision 12):
   paused or partitioned instance that wakes finds it lost, nothing of the write commits, the
   outcome is dropped (`fenced_commits`), and the successor reruns or recovers the turn;
 - past `may_act()` (the lease may already have moved on) no agent call or send starts;
+- an accept claims its turn at once only on a lane held here (its lease lingering), under the
+  lane's fence; elsewhere it takes the lane's writer lock, and the lane's worker claims;
 - an idle lane's lease is kept `store.lane_idle_seconds` (its next message needs no claim,
   and its agent stays warm here), then given back, refused while a row waits, so a message
   accepted meanwhile is never stranded;
 - a lane this instance could not take is hinted to its owner (`NOTIFY`) unless
   `store.poll_only`; the sweep (`sweep`) is the ground truth either way: lanes with waiting
-  work and no live owner, or owned here without a worker, every `store.sweep_seconds` ± 30 %.
+  work and no live owner, or owned here without a worker, every `store.sweep_seconds` ± 30 %;
+- start-up recovers nothing of the shared journal: each lane is recovered by the worker that
+  takes its lease (`LaneWorker.recover`), and a caller waiting for a turn another instance
+  runs is answered from the journal (`Intake.follow_remote_outcomes`).
 """
 
 from __future__ import annotations
@@ -25,17 +34,25 @@ import contextlib
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sessiongate.errors import LeaseLostError, StoreUnavailableError
+from sessiongate.gateway import recovery
+from sessiongate.store.backends import open_wakeups
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Coroutine, Iterator
+    from contextlib import AbstractContextManager
+    from datetime import datetime
+    from pathlib import Path
+    from typing import Any
 
     from sessiongate.core.config import GatewayConfig
+    from sessiongate.store.lanes import LaneStore
     from sessiongate.store.ownership import Lease, Ownership
+    from sessiongate.store.session_store import SessionStore
 
-__all__ = ["LaneLeases"]
+__all__ = ["LaneOwnership", "LeasedOwnership", "SoloOwnership", "open_lane_ownership"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +60,149 @@ SWEEP_JITTER = 0.3
 SWEEP_BATCH = 16
 
 
-class LaneLeases:
-    def __init__(self, ownership: Ownership | None, config: GatewayConfig) -> None:
+class LaneOwnership(Protocol):
+    """What the intake, the lane worker, the turns and the runner ask about lanes."""
+
+    def holds(self, key: str) -> bool:
+        """This instance may run `key`'s turns (and deliver its replies)."""
+        ...
+
+    def may_act(self) -> bool:
+        """No agent call or send starts past this (the lease may have moved on)."""
+        ...
+
+    def acquire(self, key: str) -> bool | None:
+        """Hold `key`: True if claimed now (what an earlier owner left is to recover), False
+        if held already, None if another instance owns it or the database is away."""
+        ...
+
+    def busy(self, key: str) -> None: ...
+    def idle(self, key: str) -> None: ...
+    def unsettled(self, key: str) -> bool: ...
+    def settle(self, key: str, *, settled: bool = True) -> None: ...
+
+    def fence(self, key: str, *, lock_lane: bool = False) -> AbstractContextManager[None]:
+        """One transaction that commits only while `key` is held here."""
+        ...
+
+    def in_flight(self, key: str) -> list[int]: ...
+
+    def rejoined(self, instance_id: str) -> None:
+        """Declared dead by the others (a long pause): back under a new id, nothing held."""
+        ...
+
+    async def close(self) -> None:
+        """At the drain, once the background tasks were told to stop."""
+        ...
+
+    def held_for_accept(self, key: str) -> bool:
+        """An accept on `key` claims its turn under the lane's fence (a lease held here)."""
+        ...
+
+    def lock_for_accept(self, key: str, *, held: bool, lock_lane: Callable[[str], None]) -> None:
+        """Inside the accepting transaction, before the route: the lane's writer lock when
+        the fence does not take it."""
+        ...
+
+    def claim_at_accept(self, key: str, *, held: bool, routed_key: str) -> bool:
+        """Whether an accept routed to `routed_key` may claim its turn now (lane free)."""
+        ...
+
+    def recovery_plan(
+        self,
+        *,
+        home: Path,
+        store: SessionStore,
+        lane_store: LaneStore,
+        config: GatewayConfig,
+        now: datetime,
+    ) -> recovery.RecoveryPlan:
+        """What start-up recovers (`recovery.py`)."""
+        ...
+
+    def background(
+        self,
+        stop: asyncio.Event,
+        *,
+        wake: Callable[[str], None],
+        follow_remote: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    ) -> list[Coroutine[Any, Any, None]]:
+        """The tasks the runner keeps until `stop` (`wake(key)`: a lane has work)."""
+        ...
+
+
+class SoloOwnership:
+    """Every lane is this instance's: one instance on its own database."""
+
+    def holds(self, key: str) -> bool:
+        return True
+
+    def may_act(self) -> bool:
+        return True
+
+    def acquire(self, key: str) -> bool | None:
+        return False
+
+    def busy(self, key: str) -> None:
+        pass
+
+    def idle(self, key: str) -> None:
+        pass
+
+    def unsettled(self, key: str) -> bool:
+        return False
+
+    def settle(self, key: str, *, settled: bool = True) -> None:
+        pass
+
+    def fence(self, key: str, *, lock_lane: bool = False) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def in_flight(self, key: str) -> list[int]:
+        return []
+
+    def rejoined(self, instance_id: str) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def held_for_accept(self, key: str) -> bool:
+        return False  # nothing to hold: the accept claims without a fence
+
+    def lock_for_accept(self, key: str, *, held: bool, lock_lane: Callable[[str], None]) -> None:
+        pass  # the database has one writer
+
+    def claim_at_accept(self, key: str, *, held: bool, routed_key: str) -> bool:
+        return True
+
+    def recovery_plan(
+        self,
+        *,
+        home: Path,
+        store: SessionStore,
+        lane_store: LaneStore,
+        config: GatewayConfig,
+        now: datetime,
+    ) -> recovery.RecoveryPlan:
+        return recovery.plan_recovery(
+            home=home, store=store, lane_store=lane_store, config=config, now=now
+        )
+
+    def background(
+        self,
+        stop: asyncio.Event,
+        *,
+        wake: Callable[[str], None],
+        follow_remote: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    ) -> list[Coroutine[Any, Any, None]]:
+        return []
+
+
+class LeasedOwnership:
+    """The lanes this instance holds the lease of, on a database shared with others."""
+
+    def __init__(self, ownership: Ownership, config: GatewayConfig) -> None:
         self.ownership = ownership
         self._hints = not config.store.poll_only
         self._sweep_seconds = config.store.sweep_seconds
@@ -58,27 +216,23 @@ class LaneLeases:
         self.claims = 0
         self.claims_refused = 0
         self.sweeps = 0
-
-    @property
-    def shared(self) -> bool:
-        return self.ownership is not None
+        # This instance's own connection (its liveness lock, and the wake-up hints other
+        # instances send it, unless `store.poll_only`): listening from `background` on.
+        self._wakeups = open_wakeups(config, self._hint_from_thread)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: Callable[[str], None] | None = None
 
     def holds(self, key: str) -> bool:
-        return self.ownership is None or key in self._held
+        return key in self._held
 
     def held(self) -> list[str]:
         return list(self._held)
 
     def may_act(self) -> bool:
-        return self.ownership is None or self.ownership.may_act()
+        return self.ownership.may_act()
 
     def acquire(self, key: str) -> bool | None:
-        """Hold `key`'s lease: True if claimed now (what an earlier owner left unfinished is
-        this worker's to recover), False if it was held already, None if another instance
-        owns it or the database is away (it was told, or the sweep finds the lane)."""
         own = self.ownership
-        if own is None:
-            return False
         if not own.may_act():
             return None
         if key in self._held:
@@ -118,15 +272,11 @@ class LaneLeases:
     def fence(self, key: str, *, lock_lane: bool = False) -> Iterator[None]:
         """One transaction that commits only while this instance holds `key` at its epoch
         (with `lock_lane`, under the lane's writer lock too: claiming its next row)."""
-        own = self.ownership
-        if own is None:
-            yield
-            return
         lease = self._held.get(key)
         if lease is None:
             raise LeaseLostError(f"lane {key!r} is not held by this instance")
         try:
-            with own.fenced(lease, lock_lane=lock_lane):
+            with self.ownership.fenced(lease, lock_lane=lock_lane):
                 yield
         except LeaseLostError:
             if self._held.get(key) == lease:
@@ -136,19 +286,73 @@ class LaneLeases:
     def in_flight(self, key: str) -> list[int]:
         """Turns of a held lane an earlier owner (or this one, before it lost the database)
         left unfinished."""
-        own = self.ownership
         lease = self._held.get(key)
-        if own is None or lease is None:
+        if lease is None:
             return []
-        return own.in_flight(lease)
+        return self.ownership.in_flight(lease)
+
+    def held_for_accept(self, key: str) -> bool:
+        # Its lease lingering after its last turn, and nothing of an earlier owner's left.
+        return self.holds(key) and not self.unsettled(key) and self.may_act()
+
+    def lock_for_accept(self, key: str, *, held: bool, lock_lane: Callable[[str], None]) -> None:
+        if not held:
+            # The lane's writer lock before the route's row lock, in the order a claim takes
+            # them, so an accept (a merge into the waiting slot) and the owner's claim of
+            # that slot never interleave, and never deadlock.
+            lock_lane(key)
+
+    def claim_at_accept(self, key: str, *, held: bool, routed_key: str) -> bool:
+        # Elsewhere the lane's worker takes the lease first, and claims.
+        return held and routed_key == key
+
+    def recovery_plan(
+        self,
+        *,
+        home: Path,
+        store: SessionStore,
+        lane_store: LaneStore,
+        config: GatewayConfig,
+        now: datetime,
+    ) -> recovery.RecoveryPlan:
+        # The journal is shared with live instances: nothing in it is this one's to recover
+        # until it owns the lane, and each lane is recovered by the worker that claims it
+        # (`LaneWorker.recover`); the sweep finds the lanes with work.
+        return recovery.RecoveryPlan(clean=True, pending_lanes=lane_store.lanes_with_pending())
+
+    def background(
+        self,
+        stop: asyncio.Event,
+        *,
+        wake: Callable[[str], None],
+        follow_remote: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    ) -> list[Coroutine[Any, Any, None]]:
+        self._loop, self._wake = asyncio.get_running_loop(), wake
+        tasks = [self.sweep(stop, wake), follow_remote(stop)]
+        if self._wakeups is not None:
+            self._wakeups.listen(self.ownership.instance_id)
+        return tasks
+
+    def _hint_from_thread(self, key: str) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(wake, key)
+
+    def rejoined(self, instance_id: str) -> None:
+        self.forget_all()
+        if self._wakeups is not None:
+            self._wakeups.listen(instance_id)
+
+    async def close(self) -> None:
+        if self._wakeups is not None:
+            await asyncio.to_thread(self._wakeups.close)
 
     def release(self, key: str) -> bool:
         """Give an idle lane back; False while a row waits on it (the worker goes on)."""
-        own = self.ownership
         lease = self._held.get(key)
-        if own is None or lease is None:
+        if lease is None:
             return True
-        if not own.release(lease):
+        if not self.ownership.release(lease):
             return False
         self.forget(key)
         return True
@@ -181,8 +385,6 @@ class LaneLeases:
         """Until `stop`: every `store.sweep_seconds` ± 30 %, wake the lanes with waiting work
         and no live owner (or owned here), a few at a time."""
         own = self.ownership
-        if own is None:
-            return
         while not stop.is_set():
             delay = self._sweep_seconds * random.uniform(1 - SWEEP_JITTER, 1 + SWEEP_JITTER)
             try:
@@ -196,3 +398,11 @@ class LaneLeases:
             for key in own.wanting_owner(SWEEP_BATCH):
                 wake(key)
             self._release_idle(wake)
+
+
+def open_lane_ownership(ownership: Ownership | None, config: GatewayConfig) -> LaneOwnership:
+    """Chosen once, at the runner's composition: leases when the database is shared (the
+    instance presence has an `Ownership`), every lane this instance's otherwise."""
+    if ownership is None:
+        return SoloOwnership()
+    return LeasedOwnership(ownership, config)

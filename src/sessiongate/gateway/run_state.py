@@ -1,5 +1,6 @@
-"""`RunState`: where the runner is in its life, read by intake and the lane worker alike, and
-the counters of what intake refused and the workers lost."""
+"""`RunState`: where the runner is in its life, read by intake and the lane worker alike; the
+counters of what intake refused and the workers lost; `RunnerStatistics`, the runner's
+account of it all (`GatewayRunner.statistics`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 
 from sessiongate.core.entry import ResumeReason
 
-__all__ = ["IntakeCounters", "RunState"]
+__all__ = ["IntakeCounters", "RunState", "RunnerStatistics"]
 
 
 @dataclass(slots=True)
@@ -38,3 +39,36 @@ class IntakeCounters:
     queue_full: int = 0
     archived: int = 0
     lane_errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerStatistics:
+    running_turns: int
+    queued: int  # pending inbox rows over all lanes
+    lanes: int  # lanes with a worker
+    turns_completed: int
+    turns_failed: int
+    turns_interrupted: int
+    turns_resumed: int
+    agent_cache_size: int
+    evictions: int
+    duplicates: int
+    unauthorized: int
+    queue_full: int
+    archived: int  # messages refused because their session is archived
+    rollovers: int  # sessions rolled over by a reset policy (or a suspension) at a message
+    deliveries_failed: int
+    lane_errors: int
+    waiters: int
+    startup_gate_open: bool
+    accepting: bool
+    # Many instances on one database (zero / true on SQLite): heartbeats sent and failed,
+    # whether the database answers, and outcomes refused because a lease moved on.
+    instance_heartbeats: int = 0
+    instance_heartbeat_failures: int = 0
+    database_connected: bool = True
+    fenced_commits: int = 0
+    # Messages the platform confirmed, and deliveries given up (`dead`: out of tries or
+    # stale) since the start; `deliveries_failed` counts refused sends.
+    deliveries_sent: int = 0
+    deliveries_dead: int = 0

@@ -10,11 +10,9 @@ One runner per home: `start()` takes `<home>/gateway.lock` (see `recovery.HomeLo
 recovery reads the journal, and `stop()` releases it after the clean-shutdown marker is written;
 a second runner on a live home fails with `HomeInUseError` and touches nothing.
 
-Several instances on one PostgreSQL database (`lane_leases.py`): each has its own home, any of
-them accepts a message, and a lane's turns run only on the instance holding its lease, every
-write of a turn fenced by it; start-up recovers nothing of the shared journal, each lane is
-recovered by the worker that takes it over (`LaneWorker.recover`), and a sweep plus
-LISTEN/NOTIFY hints wake lanes whose work arrived elsewhere. On SQLite all of that is a no-op.
+Whose lanes are whose is chosen once, here (`lane_leases.py`): every lane on a database of its
+own (`SoloOwnership`); on a PostgreSQL database shared by several instances, each with its own
+home, a lane's turns only on the instance holding its lease (`LeasedOwnership`).
 
 The sync/async seam: store calls are short transactions and run inline on the event loop; a
 lane's turn awaits only the agent and the adapter, and every state change happens between
@@ -32,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,13 +45,13 @@ from sessiongate.gateway.housekeeping import HousekeepingWatcher
 from sessiongate.gateway.inbound_hooks import InboundHooks
 from sessiongate.gateway.instances import InstancePresence
 from sessiongate.gateway.intake import Intake
-from sessiongate.gateway.lane_leases import LaneLeases
+from sessiongate.gateway.lane_leases import open_lane_ownership
 from sessiongate.gateway.lanes import CancelReason, LaneTable, LiveTurn
 from sessiongate.gateway.messages import Receipt, ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts
 from sessiongate.gateway.receipts import Waiters
 from sessiongate.gateway.routing import Router
-from sessiongate.gateway.run_state import IntakeCounters, RunState
+from sessiongate.gateway.run_state import IntakeCounters, RunnerStatistics, RunState
 from sessiongate.gateway.scheduler import Scheduler
 from sessiongate.gateway.turns import (
     TurnCounters,
@@ -62,9 +59,8 @@ from sessiongate.gateway.turns import (
 )
 from sessiongate.gateway.webhooks import WebhookSender
 from sessiongate.gateway.worker import ARCHIVED_NOTICE, LaneWorker
-from sessiongate.store.backends import open_wakeups
 from sessiongate.store.deliveries import DeliveryStore
-from sessiongate.store.lanes import LaneStore, TurnState
+from sessiongate.store.lanes import LaneStore
 from sessiongate.store.outbox import OutboxStore, OutboxWriter
 
 if TYPE_CHECKING:
@@ -72,8 +68,6 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.core.entry import SessionEntry
-    from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import PlatformAdapter
     from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.messages import MessageEvent
@@ -84,39 +78,6 @@ if TYPE_CHECKING:
 __all__ = ["ARCHIVED_NOTICE", "GatewayRunner", "RunnerStatistics"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerStatistics:
-    running_turns: int
-    queued: int  # pending inbox rows over all lanes
-    lanes: int  # lanes with a worker
-    turns_completed: int
-    turns_failed: int
-    turns_interrupted: int
-    turns_resumed: int
-    agent_cache_size: int
-    evictions: int
-    duplicates: int
-    unauthorized: int
-    queue_full: int
-    archived: int  # messages refused because their session is archived
-    rollovers: int  # sessions rolled over by a reset policy (or a suspension) at a message
-    deliveries_failed: int
-    lane_errors: int
-    waiters: int
-    startup_gate_open: bool
-    accepting: bool
-    # Many instances on one database (zero / true on SQLite): heartbeats sent and failed,
-    # whether the database answers, and outcomes refused because a lease moved on.
-    instance_heartbeats: int = 0
-    instance_heartbeat_failures: int = 0
-    database_connected: bool = True
-    fenced_commits: int = 0
-    # Messages the platform confirmed, and deliveries given up (`dead`: out of tries or
-    # stale) since the start; `deliveries_failed` counts refused sends.
-    deliveries_sent: int = 0
-    deliveries_dead: int = 0
 
 
 class GatewayRunner:
@@ -171,7 +132,7 @@ class GatewayRunner:
             config,
             clock=self.clock,
             notify=self._delivery.send_approval,
-            waiting=self._approval_waiting,
+            waiting=lambda turn_id: self.worker.approval_waiting(turn_id),
             settled=self._delivery.settle_approval,
         )
         self.housekeeping = HousekeepingWatcher(
@@ -180,23 +141,24 @@ class GatewayRunner:
             config=config,
             clock=self.clock,
             lanes=self.lane_store,
-            redeliver=self._redeliver,
+            redeliver=lambda: self.worker.redeliver(),
             expire_approvals=lambda: len(self.approvals.expire_due()),
             prune_hook_receipts=lambda: self.inbound_hooks.purge(),
         )
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).
         self.presence = InstancePresence(store, config)
-        # On a shared database a lane's turns run only under its lease (`lane_leases.py`).
-        self.leases = LaneLeases(self.presence.ownership, config)
-        self.presence.on_rejoin = self._rejoined
+        # Whose lanes are whose (`lane_leases.py`), chosen once: every lane on a database of
+        # its own, a lane's turns only under its lease on a shared one.
+        self.leases = open_lane_ownership(self.presence.ownership, config)
+        self.presence.on_rejoin = self.leases.rejoined
         # Scheduled jobs run as system turns through `handle_message` (`scheduler.py`).
         self.jobs = Scheduler(
             store,
             config,
             submit=self.handle_message,
             clock=self.clock,
-            shared=self.leases.shared,
+            shared=self.presence.ownership is not None,
             feed=self.feed,
             delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
         )
@@ -206,8 +168,6 @@ class GatewayRunner:
             store, config, submit=self.handle_message, clock=self.clock, feed=self.feed
         )
         store.add_change_listener(self.jobs.on_changes)
-        self._wakeups = open_wakeups(config, self._hint_from_thread) if self.leases.shared else None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._home_lock = recovery.HomeLock(self.home)
         self._state = RunState()
         self._waiters = Waiters()
@@ -260,7 +220,7 @@ class GatewayRunner:
             turns=self._turns,
             counters=self._counters,
             counts_changed=self.write_restart_counts,
-            refuse_archived=self._refuse_archived,
+            refuse_archived=lambda *args, **kw: self.intake.refuse_archived(*args, **kw),
         )
         self.intake = Intake(
             store=store,
@@ -288,19 +248,6 @@ class GatewayRunner:
         self._recovery_task: asyncio.Task[None] | None = None
         self._started = self._stopped = False
 
-    def _approval_waiting(self, turn_id: int) -> None:
-        """A resumed turn waits for a person's approval: it counts as finished for the
-        startup gate, which would otherwise hold every lane's live work until the decision."""
-        self.worker.approval_waiting(turn_id)
-
-    async def _redeliver(self) -> int:
-        return await self.worker.redeliver()
-
-    async def _refuse_archived(
-        self, entry: SessionEntry, source: SessionSource, *, event: str | None = None
-    ) -> Receipt:
-        return await self.intake.refuse_archived(entry, source, event=event)
-
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
@@ -315,7 +262,6 @@ class GatewayRunner:
             return
         self._home_lock.acquire()
         self._started = True
-        self._loop = asyncio.get_running_loop()
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
@@ -323,21 +269,13 @@ class GatewayRunner:
             await self._agent_resources.start()  # before any turn, resumed ones included
         # Registered before any worker claims a lane under this instance's id.
         await self.presence.start()
-        if self.leases.shared:
-            # The journal is shared with live instances: nothing in it is this one's to
-            # recover until it owns the lane, and each lane is recovered by the worker that
-            # claims it (`_recover_lane`); the sweep finds the lanes with work.
-            plan = recovery.RecoveryPlan(
-                clean=True, pending_lanes=self.lane_store.lanes_with_pending()
-            )
-        else:
-            plan = recovery.plan_recovery(
-                home=self.home,
-                store=self.store,
-                lane_store=self.lane_store,
-                config=self.config,
-                now=self.clock.now(),
-            )
+        plan = self.leases.recovery_plan(
+            home=self.home,
+            store=self.store,
+            lane_store=self.lane_store,
+            config=self.config,
+            now=self.clock.now(),
+        )
         notices = self.worker.settle(plan)
         self.takeovers.load()  # before any worker: a lane taken over stays held
         # The database is the truth; the file mirrors it from here on.
@@ -347,23 +285,18 @@ class GatewayRunner:
             self.worker.ensure(turn.session_key, resume_turn=turn.id)
         for key in plan.pending_lanes:
             self.worker.ensure(key)
-        self._recovery_task = self._spawn(self._finish_recovery(plan.deliver, notices))
-        self._spawn(self.housekeeping.run(self._housekeeping_stop))
-        self._spawn(self.presence.run(self._housekeeping_stop))
-        self._spawn(self.jobs.run(self._housekeeping_stop))
-        self._spawn(self.takeovers.run(self._housekeeping_stop))
+        self._recovery_task = self._spawn(self.worker.finish_recovery(plan.deliver, notices))
+        own, stop = self.presence.ownership, self._housekeeping_stop
+        for run in (self.housekeeping.run, self.presence.run, self.jobs.run, self.takeovers.run):
+            self._spawn(run(stop))
         if self.webhooks is not None:
+            # On a shared database one sender at a time, its leader.
             sender = self.webhooks
-            stop = self._housekeeping_stop
-            if self.leases.shared:
-                self._spawn(sender.run_while_leading(self.presence.ownership, stop))
-            else:
-                self._spawn(sender.run(stop))
-        if self.leases.shared:
-            self._spawn(self.leases.sweep(self._housekeeping_stop, self.worker.wake_lane))
-            self._spawn(self.intake.follow_remote_outcomes(self._housekeeping_stop))
-            if self._wakeups is not None and self.presence.ownership is not None:
-                self._wakeups.listen(self.presence.ownership.instance_id)
+            self._spawn(sender.run(stop) if own is None else sender.run_while_leading(own, stop))
+        for task in self.leases.background(
+            stop, wake=self.worker.wake_lane, follow_remote=self.intake.follow_remote_outcomes
+        ):
+            self._spawn(task)
         self._state.accepting = True
         self._state.ready.set()
         for adapter in self._delivery.adapters:
@@ -419,8 +352,7 @@ class GatewayRunner:
             except Exception:
                 log.exception("adapter stop failed", extra={"platform": str(adapter.platform)})
         self._housekeeping_stop.set()
-        if self._wakeups is not None:
-            await asyncio.to_thread(self._wakeups.close)
+        await self.leases.close()
         await self.presence.stop()
         await self._agents.aclose_all()
         if self._agent_resources is not None:
@@ -466,19 +398,6 @@ class GatewayRunner:
 
     # ------------------------------------------------------------------ recovery
 
-    async def _finish_recovery(
-        self, deliver: list[Any], notices: list[tuple[SessionSource, str, int]]
-    ) -> None:
-        try:
-            await self._delivery.recover(deliver, now=self.clock.now())
-            for source, text, turn_id in notices:
-                await self._delivery.send(source, text, turn_id=turn_id)
-        finally:
-            self._state.deliveries_done.set()
-        await self._state.resumes_done.wait()
-        self._state.gate.set()
-        log.info("startup gate open")
-
     def write_restart_counts(self) -> None:
         """Rewrite `restart_counts.json` from the database, its source of truth. Called after
         every commit that changes a counter here, and by callers that reset one outside a turn
@@ -499,26 +418,11 @@ class GatewayRunner:
     async def retry_delivery(self, turn_id: int) -> bool:
         """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
         not waiting for delivery or the send failed again (housekeeping keeps trying)."""
-        turn = self.lane_store.get_turn(turn_id)
-        if turn is None or turn.state is not TurnState.REPLIED or self._state.stopping:
+        if self._state.stopping:
             return False
-        return await self._delivery.deliver_reply(
-            turn.session_key, turn.id, turn.source, turn.reply or "", force=True
-        )
+        return await self._delivery.retry_reply(turn_id)
 
     # ------------------------------------------------------------------ lanes
-
-    def _hint_from_thread(self, key: str) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.worker.wake_lane, key)
-
-    def _rejoined(self, instance_id: str) -> None:
-        """Declared dead by the others (a long pause): this instance is back under a new id,
-        and nothing it held is its own any more."""
-        self.leases.forget_all()
-        if self._wakeups is not None:
-            self._wakeups.listen(instance_id)
 
     async def handle_message(
         self, event: MessageEvent, *, wait: bool = True, watch: TurnWatch | None = None
@@ -539,15 +443,8 @@ class GatewayRunner:
         self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
     ) -> dict[str, Any]:
         """Summarise the older part of the session into a `compaction` entry (`compaction.py`):
-        `{compacted, tokens_before, tokens_after, reason}`.
-
-        It runs on the lane as a turn does (`LaneWorker.compact`): refused with
-        `SessionBusyError` while the lane has a turn running or waiting (or the runner is
-        stopping), and messages that arrive meanwhile queue behind it.
-        `SessionNotFoundError` for an unknown key, `SessionArchivedError` for an archived
-        session, `StaleWriteError` if the transcript moved while the summary was written
-        (nothing is written then). `record(result)` runs inside the commit.
-        """
+        `{compacted, tokens_before, tokens_after, reason}`; run on the lane as a turn is, with
+        the refusals of `LaneWorker.compact`. `record(result)` runs inside the commit."""
         return await self.worker.compact(session_key, record=record)
 
     def wake(self, session_key: str) -> None:

@@ -10,8 +10,10 @@ Start-up recovery decides (`recovery.py`); the worker carries the decisions out:
 commits the stale and stuck turns, `resume` re-runs an interrupted one. `redeliver` is
 housekeeping's retry of replies whose delivery failed.
 
-On SQLite `LaneLeases` does nothing and every lease check passes; on a shared PostgreSQL
-database a lane's turns run only on the instance holding its lease (`lane_leases.py`).
+The worker asks the runner's `LaneOwnership` (`lane_leases.py`), never which one it is: on a
+database of its own (`SoloOwnership`) every lane is held and every check passes; on a shared
+PostgreSQL database (`LeasedOwnership`) a lane's turns run only on the instance holding its
+lease.
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ if TYPE_CHECKING:
     from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.compaction import Compactor
     from sessiongate.gateway.delivery import Delivery
-    from sessiongate.gateway.lane_leases import LaneLeases
+    from sessiongate.gateway.lane_leases import LaneOwnership
     from sessiongate.gateway.lanes import Lane, LaneTable
     from sessiongate.gateway.messages import Receipt
     from sessiongate.gateway.receipts import Waiters
     from sessiongate.gateway.routing import Router
     from sessiongate.gateway.run_state import IntakeCounters, RunState
     from sessiongate.gateway.turns import TurnCounters, TurnExecutor
-    from sessiongate.store.lanes import LaneStore
+    from sessiongate.store.lanes import LaneStore, Turn
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["ARCHIVED_NOTICE", "LaneWorker"]
@@ -76,7 +78,7 @@ class LaneWorker:
         router: Router,
         executor: TurnExecutor,
         compactor: Compactor,
-        leases: LaneLeases,
+        leases: LaneOwnership,
         delivery: Delivery,
         waiters: Waiters,
         approvals: Approvals,
@@ -125,7 +127,7 @@ class LaneWorker:
         """The lane's worker: its job, its first claimed turn, its resumes, then its rows one
         turn at a time until none is left (or the lane is held, or the runner stops)."""
         try:
-            if self._leases.shared and not await self._take(lane):
+            if not await self._take(lane):
                 if lane.first is not None:
                     # Claimed by its accept just before the lease could no longer be acted
                     # on: the turn stays `running`, for the recovery of the lane's next
@@ -165,17 +167,17 @@ class LaneWorker:
                     return
                 if not self._leases.may_act():
                     return  # the lease may be moving on: the sweep brings the lane back
-                if self._leases.shared and not self._lane_store.has_pending(lane.key):
+                if not self._lane_store.has_pending(lane.key):
                     # One read, not a fenced transaction, at the end of every burst: a row
                     # accepted after it wakes this lane again (here at once; from another
-                    # instance by its hint, or the sweep).
+                    # instance by its hint, or the sweep). The lease lingers, then goes back.
                     self._leases.idle(lane.key)
                     return
                 with self._leases.fence(lane.key, lock_lane=True):
                     found = self._router.claim_next(
                         lane.key,
                         user_message=self._executor.claim_user_message,
-                        pending=self._leases.shared,  # seen just above
+                        pending=True,  # seen just above
                     )
                 if found.entry is not None:
                     self._discard(found.entry, found.dropped)
@@ -211,8 +213,9 @@ class LaneWorker:
             self._lanes.release(lane)
 
     async def _take(self, lane: Lane) -> bool:
-        """Hold the lane's lease before its worker does anything (shared database); True
-        once held, after recovering what an earlier owner left on it."""
+        """Hold the lane's lease before its worker does anything; True once held, after
+        recovering what an earlier owner left on it (on a database of its own every lane is
+        held, and nothing is left)."""
         try:
             taken = self._leases.acquire(lane.key)
             if taken is None:
@@ -317,7 +320,7 @@ class LaneWorker:
             raise SessionNotFoundError(
                 f"no session with key {session_key!r}", session_key=session_key
             )
-        if self._leases.shared and self._leases.acquire(session_key) is None:
+        if self._leases.acquire(session_key) is None:
             raise SessionBusyError(
                 "another gateway instance runs this session's turns; compact it there",
                 session_key=session_key,
@@ -360,6 +363,21 @@ class LaneWorker:
             notices.append((claim.item.source, STUCK_NOTICE, claim.turn.id))
         return notices
 
+    async def finish_recovery(
+        self, deliver: list[Turn], notices: list[tuple[SessionSource, str, int]]
+    ) -> None:
+        """Start-up recovery's replies and notices are sent, then (once the resumed turns have
+        finished) the startup gate opens."""
+        try:
+            await self._delivery.recover(deliver, now=self._clock.now())
+            for source, text, turn_id in notices:
+                await self._delivery.send(source, text, turn_id=turn_id)
+        finally:
+            self._state.deliveries_done.set()
+        await self._state.resumes_done.wait()
+        self._state.gate.set()
+        log.info("startup gate open")
+
     def approval_waiting(self, turn_id: int) -> None:
         """A resumed turn waits for a person's approval: it counts as finished for the
         startup gate, which would otherwise hold every lane's live work until the decision."""
@@ -380,15 +398,13 @@ class LaneWorker:
         if self._state.stopping or not self._state.deliveries_done.is_set():
             return 0
         replied = self._lane_store.turns_in_state(TurnState.REPLIED)
-        if self._leases.shared:
-            # Another instance's replies are its own to deliver (and a dead one's are its
-            # successor's, at the lane's recovery).
-            if not self._leases.may_act():
-                return 0
-            replied = [t for t in replied if self._leases.holds(t.session_key)]
-            return await self._delivery.redeliver(
-                replied,
-                now=self._clock.now(),
-                may_send=lambda key: key is None or self._leases.holds(key),
-            )
-        return await self._delivery.redeliver(replied, now=self._clock.now())
+        # Another instance's replies are its own to deliver (and a dead one's are its
+        # successor's, at the lane's recovery).
+        if not self._leases.may_act():
+            return 0
+        replied = [t for t in replied if self._leases.holds(t.session_key)]
+        return await self._delivery.redeliver(
+            replied,
+            now=self._clock.now(),
+            may_send=lambda key: key is None or self._leases.holds(key),
+        )

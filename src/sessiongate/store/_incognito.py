@@ -1,9 +1,9 @@
 """Incognito lanes: held in a second, in-memory database that no durable code path can write,
-gone after a restart (the key then refused with a reason, never re-created on disk), plus the
-routing of a key or session id to the database that holds it and the tombstones that say why
-a key is gone.
+gone after a restart (the key then refused with a reason, never re-created on disk), and the
+tombstones that say why a key is gone. Which database holds a key, a session id or a row is the
+store's `Placement` (`store/placement.py`).
 
-`IncognitoOps` is mixed into `SessionStore`; it uses the store's databases, clock and config.
+`IncognitoOps` is mixed into `SessionStore`; it uses the store's placement, clock and config.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from sessiongate.core.bindings import agent_for
 from sessiongate.core.keys import build_key_parts, fork_key, format_session_key
-from sessiongate.store.backends import open_memory_backend
 from sessiongate.store.records import to_us
 
 if TYPE_CHECKING:
@@ -23,18 +22,16 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.placement import Placement
+    from sessiongate.store.protocol import Backend, EphemeralBackend, LaneBackend, Tx
 
 __all__ = ["IncognitoOps"]
 
 
 class IncognitoOps:
     _db: Backend
-    # Initialised by SessionStore: the in-memory database once the first incognito lane
-    # exists, and which keys and session ids live there.
-    _memory: Backend | None
-    _incognito_keys: set[str]
-    _incognito_ids: set[str]
+    # Initialised by SessionStore: which database holds each lane (`store/placement.py`).
+    _placement: Placement
     clock: Clock
     config: GatewayConfig
 
@@ -44,29 +41,13 @@ class IncognitoOps:
             self, conn: Tx, key: str, source: SessionSource, now: datetime
         ) -> SessionEntry: ...
 
-    def _db_for_key(self, session_key: str) -> Backend:
-        if self._memory is not None and session_key in self._incognito_keys:
-            return self._memory
-        return self._db
-
-    def _db_for_id(self, session_id: str) -> Backend:
-        if self._memory is not None and session_id in self._incognito_ids:
-            return self._memory
-        return self._db
-
-    def _register_created(self, db: Backend, session_key: str, session_id: str) -> None:
-        if db is self._memory:
-            self._incognito_keys.add(session_key)
-            self._incognito_ids.add(session_id)
-
     def is_incognito(self, session_key: str) -> bool:
-        return session_key in self._incognito_keys
+        return self._placement.is_incognito(session_key)
 
     def create_incognito_session(self, source: SessionSource) -> SessionEntry:
         """A new lane held only in memory: hidden from search and from ordinary listings,
         gone after a restart (its key then refused, never re-created on disk)."""
-        if self._memory is None:
-            self._memory = open_memory_backend()
+        memory = self._placement.open_memory()
         base = build_key_parts(
             source,
             group_sessions_per_user=self.config.group_sessions_per_user,
@@ -75,10 +56,10 @@ class IncognitoOps:
         )
         key = fork_key(format_session_key(base), secrets.token_hex(4))
         now = self.clock.now()
-        with self._memory.transaction() as conn:
+        with memory.transaction() as conn:
             entry = self._create_lane(conn, key, source, now).evolve(incognito=True)
             conn.upsert_route(entry, base)
-        self._register_created(self._memory, key, entry.session_id)
+        self._placement.placed(memory, key, entry.session_id)
         with self._db.transaction() as conn:
             conn.add_tombstone(key, reason="incognito", at=to_us(now))
         return entry
@@ -87,7 +68,7 @@ class IncognitoOps:
         """Why a key is gone (`deleted`, `incognito`), or None if it never was."""
         # A live incognito key has an `incognito` tombstone on disk from its creation; its
         # own answer (alive, or deleted since) is in the in-memory database.
-        db = self._db_for_key(session_key)
+        db = self._placement.for_key(session_key)
         with db.read() as conn:
             return conn.tombstone_reason(session_key)
 
@@ -102,17 +83,23 @@ class IncognitoOps:
 
     def list_incognito(self) -> list[SessionEntry]:
         """Incognito lanes (operators only)."""
-        if self._memory is None:
+        memory = self._placement.memory
+        if memory is None:
             return []
-        with self._memory.read() as conn:
+        with memory.read() as conn:
             return list(conn.iter_routes())
 
     @property
-    def memory_database(self) -> Backend | None:
+    def memory_database(self) -> EphemeralBackend | None:
         """The in-memory database of incognito lanes, once the first one exists."""
-        return self._memory
+        return self._placement.memory
 
-    def database_for(self, session_key: str) -> Backend:
+    @property
+    def placement(self) -> Placement:
+        """Which database holds each lane, session and row."""
+        return self._placement
+
+    def database_for(self, session_key: str) -> LaneBackend:
         """The database that holds `session_key`'s lane: the gateway keeps an incognito lane's
         inbox and journal beside its transcript, in memory."""
-        return self._db_for_key(session_key)
+        return self._placement.for_key(session_key)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import LaneBackend, Tx
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["DECIDED", "PENDING", "ApprovalBook", "arguments_sha256"]
@@ -65,11 +65,10 @@ class ApprovalBook:
         self._store = store
         self._clock: Clock = clock or store.clock
 
-    def _databases(self) -> list[Backend]:
-        memory = self._store.memory_database
-        return [self._store.database] if memory is None else [self._store.database, memory]
+    def _databases(self) -> list[LaneBackend]:
+        return self._store.placement.databases()
 
-    def _holding(self, approval_id: str) -> tuple[Backend, ApprovalRow] | None:
+    def _holding(self, approval_id: str) -> tuple[LaneBackend, ApprovalRow] | None:
         for db in self._databases():
             with db.transaction() as conn:
                 row = conn.get_approval(approval_id)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sessiongate.store.ownership import Ownership
     from sessiongate.store.postgres.database import PostgresDatabase
     from sessiongate.store.postgres.wakeups import Wakeups
-    from sessiongate.store.protocol import Backend
+    from sessiongate.store.protocol import Backend, EphemeralBackend
 
 __all__ = [
     "POSTGRES_MISSING",
@@ -164,8 +164,12 @@ def open_wakeups(config: GatewayConfig, on_key: Callable[[str], None]) -> Wakeup
     return Wakeups(url, on_key, hints=not config.store.poll_only)
 
 
-def open_memory_backend() -> Backend:
-    """A backend that lives only in this process's memory (incognito lanes)."""
+def open_memory_backend(*, first_row_id: int = 1) -> EphemeralBackend:
+    """A backend that lives only in this process's memory (incognito lanes), its inbox rows
+    and turns numbered from `first_row_id`."""
     from sessiongate.store.sqlite.database import Database
 
-    return Database(None)
+    db = Database(None)
+    if first_row_id > 1:
+        db.number_rows_from(first_row_id)
+    return db

@@ -134,7 +134,13 @@ class DeliveryStore:
 
     def __init__(self, store: SessionStore) -> None:
         self._db = store.database
+        self._placement = store.placement
         self._clock = store.clock
+
+    def keeps_turn(self, turn_id: int) -> bool:
+        """Whether a delivery of this turn's reply gets a row: not for an incognito lane's turn
+        (`Placement.is_durable_row`)."""
+        return self._placement.is_durable_row(turn_id)
 
     def open(
         self,

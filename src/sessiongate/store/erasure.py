@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.store.kept_contexts import KeptContexts
     from sessiongate.store.mirror import SessionsMirror
+    from sessiongate.store.placement import Placement
     from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.records import EntryRow
 
@@ -112,7 +113,7 @@ class _DryRun(Exception):
 
 class ErasureOps:
     _db: Backend
-    _memory: Backend | None
+    _placement: Placement
     clock: Clock
     sessions_dir: Path
     _contexts: KeptContexts
@@ -129,7 +130,7 @@ class ErasureOps:
             # Its own transaction: a plan's hash is the erasure's.
             salt = _salt(conn)
             ids = _known_ids(conn, subject)
-        memory = self._memory
+        memory = self._placement.memory
         if memory is not None:
             # Incognito lanes live in memory until a restart; they go now too.
             try:

@@ -27,7 +27,6 @@ from sessiongate.core.source import SessionSource
 from sessiongate.errors import InvalidEntryError, MessageIdConflictError, SessionNotFoundError
 from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.records import (
-    MEMORY_ROW_BASE,
     TRANSITIONS,
     InboxKind,
     InboxRow,
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import LaneBackend, Tx
     from sessiongate.store.session_store import SessionStore
 
 __all__ = [
@@ -195,25 +194,30 @@ class LaneStore:
     def __init__(self, store: SessionStore) -> None:
         self._store = store
         self._db = store.database
+        self._placement = store.placement
         self._clock = store.clock
 
     def _now(self) -> int:
         return to_us(self._clock.now())
 
     # An incognito lane's rows live in the store's in-memory database, beside its transcript:
-    # each call picks the database by the lane's key, or by the row's id (memory ids start at
-    # MEMORY_ROW_BASE), so nothing of an incognito conversation reaches the disk.
+    # each call picks the database by the lane's key, or by the row's id, from the store's
+    # placement (`store/placement.py`), so nothing of an incognito conversation reaches the
+    # disk.
 
-    def _db_for_key(self, session_key: str) -> Backend:
-        return self._store.database_for(session_key)
+    def _db_for_key(self, session_key: str) -> LaneBackend:
+        return self._placement.for_key(session_key)
 
-    def _db_for_row(self, row_id: int) -> Backend:
-        memory = self._store.memory_database
-        return memory if memory is not None and row_id >= MEMORY_ROW_BASE else self._db
+    def _db_for_row(self, row_id: int) -> LaneBackend:
+        return self._placement.for_row(row_id)
 
-    def _databases(self) -> list[Backend]:
-        memory = self._store.memory_database
-        return [self._db] if memory is None else [self._db, memory]
+    def _databases(self) -> list[LaneBackend]:
+        return self._placement.databases()
+
+    def is_durable_turn(self, turn_id: int) -> bool:
+        """Whether the turn (or inbox row) is kept in the durable database: not an incognito
+        lane's, which lives in memory and is gone after a restart."""
+        return self._placement.is_durable_row(turn_id)
 
     def atomic(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[object]:
         """Group several calls (and `SessionStore` calls) into one transaction (one on each

@@ -21,7 +21,6 @@ from sessiongate.core.jsontext import json_encoder
 from sessiongate.errors import StaleWriteError
 
 __all__ = [
-    "MEMORY_ROW_BASE",
     "TRANSITIONS",
     "WHY_NOT",
     "DeliveryRow",
@@ -53,11 +52,6 @@ __all__ = [
     "row_to_message",
     "to_us",
 ]
-
-# An in-memory database numbers its inbox rows and turns from here, so an id alone says which
-# database holds it. 2**50 keeps every id exact as a JSON number (below 2**53), and a durable
-# database would need 35 years at a million turns a second to reach it.
-MEMORY_ROW_BASE = 2**50
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.entry import SessionEntry
+    from sessiongate.store.placement import Placement
     from sessiongate.store.protocol import Backend
 
 __all__ = ["RowOps"]
@@ -45,6 +46,7 @@ _MAX_CHOICE = 200  # a model, provider or thinking-level name
 
 class RowOps:
     _db: Backend
+    _placement: Placement
     clock: Clock
     config: GatewayConfig
     sessions_dir: Path
@@ -52,7 +54,6 @@ class RowOps:
     if TYPE_CHECKING:  # provided by SessionStore
 
         def _mirror_dirty(self) -> None: ...
-        def _db_for_key(self, session_key: str) -> Backend: ...
         def append_entry(self, session_id: str, entry: Mapping[str, Any]) -> int: ...
 
     def patch_session(
@@ -76,7 +77,7 @@ class RowOps:
           to the millisecond, as a JavaScript client echoes them;
         - labels are unique, 1 to 512 characters; `label=None` clears.
         """
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 raise SessionNotFoundError(
@@ -160,7 +161,7 @@ class RowOps:
         for name, value in (("model", model), ("provider", provider), ("level", thinking_level)):
             if isinstance(value, str) and not (0 < len(value.strip()) <= _MAX_CHOICE):
                 raise InvalidEntryError(f"a {name} name is 1 to {_MAX_CHOICE} characters")
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 raise SessionNotFoundError(
@@ -202,7 +203,7 @@ class RowOps:
     def delete_session(self, session_key: str) -> bool:
         """Delete a lane with every incarnation; an archive blob (gzip JSON + sha256) is
         written and synced first, and a tombstone keeps the key from being reused silently."""
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 return False

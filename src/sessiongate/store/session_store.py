@@ -51,6 +51,7 @@ from sessiongate.store.changes import Change, ChangeKind
 from sessiongate.store.erasure import ErasureOps
 from sessiongate.store.kept_contexts import KeptContexts
 from sessiongate.store.mirror import SessionsMirror
+from sessiongate.store.placement import Placement
 from sessiongate.store.records import EntryRecord, SessionRow, loads, row_to_event, to_us
 from sessiongate.store.retention import RetentionOps
 from sessiongate.store.rows import RowOps
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.source import SessionSource
     from sessiongate.store.ownership import Ownership
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import Backend, EphemeralBackend, Tx
 
 __all__ = ["SessionStore"]
 
@@ -110,10 +111,8 @@ class SessionStore(
         self.json_path = self.sessions_dir / "sessions.json"
         self._db: Backend = open_backend(config, self.db_path)
         # Incognito lanes live in a second, in-memory database: no durable code path can write
-        # them, and a restart removes them. Which keys and ids live there is tracked here.
-        self._memory: Backend | None = None
-        self._incognito_keys: set[str] = set()
-        self._incognito_ids: set[str] = set()
+        # them, and a restart removes them. Which database holds what is the placement's.
+        self._placement = Placement(self._db)
         self.problems: list[str] = []
         self._closed = False
         self._listeners: list[Callable[[list[Change]], None]] = []
@@ -269,7 +268,7 @@ class SessionStore(
         source, with the lane's own origin as the source (so its origin never changes).
         `SessionNotFoundError` when the key names no lane."""
         system = event_kind is not None and is_system_event(event_kind)
-        db = self._db_for_key(session_key)
+        db = self._placement.for_key(session_key)
         with db.transaction() as conn:
             existing = conn.get_route(session_key)
             if existing is None:
@@ -289,7 +288,7 @@ class SessionStore(
             )
             conn.put_route(entry)
             conn.note(Change(ChangeKind.SESSION_UPDATED, session_key, entry.session_id))
-        self._register_created(db, session_key, entry.session_id)
+        self._placement.placed(db, session_key, entry.session_id)
         self._mirror_dirty()
         return entry
 
@@ -302,11 +301,11 @@ class SessionStore(
 
     def get_session(self, session_key: str) -> SessionEntry | None:
         """The entry for a key, or None; never creates."""
-        with self._db_for_key(session_key).read() as conn:
+        with self._placement.for_key(session_key).read() as conn:
             return conn.get_route(session_key)
 
     def update_session(self, session_key: str, last_prompt_tokens: int | None = None) -> None:
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 return
@@ -328,7 +327,7 @@ class SessionStore(
         activity: bool = True,
     ) -> SessionEntry | None:
         """Add a finished turn's usage to the counters; `activity` stamps `last_activity_at`."""
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 return None
@@ -356,7 +355,7 @@ class SessionStore(
 
     def set_session_fields(self, session_key: str, **changes: Any) -> SessionEntry:
         """Set entry fields (toggles, model overrides, label, ...); raises if the key is unknown."""
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = self._require(conn, session_key)
             entry = entry.evolve(**changes)
             self._put(conn, entry)
@@ -379,7 +378,7 @@ class SessionStore(
         message: the boundary's `first_kept_entry_id`, or copied into the new session.
         """
         mode = mode or self.config.reset_mode
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 return None
@@ -444,7 +443,7 @@ class SessionStore(
         """
         if not is_safe_id(target_session_id):
             return None
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             target = conn.get_session_row(target_session_id)
             if entry is None or target is None:
@@ -484,7 +483,7 @@ class SessionStore(
             return entry
 
     def suspend_session(self, session_key: str) -> bool:
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None:
                 return False
@@ -493,7 +492,7 @@ class SessionStore(
 
     def mark_resume_pending(self, session_key: str, reason: str = "restart_timeout") -> bool:
         """Soft recovery marker; never overrides `suspended`."""
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None or entry.suspended:
                 return False
@@ -505,7 +504,7 @@ class SessionStore(
             return True
 
     def clear_resume_pending(self, session_key: str) -> bool:
-        with self._db_for_key(session_key).transaction() as conn:
+        with self._placement.for_key(session_key).transaction() as conn:
             entry = conn.get_route(session_key)
             if entry is None or not entry.resume_pending:
                 return False
@@ -600,7 +599,7 @@ class SessionStore(
             )
 
     def lookup_by_session_id(self, session_id: str) -> SessionEntry | None:
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             return conn.route_by_session_id(session_id)
 
     def has_any_sessions(self) -> bool:
@@ -610,7 +609,7 @@ class SessionStore(
     def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The incarnation row: key, parent, start/end, end reason, leaf, message count, and
         the transcript header (type, version, id, timestamp, parent session)."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
         if row is None:
             return None
@@ -629,7 +628,7 @@ class SessionStore(
 
     def sessions_for_key(self, session_key: str) -> list[dict[str, Any]]:
         """Every incarnation a key has had, newest first (for `/resume` and `/sessions`)."""
-        with self._db_for_key(session_key).read() as conn:
+        with self._placement.for_key(session_key).read() as conn:
             ids = conn.session_ids_of_key(session_key)
         infos = [self.session_info(session_id) for session_id in ids]
         return [i for i in infos if i is not None]
@@ -644,12 +643,13 @@ class SessionStore(
         `savepoints=False` is for a caller that never goes on after a call inside failed
         (the gateway): the calls take no savepoints, and a failed one that had written makes
         the whole group refuse to commit (`StoreCorruptError`)."""
-        if self._memory is None:  # the common case, without a generator's few microseconds
+        memory = self._placement.memory
+        if memory is None:  # the common case, without a generator's few microseconds
             return self._db.transaction(savepoints=savepoints)
-        return self._atomic_both(self._memory, savepoints)
+        return self._atomic_both(memory, savepoints)
 
     @contextlib.contextmanager
-    def _atomic_both(self, memory: Backend, savepoints: bool) -> Iterator[None]:
+    def _atomic_both(self, memory: EphemeralBackend, savepoints: bool) -> Iterator[None]:
         with self._db.transaction(savepoints=savepoints), memory.transaction(savepoints=savepoints):
             yield
 
@@ -664,9 +664,7 @@ class SessionStore(
         self._closed = True
         if self._mirror is not None:
             self._mirror.close()
-        if self._memory is not None:
-            self._memory.close()
-        self._db.close()
+        self._placement.close()
 
     @property
     def closed(self) -> bool:
@@ -785,8 +783,7 @@ class SessionStore(
                 "parent_session": parent,
             },
         )
-        if self._memory is not None and self._memory.holds(conn):
-            self._register_created(self._memory, key, session_id)
+        self._placement.placed_by(conn, key, session_id)
         return session_id
 
     def _require(self, conn: Tx, session_key: str) -> SessionEntry:

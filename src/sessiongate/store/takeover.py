@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.protocol import Backend
+    from sessiongate.store.protocol import LaneBackend
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["Takeover", "TakeoverStore"]
@@ -63,9 +63,8 @@ class TakeoverStore:
         self._store = store
         self._clock: Clock = clock or store.clock
 
-    def _databases(self) -> list[Backend]:
-        memory = self._store.memory_database
-        return [self._store.database] if memory is None else [self._store.database, memory]
+    def _databases(self) -> list[LaneBackend]:
+        return self._store.placement.databases()
 
     def start(
         self, session_key: str, *, by: str, resume_after_minutes: float = 0.0

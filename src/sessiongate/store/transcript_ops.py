@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from sessiongate.core.clock import Clock
+    from sessiongate.store.placement import Placement
     from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.records import EntryRow, PathMessageRow
 
@@ -56,11 +57,8 @@ _NOT_APPENDABLE = {
 
 class TranscriptOps:
     _db: Backend
+    _placement: Placement
     clock: Clock
-
-    if TYPE_CHECKING:  # provided by SessionStore
-
-        def _db_for_id(self, session_id: str) -> Backend: ...
 
     def append_to_transcript(
         self, session_id: str, message: Mapping[str, Any], skip_db: bool = False
@@ -91,7 +89,7 @@ class TranscriptOps:
             for i, m in enumerate(messages)
         ]
         _check_session_id(session_id)
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             appended = conn.append_entries(session_id, records)
             if appended is None:
                 raise _not_found(session_id)
@@ -112,7 +110,7 @@ class TranscriptOps:
         returned function tells the new entry id once the transaction committed (None: stored
         already, or the session is gone). None, with nothing written, where that does not pay
         or the database could refuse the text (the caller appends it the usual way)."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             if not conn.sends_ahead():
                 return None
             record = _message_record(message, to_us(self.clock.now()), idempotency_key, number)
@@ -148,7 +146,7 @@ class TranscriptOps:
         `idempotency_key`, in order (what a resumed turn already stored); [] for an unknown
         session."""
         prefix = _keyed_idem(idempotency_key, "")
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
             rows = [] if row is None else conn.keyed_path_messages(row.sid, prefix)
         numbered = [
@@ -177,7 +175,7 @@ class TranscriptOps:
         ts = clean.pop("timestamp", None)
         ts_us = to_us(ensure_utc(datetime.fromisoformat(ts))) if ts else to_us(self.clock.now())
         record = EntryRecord(kind, None, None, clean or None, ts_us)
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             _check_references(conn, row, kind, clean)
             ids = self._append_records(conn, row, [record])
@@ -203,7 +201,7 @@ class TranscriptOps:
                 )
             if rec.idem is not None:
                 seen.add(rec.idem)
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             row = self._require_session(conn, session_id)
             current = conn.load_path(row.sid)  # the active path's messages
             same = 0
@@ -224,7 +222,7 @@ class TranscriptOps:
         """The active path as chat-format dicts; `limit` reads only the last N messages."""
         if limit is not None and limit <= 0:
             return []
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 return []
@@ -236,7 +234,7 @@ class TranscriptOps:
         on the active path) and `last_message` (`role`, the first line of its text, cut at
         `PREVIEW_CHARS`, `timestamp`, `notice` for a gateway notice; None for no message),
         from one read. None for an unknown session id."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 return None
@@ -260,7 +258,7 @@ class TranscriptOps:
 
     def load_events(self, session_id: str, *, branch: str = "active") -> list[dict[str, Any]]:
         """Transcript events (`id`, `parent_id`, `type`, `timestamp`, ...), active path or all."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 return []
@@ -281,7 +279,7 @@ class TranscriptOps:
         empty = {"rewound_count": 0, "turns_undone": 0, "target_text": ""}
         if n <= 0:
             return empty
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 return empty

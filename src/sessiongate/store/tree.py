@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
     from sessiongate.core.keys import KeyParts
     from sessiongate.core.source import SessionSource
+    from sessiongate.store.placement import Placement
     from sessiongate.store.protocol import Backend, Tx
     from sessiongate.store.records import EntryRow, SessionRow
 
@@ -66,6 +67,7 @@ class ContextView:
 
 class TreeOps:
     _db: Backend
+    _placement: Placement
     _contexts: KeptContexts
     clock: Clock
     config: GatewayConfig
@@ -74,9 +76,6 @@ class TreeOps:
     if TYPE_CHECKING:  # provided by SessionStore
 
         def _mirror_dirty(self) -> None: ...
-        def _db_for_key(self, session_key: str) -> Backend: ...
-        def _db_for_id(self, session_id: str) -> Backend: ...
-        def _register_created(self, db: Backend, session_key: str, session_id: str) -> None: ...
         def _route_for(
             self, conn: Tx, source: SessionSource
         ) -> tuple[KeyParts, str, SessionEntry | None]: ...
@@ -94,7 +93,7 @@ class TreeOps:
         Counts come from each entry's stored `mdepth`, so no tip's path is walked; headlines
         come from one recursive query that looks at most `_HEADLINE_LOOKUP` entries up a tip.
         """
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 return []
@@ -130,7 +129,7 @@ class TreeOps:
 
     def switch_branch(self, session_id: str, leaf_entry_id: int) -> str:
         """Make a tip the active leaf: `switched`, `missing`, `not_a_tip` or `already_active`."""
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             row = conn.get_session_row(session_id)
             entry = conn.entry_row(leaf_entry_id) if row is not None else None
             if row is None or entry is None or entry.sid != row.sid:
@@ -151,7 +150,7 @@ class TreeOps:
         A message before the latest `reset` on the path is refused (`InvalidEntryError`):
         rewinding there would bring back the context the reset closed.
         """
-        with self._db_for_id(session_id).transaction() as conn:
+        with self._placement.for_session(session_id).transaction() as conn:
             row = conn.get_session_row(session_id)
             entry = conn.entry_row(entry_id) if row is not None else None
             if row is None or entry is None or entry.sid != row.sid:
@@ -214,7 +213,7 @@ class TreeOps:
         limit = (
             max_tokens if max_tokens is not None else self.config.context_window_for(session_key)
         )
-        db = self._db_for_key(session_key)
+        db = self._placement.for_key(session_key)
         with db.transaction() as conn:
             parent = conn.get_route(session_key)
             if parent is None:
@@ -323,7 +322,7 @@ class TreeOps:
             )
             conn.note(Change(ChangeKind.SESSION_CREATED, child_key, child_id))
         # An incognito parent keeps its storage class: the child lives in memory too.
-        self._register_created(db, child_key, child_id)
+        self._placement.placed(db, child_key, child_id)
         self._mirror_dirty()
         return child, editor_text
 
@@ -331,7 +330,7 @@ class TreeOps:
 
     def model_context(self, session_id: str) -> ModelContext:
         """The context the next turn would get, from one consistent read of the active path."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             found = conn.session_context_events(session_id)
         return ModelContext() if found is None else build_model_context(found[1], owned=True)
 
@@ -343,7 +342,7 @@ class TreeOps:
         The context is kept between calls (`kept_contexts.py`): the next read asks only for
         the entries below the kept one, as long as that entry is still on the active path."""
         kept = self._contexts.get(session_id)
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             if kept is None:
                 found = conn.session_context_events(session_id, max_entries)
                 tail = None if found is None else (found[0], found[1], False)
@@ -380,7 +379,7 @@ class TreeOps:
         calls are not held up). With `admission_entry_id` (the turn's admitted user message) the
         view stops before that entry; `is_view_current` tells whether it still holds.
         """
-        with self._db_for_id(session_id).snapshot() as conn:
+        with self._placement.for_session(session_id).snapshot() as conn:
             row = conn.get_session_row(session_id)
             if row is None:
                 raise SessionNotFoundError(f"no session with id {session_id!r}")
@@ -404,7 +403,7 @@ class TreeOps:
     def is_view_current(self, view: ContextView) -> bool:
         """False once the transcript was rewritten (rewind, switch, rewrite) or, for a view
         without admission, appended to; admitted views survive later appends."""
-        with self._db_for_id(view.session_id).read() as conn:
+        with self._placement.for_session(view.session_id).read() as conn:
             row = conn.get_session_row(view.session_id)
             if row is None or row.generation != view.generation:
                 return False
@@ -416,7 +415,7 @@ class TreeOps:
     def transcript_generation(self, session_id: str) -> tuple[int, int | None]:
         """(generation, leaf id): a detached view taken at these values is stale when the
         generation moved (rewrite, rewind, switch) or the leaf moved past its admission."""
-        with self._db_for_id(session_id).read() as conn:
+        with self._placement.for_session(session_id).read() as conn:
             row = conn.get_session_row(session_id)
         if row is None:
             raise SessionNotFoundError(f"no session with id {session_id!r}")

@@ -27,7 +27,7 @@ from sessiongate.core.jobs import JobSpec, next_slot, parse_every
 from sessiongate.store.jobs import JobExistsError, JobNotFoundError, JobStore, validation_message
 
 if TYPE_CHECKING:
-    from sessiongate.agents.tools import Tool
+    from sessiongate.agents.tools.base import Tool
     from sessiongate.store.jobs import JobRecord
 
 __all__ = ["SCHEDULE_TOOLS", "schedule"]

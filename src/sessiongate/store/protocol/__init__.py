@@ -37,7 +37,7 @@ which any other backend answers trivially.
 from __future__ import annotations
 
 from sessiongate.store.protocol.approvals import ApprovalTx
-from sessiongate.store.protocol.backend import Backend
+from sessiongate.store.protocol.backend import Backend, EphemeralBackend, LaneBackend
 from sessiongate.store.protocol.deliveries import DeliveryTx, OutboxTx
 from sessiongate.store.protocol.entries import EntriesTx
 from sessiongate.store.protocol.erasure import ErasureTx
@@ -59,12 +59,14 @@ __all__ = [
     "Backend",
     "DeliveryTx",
     "EntriesTx",
+    "EphemeralBackend",
     "ErasureTx",
     "HookReceiptTx",
     "InboxTx",
     "JobsTx",
     "JournalTx",
     "KeysTx",
+    "LaneBackend",
     "LeaseBackend",
     "LeaseTx",
     "OutboxTx",

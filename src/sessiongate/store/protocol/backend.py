@@ -1,4 +1,5 @@
-"""`Backend`: one database, its connections, transactions and lifetime."""
+"""`Backend`: one database, its connections, transactions and lifetime; `EphemeralBackend`:
+one held only in memory; `LaneBackend`: what both offer."""
 
 from __future__ import annotations
 
@@ -11,27 +12,13 @@ if TYPE_CHECKING:
     from sessiongate.store.copy import TableSpec
     from sessiongate.store.protocol.tx import Tx
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "EphemeralBackend", "LaneBackend"]
 
 
-class Backend(Protocol):
-    """One database: its connections, transactions and lifetime.
-
-    `transaction()` commits whole or rolls back and re-raises; a nested call is a savepoint.
-    The driver's errors never leave the backend: they arrive as `StoreUnavailableError`,
-    `StoreCorruptError`, `ConflictError` or `InvalidEntryError`.
-    """
-
-    # Where it lives, for messages and `sessiongate db status` (never holds a password).
-    url: str
-    # Whether several instances can share it (and so `Ownership` applies): PostgreSQL.
-    shared: bool
-    # Told the notes of each committed transaction (`Tx.note`), after the commit and outside
-    # the backend's lock; None tells no one.
-    on_commit: Callable[[list[object]], None] | None
-    # Called inside the transaction, with its notes, just before a commit that noted changes:
-    # what it writes commits with them (or nothing does). Any `Tx`-typed callable fits.
-    before_commit: Any
+class LaneBackend(Protocol):
+    """What a lane's rows ask of a database: transactions, reads and a lifetime. The durable
+    `Backend` and the memory-only `EphemeralBackend` both offer it (`store/placement.py`
+    chooses between them)."""
 
     def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[Tx]:
         """With `savepoints=False` nested calls make none (except `savepoint()`), and one
@@ -54,6 +41,49 @@ class Backend(Protocol):
         big model context, then does not hold the writer back)."""
         ...
 
+    def holds(self, tx: Tx) -> bool:
+        """Whether `tx` is a transaction of this backend."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection; later calls do nothing."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        ...
+
+
+class EphemeralBackend(LaneBackend, Protocol):
+    """A database held only in this process's memory: incognito lanes, gone after a restart.
+
+    It offers what a lane's rows need and nothing a durable path does (no commit hooks for
+    the change feed or the webhook outbox, no route stream for the `sessions.json` mirror, no
+    copying, scrubbing or sizing), so the mirror, archive, delivery and outbox paths, which
+    take a `Backend`, cannot be given one.
+    """
+
+
+class Backend(LaneBackend, Protocol):
+    """One database: its connections, transactions and lifetime.
+
+    `transaction()` commits whole or rolls back and re-raises; a nested call is a savepoint.
+    The driver's errors never leave the backend: they arrive as `StoreUnavailableError`,
+    `StoreCorruptError`, `ConflictError` or `InvalidEntryError`.
+    """
+
+    # Where it lives, for messages and `sessiongate db status` (never holds a password).
+    url: str
+    # Whether several instances can share it (and so `Ownership` applies): PostgreSQL.
+    shared: bool
+    # Told the notes of each committed transaction (`Tx.note`), after the commit and outside
+    # the backend's lock; None tells no one.
+    on_commit: Callable[[list[object]], None] | None
+    # Called inside the transaction, with its notes, just before a commit that noted changes:
+    # what it writes commits with them (or nothing does). Any `Tx`-typed callable fits.
+    before_commit: Any
+
     def stream_routes(self, consume: Callable[[Iterable[tuple[str, str]]], None]) -> None:
         """Feed (session_key, entry JSON) pairs to `consume` from one consistent read, without
         holding them all in memory (the `sessions.json` mirror)."""
@@ -69,10 +99,6 @@ class Backend(Protocol):
         """A table's rows in key order after `after`, in seam values (`db copy`)."""
         ...
 
-    def holds(self, tx: Tx) -> bool:
-        """Whether `tx` is a transaction of this backend."""
-        ...
-
     def scrub(self) -> None:
         """After an erasure committed: leave none of the deleted or overwritten text in the
         files (SQLite: VACUUM, then a TRUNCATE checkpoint of the log). Outside a
@@ -86,13 +112,4 @@ class Backend(Protocol):
 
     def disk_bytes(self) -> int:
         """What the database occupies (file and log, or the tables' total relation size)."""
-        ...
-
-    def close(self) -> None:
-        """Close every connection; later calls do nothing."""
-        ...
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close` was called."""
         ...

@@ -22,7 +22,6 @@ from sessiongate.errors import (
     StoreUnavailableError,
 )
 from sessiongate.store.changes import told
-from sessiongate.store.records import MEMORY_ROW_BASE
 from sessiongate.store.sqlite import copy
 from sessiongate.store.sqlite._errors import SQLITE_ERRORS, translate_errors, translated
 from sessiongate.store.sqlite._schema import MIGRATIONS
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
     from sessiongate.store.copy import TableSpec
 
-__all__ = ["MEMORY_ROW_BASE", "Database", "migration_status", "translate_errors"]
+__all__ = ["Database", "migration_status", "translate_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +105,7 @@ class Database:
             self._migrate()
             if path is not None:
                 self._incremental_auto_vacuum()
-            if path is None:
-                self._number_rows_from(MEMORY_ROW_BASE)
-            else:
+            if path is not None:
                 _create_private_file(path)  # the -wal and -shm files exist now
             if path is not None and synchronous == "NORMAL":
                 self.conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -195,7 +192,8 @@ class Database:
                     "could not convert %s now (%s); will retry at next open", self.path, exc
                 )
 
-    def _number_rows_from(self, base: int) -> None:
+    def number_rows_from(self, base: int) -> None:
+        """Number new inbox rows and turns from `base` (a new, empty database)."""
         with self.transaction() as tx:
             tx.conn.executemany(
                 "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)",
