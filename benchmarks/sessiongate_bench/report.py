@@ -4,6 +4,9 @@ Everything here reads the results dictionary only, so a report can be rebuilt fr
 `--json` file. The markdown keeps whatever sits between the notes markers of the previous file:
 that is where the store's owner records what was tried and what it gave. Past the ~400-line
 budget: every table of the report is here, so the markdown reads top to bottom as the page does.
+
+Over the ~400-line budget: every section's goals and markdown lines meet here, in the order
+the report prints them.
 """
 
 from __future__ import annotations

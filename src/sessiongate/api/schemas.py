@@ -3,6 +3,9 @@
 Input is strict where JSON has a type for it (a string is not a number, `"true"` is not a
 boolean) and every bound the store relies on is stated here, so a schema-driven fuzzer that
 stays inside the schema gets a 2xx or a documented 4xx. Bodies refuse unknown fields.
+
+Over the ~400-line budget: every request and response model of the HTTP contract, one class
+each, kept together so the OpenAPI document and `docs/reference/http.md` come from one place.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Constructible with keyword arguments; `sessiongate.config.load_config` reads YAML plus
 `SESSIONGATE_*` environment overrides into it. Dotted names nest (`agent.echo.delay_seconds`).
+
+Over the ~400-line budget: it is the whole configuration schema, one model per section, so
+`docs/CONFIG.md` and the cross-section checks read it from one module.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ thread-safe because a transaction is the unit of locking. Long reads (`snapshot(
 connection of their own from a small pool, so a 10,000-entry model context never holds the
 writer. Migrations run at open in one transaction under an advisory lock on the schema, so
 several instances starting at once apply each migration exactly once.
+
+Over the ~400-line budget: the writer connection's lifecycle (pipeline, savepoints,
+reconnects), the pooled readers, copies and migrations all share the one connection and its
+lock, and their order of steps is the contract.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Every write goes through `Database.transaction()` (`BEGIN IMMEDIATE`, commit, or roll back and
 re-raise); nesting becomes a savepoint. The connection is shared by threads behind one lock, so
 a transaction is also the unit of thread safety.
+
+Over the ~400-line budget: the connection's lifecycle (pragmas, savepoints, checkpoints,
+recovery of a damaged file), copies and migrations share the one connection and its lock, and
+their order of steps is the contract.
 """
 
 from __future__ import annotations
