@@ -123,7 +123,7 @@ async def test_message_and_app_mention_for_one_post_are_one_turn_and_retries_are
     stub, base, gateway = events
     message = callback("Ev1", "<@UBOT> hello there")
     mention = callback("Ev2", "<@UBOT> hello there", kind="app_mention")
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         for body, extra in ((message, {}), (mention, {}), (message, {"X-Slack-Retry-Num": "1"})):
             raw, headers = signed(body, clock, **extra)
             response = await client.post("/hooks/slack/events", content=raw, headers=headers)
@@ -137,7 +137,7 @@ async def test_message_and_app_mention_for_one_post_are_one_turn_and_retries_are
 async def test_url_verification_answers_the_challenge(events, clock):
     _, base, _ = events
     raw, headers = signed({"type": "url_verification", "challenge": "c-123"}, clock)
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post("/hooks/slack/events", content=raw, headers=headers)
     assert response.status_code == 200
     assert response.json() == {"challenge": "c-123"}
@@ -158,7 +158,7 @@ async def test_anything_not_signed_now_is_401_and_its_body_never_parsed(events, 
         "garbage-timestamp": {**sl.sign(raw, timestamp=now), "X-Slack-Request-Timestamp": "x"},
         "bearer-token": {"Authorization": f"Bearer {sl.SIGNING_SECRET}"},
     }[tamper]
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post("/hooks/slack/events", content=raw, headers=headers)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
@@ -168,7 +168,7 @@ async def test_anything_not_signed_now_is_401_and_its_body_never_parsed(events, 
 async def test_a_signed_body_that_is_not_an_event_is_400(events, clock):
     _, base, _ = events
     raw = b"[1, 2]"
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post(
             "/hooks/slack/events",
             content=raw,
@@ -185,7 +185,7 @@ async def test_a_signed_slash_command_form_runs_the_gateway_command(events, cloc
     )
     headers = {**sl.sign(raw, timestamp=int(clock.now().timestamp()))}
     headers["Content-Type"] = "application/x-www-form-urlencoded"
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post("/hooks/slack/events", content=raw, headers=headers)
     assert response.status_code == 200
     # The answer to the request is what Slack shows the command's user alone.
@@ -274,7 +274,7 @@ async def test_a_shared_thread_never_holds_what_was_said_in_one_persons_lane(eve
     _, base, gateway = events
     root = "1767225600.000100"
     note = "OPERATOR NOTE: alice is on a performance plan"
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
 
         async def post(body: dict[str, Any]) -> None:
             raw, headers = signed(body, clock)
@@ -312,7 +312,7 @@ async def test_a_shared_thread_never_holds_what_was_said_in_one_persons_lane(eve
 async def test_a_thread_bob_opens_under_alices_post_starts_with_her_post_alone(events, clock):
     _, base, gateway = events
     root = "1767225600.000100"
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
 
         async def post(body: dict[str, Any]) -> None:
             raw, headers = signed(body, clock)
@@ -433,7 +433,7 @@ async def test_signed_garbage_is_400_naming_the_field_and_starts_nothing(
     _, base, gateway = events
     headers = sl.sign(raw, timestamp=int(clock.now().timestamp()))
     with caplog.at_level(logging.WARNING, logger="sessiongate.adapters.slack.adapter"):
-        async with httpx.AsyncClient(base_url=base) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
             response = await client.post("/hooks/slack/events", content=raw, headers=headers)
     assert response.status_code == 400, response.text
     assert field in response.json()["error"]["message"]

@@ -191,7 +191,7 @@ async def test_a_signed_press_at_the_interactivity_url_decides_and_a_forged_one_
         app = create_app(runner, store, config)
         app.state.hooks = {"slack": runner.adapters[0]}
         now = int(clock.now().timestamp())
-        async with serving(app) as base, httpx.AsyncClient(base_url=base) as client:
+        async with serving(app) as base, httpx.AsyncClient(base_url=base, timeout=60.0) as client:
             raw = json.dumps(mention("clean up")).encode()
             response = await client.post("/hooks/slack/events", content=raw,
                                          headers=sl.sign(raw, timestamp=now))  # fmt: skip

@@ -117,7 +117,7 @@ async def test_a_signed_webhook_update_is_answered_once_even_when_retried(webhoo
     assert bot_api.webhook is not None
     assert bot_api.webhook["secret_token"] == SECRET
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         first = await client.post("/hooks/telegram", json=update(1, "via hook"), headers=headers)
         again = await client.post("/hooks/telegram", json=update(1, "via hook"), headers=headers)
     assert (first.status_code, again.status_code) == (200, 200)
@@ -132,7 +132,7 @@ async def test_a_signed_webhook_update_is_answered_once_even_when_retried(webhoo
 )
 async def test_an_unsigned_webhook_is_401_and_its_body_never_parsed(webhook, headers):
     _, base, gateway = webhook
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         # Not JSON at all: a parser would answer 400; the secret check answers first.
         response = await client.post("/hooks/telegram", content=b"{not json", headers=headers)
     assert response.status_code == 401
@@ -143,7 +143,7 @@ async def test_an_unsigned_webhook_is_401_and_its_body_never_parsed(webhook, hea
 async def test_a_signed_body_that_is_not_an_update_is_400(webhook):
     _, base, _ = webhook
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post("/hooks/telegram", content=b"[1, 2]", headers=headers)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_update"
@@ -419,7 +419,7 @@ async def test_signed_garbage_is_400_naming_the_field_and_starts_nothing(webhook
     body, field = SIGNED_GARBAGE[name]
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET, "Content-Type": "application/json"}
     with caplog.at_level("WARNING", logger="sessiongate.adapters.telegram.adapter"):
-        async with httpx.AsyncClient(base_url=base) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
             response = await client.post("/hooks/telegram", content=body, headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "invalid_update"
@@ -451,7 +451,7 @@ async def test_a_signed_body_over_the_hooks_own_limit_is_413(webhook):
     _, base, gateway = webhook
     headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
     body = _with({"text": "x" * 300_000})
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=60.0) as client:
         response = await client.post("/hooks/telegram", content=body, headers=headers)
     assert response.status_code == 413
     assert gateway.adapter.counters.events == 0
