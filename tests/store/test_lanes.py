@@ -308,6 +308,25 @@ def test_requeue_then_resume_counts_the_attempt_and_the_restart(store, lanes):
     assert lanes.restart_count(entry.session_key) == 0
 
 
+@pytest.mark.parametrize("ending", ["interrupted", "failed"])
+def test_a_resumed_turn_that_ends_without_a_crash_resets_the_stuck_loop_counter(
+    store, lanes, ending
+):
+    # A resumed turn cut off by a newer message (or failing) broke the crash loop: the next
+    # turn of the lane to be cut off by a crash starts a new count, and is not suspended early.
+    entry = _entry(store)
+    _accept(lanes, entry, "hi")
+    claim = lanes.claim_next(entry.session_key, entry.session_id)
+    lanes.requeue(claim.turn.id, resume_reason="restart_interrupted")
+    resumed, count = lanes.claim_resume(claim.turn.id)
+    assert count == 1
+    if ending == "interrupted":
+        lanes.commit_interrupted(resumed, reason="interrupt", messages=[])
+    else:
+        lanes.commit_failure(resumed, error="boom", notice="sorry", messages=[])
+    assert lanes.restart_count(entry.session_key) == 0
+
+
 def test_interrupted_is_terminal(store, lanes):
     entry = _entry(store)
     _accept(lanes, entry, "hi")

@@ -713,7 +713,8 @@ class LaneStore:
     ) -> None:
         """Failed in one transaction: the user's message (and `messages`) kept in the transcript
         when the session still exists, journal -> failed, inbox row deleted, `resume_pending`
-        cleared; `suspend` also suspends the session and resets its stuck-loop counter."""
+        cleared, the lane's stuck-loop counter reset (the turn ended without a crash; with
+        `suspend`, the loop guard ended it); `suspend` also suspends the session."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.transition_turn(
@@ -723,7 +724,7 @@ class LaneStore:
             self._store.clear_resume_pending(turn.session_key)
             if suspend:
                 self._store.suspend_session(turn.session_key)
-                conn.reset_restart_count(turn.session_key)
+            conn.reset_restart_count(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
             _finished(conn, turn, TurnState.FAILED)
 
@@ -737,7 +738,9 @@ class LaneStore:
         first_index: int = 0,
     ) -> None:
         """Interrupted in one transaction: the user's message stays in the transcript, journal
-        -> interrupted, inbox row deleted, `resume_pending` cleared."""
+        -> interrupted, inbox row deleted, `resume_pending` cleared, and the lane's stuck-loop
+        counter reset: the turn ended without a crash, so the next one to be cut off starts a
+        new count (a resumed turn that a newer message cut off had left it raised)."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.transition_turn(
@@ -745,6 +748,7 @@ class LaneStore:
             )
             self._append_best_effort(turn, messages, first_index)
             self._store.clear_resume_pending(turn.session_key)
+            conn.reset_restart_count(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
             _finished(conn, turn, TurnState.INTERRUPTED)
 
