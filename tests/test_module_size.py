@@ -8,7 +8,10 @@ from pathlib import Path
 
 import sessiongate
 
-ROOTS = [Path(sessiongate.__file__).parent, Path(__file__).parents[1] / "benchmarks"]
+ROOTS = [
+    Path(sessiongate.__file__).parent,
+    Path(__file__).parents[1] / "benchmarks" / "sessiongate_bench",
+]
 LIMIT = 520  # "about 500"
 
 
