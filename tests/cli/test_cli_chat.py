@@ -60,6 +60,10 @@ class Pty:
     def type(self, line: str) -> None:
         os.write(self.fd, line.encode() + b"\r")
 
+    def press(self, key: str) -> None:
+        """A key alone, no Enter after it: Ctrl+C then Enter would also send an empty line."""
+        os.write(self.fd, key.encode())
+
     def screen(self) -> str:
         """The text as it stands on screen: a cleared line (`\\r ESC[K`) is gone."""
         text = self.raw.replace("\r\n", "\n")
@@ -200,13 +204,13 @@ def test_ctrl_c_stops_the_turn_and_says_so_a_second_leaves_and_a_cut_off_turn_is
     term.type("newer")
     term.read_until('(the reply to "hello" was cut off by "newer")')
     _status_until_replying(term)
-    term.type("\x03")  # Ctrl+C, as the terminal sends it
+    term.press("\x03")  # Ctrl+C, as the terminal sends it
     term.read_until("Stopped the current reply.")
-    term.type("\x03")
+    term.press("\x03")
     assert term.wait() == 0
     screen = term.screen()
     assert "^C stopping the reply, as /stop does (Ctrl+C again leaves)" in screen
     assert "^C leaving" in screen
     assert "you> agent>" not in screen
     assert "you> (the reply" not in screen
-    assert not screen.rstrip().endswith("you>")
+    assert not screen.rstrip().endswith("you>"), repr(term.raw)
