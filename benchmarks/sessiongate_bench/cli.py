@@ -8,7 +8,7 @@ from typing import Annotated
 import click
 import typer
 
-from sessiongate_bench.harness import exit_code, run_bench
+from sessiongate_bench.harness import SECTIONS, check_sections, exit_code, run_bench
 
 __all__ = ["app", "bench_command", "main"]
 
@@ -46,6 +46,14 @@ def bench_command(
             show_default=False,
         ),
     ] = None,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--section",
+            help=f"Run only this part after the stores ({', '.join(SECTIONS)}); repeatable. "
+            "The others are reported as not selected.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -67,6 +75,10 @@ def bench_command(
             "sessiongate",
             "sqlite",
         ]
+    try:
+        check_sections(section)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--section") from exc
     out_dir = out or Path("benchmarks/results" if quick else "docs")
     try:
         results = run_bench(
@@ -76,6 +88,7 @@ def bench_command(
             json_path=json_path,
             progress=True,
             postgres_url=postgres_url,
+            sections=section,
         )
     except ValueError as exc:  # an unknown --only name
         raise typer.BadParameter(str(exc), param_hint="--only") from exc

@@ -49,9 +49,9 @@ from sessiongate_bench.whatsapp import run_whatsapp_section
 from sessiongate_bench.workload import Sizes
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Collection, Iterator
 
-__all__ = ["RESULTS_SCHEMA", "exit_code", "run_bench"]
+__all__ = ["RESULTS_SCHEMA", "SECTIONS", "check_sections", "exit_code", "run_bench"]
 
 QUICK_NOTE = (
     "quick run: its sizes check only that every part of the benchmark runs; the figures are "
@@ -60,6 +60,23 @@ QUICK_NOTE = (
 
 # Bumped when a key of the results JSON changes meaning or disappears.
 RESULTS_SCHEMA = 1
+
+# The sections after the stores, in the order they run: each is called with `quick` and the
+# PostgreSQL URL (None without one), and returns its part of the results.
+SECTIONS: dict[str, Callable[[bool, str | None], dict[str, Any]]] = {
+    "gateway": lambda quick, url: run_gateway_section(quick=quick, postgres_url=url),
+    "instances": lambda quick, url: run_instances_section(url, quick=quick),
+    "remote_db": lambda quick, url: run_remote_db_section(url, quick=quick),
+    "tree": lambda quick, _url: run_tree_section(quick=quick),
+    "streaming": lambda quick, _url: run_streaming_section(quick=quick),
+    "telegram": lambda quick, _url: run_telegram_section(quick=quick),
+    "signal": lambda quick, _url: run_signal_section(quick=quick),
+    "platforms": lambda quick, _url: run_platforms_section(quick=quick),
+    "whatsapp": lambda quick, _url: run_whatsapp_section(quick=quick),
+    "agent_kinds": lambda quick, _url: run_agent_kinds_section(quick=quick),
+    "job_burst": lambda quick, _url: run_job_burst_section(quick=quick),
+}
+NOT_SELECTED = "not selected in this run (--section)"
 
 
 def run_bench(
@@ -74,6 +91,7 @@ def run_bench(
     benchmarks_dir: Path | None = None,
     timeout_s: float | None = None,
     postgres_url: str | None = None,
+    sections: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and write `out_dir/PERFORMANCE.md` (+ `performance.png`).
 
@@ -82,7 +100,10 @@ def run_bench(
     overrides the quick or default sizes; `work_dir` holds the databases while they are
     measured (a temporary folder by default, removed afterwards). `postgres_url` adds the
     gateway on PostgreSQL (`bench/postgres.py`; else `SESSIONGATE_BENCH_POSTGRES_URL`).
+    `sections` names the parts after the stores to run (`SECTIONS`); None runs them all, and
+    one not run is reported as skipped.
     """
+    check_sections(sections)
     specs = select_stores(contenders)
     sizes = sizes or (Sizes.quick() if quick else Sizes())
     timeout = timeout_s or (900.0 if quick else 4 * 3600.0)
@@ -135,18 +156,12 @@ def run_bench(
         "sizes": sizes.to_dict(),
         "stores": stores,
         "skipped": skipped,
-        "gateway": run_gateway_section(quick=quick, postgres_url=postgres_url_from(postgres_url)),
-        "instances": run_instances_section(postgres_url_from(postgres_url), quick=quick),
-        "remote_db": run_remote_db_section(postgres_url_from(postgres_url), quick=quick),
-        "tree": run_tree_section(quick=quick),
-        "streaming": run_streaming_section(quick=quick),
-        "telegram": run_telegram_section(quick=quick),
-        "signal": run_signal_section(quick=quick),
-        "platforms": run_platforms_section(quick=quick),
-        "whatsapp": run_whatsapp_section(quick=quick),
-        "agent_kinds": run_agent_kinds_section(quick=quick),
-        "job_burst": run_job_burst_section(quick=quick),
     }
+    url = postgres_url_from(postgres_url)
+    for name, run in SECTIONS.items():
+        selected = sections is None or name in sections
+        skipped_here = {"status": "skipped", "reason": NOT_SELECTED}
+        results[name] = run(quick, url) if selected else skipped_here
     results["goals"] = evaluate_goals(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     results["chart"] = _render_chart(results, venv, bench_dir, out_dir / "performance.png")
@@ -157,6 +172,13 @@ def run_bench(
     if progress:
         _print_summary(Console(), results, out_dir)
     return results
+
+
+def check_sections(names: Collection[str] | None) -> None:
+    """Refuse (ValueError) a section name `SECTIONS` does not hold."""
+    unknown = sorted(set(names or ()) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown section {', '.join(unknown)} (known: {', '.join(SECTIONS)})")
 
 
 def _python_for(spec: StoreSpec, venv: VenvStatus) -> Path | None:

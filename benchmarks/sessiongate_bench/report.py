@@ -19,6 +19,7 @@ from sessiongate_bench.instances import instances_lines
 from sessiongate_bench.job_burst import job_burst_lines
 from sessiongate_bench.remote_db import remote_db_goals, remote_db_lines
 from sessiongate_bench.streaming import streaming_goals
+from sessiongate_bench.tree import FULL_SIZES as TREE_SIZES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -316,7 +317,8 @@ _TREE_GOALS = {
 def _tree_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     tree = results.get("tree", {})
     if tree.get("status") != "ok":
-        return []
+        reason = f"not measured: {tree.get('reason', 'no tree section')}"
+        return [_goal(label.format(**TREE_SIZES), reason, None) for label in _TREE_GOALS.values()]
     goals = []
     for name, label in _TREE_GOALS.items():
         measured = tree[name]["median_ms"]

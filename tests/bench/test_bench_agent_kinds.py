@@ -4,12 +4,15 @@ results and the counts are."""
 
 from __future__ import annotations
 
+from rich.console import Console
+
 from sessiongate_bench.agent_kinds import (
     KINDS,
     AgentKindsSizes,
     agent_kinds_lines,
     run_agent_kinds_section,
 )
+from sessiongate_bench.harness import _print_agent_kinds
 from sessiongate_bench.model_server import answer_for
 
 TOOLS = [{"type": "function", "function": {"name": "order_status", "parameters": {}}}]
@@ -45,6 +48,11 @@ def test_every_kind_is_measured_and_split_into_model_framework_and_gateway():
     lines = agent_kinds_lines(section)
     assert sum(line.startswith(f"| {kind} |") for kind in KINDS for line in lines) == 6
     assert any("from the operator's decision to the tool running" in line for line in lines)
+    console = Console(width=100, record=True, color_system=None)
+    _print_agent_kinds(console, section)
+    summary = console.export_text()
+    assert "a turn of each agent kind" in summary
+    assert "approval → tool running" in summary
 
 
 def test_a_section_that_failed_is_reported_as_not_measured():

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from rich.console import Console
 
+from sessiongate_bench.harness import _print_job_burst
 from sessiongate_bench.job_burst import (
     JobBurstSizes,
     Metered,
@@ -27,6 +29,9 @@ def test_every_job_due_in_the_minute_runs_once_and_its_reply_is_delivered():
     [claimed, cpu] = job_burst_lines(section)[2:4]
     assert claimed.startswith("- 20 jobs due at the same minute")
     assert "the scheduler's own CPU" in cpu
+    console = Console(width=100, record=True, color_system=None)
+    _print_job_burst(console, section)
+    assert "20 jobs due in one minute" in console.export_text()
 
 
 def test_quick_runs_fewer_jobs_than_the_full_burst():
