@@ -8,7 +8,7 @@ import pytest
 from sessiongate.adapters.loopback import LoopbackAdapter
 from sessiongate.agents import build_agent_factory
 from sessiongate.gateway import GatewayRunner
-from sessiongate.store.outbox import OutboxWriter
+from sessiongate.store.outbox import OutboxStore
 
 
 @pytest.fixture
@@ -66,9 +66,7 @@ def test_bad_filters_and_unknown_ids_are_clear_errors(client):
 
 
 def test_webhook_events_are_listed_and_a_dead_one_retried(client, runner, store):
-    store.database.before_commit = OutboxWriter(
-        {"http://127.0.0.1:9/none": ["session.created"]}, store.clock
-    )
+    OutboxStore(store).subscribe({"http://127.0.0.1:9/none": ["session.created"]})
     store.get_or_create_session(LoopbackAdapter().source("w"))
     (event,) = client.get("/v1/webhooks/events?status=pending").json()["events"]
     assert event["event"] == "session.created"

@@ -9,18 +9,18 @@ import json
 import pytest
 
 from sessiongate import SessionSource
-from sessiongate.store.outbox import OutboxStore, OutboxWriter
+from sessiongate.store.outbox import OutboxStore
 
 _SOURCE = SessionSource(platform="telegram", chat_id="c1", user_id="u1")
 
 
 def _wired(make_store, events=("session.created",)):
     store = make_store()
-    store.database.before_commit = OutboxWriter(
-        {"http://a.example/h": list(events), "http://b.example/h": ["session.created"]},
-        store.clock,
+    outbox = OutboxStore(store)
+    outbox.subscribe(
+        {"http://a.example/h": list(events), "http://b.example/h": ["session.created"]}
     )
-    return store, OutboxStore(store.database, store.clock)
+    return store, outbox
 
 
 def test_a_subscribed_change_writes_one_row_per_receiver_in_its_transaction(make_store):

@@ -61,7 +61,7 @@ from sessiongate.gateway.webhooks import WebhookSender
 from sessiongate.gateway.worker import ARCHIVED_NOTICE, LaneWorker
 from sessiongate.store.deliveries import DeliveryStore
 from sessiongate.store.lanes import LaneStore
-from sessiongate.store.outbox import OutboxStore, OutboxWriter
+from sessiongate.store.outbox import OutboxStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
@@ -111,12 +111,10 @@ class GatewayRunner:
         self.deliveries = DeliveryStore(store)
         # Outbound webhooks (`webhooks.py`): the outbox rows are written with the changes
         # they tell; the sender is a task of its own, so no receiver slows a turn.
-        self.outbox = OutboxStore(store.database, self.clock)
+        self.outbox = OutboxStore(store, self.clock)
         self.webhooks: WebhookSender | None = None
         if config.webhooks.outbound:
-            store.database.before_commit = OutboxWriter(
-                {hook.url: hook.events for hook in config.webhooks.outbound}, self.clock
-            )
+            self.outbox.subscribe({hook.url: hook.events for hook in config.webhooks.outbound})
             self.webhooks = WebhookSender(self.outbox, config.webhooks, clock=self.clock)
             store.add_change_listener(self.webhooks.changes_committed)
         self._delivery = Delivery(

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
-    from sessiongate.store.protocol import Backend, Tx
+    from sessiongate.store.protocol import Tx
     from sessiongate.store.records import OutboxRow
+    from sessiongate.store.session_store import SessionStore
 
 __all__ = ["DEAD", "PENDING", "SENT", "OutboxEvent", "OutboxStore", "OutboxWriter"]
 
@@ -118,9 +119,16 @@ def _event(row: OutboxRow) -> OutboxEvent:
 
 
 class OutboxStore:
-    def __init__(self, database: Backend, clock: Clock) -> None:
-        self._db = database
-        self._clock = clock
+    """The outbox of one `SessionStore`'s database."""
+
+    def __init__(self, store: SessionStore, clock: Clock | None = None) -> None:
+        self._db = store.database
+        self._clock = clock or store.clock
+
+    def subscribe(self, subscriptions: Mapping[str, Sequence[str]]) -> None:
+        """From now on, each committing transaction writes the events of its changes that
+        these receivers (url -> event types) subscribed to (`OutboxWriter`)."""
+        self._db.before_commit = OutboxWriter(subscriptions, self._clock)
 
     def unsent(self, limit: int) -> list[OutboxEvent]:
         """`pending` events, the oldest first."""
