@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,12 +20,27 @@ from suite_support import Gateway
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
-    from pathlib import Path
 
 # No per-example time limit: these machines are shared, and a property test fails on what it
 # finds, never on how long an example took (speed is measured in `sessiongate bench`).
 settings.register_profile("sessiongate", deadline=None)
 settings.load_profile("sessiongate")
+
+# The folders whose files run longest start first, so the suite's four workers do not end
+# waiting on one long file begun last (pytest-xdist hands out files in collection order).
+LONGEST_FIRST = ("reliability", "bench", "adapters", "ui", "cli")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        parts = item.path.relative_to(here).parts if item.path.is_relative_to(here) else ()
+        top = parts[0] if len(parts) > 1 else ""
+        return LONGEST_FIRST.index(top) if top in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
+
 
 # Where every test's clock starts: fixed, so ids and timestamps in assertions are stable.
 CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
