@@ -18,6 +18,10 @@
     restore    a backup into a new home              cli/backup.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
+
+The root knows every command's name but imports a command's module only when that command is
+resolved (`_LazyGroup`), so `sessiongate sessions list` does not load the HTTP API, the
+gateway's runner or the agents; `tests/cli/test_cli_startup.py` keeps it so.
 """
 
 from __future__ import annotations
@@ -145,7 +149,7 @@ class _LazyCommands(MutableMapping[str, "_click.Command"]):
         return [*_ENTRIES, *(name for name in self._built if name not in _ENTRIES)]
 
 
-class LazyGroup(TyperGroup):
+class _LazyGroup(TyperGroup):
     """The root group: it knows every command's name, and imports a command's module only
     when that command is invoked (or its help is shown)."""
 
@@ -161,7 +165,7 @@ class LazyGroup(TyperGroup):
         return self.commands.get(cmd_name)
 
 
-app = _typer(cls=LazyGroup)
+app = _typer(cls=_LazyGroup)
 
 
 def _version(value: bool) -> None:
