@@ -25,8 +25,6 @@ import sys
 from typing import IO, TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-import structlog
-
 from sessiongate.core.redaction import hash_chat_id, hash_user_id, redact_session_key
 from sessiongate.core.secrets import mask_secrets
 
@@ -162,6 +160,9 @@ def configure_logging(
     every `extra=` field of the record; an exception adds `exception` with the formatted
     traceback. A console line shows the same fields as `name=value` after the message.
     """
+    # Here, not at the top: only a command that logs needs structlog (`hidden` does not).
+    import structlog
+
     out = stream if stream is not None else sys.stderr
     pre_chain: list[Processor] = [
         structlog.stdlib.add_log_level,

@@ -86,8 +86,8 @@ from sessiongate.api.uploads import UploadGate
 
 if TYPE_CHECKING:
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.gateway import GatewayRunner
     from sessiongate.gateway.leadership import Leadership
+    from sessiongate.gateway.runner import GatewayRunner
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["create_app"]

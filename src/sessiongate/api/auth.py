@@ -11,7 +11,8 @@ bearer scheme into the OpenAPI description.
 Platform webhooks (`/hooks/...`) are the other exception: the platform signs them, and the
 route checks that signature instead (DESIGN.md), and so are the dashboard's own pages under
 `/ui/`, which send a visitor without a session to their sign-in form. Without a token the API is
-open, which is only acceptable on a loopback address: `check_bind_address` refuses anything
+open, which is only acceptable on a loopback address: `check_bind_address` (api/bind.py)
+refuses anything
 else before the server binds, and beyond loopback refuses a token shorter than
 `MIN_TOKEN_CHARS`. Wrong tokens are limited per client address (api/auth_limits.py), and an
 open API answers only its own Host and its own pages (api/guards.py).
@@ -20,14 +21,19 @@ open API answers only its own Host and its own pages (api/guards.py).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+# Where the server may listen lives apart, without FastAPI, for `doctor` and `run`'s checks.
+from sessiongate.api.bind import (
+    MIN_TOKEN_CHARS,
+    UnsafeBindError,
+    check_bind_address,
+    is_loopback_host,
+)
 from sessiongate.api.errors import ApiError
-from sessiongate.errors import SessiongateError
 from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
 
 if TYPE_CHECKING:
@@ -55,57 +61,12 @@ __all__ = [
 OPEN_PATHS = frozenset({"/", "/healthz", "/ui"})
 OPEN_PREFIXES = ("/hooks/", "/ui/")
 UNAUTHORIZED_CHALLENGE = {"WWW-Authenticate": "Bearer"}
-# Shortest token accepted beyond loopback: with failures limited per address
-# (api/auth_limits.py), 16 random characters are beyond guessing.
-MIN_TOKEN_CHARS = 16
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _bearer = HTTPBearer(
     auto_error=False,
     description="`api.token` from the configuration; required when one is configured",
 )
-
-
-class UnsafeBindError(SessiongateError, ValueError):
-    """An address other than loopback was asked for while no API token is configured."""
-
-    code = "unsafe_bind"
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for `localhost` and loopback IP literals (127.0.0.0/8, ::1)."""
-    text = host.strip().strip("[]").lower()
-    if text == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(text).is_loopback
-    except ValueError:
-        # Any other name may resolve to a public interface; assume it does.
-        return False
-
-
-def check_bind_address(host: str, config: GatewayConfig) -> None:
-    """Raise `UnsafeBindError` when `host` is not loopback and no API token is set, or the
-    token is shorter than `MIN_TOKEN_CHARS`."""
-    if is_loopback_host(host):
-        return
-    token = config.api.token
-    if token is None:
-        raise UnsafeBindError(
-            f"refusing to listen on {host!r} without an API token: anyone who can reach it "
-            "could read every conversation. Set api.token (SESSIONGATE_API__TOKEN) or listen "
-            "on 127.0.0.1.",
-            host=host,
-        )
-    length = len(token.get_secret_value())
-    if length < MIN_TOKEN_CHARS:
-        # The length is said, never the token.
-        raise UnsafeBindError(
-            f"refusing to listen on {host!r} with an api.token of {length} characters: "
-            f"beyond loopback a short token can be guessed; use at least {MIN_TOKEN_CHARS} "
-            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))').",
-            host=host,
-        )
 
 
 def is_open_path(path: str) -> bool:

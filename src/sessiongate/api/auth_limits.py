@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # Ten honest typos a minute is generous; a guesser gets 14,400 tries a day, against a token of
-# at least 16 characters beyond loopback (api/auth.py, `check_bind_address`).
+# at least 16 characters beyond loopback (api/bind.py, `check_bind_address`).
 FAILURES_PER_WINDOW = 10
 WINDOW_SECONDS = 60.0
 MAX_CLIENTS = 10_000

@@ -11,7 +11,7 @@ from sessiongate.api.metrics import ApiMetrics
 from sessiongate.core.config import GatewayConfig
 from sessiongate.core.keys import check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessionBusyError, SessionNotFoundError
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.store.session_store import SessionStore
 
 if TYPE_CHECKING:

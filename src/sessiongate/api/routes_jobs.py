@@ -24,7 +24,7 @@ from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import _In
 from sessiongate.core.jobs import JobSpec
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.store.jobs import JobRecord, JobRun, validation_message
 
 __all__ = ["router"]

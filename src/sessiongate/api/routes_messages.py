@@ -19,7 +19,7 @@ ended.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Response
 from fastapi.responses import StreamingResponse  # noqa: TC002 (the routes' return annotation)
@@ -49,8 +49,11 @@ from sessiongate.errors import (
     StoreUnavailableError,
     UnauthorizedError,
 )
-from sessiongate.gateway import GatewayRunner, MessageEvent
+from sessiongate.gateway.messages import MessageEvent
 from sessiongate.gateway.streams import TurnWatch
+
+if TYPE_CHECKING:
+    from sessiongate.gateway.runner import GatewayRunner
 
 __all__ = ["router"]
 

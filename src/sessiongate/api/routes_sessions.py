@@ -41,7 +41,7 @@ from sessiongate.errors import EntryNotFoundError, SessionBusyError, SessionNotF
 from sessiongate.gateway import operations
 
 if TYPE_CHECKING:
-    from sessiongate.gateway import GatewayRunner
+    from sessiongate.gateway.runner import GatewayRunner
 
 __all__ = ["router"]
 

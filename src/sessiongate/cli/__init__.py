@@ -18,35 +18,30 @@
     restore    a backup into a new home              cli/backup.py
 
 Help is plain text at a fixed width, so `docs/CLI.md` (generated from it) is stable.
+
+The root knows every command's name but imports a command's module only when that command is
+resolved (`_LazyGroup`), so `sessiongate sessions list` does not load the HTTP API, the
+gateway's runner or the agents; `tests/cli/test_cli_startup.py` keeps it so.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated, Any
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import click
 import typer
+from typer.core import TyperGroup
 
 import sessiongate
-from sessiongate.cli import (
-    approvals,
-    backup,
-    bench,
-    chat,
-    config_cmd,
-    db,
-    deliveries,
-    doctor,
-    forget,
-    import_cmd,
-    jobs,
-    pairing,
-    run,
-    sessions,
-    try_cmd,
-)
-from sessiongate.cli._common import json_errors, print_error
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    # Typer 0.2x's own copy of click: the classes its groups and commands are made of.
+    from typer import _click
 
 __all__ = ["app", "main"]
 
@@ -58,14 +53,119 @@ CONTEXT_SETTINGS = {
     "terminal_width": HELP_WIDTH,
 }
 
-app = typer.Typer(
-    name="sessiongate",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-    context_settings=CONTEXT_SETTINGS,
-    pretty_exceptions_enable=False,
-)
+
+class _Entry(NamedTuple):
+    """One command of the root: the module that defines it, and how the root registers it."""
+
+    module: str
+    attribute: str
+    group: bool = False
+    options: Mapping[str, Any] = {}
+
+
+# Registration order is help order: the commands, then the groups (typer's own order).
+_ENTRIES: dict[str, _Entry] = {
+    "run": _Entry("run", "run"),
+    "chat": _Entry("chat", "chat"),
+    "doctor": _Entry("doctor", "doctor"),
+    "config": _Entry("config_cmd", "show_config"),
+    "try": _Entry("try_cmd", "try_platform"),
+    "forget": _Entry("forget", "forget"),
+    "backup": _Entry("backup", "backup"),
+    "restore": _Entry("backup", "restore"),
+    "bench": _Entry(
+        "bench",
+        "bench",
+        options={"context_settings": {"allow_extra_args": True, "ignore_unknown_options": True}},
+    ),
+    "sessions": _Entry("sessions", "app", group=True),
+    "db": _Entry(
+        "db", "app", group=True, options={"help": "The store's database: status and upgrade."}
+    ),
+    "pairing": _Entry("pairing", "app", group=True),
+    "jobs": _Entry("jobs", "app", group=True),
+    "approvals": _Entry("approvals", "app", group=True),
+    "deliveries": _Entry("deliveries", "app", group=True),
+    "import": _Entry("import_cmd", "app", group=True),
+}
+
+
+def _typer(**extra: Any) -> typer.Typer:
+    """The root's Typer (and the one each command is built on, so both build alike)."""
+    return typer.Typer(
+        **extra,
+        name="sessiongate",
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings=CONTEXT_SETTINGS,
+        pretty_exceptions_enable=False,
+    )
+
+
+def _load(name: str) -> _click.Command:
+    """The command `name`, built as typer builds a command registered on the root: its module
+    is imported only now, so `sessiongate sessions list` never loads the gateway or the API."""
+    entry = _ENTRIES[name]
+    module = importlib.import_module(f"sessiongate.cli.{entry.module}")
+    target = getattr(module, entry.attribute)
+    holder = _typer()
+    if entry.group:
+        holder.add_typer(target, name=name, **entry.options)
+    else:
+        holder.command(name, **entry.options)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyCommands(MutableMapping[str, "_click.Command"]):
+    """The root's commands by name, every name known, each command built on first use."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, _click.Command] = {}
+
+    def __getitem__(self, name: str) -> _click.Command:
+        if name not in self._built:
+            if name not in _ENTRIES:
+                raise KeyError(name)
+            self._built[name] = _load(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: _click.Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in _ENTRIES or name in self._built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> list[str]:
+        return [*_ENTRIES, *(name for name in self._built if name not in _ENTRIES)]
+
+
+class _LazyGroup(TyperGroup):
+    """The root group: it knows every command's name, and imports a command's module only
+    when that command is invoked (or its help is shown)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # Typer reads the names from here too (its suggestion for a mistyped command).
+        self.commands = _LazyCommands()
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+        return self.commands.get(cmd_name)
+
+
+app = _typer(cls=_LazyGroup)
 
 
 def _version(value: bool) -> None:
@@ -89,27 +189,6 @@ def _root(
     """
 
 
-app.command("run")(run.run)
-app.command("chat")(chat.chat)
-app.add_typer(sessions.app, name="sessions")
-app.command("doctor")(doctor.doctor)
-app.command("config")(config_cmd.show_config)
-app.add_typer(db.app, name="db", help="The store's database: status and upgrade.")
-app.add_typer(pairing.app, name="pairing")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(approvals.app, name="approvals")
-app.add_typer(deliveries.app, name="deliveries")
-app.command("try")(try_cmd.try_platform)
-app.command("forget")(forget.forget)
-app.add_typer(import_cmd.app, name="import")
-app.command("backup")(backup.backup)
-app.command("restore")(backup.restore)
-app.command(
-    "bench",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)(bench.bench)
-
-
 def main() -> None:
     """The console script (also `python -m sessiongate`).
 
@@ -122,6 +201,9 @@ def main() -> None:
         sys.stderr.write("Aborted!\n")
         sys.exit(1)
     except _USAGE_ERRORS as exc:
+        # Only on an error: the options' state lives there (and it loads the store's config).
+        from sessiongate.cli._common import json_errors, print_error
+
         error: Any = exc  # a click exception of either copy: `show`, `exit_code`
         if "--json" in sys.argv[1:] or json_errors():
             print_error(error.format_message(), "invalid_usage", as_json=True)

@@ -20,7 +20,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from sessiongate.agents import build_agent_factory
 from sessiongate.config import ConfigError, default_home, load_config
 from sessiongate.core.secrets import collect_secrets
 from sessiongate.errors import InvalidSessionKeyError, SessiongateError
@@ -179,6 +178,9 @@ def opened_store(home: Path | None, config_file: Path | None) -> Iterator[Sessio
 def agent_factory_for(config: GatewayConfig) -> AgentFactory:
     """The configured agent (OpenAI-compatible if configured, else echo); a missing optional
     dependency exits with the install hint instead of a traceback."""
+    # Here, not at the top: the agents (and their HTTP clients) are for the commands that chat.
+    from sessiongate.agents import build_agent_factory
+
     try:
         return build_agent_factory(config)
     except ImportError as exc:

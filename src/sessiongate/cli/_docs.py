@@ -7,12 +7,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import typer
+from typer.core import TyperGroup
 from typer.testing import CliRunner
-
-if TYPE_CHECKING:
-    import typer
 
 __all__ = ["command_paths", "help_text", "render_cli_markdown"]
 
@@ -36,23 +33,28 @@ repair; `2` bad usage or an invalid configuration.
 
 
 def command_paths() -> list[list[str]]:
-    """Every command and group, as argument lists (`[]` is the root), in registration order."""
+    """Every command and group, as argument lists (`[]` is the root), in help order: a
+    group's commands, then its groups, each followed by what it holds."""
     from sessiongate.cli import app
 
     out: list[list[str]] = [[]]
 
-    def walk(group: typer.Typer, prefix: list[str]) -> None:
+    def walk(group: TyperGroup, prefix: list[str]) -> None:
+        context = typer.Context(group)
+        children = [group.get_command(context, name) for name in group.list_commands(context)]
         out.extend(
-            [*prefix, command.name]
-            for command in group.registered_commands
-            if command.name and not command.hidden
+            [*prefix, child.name]
+            for child in children
+            if child and child.name and not child.hidden and not isinstance(child, TyperGroup)
         )
-        for sub in group.registered_groups:
-            if sub.name and sub.typer_instance is not None:
-                out.append([*prefix, sub.name])
-                walk(sub.typer_instance, [*prefix, sub.name])
+        for child in children:
+            if child and child.name and isinstance(child, TyperGroup):
+                out.append([*prefix, child.name])
+                walk(child, [*prefix, child.name])
 
-    walk(app, [])
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)
+    walk(root, [])
     return out
 
 

@@ -50,7 +50,7 @@ def served_documents() -> tuple[dict[str, Any], str]:
     from sessiongate.agents import build_agent_factory
     from sessiongate.api.app import create_app
     from sessiongate.core.config import GatewayConfig
-    from sessiongate.gateway import GatewayRunner
+    from sessiongate.gateway.runner import GatewayRunner
     from sessiongate.store.session_store import SessionStore
 
     config = GatewayConfig()

@@ -17,7 +17,7 @@ from sessiongate.adapters.registry import build_adapters
 from sessiongate.agents import build_agent_factory
 from sessiongate.cli._common import agent_description
 from sessiongate.core.config import GatewayConfig
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.store.platform_state import PlatformState
 from sessiongate.store.session_store import SessionStore
 

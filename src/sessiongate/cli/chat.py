@@ -45,7 +45,7 @@ from sessiongate.cli._common import (
 )
 from sessiongate.cli.terminal import Terminal
 from sessiongate.errors import HomeInUseError, SessiongateError
-from sessiongate.gateway import GatewayRunner
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from sessiongate.cli._common import (
     ConfigOption,
@@ -33,7 +32,6 @@ from sessiongate.store.backends import (
     open_copy_target,
     upgrade_database,
 )
-from sessiongate.store.copy import TABLES, copy_database
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,6 +103,9 @@ def copy(
     finished with --resume (its marker in the target proves it is this same copy); rows the
     target already has are kept. Then set store.url to the target.
     """
+    # Here, not at the top: only the copy needs the table list (`status` loads less).
+    from sessiongate.store.copy import TABLES
+
     if not is_postgres_url(to):
         fail("--to must be a postgresql:// URL", 2)
     paths, config = load_paths_and_config(home, config_file)
@@ -135,6 +136,11 @@ def copy(
 def _copy(
     config: GatewayConfig, default_path: Path, to: str, *, origin: str, batch: int, quiet: bool
 ) -> dict[str, Any]:
+    # Here, not at the top: the progress bars and the copy are for this command alone.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from sessiongate.store.copy import TABLES, copy_database
+
     source = open_backend(config, default_path)
     try:
         target = open_copy_target(to)

@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sessiongate.adapters.registry import build_adapters
-from sessiongate.agents import build_agent_factory
-from sessiongate.api.auth import UnsafeBindError, check_bind_address
 from sessiongate.cli._common import EXIT_FAILURE, EXIT_USAGE
 from sessiongate.errors import SessiongateError
 
@@ -42,6 +39,12 @@ class Prepared:
 def preflight(config: GatewayConfig, *, host: str) -> Prepared:
     """Check `config` as `run` does before it opens the store, listening on `host`; raise
     `PreflightError` with the message `run` prints. Nothing is opened or connected."""
+    # Here, not at the top: the API (FastAPI), the adapters and the agents load only when a
+    # configuration is checked, not when `doctor` or `run` is merely looked up.
+    from sessiongate.adapters.registry import build_adapters
+    from sessiongate.agents import build_agent_factory
+    from sessiongate.api.bind import UnsafeBindError, check_bind_address
+
     try:
         check_bind_address(host, config)
     except UnsafeBindError as exc:

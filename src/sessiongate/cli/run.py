@@ -39,8 +39,9 @@ from sessiongate.cli._common import (
 from sessiongate.cli.preflight import PreflightError, Prepared, preflight
 from sessiongate.config import default_config_path
 from sessiongate.errors import SessiongateError
-from sessiongate.gateway import GatewayRunner, tracing
+from sessiongate.gateway import tracing
 from sessiongate.gateway.leadership import Leadership
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.logs import configure_logging
 
 if TYPE_CHECKING:

@@ -9,8 +9,14 @@ lanes are whose (`SoloOwnership`, or `LeasedOwnership` on a shared database); `r
 composes them, starts and stops them.
 """
 
-from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus
-from sessiongate.gateway.runner import GatewayRunner, RunnerStatistics
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus
+    from sessiongate.gateway.runner import GatewayRunner, RunnerStatistics
 
 __all__ = [
     "GatewayRunner",
@@ -21,3 +27,23 @@ __all__ = [
     "ReceiptStatus",
     "RunnerStatistics",
 ]
+
+# Each name's module, imported on first use: importing one submodule (`gateway.prompts`, say)
+# does not load the runner and everything it composes.
+_LAZY = {
+    "GatewayRunner": "sessiongate.gateway.runner",
+    "MessageEvent": "sessiongate.gateway.messages",
+    "MessageType": "sessiongate.gateway.messages",
+    "Receipt": "sessiongate.gateway.messages",
+    "ReceiptStatus": "sessiongate.gateway.messages",
+    "RunnerStatistics": "sessiongate.gateway.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
