@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sessiongate import GatewayConfig
-from sessiongate.api.auth import UnsafeBindError, check_bind_address, is_loopback_host
+from sessiongate.api.bind import UnsafeBindError, check_bind_address, is_loopback_host
 
 TOKEN = "s3cret-token"
 

@@ -26,13 +26,6 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-# Where the server may listen lives apart, without FastAPI, for `doctor` and `run`'s checks.
-from sessiongate.api.bind import (
-    MIN_TOKEN_CHARS,
-    UnsafeBindError,
-    check_bind_address,
-    is_loopback_host,
-)
 from sessiongate.api.errors import ApiError
 from sessiongate.ui.sessions import CSRF_HEADER, SESSION_COOKIE, csrf_matches
 
@@ -43,15 +36,11 @@ if TYPE_CHECKING:
     from sessiongate.ui.sessions import UiSessions
 
 __all__ = [
-    "MIN_TOKEN_CHARS",
     "OPEN_PATHS",
     "OPEN_PREFIXES",
     "UNAUTHORIZED_CHALLENGE",
-    "UnsafeBindError",
     "authorization_refusal",
-    "check_bind_address",
     "dashboard_refusal",
-    "is_loopback_host",
     "is_open_path",
     "require_operator",
 ]

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from sessiongate.api.auth import is_loopback_host
+from sessiongate.api.bind import is_loopback_host
 from sessiongate.api.middleware import has_body, header, is_declared_json, refuse_unread
 
 if TYPE_CHECKING:

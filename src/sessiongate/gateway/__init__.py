@@ -15,7 +15,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sessiongate.gateway.messages import MessageEvent, MessageType, Receipt, ReceiptStatus
+    from sessiongate.gateway.messages import (
+        Inbox,
+        MessageEvent,
+        MessageType,
+        Receipt,
+        ReceiptStatus,
+    )
     from sessiongate.gateway.runner import GatewayRunner, RunnerStatistics
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
 # does not load the runner and everything it composes.
 _LAZY = {
     "GatewayRunner": "sessiongate.gateway.runner",
+    "Inbox": "sessiongate.gateway.messages",
     "MessageEvent": "sessiongate.gateway.messages",
     "MessageType": "sessiongate.gateway.messages",
     "Receipt": "sessiongate.gateway.messages",
