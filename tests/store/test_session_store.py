@@ -297,6 +297,11 @@ def test_append_and_tail_read(store: SessionStore):
     assert [m["content"] for m in tail] == ["a28", "q29", "a29"]
     assert len(store.load_transcript(sid)) == 60
     assert store.load_transcript(sid, limit=0) == []
+    assert len(store.load_transcript(sid, limit=100)) == 60
+    # A session without messages, and one that does not exist, read as empty.
+    empty = store.get_or_create_session(dm("someone-else")).session_id
+    assert store.load_transcript(empty, limit=3) == store.load_transcript(empty) == []
+    assert store.load_transcript("20260101_000000_deadbeef", limit=3) == []
 
 
 def test_duplicate_append_is_a_noop(store: SessionStore):

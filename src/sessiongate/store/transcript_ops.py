@@ -223,11 +223,8 @@ class TranscriptOps:
         if limit is not None and limit <= 0:
             return []
         with self._placement.for_session(session_id).read() as conn:
-            row = conn.get_session_row(session_id)
-            if row is None:
-                return []
-            rows = conn.load_path(row.sid, limit=limit)
-        return [row_to_message(r) for r in rows]
+            rows = conn.tail_messages(session_id, limit)
+        return [row_to_message(r) for r in rows or ()]
 
     def preview(self, session_id: str) -> dict[str, Any] | None:
         """What a list shows of a session without its transcript: `message_count` (messages

@@ -82,6 +82,17 @@ FROM s LEFT JOIN entries e ON e.sid = s.sid AND e.on_path = 1
 ORDER BY e.depth
 """
 
+# `get_session_row`'s sid and `load_path(sid, limit=...)` in one statement, the deepest first:
+# no row for an unknown session, one row with NULL entry columns for a path without messages
+# (`LIMIT NULL` is no limit).
+_TAIL_MESSAGES = f"""
+SELECT s.sid, e.* FROM sessions AS s LEFT JOIN LATERAL (
+    SELECT {_ENTRY} FROM entries
+    WHERE sid = s.sid AND on_path = 1 AND type = 'message' ORDER BY depth DESC LIMIT %s
+) AS e ON true
+WHERE s.session_id = %s
+"""  # noqa: S608
+
 _HEADLINE_WALK = f"""
 WITH RECURSIVE up(tip, id, parent_id, is_user, hops) AS (
     SELECT e.id, e.id, e.parent_id, e.type = 'message' AND e.role IS NOT DISTINCT FROM 'user', 0
@@ -306,6 +317,15 @@ class PostgresEntries(PostgresSessions):
         )
         rows.reverse()
         return list(map(EntryRow._make, rows))
+
+    def tail_messages(self, session_id: str, limit: int | None) -> list[EntryRow] | None:
+        rows = self._all(_TAIL_MESSAGES, (limit, session_id))
+        if not rows:
+            return None
+        # One row with no entry: a session whose path holds no message.
+        found = [EntryRow._make(values) for _, *values in rows if values[0] is not None]
+        found.reverse()
+        return found
 
     def user_turns_above(self, sid: int, depth: int) -> list[PathMessageRow]:
         rows = self._all(

@@ -60,6 +60,13 @@ class EntriesTx(Protocol):
         false; with `limit`, only the last `limit` of them."""
         ...
 
+    def tail_messages(self, session_id: str, limit: int | None) -> list[EntryRow] | None:
+        """`get_session_row` then `load_path(sid, limit=limit)`: the last `limit` messages of
+        the session's active path (all of them with None), root first; None when there is no
+        such session. One statement where the backend can (a transcript's tail is the most
+        frequent read)."""
+        ...
+
     def user_turns_above(self, sid: int, depth: int) -> Iterable[PathMessageRow]:
         """The active path's messages deeper than `depth`, the deepest first (a rewind walks
         them up to the n-th user message)."""

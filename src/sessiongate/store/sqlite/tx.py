@@ -356,6 +356,10 @@ class SqliteTx(
     ) -> list[EntryRow]:
         return entries.load_path(self.conn, sid, limit=limit, messages_only=messages_only)
 
+    def tail_messages(self, session_id: str, limit: int | None) -> list[EntryRow] | None:
+        row = self.get_session_row(session_id)
+        return None if row is None else self.load_path(row.sid, limit=limit)
+
     def user_turns_above(self, sid: int, depth: int) -> Iterable[PathMessageRow]:
         return entries.user_turns_above(self.conn, sid, depth)
 
