@@ -36,6 +36,7 @@ from sessiongate_bench.gateway import run_gateway_section
 from sessiongate_bench.instances import run_instances_section
 from sessiongate_bench.job_burst import run_job_burst_section
 from sessiongate_bench.machine import describe_machine
+from sessiongate_bench.pg_store import run_pg_store_section
 from sessiongate_bench.platforms import run_platforms_section
 from sessiongate_bench.postgres import postgres_url_from
 from sessiongate_bench.remote_db import run_remote_db_section
@@ -67,6 +68,7 @@ SECTIONS: dict[str, Callable[[bool, str | None], dict[str, Any]]] = {
     "gateway": lambda quick, url: run_gateway_section(quick=quick, postgres_url=url),
     "instances": lambda quick, url: run_instances_section(url, quick=quick),
     "remote_db": lambda quick, url: run_remote_db_section(url, quick=quick),
+    "pg_store": lambda quick, url: run_pg_store_section(url, quick=quick),
     "tree": lambda quick, _url: run_tree_section(quick=quick),
     "streaming": lambda quick, _url: run_streaming_section(quick=quick),
     "telegram": lambda quick, _url: run_telegram_section(quick=quick),

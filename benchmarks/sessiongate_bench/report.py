@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sessiongate_bench.agent_kinds import agent_kinds_lines
 from sessiongate_bench.instances import instances_lines
 from sessiongate_bench.job_burst import job_burst_lines
+from sessiongate_bench.pg_store import pg_store_goals, pg_store_lines
 from sessiongate_bench.remote_db import remote_db_goals, remote_db_lines
 from sessiongate_bench.streaming import streaming_goals
 from sessiongate_bench.tree import FULL_SIZES as TREE_SIZES
@@ -218,6 +219,7 @@ def evaluate_goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     goals.extend(_tree_goals(results))
     goals.extend(streaming_goals(results))
     goals.extend(remote_db_goals(results))
+    goals.extend(pg_store_goals(results))
     goals.append(_telegram_goal(results))
     if results.get("quick"):
         # Quick sizes check that every part of the benchmark runs; figures from them say
@@ -516,6 +518,7 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines += agent_kinds_lines(results.get("agent_kinds", {}))
     lines += job_burst_lines(results.get("job_burst", {}))
     lines += remote_db_lines(results.get("remote_db", {}))
+    lines += pg_store_lines(results.get("pg_store", {}))
     lines += _telegram_lines(results.get("telegram", {}))
     lines += _signal_lines(results.get("signal", {}))
     tree = results.get("tree", {})
