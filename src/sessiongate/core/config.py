@@ -800,6 +800,13 @@ class StoreConfig(_Model):
         "(the lane's next message needs no claim, and its agent stays warm there) before it "
         "gives the lane back.",
     )
+    connections: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="On PostgreSQL: writer connections, and the gateway's store threads that "
+        "use them; lanes whose store calls run at once overlap their round trips on this many.",
+    )
     poll_only: bool = Field(
         False,
         description="On a shared PostgreSQL: no LISTEN/NOTIFY wake-ups, only the sweep (for a "

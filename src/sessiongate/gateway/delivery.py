@@ -26,6 +26,7 @@ from sessiongate.core.config import DeliveryConfig
 from sessiongate.errors import StaleWriteError
 from sessiongate.gateway.adapter import SendRefusedError, StreamingAdapter
 from sessiongate.gateway.reply_stream import ReplyStream
+from sessiongate.gateway.store_calls import InlineCalls
 from sessiongate.gateway.tracing import traced
 from sessiongate.store.deliveries import STALE_REASON, DeliveryKind, platform_reason
 from sessiongate.store.lanes import TurnState
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from sessiongate.core.clock import Clock
     from sessiongate.core.source import SessionSource
     from sessiongate.gateway.adapter import PlatformAdapter
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.deliveries import DeliveryRecord, DeliveryStore
     from sessiongate.store.lanes import LaneStore, Turn
 
@@ -73,7 +75,10 @@ class Delivery:
         clock: Clock | None = None,
         deliveries: DeliveryStore | None = None,
         config: DeliveryConfig | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
+        # How the store is called: on the loop (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         self._adapters = {str(a.platform): a for a in adapters}
         if len(self._adapters) != len(adapters):
             raise ValueError("two adapters for one platform")
@@ -173,14 +178,15 @@ class Delivery:
                 adapter, record.source, record.text, record.turn_id
             )
         if ok:
-            self._rows.mark_sent(record, message_id)
+            await self._calls.run(self._rows.mark_sent, record, message_id)
             self._count(str(DeliveryStatus.SENT))
             return True
         if reason is not None and reason.startswith(_FINAL):
-            self._rows.mark_dead(record, reason.removeprefix(_FINAL))
+            await self._calls.run(self._rows.mark_dead, record, reason.removeprefix(_FINAL))
             self._count(str(DeliveryStatus.DEAD))
             return False
-        settled = self._rows.mark_failed(
+        settled = await self._calls.run(
+            self._rows.mark_failed,
             record,
             reason or "unknown",
             max_attempts=self.config.max_attempts,
@@ -207,7 +213,8 @@ class Delivery:
         if self._rows is None or not self._keeps_row(turn_id):
             sent, _, _ = await self._push(adapter, source, text, turn_id)
             return sent
-        record = self._rows.open(
+        record = await self._calls.run(
+            self._rows.open,
             kind,
             source,
             text,
@@ -265,14 +272,15 @@ class Delivery:
         (its delivery `failed`). With the turn's `stream`, the streamed message is finished
         with the text instead (sent whole if that fails). A delivery given up (`dead`) is
         left alone unless `force` (the operator's retry)."""
-        if self.quiet is not None and self.quiet(turn_id, text):
-            self._lane_store.mark_delivered(turn_id)
+        if self.quiet is not None and await self._calls.run(self.quiet, turn_id, text):
+            await self._calls.run(self._lane_store.mark_delivered, turn_id)
             log.info("no-op reply not sent", extra={"session_key": session_key, "turn_id": turn_id})
             return True
         if self.adapter_for(source.platform) is None or not self._keeps_row(turn_id):
             return await self._deliver_without_row(session_key, turn_id, source, text, stream)
         assert self._rows is not None  # `_keeps_row`
-        record = self._rows.open(
+        record = await self._calls.run(
+            self._rows.open,
             DeliveryKind.REPLY,
             source,
             text,
@@ -285,12 +293,13 @@ class Delivery:
         self._sending.add(record.id)
         try:
             if record.status is DeliveryStatus.SENT:
-                self._rows.mark_sent(record, record.message_id)  # its turn, if left behind
+                # Its turn, if left behind.
+                await self._calls.run(self._rows.mark_sent, record, record.message_id)
                 return True
             if record.status is DeliveryStatus.DEAD and not force:
                 return False
             if stream is not None and await stream.finish(text):
-                self._rows.mark_sent(record, stream.handle)
+                await self._calls.run(self._rows.mark_sent, record, stream.handle)
                 self._count(str(DeliveryStatus.SENT))
                 sent = True
             else:
@@ -316,7 +325,7 @@ class Delivery:
                 return False
         finally:
             self._sending_turns.discard(turn_id)
-        self._lane_store.mark_delivered(turn_id)
+        await self._calls.run(self._lane_store.mark_delivered, turn_id)
         log.info("turn delivered", extra={"session_key": session_key, "turn_id": turn_id})
         return True
 
@@ -337,13 +346,19 @@ class Delivery:
                 and self.stale(committed, now)
                 and self.adapter_for(turn.source.platform) is not None
             ):
-                self._give_up_stale(turn, committed)
+                if await self._calls.run(self._give_up_stale, turn, committed):
+                    self._count(str(DeliveryStatus.DEAD))
+                    log.warning(
+                        "stale reply not sent",
+                        extra={"session_key": turn.session_key, "turn_id": turn.id},
+                    )
                 continue
             if await self.deliver_reply(turn.session_key, turn.id, turn.source, turn.reply or ""):
                 delivered += 1
         return delivered
 
-    def _give_up_stale(self, turn: Turn, committed: datetime) -> None:
+    def _give_up_stale(self, turn: Turn, committed: datetime) -> bool:
+        """Report a stale reply `dead` (a store call); True unless it was settled already."""
         assert self._rows is not None
         record = self._rows.open(
             DeliveryKind.REPLY,
@@ -353,13 +368,10 @@ class Delivery:
             session_key=turn.session_key,
             at=committed,
         )
-        if record.status in (DeliveryStatus.PENDING, DeliveryStatus.FAILED):
-            self._rows.mark_dead(record, STALE_REASON)
-            self._count(str(DeliveryStatus.DEAD))
-            log.warning(
-                "stale reply not sent",
-                extra={"session_key": turn.session_key, "turn_id": turn.id},
-            )
+        if record.status not in (DeliveryStatus.PENDING, DeliveryStatus.FAILED):
+            return False
+        self._rows.mark_dead(record, STALE_REASON)
+        return True
 
     async def redeliver(
         self,
@@ -379,9 +391,10 @@ class Delivery:
         for turn in replied:
             if not self._keeps_row(turn.id) or turn.id in self._sending_turns:
                 continue
-            if self._rows.of_turn(turn.id) is None:
+            if await self._calls.run(self._rows.of_turn, turn.id) is None:
                 committed = turn.finished_at or turn.accepted_at
-                self._rows.open(
+                await self._calls.run(
+                    self._rows.open,
                     DeliveryKind.REPLY,
                     turn.source,
                     turn.reply or "",
@@ -391,13 +404,13 @@ class Delivery:
                     first_try_after=grace.total_seconds(),
                 )
         delivered = 0
-        for record in self._rows.due(now):
+        for record in await self._calls.run(self._rows.due, now):
             if record.id in self._sending:
                 continue
             if may_send is not None and not may_send(record.session_key):
                 continue
             if self.stale(record.created_at, now):
-                self._rows.mark_dead(record, STALE_REASON)
+                await self._calls.run(self._rows.mark_dead, record, STALE_REASON)
                 self._count(str(DeliveryStatus.DEAD))
                 continue
             self._sending.add(record.id)
@@ -432,7 +445,7 @@ class Delivery:
     async def retry_reply(self, turn_id: int) -> bool:
         """Send one undelivered (`replied`) reply now, as the operator asks; False when it is
         not waiting for delivery or the send failed again."""
-        turn = self._lane_store.get_turn(turn_id)
+        turn = await self._calls.run(self._lane_store.get_turn, turn_id)
         if turn is None or turn.state is not TurnState.REPLIED:
             return False
         return await self.deliver_reply(
@@ -445,7 +458,7 @@ class Delivery:
         None when there is no such delivery, it was sent already, or it is being sent."""
         if self._rows is None or delivery_id in self._sending:
             return None
-        record = self._rows.reopen(delivery_id)
+        record = await self._calls.run(self._rows.reopen, delivery_id)
         if record is None:
             return None
         self._sending.add(record.id)
@@ -453,4 +466,4 @@ class Delivery:
             await self._try(record)
         finally:
             self._sending.discard(record.id)
-        return self._rows.get(delivery_id)
+        return await self._calls.run(self._rows.get, delivery_id)

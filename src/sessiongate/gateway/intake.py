@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sessiongate.core.bindings import agent_for
@@ -36,7 +36,7 @@ from sessiongate.gateway.worker import ARCHIVED_NOTICE
 from sessiongate.store.lanes import AcceptStatus, InboxKind, TurnState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
@@ -45,11 +45,12 @@ if TYPE_CHECKING:
     from sessiongate.gateway.approvals import Approvals
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.lane_leases import LaneOwnership
-    from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.gateway.lanes import Lane, LaneTable
     from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.receipts import Waiters
     from sessiongate.gateway.routing import Routed, Router
     from sessiongate.gateway.run_state import IntakeCounters, RunState
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.gateway.streams import TurnWatch
     from sessiongate.gateway.turns import TurnExecutor
     from sessiongate.gateway.worker import LaneWorker
@@ -71,6 +72,14 @@ _REMOTE_OUTCOMES = {
 SHUTTING_DOWN = "The gateway is shutting down; please send your message again shortly."
 
 
+@dataclass(slots=True)
+class _Arrivals:
+    """The messages to one key being accepted or waiting to be."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    count: int = 0
+
+
 class Intake:
     def __init__(
         self,
@@ -90,8 +99,12 @@ class Intake:
         counters: IntakeCounters,
         counts_changed: Callable[[], None],
         clock: Clock,
+        calls: StoreCalls,
     ) -> None:
         self._store = store
+        self._calls = calls
+        # One accept at a time per key, in the order messages arrived (`_arriving`).
+        self._arrivals: dict[str, _Arrivals] = {}
         self._lane_store = lane_store
         self._config = config
         self._state = state
@@ -184,21 +197,16 @@ class Intake:
         kind = InboxKind.QUEUED if event.event_kind else InboxKind.SLOT
         inbound = event.to_inbound()
         key = self._key_of(event)
-        # On a shared database a turn is claimed in its accepting transaction only on a lane
-        # this instance holds (its lease lingering after its last turn), under the fence;
-        # elsewhere the lane's worker claims the lease first.
-        held = self._leases.held_for_accept(key) and self._lanes.is_free(key)
-        try:
-            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, held)
-        except LeaseLostError:
-            routed, acceptance, claim = self._accept_routed(event, inbound, kind, key, False)
-        except StoreUnavailableError:
-            if held:
-                # The connection died with the commit's answer (a restart): the claim may have
-                # committed a running turn no worker here runs. Claimed here next, the lane's
-                # later rows would overtake it; its next worker recovers it first.
-                self._leases.settle(key, settled=False)
-            raise
+        async with self._arriving(key):
+            # The lane is kept while the accept runs (off the loop on PostgreSQL), so a turn
+            # claimed in it has a lane to run on and nothing else starts a worker there.
+            reserved = self._lanes.reserve(key)
+            try:
+                routed, acceptance, claim = await self._accept(event, inbound, kind, key, reserved)
+            except BaseException:
+                if reserved is not None:
+                    self._unreserve(reserved)
+                raise
         entry = routed.entry
         if (
             watch is not None
@@ -209,45 +217,107 @@ class Intake:
             # Before any await: the turn cannot have produced anything yet.
             self._waiters.watch(acceptance.inbox_id, entry.session_key, watch)
         self.discard(entry, routed.dropped)
-        if acceptance is None:
-            return await self.refuse_archived(entry, source, event=event.event_kind)
         if claim is None:
+            if reserved is not None:
+                self._unreserve(reserved)
+            if acceptance is None:
+                return await self.refuse_archived(entry, source, event=event.event_kind)
             return await self.dispatch(
                 entry, source, acceptance, wait=wait, interrupt=kind is InboxKind.SLOT
             )
-        # The lane was free and nothing awaited since: its worker starts with this turn. Its
-        # lingering lease is no longer idle, so the sweep cannot give it back under the turn
-        # before the worker runs.
+        assert reserved is not None
+        # The lane was kept for this accept: its worker starts with this turn. Its lingering
+        # lease is no longer idle, so the sweep cannot give it back under the turn before the
+        # worker runs.
         self._leases.busy(entry.session_key)
         future = (
             self._waiters.add(claim.item.id, entry.session_key, entry.session_id) if wait else None
         )
-        self._worker.ensure(entry.session_key, first=claim)
+        self._lanes.start(reserved, self._worker.run, first=claim)
         if future is None:
             return Receipt(
                 entry.session_key, entry.session_id, ReceiptStatus.QUEUED, None, claim.turn.id
             )
         return await future
 
+    @contextlib.asynccontextmanager
+    async def _arriving(self, key: str) -> AsyncIterator[None]:
+        """Messages to one key are accepted one at a time, in the order they arrived (an
+        `asyncio.Lock` wakes its waiters first come, first served)."""
+        arrivals = self._arrivals.get(key)
+        if arrivals is None:
+            arrivals = self._arrivals[key] = _Arrivals()
+        arrivals.count += 1
+        try:
+            async with arrivals.lock:
+                yield
+        finally:
+            arrivals.count -= 1
+            if not arrivals.count:
+                del self._arrivals[key]
+
+    async def _accept(
+        self,
+        event: MessageEvent,
+        inbound: Inbound,
+        kind: InboxKind,
+        key: str,
+        reserved: Lane | None,
+    ) -> tuple[Routed, Acceptance | None, Claim | None]:
+        """`_accept_routed` off the loop. On a shared database a turn is claimed in its
+        accepting transaction only on a lane this instance holds (its lease lingering after
+        its last turn), under the fence; elsewhere the lane's worker claims the lease first."""
+        held = reserved is not None and self._leases.held_for_accept(key)
+        accept = self._accept_routed
+        try:
+            return await self._calls.run(accept, event, inbound, kind, key, held, reserved)
+        except LeaseLostError:
+            return await self._calls.run(accept, event, inbound, kind, key, False, reserved)
+        except StoreUnavailableError:
+            if held:
+                # The connection died with the commit's answer (a restart): the claim may have
+                # committed a running turn no worker here runs. Claimed here next, the lane's
+                # later rows would overtake it; its next worker recovers it first.
+                self._leases.settle(key, settled=False)
+            raise
+
+    def _unreserve(self, lane: Lane) -> None:
+        """Give back a lane kept for an accept that claimed nothing; work handed to it
+        meanwhile gets a worker."""
+        self._lanes.release(lane)
+        for turn_id in lane.resume:
+            self._worker.ensure(lane.key, resume_turn=turn_id)
+        if lane.woken and not lane.resume:
+            self._worker.ensure(lane.key)
+
     def _accept_routed(
-        self, event: MessageEvent, inbound: Inbound, kind: InboxKind, key: str, held: bool
+        self,
+        event: MessageEvent,
+        inbound: Inbound,
+        kind: InboxKind,
+        key: str,
+        held: bool,
+        reserved: Lane | None,
     ) -> tuple[Routed, Acceptance | None, Claim | None]:
         """Route and accept one message in one transaction, claiming its turn at once when
-        the lane is free (and, on a shared database, `held` here: then under the fence, and
-        `LeaseLostError` means nothing was written)."""
+        its lane was `reserved` for it (and, on a shared database, `held` here: then under the
+        fence, and `LeaseLostError` means nothing was written)."""
         fence = self._leases.fence(key, lock_lane=True) if held else contextlib.nullcontext()
         # No call inside is caught and gone on from: the calls need no savepoints.
         with fence, self._lane_store.atomic(savepoints=False):
             self._leases.lock_for_accept(key, held=held, lock_lane=self._lane_store.lock_lane)
-            routed = self.route(
+            routed = self._router.route(
                 event.source,
                 event_kind=event.event_kind,
                 session_key=event.session_key,
                 visible_session_id=event.visible_session_id,
+                reserved=reserved,
             )
             entry = routed.entry
             startable = (
-                not routed.busy
+                reserved is not None
+                and entry.session_key == key
+                and not routed.busy
                 and self._state.gate.is_set()
                 and not self._state.stopping
                 and self._leases.claim_at_accept(key, held=held, routed_key=entry.session_key)

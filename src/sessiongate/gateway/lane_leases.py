@@ -71,7 +71,7 @@ class LaneOwnership(Protocol):
         """No agent call or send starts past this (the lease may have moved on)."""
         ...
 
-    def acquire(self, key: str) -> bool | None:
+    async def acquire(self, key: str) -> bool | None:
         """Hold `key`: True if claimed now (what an earlier owner left is to recover), False
         if held already, None if another instance owns it or the database is away."""
         ...
@@ -85,7 +85,7 @@ class LaneOwnership(Protocol):
         """One transaction that commits only while `key` is held here."""
         ...
 
-    def in_flight(self, key: str) -> list[int]: ...
+    async def in_flight(self, key: str) -> list[int]: ...
 
     def rejoined(self, instance_id: str) -> None:
         """Declared dead by the others (a long pause): back under a new id, nothing held."""
@@ -140,7 +140,7 @@ class SoloOwnership:
     def may_act(self) -> bool:
         return True
 
-    def acquire(self, key: str) -> bool | None:
+    async def acquire(self, key: str) -> bool | None:
         return False
 
     def busy(self, key: str) -> None:
@@ -158,7 +158,7 @@ class SoloOwnership:
     def fence(self, key: str, *, lock_lane: bool = False) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def in_flight(self, key: str) -> list[int]:
+    async def in_flight(self, key: str) -> list[int]:
         return []
 
     def rejoined(self, instance_id: str) -> None:
@@ -213,6 +213,8 @@ class LeasedOwnership:
         # Held lanes whose journal may hold a turn no worker here is running: claimed from
         # another owner, or left by a worker of this instance that stopped short.
         self._unsettled: set[str] = set()
+        # Idle lanes being given back (`release`), each done when the database answered.
+        self._releasing: dict[str, asyncio.Future[None]] = {}
         self.claims = 0
         self.claims_refused = 0
         self.sweeps = 0
@@ -231,18 +233,21 @@ class LeasedOwnership:
     def may_act(self) -> bool:
         return self.ownership.may_act()
 
-    def acquire(self, key: str) -> bool | None:
+    async def acquire(self, key: str) -> bool | None:
         own = self.ownership
+        releasing = self._releasing.get(key)
+        if releasing is not None:
+            await asyncio.shield(releasing)  # given back, or kept: then it is held here
         if not own.may_act():
             return None
         if key in self._held:
             return False  # the fence finds out if it has moved on meanwhile
-        lease = own.claim(key)
+        lease = await asyncio.to_thread(own.claim, key)
         if lease is None:
             self.claims_refused += 1
             if self._hints and own.connected:
                 with contextlib.suppress(StoreUnavailableError):
-                    own.nudge(key)
+                    await asyncio.to_thread(own.nudge, key)
             return None
         self.claims += 1
         self._held[key] = lease
@@ -279,21 +284,36 @@ class LeasedOwnership:
             with self.ownership.fenced(lease, lock_lane=lock_lane):
                 yield
         except LeaseLostError:
-            if self._held.get(key) == lease:
-                self.forget(key)
+            # The fence may run on a store thread (`gateway/store_calls.py`): the table of
+            # leases is the loop's, so it forgets there, before the caller hears of it.
+            loop = self._loop
+            if loop is None or loop.is_closed() or _on_loop(loop):
+                self._forget_lease(key, lease)
+            else:
+                loop.call_soon_threadsafe(self._forget_lease, key, lease)
             raise
 
-    def in_flight(self, key: str) -> list[int]:
+    def _forget_lease(self, key: str, lease: Lease) -> None:
+        if self._held.get(key) == lease:
+            self.forget(key)
+
+    async def in_flight(self, key: str) -> list[int]:
         """Turns of a held lane an earlier owner (or this one, before it lost the database)
         left unfinished."""
         lease = self._held.get(key)
         if lease is None:
             return []
-        return self.ownership.in_flight(lease)
+        return await asyncio.to_thread(self.ownership.in_flight, lease)
 
     def held_for_accept(self, key: str) -> bool:
-        # Its lease lingering after its last turn, and nothing of an earlier owner's left.
-        return self.holds(key) and not self.unsettled(key) and self.may_act()
+        # Its lease lingering after its last turn (not being given back), and nothing of an
+        # earlier owner's left.
+        return (
+            self.holds(key)
+            and key not in self._releasing
+            and not self.unsettled(key)
+            and self.may_act()
+        )
 
     def lock_for_accept(self, key: str, *, held: bool, lock_lane: Callable[[str], None]) -> None:
         if not held:
@@ -347,15 +367,23 @@ class LeasedOwnership:
         if self._wakeups is not None:
             await asyncio.to_thread(self._wakeups.close)
 
-    def release(self, key: str) -> bool:
-        """Give an idle lane back; False while a row waits on it (the worker goes on)."""
+    async def release(self, key: str) -> bool:
+        """Give an idle lane back; False while a row waits on it (the worker goes on). While
+        the database gives it back, an accept claims nothing under it and a worker's
+        `acquire` waits for the outcome."""
         lease = self._held.get(key)
         if lease is None:
             return True
-        if not self.ownership.release(lease):
-            return False
-        self.forget(key)
-        return True
+        releasing = asyncio.get_running_loop().create_future()
+        self._releasing[key] = releasing
+        try:
+            released = await asyncio.to_thread(self.ownership.release, lease)
+            if released and self._held.get(key) == lease:
+                self.forget(key)
+            return released
+        finally:
+            del self._releasing[key]
+            releasing.set_result(None)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
@@ -368,13 +396,13 @@ class LeasedOwnership:
         self._idle.clear()
         self._unsettled.clear()
 
-    def _release_idle(self, wake: Callable[[str], None]) -> None:
+    async def _release_idle(self, wake: Callable[[str], None]) -> None:
         due = time.monotonic() - self._linger
         for key, since in list(self._idle.items()):
             if since > due or self._idle.get(key) != since:
                 continue
             try:
-                if not self.release(key):
+                if not await self.release(key):
                     # A row arrived meanwhile: the lane has work, and stays ours.
                     self._idle.pop(key, None)
                     wake(key)
@@ -394,10 +422,10 @@ class LeasedOwnership:
             else:
                 return
             self.sweeps += 1
-            own.reap_vanished()
-            for key in own.wanting_owner(SWEEP_BATCH):
+            await asyncio.to_thread(own.reap_vanished)
+            for key in await asyncio.to_thread(own.wanting_owner, SWEEP_BATCH):
                 wake(key)
-            self._release_idle(wake)
+            await self._release_idle(wake)
 
 
 def open_lane_ownership(ownership: Ownership | None, config: GatewayConfig) -> LaneOwnership:
@@ -406,3 +434,10 @@ def open_lane_ownership(ownership: Ownership | None, config: GatewayConfig) -> L
     if ownership is None:
         return SoloOwnership()
     return LeasedOwnership(ownership, config)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -3,10 +3,16 @@
 A lane is claimed by `LaneTable.ensure` *synchronously*: the lane is registered and its worker
 task created before the caller reaches any `await`, so two coroutines (a live message and a
 restart resume, two redeliveries) can never both see the key idle and start two agents on it.
-Live messages, restart resumes and compactions go through this same method. The worker releases
-the lane in the same synchronous step in which it finds no more work, so a message accepted in
-between either is claimed by that worker or finds the lane free and starts a new one: no lost
-wakeup.
+Live messages, restart resumes and compactions go through this same method. No wakeup is lost:
+`ensure` on a lane that has a worker marks it `woken`, and the worker, which clears the mark
+before it reads the lane's rows (a read that may run on a store thread while other coroutines
+go on), reads again if it was woken meanwhile; it releases the lane in the same synchronous step
+in which it finds no more work and no mark, so a message accepted after that finds the lane
+free and starts a new one.
+
+A message being accepted keeps its lane (`reserve`, then `start` or `release`): while its accept
+runs off the loop, nothing else can start a worker there, and a claim made in that accept has a
+lane to run on.
 
 A lane can start with work already in hand: the turn its first message claimed in the same
 transaction that accepted it (`first`), or a job such as a compaction (`job`) that holds the
@@ -82,6 +88,11 @@ class Lane:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     # Work the lane was created with; the worker takes it before anything else.
     first: Claim | None = None
+    # Work was handed to the lane since its worker last looked for rows (`ensure`).
+    woken: bool = False
+    # Whether a row waits, as the last turn's outcome committed (None: not known), so the
+    # worker need not look again.
+    pending: bool | None = None
     job: Callable[[], Awaitable[None]] | None = None
 
 
@@ -128,7 +139,31 @@ class LaneTable:
             lane.task = self._spawn(worker(lane))
         elif resume_turn is not None:
             lane.resume.append(resume_turn)
+        else:
+            lane.woken = True
         return lane
+
+    def reserve(self, key: str) -> Lane | None:
+        """Keep the free lane of `key` for a message being accepted: it is not free, and has
+        no worker until `start` (None if it was not free). `ensure` meanwhile hands work to
+        the reserved lane, for the worker `start` gives it; `release` gives it back."""
+        if not self.is_free(key):
+            return None
+        lane = Lane(key)
+        self._lanes[key] = lane
+        self._idle.clear()
+        return lane
+
+    def start(
+        self,
+        lane: Lane,
+        worker: Callable[[Lane], Coroutine[Any, Any, None]],
+        *,
+        first: Claim | None = None,
+    ) -> None:
+        """The reserved `lane`'s worker, with the turn its accept claimed (`first`)."""
+        lane.first = first
+        lane.task = self._spawn(worker(lane))
 
     def release(self, lane: Lane) -> None:
         if self._lanes.get(lane.key) is lane:
@@ -150,9 +185,11 @@ class LaneTable:
     def is_held(self, key: str) -> bool:
         return key in self._held
 
-    def is_free(self, key: str) -> bool:
-        """No worker and no holder: work for `key` may start at once."""
-        return key not in self._lanes and key not in self._held
+    def is_free(self, key: str, *, reserved: Lane | None = None) -> bool:
+        """No worker and no holder: work for `key` may start at once (the lane `reserved`
+        for the caller's own work does not count)."""
+        lane = self._lanes.get(key)
+        return (lane is None or lane is reserved) and key not in self._held
 
     def running_turns(self) -> int:
         return sum(1 for lane in self._lanes.values() if lane.running is not None)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.core.source import SessionSource
-    from sessiongate.gateway.lanes import LaneTable
+    from sessiongate.gateway.lanes import Lane, LaneTable
     from sessiongate.store.lanes import Claim, InboxItem, LaneStore
     from sessiongate.store.session_store import SessionStore
 
@@ -78,13 +78,15 @@ class Router:
         event_kind: str | None = None,
         session_key: str | None = None,
         visible_session_id: str | None = None,
+        reserved: Lane | None = None,
     ) -> Routed:
         """Route a message as it arrives, inside the caller's transaction (to `session_key`'s
-        lane when it names one; `SessionNotFoundError` if that lane does not exist)."""
+        lane when it names one; `SessionNotFoundError` if that lane does not exist). A lane
+        the caller `reserved` for this message is not busy for it."""
         if session_key is not None:
-            return self._route_addressed(session_key, event_kind, visible_session_id)
+            return self._route_addressed(session_key, event_kind, visible_session_id, reserved)
         key, current = self._lane_store.resolve(source)
-        busy = not self._lanes.is_free(key)
+        busy = not self._lanes.is_free(key, reserved=reserved)
         if current is not None and (current.archived or busy):
             return Routed(current, busy=busy, archived=current.archived)
         entry = self._store.get_or_create_session(
@@ -96,12 +98,16 @@ class Router:
         return Routed(entry, busy=busy, archived=False, dropped=dropped)
 
     def _route_addressed(
-        self, key: str, event_kind: str | None, visible_session_id: str | None
+        self,
+        key: str,
+        event_kind: str | None,
+        visible_session_id: str | None,
+        reserved: Lane | None,
     ) -> Routed:
         current = self._store.get_session(key)
         if current is None:
             raise SessionNotFoundError(self._store.missing_message(key), session_key=key)
-        busy = not self._lanes.is_free(key)
+        busy = not self._lanes.is_free(key, reserved=reserved)
         if current.archived or busy:
             return Routed(current, busy=busy, archived=current.archived)
         entry = self._store.refresh_lane(

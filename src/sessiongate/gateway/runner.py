@@ -14,9 +14,11 @@ Whose lanes are whose is chosen once, here (`lane_leases.py`): every lane on a d
 own (`SoloOwnership`); on a PostgreSQL database shared by several instances, each with its own
 home, a lane's turns only on the instance holding its lease (`LeasedOwnership`).
 
-The sync/async seam: store calls are short transactions and run inline on the event loop; a
-lane's turn awaits only the agent and the adapter, and every state change happens between
-awaits, so cancellation can never split one.
+The sync/async seam (`store_calls.py`, chosen once here): a lane's store calls are awaited,
+and run inline on the event loop on SQLite and on the store's threads on PostgreSQL, so the loop
+never waits on the network. A store call once started always finishes, so cancellation can
+never split one from the bookkeeping after it, and what a commit tells the change listeners
+reaches them on the loop.
 
 Every task has an owner: the runner's `TaskGroup` (lane workers, the recovery task, the
 housekeeping watcher of spec §10 over the runner's agent cache), held by a supervisor task
@@ -53,6 +55,7 @@ from sessiongate.gateway.receipts import Waiters
 from sessiongate.gateway.routing import Router
 from sessiongate.gateway.run_state import IntakeCounters, RunnerStatistics, RunState
 from sessiongate.gateway.scheduler import Scheduler
+from sessiongate.gateway.store_calls import store_calls
 from sessiongate.gateway.turns import (
     TurnCounters,
     TurnExecutor,
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.agent import AgentFactory
     from sessiongate.gateway.messages import MessageEvent
     from sessiongate.gateway.streams import TurnWatch
+    from sessiongate.store.changes import Change
     from sessiongate.store.deliveries import DeliveryRecord
     from sessiongate.store.session_store import SessionStore
 
@@ -98,9 +102,13 @@ class GatewayRunner:
         self.home = Path(home)
         self.clock: Clock = clock or store.clock
         self.lane_store = LaneStore(store)
+        # How the gateway calls the store, chosen once: on the loop, or off it (decision 15).
+        self.calls = store_calls(store.remote, threads=config.store.connections)
+        # The store's change listeners, told on the loop; added here, removed by `stop()`.
+        self._listeners: list[Callable[[list[Change]], None]] = []
         # The live feed (`feed.py`): fed by the store's commits from here until `stop()`.
         self.feed = EventFeed(config.feed, clock=self.clock)
-        store.add_change_listener(self.feed.publish_changes)
+        self._listen(self.feed.publish_changes)
         # Agents sit below the gateway: the caller chooses them (`sessiongate.agents.
         # build_agent_factory(config)` gives the echo agent or the configured OpenAI one).
         self._agent_factory = agent_factory
@@ -116,13 +124,14 @@ class GatewayRunner:
         if config.webhooks.outbound:
             self.outbox.subscribe({hook.url: hook.events for hook in config.webhooks.outbound})
             self.webhooks = WebhookSender(self.outbox, config.webhooks, clock=self.clock)
-            store.add_change_listener(self.webhooks.changes_committed)
+            self._listen(self.webhooks.changes_committed)
         self._delivery = Delivery(
             adapters,
             self.lane_store,
             clock=self.clock,
             deliveries=self.deliveries,
             config=config.delivery,
+            calls=self.calls,
         )
         # Tool calls waiting for a person's approval (`approvals.py`).
         self.approvals = Approvals(
@@ -159,13 +168,14 @@ class GatewayRunner:
             shared=self.presence.ownership is not None,
             feed=self.feed,
             delivers=lambda platform: self._delivery.adapter_for(platform) is not None,
+            calls=self.calls,
         )
         self._delivery.quiet = self.jobs.quiet
         # Inbound webhooks (`POST /hooks/in/<name>`) run as system turns the same way.
         self.inbound_hooks = InboundHooks(
             store, config, submit=self.handle_message, clock=self.clock, feed=self.feed
         )
-        store.add_change_listener(self.jobs.on_changes)
+        self._listen(self.jobs.on_changes)
         self._home_lock = recovery.HomeLock(self.home)
         self._state = RunState()
         self._waiters = Waiters()
@@ -190,6 +200,7 @@ class GatewayRunner:
             feed=self.feed,
             prompts=self.system_prompts,
             approvals=self.approvals,
+            calls=self.calls,
         )
         compactor = Compactor(
             store=store,
@@ -219,6 +230,7 @@ class GatewayRunner:
             counters=self._counters,
             counts_changed=self.write_restart_counts,
             refuse_archived=lambda *args, **kw: self.intake.refuse_archived(*args, **kw),
+            calls=self.calls,
         )
         self.intake = Intake(
             store=store,
@@ -236,6 +248,7 @@ class GatewayRunner:
             counters=self._counters,
             counts_changed=self.write_restart_counts,
             clock=self.clock,
+            calls=self.calls,
         )
         # Lanes an operator took over from the agent (`takeover.py`), held at intake.
         self.takeovers = self.intake.takeovers
@@ -260,6 +273,7 @@ class GatewayRunner:
             return
         self._home_lock.acquire()
         self._started = True
+        self.calls.start()
         group_ready = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(group_ready), name="sessiongate")
         await group_ready.wait()
@@ -365,12 +379,11 @@ class GatewayRunner:
         # Counters reset meanwhile (`/new`, the reset route) must not come back at the next start.
         self.write_restart_counts()
         recovery.write_clean_shutdown(self.home, self.lane_store, self.clock.now())
-        self.store.remove_change_listener(self.feed.publish_changes)
-        self.store.remove_change_listener(self.jobs.on_changes)
-        if self.webhooks is not None:
-            # Events of changes made after the stop are still written (the writer stays),
-            # and sent by the next start.
-            self.store.remove_change_listener(self.webhooks.changes_committed)
+        # Events of changes made after the stop are still written (the outbox's writer stays),
+        # and sent by the next start.
+        for listener in self._listeners:
+            self.store.remove_change_listener(listener)
+        self.calls.close()
         self.feed.close()
         log.info("gateway stopped", extra={"restart": restart})
 
@@ -379,6 +392,11 @@ class GatewayRunner:
             self._group = group
             ready.set()
             await self._shutdown.wait()
+
+    def _listen(self, listener: Callable[[list[Change]], None]) -> None:
+        told = self.calls.on_loop(listener)
+        self._listeners.append(told)
+        self.store.add_change_listener(told)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         if self._group is None:

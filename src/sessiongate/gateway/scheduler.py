@@ -30,6 +30,7 @@ from sessiongate.core.platform import Platform
 from sessiongate.core.source import ChatType, SessionSource
 from sessiongate.errors import QueueFullError, SessionNotFoundError
 from sessiongate.gateway.messages import MessageEvent, ReceiptStatus
+from sessiongate.gateway.store_calls import InlineCalls
 from sessiongate.store.changes import ChangeKind
 from sessiongate.store.jobs import JobNotFoundError, JobRun, JobStore
 from sessiongate.store.records import to_us
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from sessiongate.core.jobs import JobSpec
     from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.messages import Receipt
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.changes import Change
     from sessiongate.store.session_store import SessionStore
 
@@ -80,8 +82,11 @@ class Scheduler:
         shared: bool = False,
         feed: EventFeed | None = None,
         delivers: Callable[[str], bool] | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
         self.jobs = JobStore(store, clock=clock)
+        # How the store is called from the loop: inline (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         self._store = store
         self._config = config
         self._submit = submit
@@ -125,15 +130,18 @@ class Scheduler:
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
             try:
                 await asyncio.wait(
-                    waiters, timeout=self._sleep_seconds(), return_when=asyncio.FIRST_COMPLETED
+                    waiters,
+                    timeout=await self._sleep_seconds(),
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
             finally:
                 for waiter in waiters:
                     waiter.cancel()
 
-    def _sleep_seconds(self) -> float:
+    async def _sleep_seconds(self) -> float:
+        jobs = await self._calls.run(self.jobs.all)
         now = self._clock.now()
-        upcoming = [at for job in self.jobs.all() if (at := job.next_at()) is not None]
+        upcoming = [at for job in jobs if (at := job.next_at()) is not None]
         if not upcoming:
             return _MAX_SLEEP_SECONDS
         return min(_MAX_SLEEP_SECONDS, max(0.0, (min(upcoming) - now).total_seconds()))
@@ -147,19 +155,19 @@ class Scheduler:
     async def _tick(self) -> list[JobRun]:
         self._ticks += 1
         done: list[JobRun] = []
-        for run in self.jobs.unfinished():
+        for run in await self._calls.run(self.jobs.unfinished):
             if self._may_resume(run):
                 self._resumed += 1
                 log.info("job run resumed", extra={"job": run.job_id, "run_id": run.run_id})
                 done.append(await self._hand_off(run))
+        jobs = await self._calls.run(self.jobs.all)
         now = self._clock.now()
-        due = [job.job_id for job in self.jobs.all() if (at := job.next_at()) and at <= now]
+        due = [job.job_id for job in jobs if (at := job.next_at()) and at <= now]
         # Claimed a batch at a time (one commit each), then handed off: a crash between the
         # two leaves claimed runs, which the next tick resumes like any other.
         for start in range(0, len(due), _CLAIM_BATCH):
-            for run in self.jobs.claim_due_many(
-                due[start : start + _CLAIM_BATCH], owner=self.owner
-            ):
+            batch = due[start : start + _CLAIM_BATCH]
+            for run in await self._calls.run(self.jobs.claim_due_many, batch, owner=self.owner):
                 self._claimed += 1
                 done.append(await self._hand_off(run))
         return done
@@ -167,7 +175,7 @@ class Scheduler:
     async def run_now(self, job_id: str) -> JobRun:
         """Run a job once now, outside its schedule (also when paused)."""
         async with self._lock:
-            run = self.jobs.claim_now(job_id, owner=self.owner)
+            run = await self._calls.run(self.jobs.claim_now, job_id, owner=self.owner)
             self._claimed += 1
             return await self._hand_off(run)
 
@@ -182,40 +190,43 @@ class Scheduler:
 
     async def _hand_off(self, run: JobRun) -> JobRun:
         try:
-            spec = self.jobs.get(run.job_id).spec
+            spec = (await self._calls.run(self.jobs.get, run.job_id)).spec
         except JobNotFoundError:
-            return self._fail(run, "the job was removed")
+            return await self._fail(run, "the job was removed")
         target = spec.target()
         if target is not None and self._delivers is not None and not self._delivers(target[0]):
             return run
         try:
-            event, run = self._event_for(run, spec)
+            event, run = await self._calls.run(self._event_for, run, spec)
         except SessionNotFoundError as exc:
-            return self._fail(run, str(exc))
+            return await self._fail(run, str(exc))
         try:
             receipt = await self._submit(event, wait=False)
         except SessionNotFoundError as exc:
-            return self._fail(run, str(exc))
+            return await self._fail(run, str(exc))
         except QueueFullError:
-            return self._fail(run, "the lane's queue is full")
+            return await self._fail(run, "the lane's queue is full")
         if receipt.status in (ReceiptStatus.QUEUED, ReceiptStatus.DUPLICATE, ReceiptStatus.REPLIED):
             # A duplicate is this run's own turn, accepted before a crash cut the record of
             # it short (its id is unknown while the turn waits to be claimed again).
             detail = "accepted before a restart" if receipt.status == "duplicate" else None
-            self.jobs.mark(
-                run.run_id,
+            self._accepted += 1
+            marked = run
+            run = replace(
+                run, state="accepted", session_key=receipt.session_key, turn_id=receipt.turn_id
+            )
+            # Before the mark is awaited: the turn may finish while it is written.
+            if receipt.turn_id is not None:
+                self._live[receipt.turn_id] = run
+            self._publish("job.started", run, turn_id=receipt.turn_id)
+            await self._calls.run(
+                self.jobs.mark,
+                marked.run_id,
                 "accepted",
                 session_key=receipt.session_key,
                 turn_id=receipt.turn_id,
                 detail=detail,
             )
-            self._accepted += 1
-            run = replace(
-                run, state="accepted", session_key=receipt.session_key, turn_id=receipt.turn_id
-            )
-            if receipt.turn_id is not None:
-                self._live[receipt.turn_id] = run
-            self._publish("job.started", run, turn_id=receipt.turn_id)
             log.info(
                 "job run accepted",
                 extra={"job": run.job_id, "run_id": run.run_id, "turn_id": receipt.turn_id},
@@ -223,7 +234,7 @@ class Scheduler:
             return run
         if receipt.status == ReceiptStatus.UNAVAILABLE:
             return run  # stopping: the next start resumes it
-        return self._fail(run, f"the turn was not accepted: {receipt.status}")
+        return await self._fail(run, f"the turn was not accepted: {receipt.status}")
 
     def _event_for(self, run: JobRun, spec: JobSpec) -> tuple[MessageEvent, JobRun]:
         kind = "heartbeat" if spec.noop_token else "cron"
@@ -269,12 +280,12 @@ class Scheduler:
         self.jobs.mark(run.run_id, "prepared", session_key=entry.session_key)
         return entry.session_key, replace(run, state="prepared", session_key=entry.session_key)
 
-    def _fail(self, run: JobRun, reason: str) -> JobRun:
+    async def _fail(self, run: JobRun, reason: str) -> JobRun:
         self._failed += 1
         log.warning(
             "job run failed", extra={"job": run.job_id, "run_id": run.run_id, "error": reason}
         )
-        self.jobs.mark(run.run_id, "failed", detail=reason)
+        await self._calls.run(self.jobs.mark, run.run_id, "failed", detail=reason)
         self._publish("job.failed", run, error=reason)
         return replace(run, state="failed", detail=reason)
 

@@ -61,6 +61,7 @@ from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.messages import ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
+from sessiongate.gateway.store_calls import InlineCalls
 from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.feed import EventFeed
     from sessiongate.gateway.receipts import Waiters
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.lanes import Claim, InboxItem, LaneStore, ReplyStored
     from sessiongate.store.session_store import SessionStore
     from sessiongate.store.tree import ContextView
@@ -249,8 +251,11 @@ class TurnExecutor:
         feed: EventFeed | None = None,
         prompts: SystemPrompts | None = None,
         approvals: Approvals | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
         self._store = store
+        # How the store is called: on the loop (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         # Tool calls that wait for a person (`approvals.py`); None: no call ever waits.
         self._approvals = approvals
         # Each agent's (or binding's) instructions, placed before the session context block.
@@ -299,42 +304,50 @@ class TurnExecutor:
         if done is not None and done.left:
             self._answer(claim, ReceiptStatus.QUEUED, None)
             raise LeaseLostError(f"turn {turn.id} left: the store was away past the lease")
-        if done is None:
-            reason = running.cancel_reason or CancelReason.DRAIN
-            if reason is CancelReason.DRAIN:
-                await self._until_stored(
-                    claim,
-                    lambda: self._requeue(claim),
-                )
-                log.info("turn left for resume after restart", extra=extra)
-                return
-            if self._approvals is not None:
-                # Nobody is waiting for these calls any more (a follow-up, `/stop`, `/new`).
-                self._approvals.cancel(turn.session_key, by=str(reason))
-            await self._until_stored(
-                claim, lambda: self.interrupt(claim, progress, reason=str(reason))
-            )
-        elif done.end is not None and done.end.error is None:
-            end = done.end
-            await self._until_stored(claim, lambda: self._replied(claim, progress, end))
-        else:
-            if done.end is not None:
-                # The agent ended the turn itself with a reason (misconfigured, a tool loop
-                # past its cap, ...): the user is told its text, the journal gets the reason.
-                notice = done.end.text or failure_notice(timed_out=False, timeout=0)
-                error = f"{done.end.error}: {done.end.detail or ''}".rstrip(": ")[:500]
-            else:
-                timeout = self._config.agent.gateway_timeout
-                notice = done.notice or failure_notice(timed_out=done.timed_out, timeout=timeout)
-                error = done.error or "error"
-            await self._until_stored(
-                claim, lambda: self.fail(claim, progress, error=error, notice=notice)
-            )
+        # The outcome's commit tells whether the lane has more rows (`lane.pending`); work
+        # handed to the lane from here on marks it `woken` (lanes.py).
+        lane.woken = False
+        lane.pending = await self._outcome(claim, progress, running, done)
         if self._release_due:
             self._release_due = False
             # Agents the cache evicted during this turn: commit and close them now, outside
             # any cancellation-sensitive section.
             await self._agents.drain_released()
+
+    async def _outcome(
+        self, claim: Claim, progress: TurnProgress, running: RunningTurn, done: _AgentDone | None
+    ) -> bool | None:
+        """Commit the turn's outcome; whether its lane has a row waiting, as it committed
+        (None: not known)."""
+        turn = claim.turn
+        extra = {"session_key": turn.session_key, "turn_id": turn.id}
+        if done is None:
+            reason = running.cancel_reason or CancelReason.DRAIN
+            if reason is CancelReason.DRAIN:
+                await self._until_stored(claim, lambda: self._requeue(claim))
+                log.info("turn left for resume after restart", extra=extra)
+                return None
+            if self._approvals is not None:
+                # Nobody is waiting for these calls any more (a follow-up, `/stop`, `/new`).
+                self._approvals.cancel(turn.session_key, by=str(reason))
+            return await self._until_stored(
+                claim, lambda: self.interrupt(claim, progress, reason=str(reason))
+            )
+        if done.end is not None and done.end.error is None:
+            end = done.end
+            return await self._until_stored(claim, lambda: self._replied(claim, progress, end))
+        if done.end is not None:
+            # The agent ended the turn itself with a reason (misconfigured, a tool loop past
+            # its cap, ...): the user is told its text, the journal gets the reason.
+            notice = done.end.text or failure_notice(timed_out=False, timeout=0)
+            error = f"{done.end.error}: {done.end.detail or ''}".rstrip(": ")[:500]
+        else:
+            timeout = self._config.agent.gateway_timeout
+            notice = done.notice or failure_notice(timed_out=done.timed_out, timeout=timeout)
+            error = done.error or "error"
+        return await self._until_stored(
+            claim, lambda: self.fail(claim, progress, error=error, notice=notice)
+        )
 
     def user_message(self, claim: Claim) -> dict[str, Any]:
         return self.claim_user_message(claim.item, claim.turn.id)
@@ -384,12 +397,11 @@ class TurnExecutor:
         self, claim: Claim, progress: TurnProgress, *, resumed: bool
     ) -> tuple[TurnRequest, SessionEntry | None]:
         """The agent's request, and the entry it was built from."""
-        # Short store reads run inline on the loop (the runner's one seam between the async
-        # runtime and the sync store, see runner.py); the model context is the exception.
+        # Store calls go through `self._calls`: off the loop on PostgreSQL (store_calls.py).
         turn = claim.turn
         # The entry as routed when the turn was claimed (saves a read; a field changed since,
         # such as a `/title` sent meanwhile, shows from the next turn).
-        entry = claim.entry or self._store.get_session(turn.session_key)
+        entry = claim.entry or await self._calls.run(self._store.get_session, turn.session_key)
         note = None
         gate = (
             None
@@ -400,7 +412,7 @@ class TurnExecutor:
         )
         awaiting = None
         if resumed:
-            stored = resume_progress(self._lane_store.turn_messages(turn))
+            stored = resume_progress(await self._calls.run(self._lane_store.turn_messages, turn))
             progress.resume_from(stored.messages)
             open_ids = [str(r["tool_call_id"]) for r in stored.interrupted_results]
             if gate is not None and open_ids and gate.has_open_calls(open_ids):
@@ -412,10 +424,10 @@ class TurnExecutor:
                 )
                 stored = StoredProgress(stored.messages, [])
             for synthetic in stored.interrupted_results:
-                self._complete(claim, progress, synthetic)
+                await self._complete(claim, progress, synthetic)
             note = resume_note(turn.attempt, stored)
         if claim.user_entry_id is None:
-            self._store_user_message(claim, progress)
+            await self._store_user_message(claim, progress)
         context = await self._read_context(turn.session_id)
         source = claim.item.source
         prompt = compose_system_prompt(
@@ -450,16 +462,18 @@ class TurnExecutor:
         return request, entry
 
     async def _read_context(self, session_id: str) -> ModelContext:
-        """The session's model context: on the loop when the transcript is short, else on a
-        worker thread.
+        """The session's model context: as a store call when the transcript is short (on the
+        loop on SQLite), else from a snapshot on a worker thread.
 
         A long one read on the loop blocks every lane (~16 ms for 10,000 entries); a short one
         reads faster than the hop to a thread costs (the hop and the snapshot were a quarter of
         a short turn's overhead). The threaded view comes from one snapshot; if the transcript
         moved before it could be used it is read once more, and if it moved again it is read
-        on the loop, where nothing can move it meanwhile.
+        in one store call, which the lane's own writes cannot overtake.
         """
-        short = self._store.short_model_context(session_id, _INLINE_CONTEXT_ENTRIES)
+        short = await self._calls.run(
+            self._store.short_model_context, session_id, _INLINE_CONTEXT_ENTRIES
+        )
         if short is not None:
             return short
         for _ in range(2):
@@ -467,9 +481,9 @@ class TurnExecutor:
                 view = await _in_thread(self._store.read_model_context, session_id)
             except SessionNotFoundError:
                 return ModelContext()  # as `load_events` of a missing session gives
-            if self._store.is_view_current(view):
+            if await self._calls.run(self._store.is_view_current, view):
                 return view.context
-        return build_model_context(self._store.load_events(session_id))
+        return build_model_context(await self._calls.run(self._store.load_events, session_id))
 
     async def _call_agent(
         self, claim: Claim, running: RunningTurn, progress: TurnProgress, *, resumed: bool
@@ -557,9 +571,9 @@ class TurnExecutor:
                     if reply is not None:
                         await reply.update(progress.partial)
                 elif isinstance(event, MessageCompleted):
-                    self._complete(claim, progress, event.message)
+                    await self._complete(claim, progress, event.message)
                 elif isinstance(event, ToolResult):
-                    self._complete(claim, progress, tool_message(event))
+                    await self._complete(claim, progress, tool_message(event))
                 elif isinstance(event, TurnEnd):
                     return event
                 elif isinstance(event, UsageReport):
@@ -579,7 +593,9 @@ class TurnExecutor:
                 await close()
         return None
 
-    def _complete(self, claim: Claim, progress: TurnProgress, message: dict[str, Any]) -> None:
+    async def _complete(
+        self, claim: Claim, progress: TurnProgress, message: dict[str, Any]
+    ) -> None:
         """A message the turn completed: stored now in its own short transaction (decision
         11), then shown to the turn's watchers. When the store refuses it (or one before it),
         it waits for the outcome commit, which stores it in order with the rest. A message
@@ -588,10 +604,7 @@ class TurnExecutor:
         entry_id = None
         try:
             if progress.stored == number:
-                with self._fence(claim.turn.session_key):
-                    entry_id = self._lane_store.append_turn_messages(
-                        claim.turn, [message], first_index=number
-                    )[0]
+                entry_id = (await self._calls.run(self._append, claim, message, number))[0]
                 progress.stored = number + 1
             else:
                 validate_message(message)  # it waits for the outcome: checked now all the same
@@ -612,12 +625,19 @@ class TurnExecutor:
         if self._waiters.is_watched(claim.item.id):
             self._waiters.publish(claim.item.id, StreamedMessage({**message, "id": entry_id}))
 
-    def _store_user_message(self, claim: Claim, progress: TurnProgress) -> None:
+    def _append(self, claim: Claim, message: dict[str, Any], number: int) -> list[int | None]:
+        with self._fence(claim.turn.session_key):
+            return self._lane_store.append_turn_messages(claim.turn, [message], first_index=number)
+
+    async def _store_user_message(self, claim: Claim, progress: TurnProgress) -> None:
         """Store the user message (number 0) when the claim did not: a resumed turn (a no-op
         when its first attempt stored it), or a claim whose append was refused."""
         try:
-            self._lane_store.append_turn_messages(
-                claim.turn, [progress.user_message], first_index=0
+            await self._calls.run(
+                self._lane_store.append_turn_messages,
+                claim.turn,
+                [progress.user_message],
+                first_index=0,
             )
         except (StoreUnavailableError, StoreCorruptError, InvalidEntryError, SessionNotFoundError):
             progress.stored = 0
@@ -710,10 +730,16 @@ class TurnExecutor:
 
     async def _requeue(self, claim: Claim) -> None:
         set_attributes({"sessiongate.turn.outcome": "left_for_resume"})
-        with self._fence(claim.turn.session_key):
-            self._lane_store.requeue(claim.turn.id, resume_reason=self._drain_reason())
+        await self._calls.run(self._requeue_fenced, claim, self._drain_reason())
+        return None
 
-    async def _until_stored(self, claim: Claim, commit: Callable[[], Awaitable[None]]) -> None:
+    def _requeue_fenced(self, claim: Claim, reason: str) -> None:
+        with self._fence(claim.turn.session_key):
+            self._lane_store.requeue(claim.turn.id, resume_reason=reason)
+
+    async def _until_stored(
+        self, claim: Claim, commit: Callable[[], Awaitable[bool | None]]
+    ) -> bool | None:
         """Commit a turn's outcome, retrying while the disk refuses (full, read-only).
 
         Each attempt is one transaction, and the transcript rows carry the turn's idempotency
@@ -725,8 +751,7 @@ class TurnExecutor:
         told = False
         while True:
             try:
-                await commit()
-                return
+                return await commit()
             except LeaseLostError:
                 # Fenced: nothing of the outcome committed, and the lane's next owner runs or
                 # recovers the turn; whoever waits here hears it is still queued.
@@ -747,7 +772,8 @@ class TurnExecutor:
             await asyncio.sleep(delay)
             delay = min(delay * 2, _STORE_RETRY_MAX)
 
-    async def _replied(self, claim: Claim, progress: TurnProgress, end: TurnEnd) -> None:
+    async def _replied(self, claim: Claim, progress: TurnProgress, end: TurnEnd) -> bool:
+        """Commit and deliver the reply; whether the lane has a row waiting (`fail`)."""
         set_attributes({"sessiongate.turn.outcome": "replied"})
         turn = claim.turn
         final = progress.final_message(end)
@@ -756,17 +782,20 @@ class TurnExecutor:
             try:
                 # Over the route as the claim wrote it, unread; if it changed meanwhile, the
                 # commit is refused whole and made again with the route read.
-                stored = self._commit_reply(claim, progress, end, messages, first, claim.entry)
+                stored = await self._calls.run(
+                    self._commit_reply, claim, progress, end, messages, first, claim.entry
+                )
             except RouteChangedError:
-                stored = self._commit_reply(claim, progress, end, messages, first, None)
+                stored = await self._calls.run(
+                    self._commit_reply, claim, progress, end, messages, first, None
+                )
         except (InvalidEntryError, SessionNotFoundError) as exc:
             log.warning(
                 "reply could not be stored",
                 extra={"session_key": turn.session_key, "turn_id": turn.id, "error": str(exc)},
             )
             notice = failure_notice(timed_out=False, timeout=0)
-            await self.fail(claim, progress, error=f"unstorable reply: {exc}", notice=notice)
-            return
+            return await self.fail(claim, progress, error=f"unstorable reply: {exc}", notice=notice)
         if stored.counter_reset():
             self._counts_changed()
         self._counters.completed += 1
@@ -781,6 +810,7 @@ class TurnExecutor:
                 turn.session_key, turn.id, claim.item.source, end.text, stream=progress.reply_stream
             )
         self._answer(claim, ReceiptStatus.REPLIED, end.text)
+        return stored.pending()
 
     def _commit_reply(
         self,
@@ -818,12 +848,17 @@ class TurnExecutor:
         error: str,
         notice: str,
         suspend: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Commit the failed outcome and tell the user; whether the lane has a row waiting."""
         set_attributes({"sessiongate.turn.outcome": "failed", "error.type": error[:100]})
-        self.commit_failure(claim, progress, error=error, notice=notice, suspend=suspend)
+        pending = await self._calls.run(
+            self._store_failure, claim, progress, error=error, notice=notice, suspend=suspend
+        )
+        self._failed(claim, error)
         if self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.FAILED, notice)
+        return pending()
 
     def commit_failure(
         self,
@@ -836,6 +871,18 @@ class TurnExecutor:
     ) -> None:
         """The failed outcome; `progress` is the turn's, or just its user message for a turn
         that never ran (recovery's stale and stuck turns)."""
+        self._store_failure(claim, progress, error=error, notice=notice, suspend=suspend)
+        self._failed(claim, error)
+
+    def _store_failure(
+        self,
+        claim: Claim,
+        progress: TurnProgress | dict[str, Any],
+        *,
+        error: str,
+        notice: str,
+        suspend: bool,
+    ) -> Callable[[], bool]:
         if isinstance(progress, dict):
             progress = self._stored_progress(claim, progress)
         notice_message = {
@@ -845,7 +892,7 @@ class TurnExecutor:
         }
         messages, first = progress.unstored([notice_message])
         with self._fence(claim.turn.session_key):
-            self._lane_store.commit_failure(
+            return self._lane_store.commit_failure(
                 claim,
                 error=error,
                 notice=notice,
@@ -853,6 +900,8 @@ class TurnExecutor:
                 suspend=suspend,
                 first_index=first,
             )
+
+    def _failed(self, claim: Claim, error: str) -> None:
         self._counters.failed += 1
         log.warning(
             "turn failed",
@@ -866,12 +915,18 @@ class TurnExecutor:
         *,
         reason: str,
         notice: str | None = None,
-    ) -> None:
+    ) -> bool:
+        """Commit the interrupted outcome (and tell the user `notice`); whether the lane has a
+        row waiting."""
         set_attributes({"sessiongate.turn.outcome": "interrupted", "sessiongate.reason": reason})
-        self.commit_interrupted(claim, progress, reason=reason, notice=notice)
+        pending = await self._calls.run(
+            self._store_interrupted, claim, progress, reason=reason, notice=notice
+        )
+        self._interrupted(claim, reason)
         if notice is not None and self._may_act():
             await self._delivery.send(claim.item.source, notice, turn_id=claim.turn.id)
         self._answer(claim, ReceiptStatus.INTERRUPTED, notice)
+        return pending()
 
     def commit_interrupted(
         self,
@@ -884,13 +939,26 @@ class TurnExecutor:
         """The interrupted outcome: what was stored stays, and the text the user already saw
         of the message being generated is stored as an assistant message marked interrupted
         (`metadata.interrupted`: the reason), so the transcript shows what the user saw."""
+        self._store_interrupted(claim, progress, reason=reason, notice=notice)
+        self._interrupted(claim, reason)
+
+    def _store_interrupted(
+        self,
+        claim: Claim,
+        progress: TurnProgress | dict[str, Any],
+        *,
+        reason: str,
+        notice: str | None,
+    ) -> Callable[[], bool]:
         if isinstance(progress, dict):
             progress = self._stored_progress(claim, progress)
         messages, first = progress.unstored(progress.interrupted_tail(reason))
         with self._fence(claim.turn.session_key):
-            self._lane_store.commit_interrupted(
+            return self._lane_store.commit_interrupted(
                 claim, reason=reason, messages=messages, notice=notice, first_index=first
             )
+
+    def _interrupted(self, claim: Claim, reason: str) -> None:
         self._counters.interrupted += 1
         log.info(
             "turn interrupted",

@@ -49,10 +49,11 @@ if TYPE_CHECKING:
     from sessiongate.gateway.lanes import Lane, LaneTable
     from sessiongate.gateway.messages import Receipt
     from sessiongate.gateway.receipts import Waiters
-    from sessiongate.gateway.routing import Router
+    from sessiongate.gateway.routing import NextTurn, Router
     from sessiongate.gateway.run_state import IntakeCounters, RunState
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.gateway.turns import TurnCounters, TurnExecutor
-    from sessiongate.store.lanes import LaneStore, Turn
+    from sessiongate.store.lanes import Claim, LaneStore, Turn
     from sessiongate.store.session_store import SessionStore
 
 __all__ = ["ARCHIVED_NOTICE", "LaneWorker"]
@@ -86,8 +87,10 @@ class LaneWorker:
         counters: IntakeCounters,
         counts_changed: Callable[[], None],
         refuse_archived: Callable[..., Awaitable[Receipt]],
+        calls: StoreCalls,
     ) -> None:
         self._store = store
+        self._calls = calls
         self._lane_store = lane_store
         self._config = config
         self._clock = clock
@@ -147,7 +150,11 @@ class LaneWorker:
                 first, lane.first = lane.first, None
                 if self._state.stopping:
                     # Claimed just before the stop: journalled like a turn the drain cut off.
-                    self._lane_store.requeue(first.turn.id, resume_reason=self._state.drain_reason)
+                    await self._calls.run(
+                        self._lane_store.requeue,
+                        first.turn.id,
+                        resume_reason=self._state.drain_reason,
+                    )
                     return
                 await self._executor.run(lane, first, resumed=False)
             while True:
@@ -167,18 +174,21 @@ class LaneWorker:
                     return
                 if not self._leases.may_act():
                     return  # the lease may be moving on: the sweep brings the lane back
-                if not self._lane_store.has_pending(lane.key):
-                    # One read, not a fenced transaction, at the end of every burst: a row
-                    # accepted after it wakes this lane again (here at once; from another
-                    # instance by its hint, or the sweep). The lease lingers, then goes back.
+                pending, lane.pending = lane.pending, None
+                if pending is None:
+                    # Not told by the last outcome's commit: one read, not a fenced
+                    # transaction.
+                    lane.woken = False
+                    pending = await self._calls.run(self._lane_store.has_pending, lane.key)
+                if not pending:
+                    # A row accepted after the look wakes this lane again: at once if the
+                    # lane is gone, by `woken` if it came while the look ran, from another
+                    # instance by its hint or the sweep. The lease lingers, then goes back.
+                    if lane.woken:
+                        continue
                     self._leases.idle(lane.key)
                     return
-                with self._leases.fence(lane.key, lock_lane=True):
-                    found = self._router.claim_next(
-                        lane.key,
-                        user_message=self._executor.claim_user_message,
-                        pending=True,  # seen just above
-                    )
+                found = await self._calls.run(self._claim_next, lane.key)
                 if found.entry is not None:
                     self._discard(found.entry, found.dropped)
                 if found.refused is not None and found.entry is not None:
@@ -187,6 +197,8 @@ class LaneWorker:
                     await self._refuse_archived(found.entry, item.source, event=item.event_kind)
                     continue
                 if found.claim is None:
+                    if lane.woken:
+                        continue
                     # Idle: the lease lingers for the lane's next message, then goes back.
                     self._leases.idle(lane.key)
                     return
@@ -212,12 +224,20 @@ class LaneWorker:
         finally:
             self._lanes.release(lane)
 
+    def _claim_next(self, key: str) -> NextTurn:
+        with self._leases.fence(key, lock_lane=True):
+            return self._router.claim_next(
+                key,
+                user_message=self._executor.claim_user_message,
+                pending=True,  # seen just before
+            )
+
     async def _take(self, lane: Lane) -> bool:
         """Hold the lane's lease before its worker does anything; True once held, after
         recovering what an earlier owner left on it (on a database of its own every lane is
         held, and nothing is left)."""
         try:
-            taken = self._leases.acquire(lane.key)
+            taken = await self._leases.acquire(lane.key)
             if taken is None:
                 return False
             self._leases.busy(lane.key)
@@ -239,7 +259,7 @@ class LaneWorker:
         back to `accepted`; an accepted turn is stale, stuck or resumed; a `replied` one is
         delivered. Every write commits under the lane's lease."""
         key = lane.key
-        for turn_id in self._leases.in_flight(key):
+        for turn_id in await self._leases.in_flight(key):
             turn = self._lane_store.get_turn(turn_id)
             if turn is None:
                 continue
@@ -282,8 +302,7 @@ class LaneWorker:
         if self._state.stopping:
             return  # still `accepted`: it resumes at the next start
         try:
-            with self._leases.fence(lane.key):
-                claim, count = self._lane_store.claim_resume(turn_id)
+            claim, count = await self._calls.run(self._claim_resume, lane.key, turn_id)
         except (StaleWriteError, LookupError):
             log.exception("resume could not be claimed", extra={"turn_id": turn_id})
             return
@@ -294,6 +313,10 @@ class LaneWorker:
             extra={"session_key": lane.key, "turn_id": turn_id, "restart_count": count},
         )
         await self._executor.run(lane, claim, resumed=True)
+
+    def _claim_resume(self, key: str, turn_id: int) -> tuple[Claim, int]:
+        with self._leases.fence(key):
+            return self._lane_store.claim_resume(turn_id)
 
     async def compact(
         self, session_key: str, *, record: Callable[[dict[str, Any]], None] | None = None
@@ -311,20 +334,23 @@ class LaneWorker:
         await self._state.ready.wait()
         if self._state.stopping or not self._state.accepting:
             raise SessionBusyError("the gateway is shutting down", session_key=session_key)
+        busy = SessionBusyError(
+            "a turn is running or waiting on this session; compact after it",
+            session_key=session_key,
+        )
         if not self._lanes.is_free(session_key):
-            raise SessionBusyError(
-                "a turn is running or waiting on this session; compact after it",
-                session_key=session_key,
-            )
-        if self._store.get_session(session_key) is None:
+            raise busy
+        if await self._calls.run(self._store.get_session, session_key) is None:
             raise SessionNotFoundError(
                 f"no session with key {session_key!r}", session_key=session_key
             )
-        if self._leases.acquire(session_key) is None:
+        if await self._leases.acquire(session_key) is None:
             raise SessionBusyError(
                 "another gateway instance runs this session's turns; compact it there",
                 session_key=session_key,
             )
+        if not self._lanes.is_free(session_key):
+            raise busy  # a message came while the reads above ran
         outcome: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         async def job() -> None:

@@ -64,7 +64,11 @@ def open_backend(config: GatewayConfig, default_path: Path) -> Backend:
     url = config.store.url
     if is_postgres_url(url):
         assert url is not None
-        return _postgres()(url, prepare_threshold=config.store.prepare_threshold)
+        return _postgres()(
+            url,
+            prepare_threshold=config.store.prepare_threshold,
+            writers=config.store.connections,
+        )
     from sessiongate.store.sqlite.database import Database
 
     return Database(_sqlite_path(config, default_path), synchronous=config.synchronous)

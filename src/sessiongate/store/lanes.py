@@ -186,6 +186,8 @@ class ReplyStored:
 
     counter_reset: Callable[[], bool]
     entry_ids: Callable[[], list[int | None]]
+    # Whether the lane has a row waiting, as the outcome committed (its worker's next look).
+    pending: Callable[[], bool]
 
 
 class LaneStore:
@@ -683,8 +685,8 @@ class LaneStore:
             if _may_be_resume_pending(claim):
                 self._store.clear_resume_pending(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
-            _finished(conn, turn, TurnState.REPLIED)
-            return ReplyStored(conn.reset_restart_count_later(turn.session_key), ids)
+            pending = _finished(conn, turn, TurnState.REPLIED)
+            return ReplyStored(conn.reset_restart_count_later(turn.session_key), ids, pending)
 
     def _append_reply_ahead(
         self, turn: Turn, messages: Sequence[dict[str, Any]], first_index: int
@@ -710,11 +712,12 @@ class LaneStore:
         messages: Sequence[dict[str, Any]],
         suspend: bool = False,
         first_index: int = 0,
-    ) -> None:
+    ) -> Callable[[], bool]:
         """Failed in one transaction: the user's message (and `messages`) kept in the transcript
         when the session still exists, journal -> failed, inbox row deleted, `resume_pending`
         cleared, the lane's stuck-loop counter reset (the turn ended without a crash; with
-        `suspend`, the loop guard ended it); `suspend` also suspends the session."""
+        `suspend`, the loop guard ended it); `suspend` also suspends the session. Returns
+        whether the lane has a row waiting, as it committed (read after the commit)."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.transition_turn(
@@ -726,7 +729,7 @@ class LaneStore:
                 self._store.suspend_session(turn.session_key)
             conn.reset_restart_count(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
-            _finished(conn, turn, TurnState.FAILED)
+            return _finished(conn, turn, TurnState.FAILED)
 
     def commit_interrupted(
         self,
@@ -736,11 +739,12 @@ class LaneStore:
         messages: Sequence[dict[str, Any]],
         notice: str | None = None,
         first_index: int = 0,
-    ) -> None:
+    ) -> Callable[[], bool]:
         """Interrupted in one transaction: the user's message stays in the transcript, journal
         -> interrupted, inbox row deleted, `resume_pending` cleared, and the lane's stuck-loop
         counter reset: the turn ended without a crash, so the next one to be cut off starts a
-        new count (a resumed turn that a newer message cut off had left it raised)."""
+        new count (a resumed turn that a newer message cut off had left it raised). Returns
+        whether the lane has a row waiting, as `commit_failure` does."""
         turn = claim.turn
         with self._db_for_key(turn.session_key).transaction() as conn:
             conn.transition_turn(
@@ -750,7 +754,7 @@ class LaneStore:
             self._store.clear_resume_pending(turn.session_key)
             conn.reset_restart_count(turn.session_key)
             conn.delete_inbox_row(claim.item.id)
-            _finished(conn, turn, TurnState.INTERRUPTED)
+            return _finished(conn, turn, TurnState.INTERRUPTED)
 
     def _append_best_effort(
         self, turn: Turn, messages: Sequence[dict[str, Any]], first_index: int
@@ -1048,9 +1052,10 @@ def _started(conn: Tx, session_key: str, session_id: str, turn_id: int) -> None:
     conn.note(Change(ChangeKind.TURN_STARTED, session_key, session_id, turn_id=turn_id))
 
 
-def _finished(conn: Tx, turn: Turn, status: TurnState) -> None:
-    # The lane's worker looks for more work right after: sent now, it comes with the commit.
-    conn.prefetch_pending(turn.session_key)
+def _finished(conn: Tx, turn: Turn, status: TurnState) -> Callable[[], bool]:
+    """Note the turn finished; whether its lane has a row waiting, read after the commit (the
+    lane's worker looks for more work right after: asked now, it comes with the commit)."""
+    pending = conn.pending_later(turn.session_key)
     conn.note(
         Change(
             ChangeKind.TURN_FINISHED,
@@ -1060,3 +1065,4 @@ def _finished(conn: Tx, turn: Turn, status: TurnState) -> None:
             status=str(status),
         )
     )
+    return pending

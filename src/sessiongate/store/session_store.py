@@ -687,6 +687,12 @@ class SessionStore(
     # ------------------------------------------------------------------ internals
 
     @property
+    def remote(self) -> bool:
+        """Whether a store call waits on the network (PostgreSQL): the gateway then makes
+        its calls off the event loop."""
+        return self._db.remote
+
+    @property
     def database(self) -> Backend:
         """The underlying database, for the gateway's tables in the same transactions."""
         return self._db

@@ -21,7 +21,6 @@ class TxBase:
 
     __slots__ = (
         "_context_ahead",
-        "_pending_ahead",
         "_prefetched",
         "_seen",
         "_seen_lost",
@@ -48,7 +47,6 @@ class TxBase:
     _seen: dict[str, SessionEntry]
     _seen_lost: bool | None
     _context_ahead: tuple[Any, psycopg.Cursor[Any]] | None
-    _pending_ahead: tuple[str, psycopg.Cursor[Any]] | None
 
     def _one(self, sql: str, params: Any = None) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()

@@ -1,19 +1,23 @@
 """The PostgreSQL backend's connections, transactions and migrations.
 
-Like the SQLite backend, the store's transactions share one connection behind one lock: the
-store's methods nest (`LaneStore.atomic()` wraps `SessionStore` calls as savepoints) and are
-thread-safe because a transaction is the unit of locking. Long reads (`snapshot()`) take a
-connection of their own from a small pool, so a 10,000-entry model context never holds the
+The store's transactions run on a small pool of writer connections (`_Writer`), one bound to
+a thread for the length of its outermost transaction or read: the store's methods nest
+(`LaneStore.atomic()` wraps `SessionStore` calls as savepoints), and a nested call finds its
+thread's writer. Calls on different threads take different writers, so the gateway's lanes,
+whose store calls run on its store threads (`gateway/store_calls.py`), overlap their round
+trips; one thread's calls are ordered as it makes them. Long reads (`snapshot()`) take a
+connection of their own from a small pool, so a 10,000-entry model context never holds a
 writer. Migrations run at open in one transaction under an advisory lock on the schema, so
 several instances starting at once apply each migration exactly once.
 
-Over the ~400-line budget: the writer connection's lifecycle (pipeline, savepoints,
-reconnects), the pooled readers, copies and migrations all share the one connection and its
-lock, and their order of steps is the contract.
+Over the ~400-line budget: the writers' lifecycle (pipeline, savepoints, reconnects), the
+pooled readers, copies and migrations share the connections, and their order of steps is the
+contract.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -56,8 +60,11 @@ log = logging.getLogger(__name__)
 # Savepoints that succeeded are released only when more than this many are kept together.
 KEPT_SAVEPOINTS = 8
 
-# Connections for `snapshot()` reads beside the writer's: a few model-context reads at once.
+# Connections for `snapshot()` reads beside the writers': a few model-context reads at once.
 READER_POOL_SIZE = 4
+
+# Writer connections at most: lanes whose store calls run at once overlap on this many.
+WRITERS = 8
 
 # One lock per schema: instances on one schema serialise their migrations, tests on their own
 # schemas do not wait for each other.
@@ -126,6 +133,36 @@ def redacted_error(exc: Exception, url: str) -> str:
     return str(exc).strip().replace(url, redact_url(url))
 
 
+class _Writer:
+    """One writer connection and the transaction open on it (`PostgresDatabase`)."""
+
+    __slots__ = ("bare", "conn", "depth", "doomed", "kept", "savepoints", "tx", "wire")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.wire = Wire(conn)
+        self.tx = PostgresTx(conn, self.wire)
+        self.depth = 0
+        # Nested calls of the open transaction make no savepoints (`transaction`), and one of
+        # them failed.
+        self.bare = False
+        self.doomed = False
+        # Savepoints made in the open transaction, and those not released yet, in order:
+        # [name, still open] (`_savepoint`).
+        self.savepoints = 0
+        self.kept: list[list[Any]] = []
+
+    def reset(self) -> None:
+        """The transaction ended: nothing of it is left on the writer."""
+        self.depth = 0
+        self.bare = self.doomed = False
+        self.savepoints = 0
+        self.kept.clear()
+        self.tx.in_transaction = False
+        self.tx.forget_locks()
+        self.tx.notes = []
+
+
 class PostgresDatabase:
     """The store's PostgreSQL database at `url` (`postgresql://…`)."""
 
@@ -135,30 +172,33 @@ class PostgresDatabase:
         *,
         migrate: bool = True,
         prepare_threshold: int | None = PREPARE_THRESHOLD,
+        writers: int = WRITERS,
     ) -> None:
         self.url = redact_url(url)
         self._prepare_threshold = prepare_threshold
         self.shared = True
+        self.remote = True
         self._dsn = url
-        self.lock = threading.RLock()
-        self._depth = 0
-        # Nested calls of the open transaction make no savepoints (`transaction`), and one of
-        # them failed.
-        self._bare = False
-        self._doomed = False
-        # Savepoints made in the open transaction, and those not released yet, in order:
-        # [name, still open] (`_savepoint`).
-        self._savepoints = 0
-        self._kept: list[list[Any]] = []
         self._closed = False
         self._reconnecting = False
-        self.conn = _connect(url, prepare_threshold)
-        self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn, self._wire)
-        # Told what each committed transaction `note`d (`store/changes.py`).
+        # Writers open on first need, up to `writers`; a thread takes the last one given back
+        # (so calls from one thread at a time keep to one connection and its prepared
+        # statements), and waits when all are taken.
+        self._max_writers = max(1, writers)
+        self._writers: list[_Writer] = []
+        self._free: list[_Writer] = []
+        self._opening = 0
+        self._pool = threading.Condition(threading.Lock())
+        self._local = threading.local()
+        # Told what each committed transaction `note`d (`store/changes.py`), on the thread
+        # that committed it.
         self.on_commit: Callable[[list[object]], None] | None = None
         # As on SQLite: writes that commit with the changes a transaction noted.
         self.before_commit: Callable[[PostgresTx, list[object]], None] | None = None
+        # Outermost transactions and reads begun on a thread that runs an event loop: each
+        # one made the loop wait for the server (`gateway/store_calls.py` keeps it at zero on
+        # a turn's path; tests and the bench read it).
+        self.loop_waits = 0
         # Long reads on worker threads; connections open on first use and stay few.
         self._readers: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             with_link_checks(url),
@@ -172,16 +212,31 @@ class PostgresDatabase:
             open=False,
             name="sessiongate-readers",
         )
+        conn = _connect(url, prepare_threshold)
         try:
             if migrate:
-                upgrade(self.conn)
+                upgrade(conn)
             else:
-                _check_not_newer(self.conn)
-            _bound_lock_waits(self.conn)
+                _check_not_newer(conn)
+            _bound_lock_waits(conn)
             self._readers.open(wait=False)
         except BaseException:
-            self.conn.close()
+            conn.close()
             raise
+        first = _Writer(conn)
+        self._writers.append(first)
+        self._free.append(first)
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The first writer's connection: the one every call uses while no two threads call
+        at once (tests and tools look at it)."""
+        return self._writers[0].conn
+
+    @property
+    def writers(self) -> int:
+        """How many writer connections are open."""
+        return len(self._writers)
 
     @contextlib.contextmanager
     def transaction(self, *, savepoints: bool = True) -> Iterator[PostgresTx]:
@@ -200,60 +255,52 @@ class PostgresDatabase:
         own. A savepoint that queued such writes syncs them before it is released, so an error
         of theirs is raised inside the nested call, as on SQLite.
 
-        What the transaction `note`d reaches `on_commit` after the commit, outside the lock;
-        a rollback (of the transaction or of a savepoint) takes its notes back with it.
+        What the transaction `note`d reaches `on_commit` after the commit, once its writer
+        is given back.
         """
+        writer = self._bound()
+        if writer is not None:
+            if writer.bare:
+                with self._bare_call(writer):
+                    yield writer.tx
+            else:
+                with self._savepoint(writer):
+                    yield writer.tx
+            return
         notes: list[object] = []
-        with self.lock:
-            if self._closed:
-                raise StoreUnavailableError("the store is closed")
-            if self._depth:
-                if self._bare:
-                    with self._bare_call():
-                        yield self._tx
-                else:
-                    with self._savepoint():
-                        yield self._tx
-                return
-            self._live_connection()
-            wire = self._wire
-            self._tx.drop_reads_ahead()
+        with self._taken() as writer:
+            wire, tx = writer.wire, writer.tx
+            tx.drop_reads_ahead()
             with translate_errors():
                 wire.begin()
-            self._depth = 1
-            self._bare = not savepoints
-            self._tx.in_transaction = True
+            writer.depth = 1
+            writer.bare = not savepoints
+            tx.in_transaction = True
             try:
                 with translate_errors():
-                    yield self._tx
-                    self._tx.check_seen()
-                if self._doomed:
+                    yield tx
+                    tx.check_seen()
+                if writer.doomed:
                     raise StoreCorruptError(
                         "a store call failed inside a transaction that could not roll it back "
                         "alone, and the failure was passed over: nothing was committed"
                     )
             except BaseException:
                 wire.rollback()
-                self._tx.drop_reads_ahead()
+                tx.drop_reads_ahead()
                 raise
             else:
                 try:
                     with translate_errors():
-                        if self.before_commit is not None and self._tx.notes:
-                            self.before_commit(self._tx, self._tx.notes)
+                        if self.before_commit is not None and tx.notes:
+                            self.before_commit(tx, tx.notes)
                         wire.commit()
                 except BaseException:
                     wire.rollback()
                     raise
-                notes = self._tx.notes
+                notes = tx.notes
             finally:
-                self._depth = 0
-                self._bare = self._doomed = False
-                self._savepoints = 0
-                self._kept.clear()
-                self._tx.in_transaction = False
-                self._tx.forget_locks()
-                self._tx.notes = []
+                writer.reset()
         if notes and self.on_commit is not None:
             self.on_commit(told(notes))
 
@@ -261,32 +308,125 @@ class PostgresDatabase:
     def savepoint(self) -> Iterator[PostgresTx]:
         """`transaction()`, with a savepoint when nested even in a transaction opened without
         them: for a call whose failure its caller handles and then goes on."""
-        with self.lock:
-            if not self._depth:
-                with self.transaction() as tx:
-                    yield tx
-                return
-            doomed = self._doomed
-            try:
-                with self._savepoint():
-                    yield self._tx
-            except BaseException:
-                self._doomed = doomed  # rolled back: with it what failed inside it
-                raise
+        writer = self._bound()
+        if writer is None:
+            with self.transaction() as tx:
+                yield tx
+            return
+        doomed = writer.doomed
+        try:
+            with self._savepoint(writer):
+                yield writer.tx
+        except BaseException:
+            writer.doomed = doomed  # rolled back: with it what failed inside it
+            raise
+
+    def _bound(self) -> _Writer | None:
+        """The writer of this thread's open transaction or read, if it has one."""
+        writer: _Writer | None = getattr(self._local, "writer", None)
+        return writer
 
     @contextlib.contextmanager
-    def _bare_call(self) -> Iterator[None]:
-        self._depth += 1
+    def _taken(self) -> Iterator[_Writer]:
+        """A writer bound to this thread until the block ends, its connection live."""
+        writer = self._take()
+        try:
+            yield writer
+        finally:
+            self._give_back(writer)
+
+    def _take(self) -> _Writer:
+        if _on_event_loop():
+            self.loop_waits += 1
+        writer: _Writer | None
+        with self._pool:
+            while True:
+                if self._closed:
+                    raise StoreUnavailableError("the store is closed")
+                if self._free:
+                    writer = self._free.pop()
+                    break
+                if len(self._writers) + self._opening < self._max_writers:
+                    writer = None
+                    self._opening += 1  # its place is kept while it connects
+                    break
+                self._pool.wait()
+        try:
+            if writer is None:
+                writer = self._open_writer()
+            else:
+                self._live(writer)
+        except BaseException:
+            with self._pool:
+                if writer is None:
+                    self._opening -= 1
+                else:
+                    self._free.append(writer)
+                self._pool.notify()
+            raise
+        self._local.writer = writer
+        return writer
+
+    def _give_back(self, writer: _Writer) -> None:
+        self._local.writer = None
+        with self._pool:
+            if self._closed:
+                writer.conn.close()
+            else:
+                self._free.append(writer)
+            self._pool.notify()
+
+    def _open_writer(self) -> _Writer:
+        conn = _connect(self._dsn, self._prepare_threshold)
+        try:
+            with translate_errors():
+                _bound_lock_waits(conn)
+        except BaseException:
+            conn.close()
+            raise
+        writer = _Writer(conn)
+        with self._pool:
+            self._opening -= 1
+            self._writers.append(writer)
+        return writer
+
+    def _live(self, writer: _Writer) -> None:
+        """The writer's connection, opened again if the server dropped it (a restart, an
+        operator's `pg_terminate_backend`): the store goes on once the database is back,
+        and raises `StoreUnavailableError` until then. Called between the writer's
+        transactions only, so nothing in flight is replayed."""
+        if not writer.conn.broken and not writer.conn.closed:
+            return
+        if not self._reconnecting:
+            # Once per outage: every store call tries again until the server is back.
+            log.warning("reconnecting to the database", extra={"url": self.url})
+            self._reconnecting = True
+        writer.conn.close()
+        conn = _connect(self._dsn, self._prepare_threshold)
+        try:
+            with translate_errors():
+                _bound_lock_waits(conn)
+        except BaseException:
+            conn.close()
+            raise
+        writer.conn, writer.wire = conn, Wire(conn)
+        writer.tx = PostgresTx(conn, writer.wire)
+        self._reconnecting = False
+        log.info("reconnected to the database", extra={"url": self.url})
+
+    @contextlib.contextmanager
+    def _bare_call(self, writer: _Writer) -> Iterator[None]:
+        writer.depth += 1
         try:
             yield
         except BaseException:
-            self._doomed = True
+            writer.doomed = True
             raise
         finally:
-            self._depth -= 1
+            writer.depth -= 1
 
     @contextlib.contextmanager
-    def _savepoint(self) -> Iterator[None]:
+    def _savepoint(self, writer: _Writer) -> Iterator[None]:
         """A nested call: a savepoint, rolled back (and only it) if the call raises.
 
         A savepoint that succeeded is not released at once: `RELEASE` would be one statement
@@ -295,22 +435,21 @@ class PostgresDatabase:
         released in one `RELEASE` (it takes every savepoint made after the one it names), so a
         transaction of thousands of nested calls never nests thousands deep.
         """
-        self._savepoints += 1
-        name = f"sp{self._savepoints}"
-        wire = self._wire
-        kept = self._kept
+        writer.savepoints += 1
+        name = f"sp{writer.savepoints}"
+        wire, kept, tx = writer.wire, writer.kept, writer.tx
         with translate_errors():
             wire.control(f"SAVEPOINT {name}")
-        self._depth += 1
+        writer.depth += 1
         kept.append([name, True])
-        mark = len(self._tx.notes)
+        mark = len(tx.notes)
         try:
             with translate_errors():
                 yield
                 wire.settle()
         except BaseException as exc:
-            del self._tx.notes[mark:]
-            self._tx.forget_locks()
+            del tx.notes[mark:]
+            tx.forget_locks()
             # Rolled back and released: with it go the ones made inside it.
             del kept[_index_of(kept, name) :]
             try:
@@ -333,34 +472,13 @@ class PostgresDatabase:
                     wire.control(f"RELEASE SAVEPOINT {kept[first][0]}")
                 del kept[first:]
         finally:
-            self._depth -= 1
+            writer.depth -= 1
 
     def read(self) -> _Read:
-        """Reads under the lock, each statement on its own snapshot (inside the caller's
-        transaction when nested): the same promise as SQLite's `read()`, without the two
-        round trips a transaction of its own would cost."""
+        """Reads on this thread's writer, each statement on its own snapshot (inside the
+        caller's transaction when nested): the same promise as SQLite's `read()`, without the
+        two round trips a transaction of its own would cost."""
         return _Read(self)
-
-    def _live_connection(self) -> psycopg.Connection[Any]:
-        """The writer's connection, opened again if the server dropped it (a restart, an
-        operator's `pg_terminate_backend`): the store goes on once the database is back,
-        and raises `StoreUnavailableError` until then. Called under the lock, between
-        transactions only, so nothing in flight is replayed."""
-        if not self.conn.broken and not self.conn.closed:
-            return self.conn
-        if not self._reconnecting:
-            # Once per outage: every store call tries again until the server is back.
-            log.warning("reconnecting to the database", extra={"url": self.url})
-            self._reconnecting = True
-        self.conn.close()
-        self.conn = _connect(self._dsn, self._prepare_threshold)
-        self._wire = Wire(self.conn)
-        self._tx = PostgresTx(self.conn, self._wire)
-        with translate_errors():
-            _bound_lock_waits(self.conn)
-        self._reconnecting = False
-        log.info("reconnected to the database", extra={"url": self.url})
-        return self.conn
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PostgresTx]:
@@ -454,15 +572,21 @@ class PostgresDatabase:
             copy.end_copy(tx.conn)
 
     def holds(self, tx: object) -> bool:
-        return tx is self._tx
+        writer = self._bound()
+        return writer is not None and tx is writer.tx
 
     def close(self) -> None:
-        with self.lock:
+        """Close every connection; a writer still in a call is closed when given back."""
+        with self._pool:
             if self._closed:
                 return
             self._closed = True
-            self._readers.close()
-            self.conn.close()
+            idle = list(self._free)
+            self._free.clear()
+            self._pool.notify_all()
+        self._readers.close()
+        for writer in idle:
+            writer.conn.close()
 
     @property
     def closed(self) -> bool:
@@ -472,30 +596,32 @@ class PostgresDatabase:
 class _Read:
     """`PostgresDatabase.read()`. A class, not a generator: a turn takes several."""
 
-    __slots__ = ("_db",)
+    __slots__ = ("_db", "_writer")
 
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
+        self._writer: _Writer | None = None
 
     def __enter__(self) -> PostgresTx:
         db = self._db
-        db.lock.acquire()
-        try:
-            if db._closed:
-                raise StoreUnavailableError("the store is closed")
-            if not db._depth:
-                db._live_connection()
-        except BaseException:
-            db.lock.release()
-            raise
-        return db._tx
+        writer = db._bound()
+        if writer is None:
+            writer = self._writer = db._take()
+        return writer.tx
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        self._db.lock.release()
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            self._db._give_back(writer)
         if isinstance(exc, (psycopg.Error, UnicodeEncodeError)):
             raise store_error(exc) from exc
+
+
+def _on_event_loop() -> bool:
+    """Whether this thread runs an event loop (a store call here makes it wait)."""
+    return asyncio._get_running_loop() is not None
 
 
 def _bound_lock_waits(conn: psycopg.Connection[Any]) -> None:

@@ -254,17 +254,14 @@ class PostgresInbox(TxBase):
         return sorted(r[0] for r in rows)
 
     def has_pending(self, session_key: str) -> bool:
-        ahead, self._pending_ahead = self._pending_ahead, None
-        if ahead is not None and ahead[0] == session_key and not self.in_transaction:
-            return ahead[1].fetchone() is not None
         return self._one(_HAS_PENDING, (session_key,)) is not None
 
-    def prefetch_pending(self, session_key: str) -> None:
-        if self._wire is None or not self.in_transaction:
-            return
-        ahead = self._wire.later()
-        ahead.execute(_HAS_PENDING, (session_key,))
-        self._pending_ahead = (session_key, ahead)
+    def pending_later(self, session_key: str) -> Callable[[], bool]:
+        ahead = self._sent_ahead(_HAS_PENDING, (session_key,))
+        if ahead is None:
+            pending = self.has_pending(session_key)
+            return lambda: pending
+        return lambda: ahead.fetchone() is not None
 
     def count_pending(self, session_key: str) -> int:
         row = self._one(_COUNT_PENDING, (session_key,))

@@ -89,7 +89,6 @@ class PostgresTx(
         # right after it; dropped when the next transaction begins.
         self._context_ahead: tuple[Any, psycopg.Cursor[Any]] | None = None
         # The same for the lane worker's look for more work after an outcome (`has_pending`).
-        self._pending_ahead: tuple[str, psycopg.Cursor[Any]] | None = None
         # What the open transaction changed, for `PostgresDatabase.transaction` to tell after
         # commit.
         self.notes: list[object] = []
@@ -120,4 +119,4 @@ class PostgresTx(
     def drop_reads_ahead(self) -> None:
         """A transaction begins (or the one that sent them rolled back): what it may write
         would not be in the reads sent ahead."""
-        self._context_ahead = self._pending_ahead = None
+        self._context_ahead = None

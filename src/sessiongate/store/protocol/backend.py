@@ -77,6 +77,9 @@ class Backend(LaneBackend, Protocol):
     url: str
     # Whether several instances can share it (and so `Ownership` applies): PostgreSQL.
     shared: bool
+    # Whether a call waits on the network (PostgreSQL): the gateway makes its calls off the
+    # event loop (`gateway/store_calls.py`).
+    remote: bool
     # Told the notes of each committed transaction (`Tx.note`), after the commit and outside
     # the backend's lock; None tells no one.
     on_commit: Callable[[list[object]], None] | None

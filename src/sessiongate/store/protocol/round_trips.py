@@ -62,8 +62,10 @@ class RoundTripsTx(Protocol):
         commit; the next transaction on the connection drops it unread."""
         ...
 
-    def prefetch_pending(self, session_key: str) -> None:
-        """A hint, as `prefetch_context`: `has_pending` of the lane right after the commit."""
+    def pending_later(self, session_key: str) -> Callable[[], bool]:
+        """`has_pending` of the lane as the transaction ends, told by the returned function
+        once it committed (on a backend whose reads are round trips, it comes with the
+        commit's answer)."""
         ...
 
     def count_pending_later(self, session_key: str) -> Callable[[], int]:

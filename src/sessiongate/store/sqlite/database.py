@@ -70,6 +70,7 @@ class Database:
         self.path = path
         self.url = "sqlite://" if path is None else f"sqlite://{path}"
         self.shared = False  # one process's own (the home lock keeps it so)
+        self.remote = False
         self.lock = threading.RLock()
         self._depth = 0
         # `conn.total_changes` when the open transaction began: whether it has written yet.

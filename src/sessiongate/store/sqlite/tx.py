@@ -158,8 +158,9 @@ class SqliteTx(
     ) -> None:
         """Nothing to do, as for `prefetch_route`."""
 
-    def prefetch_pending(self, session_key: str) -> None:
-        """Nothing to do, as for `prefetch_route`."""
+    def pending_later(self, session_key: str) -> Callable[[], bool]:
+        pending = inbox.has_pending(self.conn, session_key)
+        return lambda: pending
 
     def get_route_with_parts(self, session_key: str) -> tuple[SessionEntry, KeyParts] | None:
         return routes.get_route_with_parts(self.conn, session_key)
