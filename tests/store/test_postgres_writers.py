@@ -60,12 +60,16 @@ def test_a_transaction_on_another_thread_commits_while_one_stays_open(db):
 
 
 def test_nested_calls_on_one_thread_share_its_writer_and_roll_back_alone(db):
-    with db.transaction() as tx:
-        tx.conn.execute("INSERT INTO t VALUES (1)")
-        with pytest.raises(RuntimeError), db.transaction() as inner:
-            assert inner is tx
+    def nested_call_fails(outer: object) -> None:
+        with db.transaction() as inner:
+            assert inner is outer
             inner.conn.execute("INSERT INTO t VALUES (2)")
             raise RuntimeError("the nested call fails")
+
+    with db.transaction() as tx:
+        tx.conn.execute("INSERT INTO t VALUES (1)")
+        with pytest.raises(RuntimeError):
+            nested_call_fails(tx)
         with db.read() as read:
             assert read is tx
             assert read.conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
