@@ -1,4 +1,5 @@
-"""What route handlers take from the app: the store, the runner, the config, a checked key."""
+"""What route handlers take from the app: the store, the runner, how to call the store (decision
+15: `CallsDep`), the config, a checked key."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from sessiongate.core.config import GatewayConfig
 from sessiongate.core.keys import check_key_text, parse_session_key
 from sessiongate.errors import InvalidSessionKeyError, SessionBusyError, SessionNotFoundError
 from sessiongate.gateway.runner import GatewayRunner
+from sessiongate.gateway.store_calls import StoreCalls
 from sessiongate.store.session_store import SessionStore
 
 if TYPE_CHECKING:
     from sessiongate.core.entry import SessionEntry
 
 __all__ = [
+    "CallsDep",
     "ConfigDep",
     "KeyDep",
     "MetricsDep",
@@ -40,6 +43,13 @@ async def get_store(request: Request) -> SessionStore:
 async def get_runner(request: Request) -> GatewayRunner:
     runner: GatewayRunner = request.app.state.runner
     return runner
+
+
+async def get_calls(request: Request) -> StoreCalls:
+    """How a handler calls the store: `await calls.run(fn, ...)` runs it inline on SQLite and
+    on the store's threads on PostgreSQL, so no request makes the loop wait on the network."""
+    runner: GatewayRunner = request.app.state.runner
+    return runner.calls
 
 
 async def get_config(request: Request) -> GatewayConfig:
@@ -102,6 +112,7 @@ def ensure_idle(runner: GatewayRunner, key: str, action: str) -> None:
 
 StoreDep = Annotated[SessionStore, Depends(get_store)]
 RunnerDep = Annotated[GatewayRunner, Depends(get_runner)]
+CallsDep = Annotated[StoreCalls, Depends(get_calls)]
 ConfigDep = Annotated[GatewayConfig, Depends(get_config)]
 MetricsDep = Annotated[ApiMetrics, Depends(get_metrics)]
 KeyDep = Annotated[str, Depends(_key_param)]

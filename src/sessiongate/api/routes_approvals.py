@@ -61,8 +61,9 @@ async def list_approvals(
     status: Annotated[Status | None, Query(description="only approvals in this state")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ApprovalList:
+    # Expiring wakes the expired calls' waiters (loop state), so it stays on the loop.
     runner.approvals.expire_due()
-    rows = runner.approvals.book.listed(status=status, limit=limit)
+    rows = await runner.calls.run(runner.approvals.book.listed, status=status, limit=limit)
     return ApprovalList(approvals=[approval_out(row) for row in rows])
 
 
@@ -73,7 +74,7 @@ async def list_approvals(
     summary="One tool approval",
 )
 async def get_approval(approval_id: ApprovalId, runner: RunnerDep) -> ApprovalOut:
-    row = runner.approvals.book.get(approval_id)
+    row = await runner.calls.run(runner.approvals.book.get, approval_id)
     if row is None:
         raise ApprovalNotFoundError(f"no approval {approval_id!r}")
     return approval_out(row)
@@ -88,6 +89,7 @@ async def get_approval(approval_id: ApprovalId, runner: RunnerDep) -> ApprovalOu
 async def decide_approval(
     approval_id: ApprovalId, body: ApprovalDecisionIn, runner: RunnerDep
 ) -> ApprovalOut:
+    # The decision wakes the waiting call (loop state), so it stays on the loop.
     row = runner.approvals.decide(
         approval_id,
         approve=body.decision == "approve",

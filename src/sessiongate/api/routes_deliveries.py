@@ -13,14 +13,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import RunnerDep
 from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
-from sessiongate.store.deliveries import UNDELIVERED, DeliveryRecord
-from sessiongate.store.outbox import DEAD, OutboxEvent
+from sessiongate.store.deliveries import UNDELIVERED, DeliveryRecord, DeliveryStore
+from sessiongate.store.outbox import DEAD, OutboxEvent, OutboxStore
 from sessiongate.store.records import DeliveryStatus
 
 __all__ = ["router", "webhook_router"]
@@ -104,10 +103,15 @@ async def list_deliveries(
     status: Annotated[StatusFilter, Query()] = "all",
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
 ) -> DeliveriesOut:
-    rows = runner.deliveries
-    records = await run_in_threadpool(rows.find, statuses_of(status), limit=limit)
-    counts = await run_in_threadpool(rows.counts)
+    records, counts = await runner.calls.run(_listed, runner.deliveries, status, limit)
     return DeliveriesOut(deliveries=[_out(r) for r in records], counts=counts)
+
+
+def _listed(
+    rows: DeliveryStore, status: str, limit: int
+) -> tuple[list[DeliveryRecord], dict[str, int]]:
+    """The deliveries a `status` filter lists, and the counts per status (store reads)."""
+    return rows.find(statuses_of(status), limit=limit), rows.counts()
 
 
 @router.post(
@@ -117,7 +121,7 @@ async def list_deliveries(
     summary="Send every failed or dead delivery again now",
 )
 async def retry_all(runner: RunnerDep) -> RetryAllOut:
-    records = await run_in_threadpool(runner.deliveries.find, UNDELIVERED, limit=MAX_LISTED)
+    records = await runner.calls.run(runner.deliveries.find, UNDELIVERED, limit=MAX_LISTED)
     sent = 0
     for record in records:
         after = await runner.retry_delivery_row(record.id)
@@ -134,7 +138,7 @@ async def retry_all(runner: RunnerDep) -> RetryAllOut:
 async def retry_delivery(
     delivery_id: Annotated[int, Path(ge=1, le=2**62)], runner: RunnerDep
 ) -> DeliveryOut:
-    record = await run_in_threadpool(runner.deliveries.get, delivery_id)
+    record = await runner.calls.run(runner.deliveries.get, delivery_id)
     if record is None:
         raise ApiError(404, "delivery_not_found", f"no delivery {delivery_id}")
     if record.status is DeliveryStatus.SENT:
@@ -189,7 +193,7 @@ async def list_webhook_events(
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
 ) -> WebhookEventsOut:
     statuses = () if status == "all" else (status,)
-    events = await run_in_threadpool(runner.outbox.find, statuses, limit=limit)
+    events = await runner.calls.run(runner.outbox.find, statuses, limit=limit)
     return WebhookEventsOut(events=[_event_out(e) for e in events])
 
 
@@ -202,14 +206,21 @@ async def list_webhook_events(
 async def retry_webhook_event(
     event_id: Annotated[int, Path(ge=1, le=2**62)], runner: RunnerDep
 ) -> WebhookEventOut:
-    event = await run_in_threadpool(runner.outbox.get, event_id)
+    after = await runner.calls.run(_reopened, runner.outbox, event_id)
+    if runner.webhooks is not None:
+        runner.webhooks.wake()
+    return _event_out(after)
+
+
+def _reopened(outbox: OutboxStore, event_id: int) -> OutboxEvent:
+    """The dead webhook event `event_id` after it was reopened: 404 when there is none, 409
+    when it is not dead (store calls)."""
+    event = outbox.get(event_id)
     if event is None:
         raise ApiError(404, "event_not_found", f"no webhook event {event_id}")
     if event.status != DEAD:
         raise ApiError(409, "event_not_dead", f"webhook event {event_id} is {event.status}")
-    await run_in_threadpool(runner.outbox.reopen, event_id)
-    if runner.webhooks is not None:
-        runner.webhooks.wake()
-    after = await run_in_threadpool(runner.outbox.get, event_id)
+    outbox.reopen(event_id)
+    after = outbox.get(event_id)
     assert after is not None
-    return _event_out(after)
+    return after

@@ -16,7 +16,6 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import ConfigDict, ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import ConfigDep, RunnerDep
@@ -95,13 +94,18 @@ def _listed(runner: GatewayRunner) -> list[JobOut]:
     return jobs
 
 
+def _history(runner: GatewayRunner, job_id: str, limit: int) -> list[RunOut]:
+    """The job's last `limit` runs, the latest first (blocking reads)."""
+    return [_run(runner, r) for r in runner.jobs.jobs.history(job_id, limit)]
+
+
 def _invalid(exc: ValidationError) -> ApiError:
     return ApiError(422, "invalid_job", validation_message(exc))
 
 
 @router.get("/jobs", response_model=JobListOut, responses=errors(401), summary="List jobs")
 async def list_jobs(runner: RunnerDep) -> JobListOut:
-    return JobListOut(jobs=await run_in_threadpool(_listed, runner))
+    return JobListOut(jobs=await runner.calls.run(_listed, runner))
 
 
 @router.post(
@@ -126,7 +130,7 @@ async def add_job(
     if problem is not None:
         raise ApiError(422, "invalid_job", problem)
     try:
-        record = await run_in_threadpool(runner.jobs.jobs.add, spec)
+        record = await runner.calls.run(runner.jobs.jobs.add, spec)
     except ValueError as exc:
         raise ApiError(422, "invalid_job", str(exc)) from None
     runner.jobs.wake()
@@ -135,7 +139,7 @@ async def add_job(
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=errors(401, 404), summary="One job")
 async def get_job(job_id: str, runner: RunnerDep) -> JobOut:
-    return _job(await run_in_threadpool(runner.jobs.jobs.get, job_id))
+    return _job(await runner.calls.run(runner.jobs.jobs.get, job_id))
 
 
 @router.patch(
@@ -153,8 +157,8 @@ async def patch_job(
     if "id" in body and body["id"] != job_id:
         raise ApiError(422, "invalid_job", "a job's id cannot change")
     try:
-        record = await run_in_threadpool(
-            lambda: runner.jobs.jobs.update(job_id, body, check=config.job_problem)
+        record = await runner.calls.run(
+            runner.jobs.jobs.update, job_id, body, check=config.job_problem
         )
     except ValidationError as exc:
         raise _invalid(exc) from None
@@ -171,7 +175,7 @@ async def patch_job(
     summary="Remove a job and its history",
 )
 async def delete_job(job_id: str, runner: RunnerDep) -> DeletedOut:
-    await run_in_threadpool(runner.jobs.jobs.remove, job_id)
+    await runner.calls.run(runner.jobs.jobs.remove, job_id)
     return DeletedOut(removed=job_id)
 
 
@@ -183,7 +187,7 @@ async def delete_job(job_id: str, runner: RunnerDep) -> DeletedOut:
 )
 async def run_job(job_id: str, runner: RunnerDep) -> RunOut:
     run = await runner.jobs.run_now(job_id)
-    return await run_in_threadpool(_run, runner, run)
+    return await runner.calls.run(_run, runner, run)
 
 
 @router.get(
@@ -197,5 +201,4 @@ async def job_runs(
     runner: RunnerDep,
     limit: int = Query(20, ge=1, le=500, description="How many runs."),
 ) -> RunListOut:
-    runs = await run_in_threadpool(runner.jobs.jobs.history, job_id, limit)
-    return RunListOut(runs=[await run_in_threadpool(_run, runner, r) for r in runs])
+    return RunListOut(runs=await runner.calls.run(_history, runner, job_id, limit))

@@ -110,7 +110,7 @@ async def post_session_message(
     metrics: MetricsDep,
 ) -> MessageOut | StreamingResponse:
     _check_length(body.text, config.api.max_message_chars)
-    entry = require_entry(store, key)
+    entry = await runner.calls.run(require_entry, store, key)
     # The api channel answers in the response: the reply never goes out on the platform the
     # session came from. Dedup ids are scoped to the addressed lane.
     source = SessionSource(

@@ -11,7 +11,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import RunnerDep, StoreDep
@@ -19,6 +18,7 @@ from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.api.rows import session_row
 from sessiongate.api.schemas import SessionRow
+from sessiongate.gateway.runner import GatewayRunner
 from sessiongate.store.lanes import TurnState
 from sessiongate.store.session_store import SessionStore
 
@@ -73,6 +73,11 @@ class RetryOut(BaseModel):
 
 @router.get("", response_model=OpsOut, responses=errors(401), summary="Lanes, deliveries, health")
 async def operations(store: StoreDep, runner: RunnerDep) -> OpsOut:
+    return await runner.calls.run(_operations, store, runner)
+
+
+def _operations(store: SessionStore, runner: GatewayRunner) -> OpsOut:
+    """The whole page (store reads)."""
     lane_store = runner.lane_store
     running = {t.session_key: t for t in lane_store.turns_in_state(TurnState.RUNNING)}
     keys = sorted({*running, *lane_store.lanes_with_pending()})
@@ -97,8 +102,8 @@ async def operations(store: StoreDep, runner: RunnerDep) -> OpsOut:
         )
         for t in replied[:MAX_LISTED]
     ]
-    counts = await run_in_threadpool(runner.deliveries.counts)
-    health = await run_in_threadpool(_health, store)
+    counts = runner.deliveries.counts()
+    health = _health(store)
     return OpsOut(
         lanes=lanes,
         queued_total=lane_store.total_queued(),
@@ -120,7 +125,7 @@ async def operations(store: StoreDep, runner: RunnerDep) -> OpsOut:
 async def retry_delivery(
     turn_id: Annotated[int, Path(ge=1, le=2**62)], runner: RunnerDep
 ) -> RetryOut:
-    turn = runner.lane_store.get_turn(turn_id)
+    turn = await runner.calls.run(runner.lane_store.get_turn, turn_id)
     if turn is None or turn.state is not TurnState.REPLIED:
         raise ApiError(404, "turn_not_found", f"no undelivered reply for turn {turn_id}")
     return RetryOut(turn_id=turn_id, delivered=await runner.retry_delivery(turn_id))

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sessiongate.api.auth import require_operator
 from sessiongate.api.deps import (
+    CallsDep,
     ConfigDep,
     KeyDep,
     MetricsDep,
@@ -41,7 +42,12 @@ from sessiongate.errors import EntryNotFoundError, SessionBusyError, SessionNotF
 from sessiongate.gateway import operations
 
 if TYPE_CHECKING:
+    from sessiongate.core.config import GatewayConfig
+    from sessiongate.core.entry import SessionEntry
+    from sessiongate.core.source import SessionSource
+    from sessiongate.core.transcript import ModelContext
     from sessiongate.gateway.runner import GatewayRunner
+    from sessiongate.store.session_store import SessionStore
 
 __all__ = ["router"]
 
@@ -72,16 +78,26 @@ AgentQuery = Annotated[
     },
     summary="Create a session: the one a source routes to, or a new incognito one",
 )
-async def create_session(body: SessionCreateIn, response: Response, store: StoreDep) -> SessionRow:
-    source = source_of(body)
-    if body.incognito:
-        return session_row(store.create_incognito_session(source), store)
+async def create_session(
+    body: SessionCreateIn, response: Response, store: StoreDep, calls: CallsDep
+) -> SessionRow:
+    row, existed = await calls.run(_created, store, source_of(body), incognito=body.incognito)
+    if existed:
+        response.status_code = 200
+    return row
+
+
+def _created(
+    store: SessionStore, source: SessionSource, *, incognito: bool
+) -> tuple[SessionRow, bool]:
+    """(the row, whether the session existed) for a create (store calls)."""
+    if incognito:
+        return session_row(store.create_incognito_session(source), store), False
     # Read first: an existing lane is returned as it is, never rolled over under its turn.
     _, entry = store.resolve_route(source)
     if entry is not None:
-        response.status_code = 200
-        return session_row(entry, store)
-    return session_row(store.get_or_create_session(source), store)
+        return session_row(entry, store), True
+    return session_row(store.get_or_create_session(source), store), False
 
 
 @router.get(
@@ -113,15 +129,23 @@ async def list_sessions(
     agent: AgentQuery = None,
 ) -> SessionList:
     if incognito:
+        # The incognito lanes live in the process's own memory database.
         every = [
             e
             for e in store.list_incognito()
             if agent is None or agent_of_key(e.session_key) == agent
         ]
         entries, total = every[offset : offset + limit], len(every)
+        rows = await run_in_threadpool(
+            lambda: [session_row(e, store, config=config) for e in entries]
+        )
     else:
-        entries, total = await run_in_threadpool(
-            store.list_page,
+        # A page of up to `MAX_PAGE` rows, each with its preview read: off the event loop on
+        # either backend.
+        rows, total = await run_in_threadpool(
+            _page,
+            store,
+            config,
             limit=limit,
             offset=offset,
             archived=archived,
@@ -131,16 +155,20 @@ async def list_sessions(
             unread=unread,
             agent=agent,
         )
-    end = offset + len(entries)
+    end = offset + len(rows)
     has_more = end < total
-    # Each row's preview is one store read: off the event loop.
-    rows = await run_in_threadpool(lambda: [session_row(e, store, config=config) for e in entries])
     return SessionList(
         sessions=rows,
         total=total,
         has_more=has_more,
         next_offset=end if has_more else None,
     )
+
+
+def _page(store: SessionStore, config: GatewayConfig, **query: Any) -> tuple[list[SessionRow], int]:
+    """(the rows of one page of `list_page(**query)`, the total it counts) (store reads)."""
+    entries, total = store.list_page(**query)
+    return [session_row(e, store, config=config) for e in entries], total
 
 
 @router.get(
@@ -150,8 +178,9 @@ async def list_sessions(
     summary="One session row",
 )
 async def get_session(key: KeyDep, store: StoreDep, config: ConfigDep) -> SessionRow:
-    entry = require_entry(store, key)
-    return await run_in_threadpool(session_row, entry, store, config=config)
+    return await run_in_threadpool(
+        lambda: session_row(require_entry(store, key), store, config=config)
+    )
 
 
 @router.get(
@@ -173,9 +202,7 @@ async def get_transcript(
         Query(ge=1, le=2**62, description="only events before this entry id (with `limit`)"),
     ] = None,
 ) -> TranscriptOut:
-    entry = require_entry(store, key)
-    events = await run_in_threadpool(store.load_events, entry.session_id, branch=branch)
-    info = store.session_info(entry.session_id)
+    entry, events, info = await run_in_threadpool(_transcript, store, key, branch)
     has_more = False
     if before is not None:
         cut = next((i for i, e in enumerate(events) if e["id"] == before), None)
@@ -195,6 +222,15 @@ async def get_transcript(
     )
 
 
+def _transcript(
+    store: SessionStore, key: str, branch: Literal["active", "all"]
+) -> tuple[SessionEntry, list[dict[str, Any]], dict[str, Any] | None]:
+    """The session's entry, its events on `branch` and its incarnation row (store reads)."""
+    entry = require_entry(store, key)
+    events = store.load_events(entry.session_id, branch=branch)
+    return entry, events, store.session_info(entry.session_id)
+
+
 @router.get(
     "/sessions/{key}/context",
     response_model=ContextOut,
@@ -202,9 +238,14 @@ async def get_transcript(
     summary="The model context the next turn would get",
 )
 async def get_context(key: KeyDep, store: StoreDep, runner: RunnerDep) -> ContextOut:
-    entry = require_entry(store, key)
-    context = await run_in_threadpool(store.model_context, entry.session_id)
+    entry, context = await run_in_threadpool(_context, store, key)
     return context_view(entry, context, store, prompts=runner.system_prompts)
+
+
+def _context(store: SessionStore, key: str) -> tuple[SessionEntry, ModelContext]:
+    """The session's entry and the model context of its next turn (store reads)."""
+    entry = require_entry(store, key)
+    return entry, store.model_context(entry.session_id)
 
 
 @router.get(
@@ -232,13 +273,14 @@ async def search(
     summary="End the current conversation and start a new session id",
 )
 async def reset_session(
-    key: KeyDep, store: StoreDep, runner: RunnerDep, body: ResetIn | None = None
+    key: KeyDep, store: StoreDep, runner: RunnerDep, calls: CallsDep, body: ResetIn | None = None
 ) -> ResetOut:
-    require_entry(store, key)
+    await calls.run(require_entry, store, key)
     # The running turn would otherwise write its reply into the conversation just ended.
     ensure_idle(runner, key, "reset")
     # As `/new` does: the new conversation starts with its stuck-loop counter at zero, in the
-    # same commit as the reset.
+    # same commit as the reset. Nothing awaits between the check and the commit (on the loop
+    # even on PostgreSQL), so no turn can start on the lane in between.
     options = body or ResetIn()
     entry, counted = operations.reset(
         store, runner.lane_store, key, mode=options.mode, keep_tail=options.keep_tail
@@ -246,7 +288,7 @@ async def reset_session(
     if entry is None:  # deleted between the two calls
         raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)
     if counted:
-        runner.write_restart_counts()
+        await calls.run(runner.write_restart_counts)
     return ResetOut(session_id=entry.session_id)
 
 
@@ -257,9 +299,9 @@ async def reset_session(
     summary="Pin, archive, mark read or unread, label, choose the model",
 )
 async def patch_session(
-    key: KeyDep, body: PatchIn, store: StoreDep, runner: RunnerDep
+    key: KeyDep, body: PatchIn, store: StoreDep, runner: RunnerDep, calls: CallsDep
 ) -> SessionRow:
-    require_entry(store, key)
+    await calls.run(require_entry, store, key)
     given = body.model_fields_set
     changes: dict[str, Any] = {}
     for name in ("pinned", "archived", "unread", "expected_session_id"):
@@ -270,8 +312,9 @@ async def patch_session(
     for name in ("label", "expected_marked_unread_at"):
         if name in given:
             changes[name] = getattr(body, name)
-    # The check and the change share one transaction, and nothing awaits between them, so no
-    # message can be accepted on the lane in between.
+    # The check and the change share one transaction, and nothing awaits between them (it
+    # stays on the loop even on PostgreSQL), so no message can be accepted on the lane in
+    # between.
     choice = {n: getattr(body, n) for n in ("model", "provider", "thinking_level") if n in given}
     with runner.lane_store.atomic():
         if body.archived:
@@ -311,8 +354,11 @@ _PATCH_FIELDS = (
     responses=errors(400, 401, 404, 409),
     summary="Delete a session (its transcript is archived first)",
 )
-async def delete_session(key: KeyDep, store: StoreDep, runner: RunnerDep) -> DeleteOut:
-    require_entry(store, key)
+async def delete_session(
+    key: KeyDep, store: StoreDep, runner: RunnerDep, calls: CallsDep
+) -> DeleteOut:
+    await calls.run(require_entry, store, key)
+    # The check and the delete stay together on the loop: no turn starts in between.
     ensure_idle(runner, key, "delete the session")
     if not store.delete_session(key):
         raise SessionNotFoundError(f"no session with key {key!r}", session_key=key)

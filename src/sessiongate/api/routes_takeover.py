@@ -32,6 +32,8 @@ from sessiongate.errors import NotTakenOverError
 from sessiongate.gateway.takeover import OPERATOR
 
 if TYPE_CHECKING:
+    from sessiongate.gateway.runner import GatewayRunner
+    from sessiongate.store.session_store import SessionStore
     from sessiongate.store.takeover import Takeover
 
 __all__ = ["router"]
@@ -58,8 +60,13 @@ def _out(key: str, takeover: Takeover | None) -> TakeoverOut:
     summary="Whether an operator has taken the session over",
 )
 async def get_takeover(key: KeyDep, store: StoreDep, runner: RunnerDep) -> TakeoverOut:
+    return _out(key, await runner.calls.run(_taken_over, store, runner, key))
+
+
+def _taken_over(store: SessionStore, runner: GatewayRunner, key: str) -> Takeover | None:
+    """The session's takeover, if it has one; 404 for an unknown session (store reads)."""
     require_entry(store, key)
-    return _out(key, runner.takeovers.get(key))
+    return runner.takeovers.get(key)
 
 
 @router.post(
@@ -75,7 +82,7 @@ async def get_takeover(key: KeyDep, store: StoreDep, runner: RunnerDep) -> Takeo
 async def take_over(
     key: KeyDep, response: Response, store: StoreDep, runner: RunnerDep
 ) -> TakeoverOut:
-    require_entry(store, key)
+    await runner.calls.run(require_entry, store, key)
     takeover, new = await runner.takeovers.take_over(key, by=OPERATOR)
     if not new:
         response.status_code = 200
@@ -89,7 +96,7 @@ async def take_over(
     summary="Hand the session back to the agent (it answers what people said meanwhile)",
 )
 async def hand_back(key: KeyDep, store: StoreDep, runner: RunnerDep) -> TakeoverOut:
-    require_entry(store, key)
+    await runner.calls.run(require_entry, store, key)
     ended = await runner.takeovers.hand_back(key, by=OPERATOR)
     if ended is None:
         raise NotTakenOverError("the session is not taken over", session_key=key)
@@ -106,7 +113,7 @@ async def hand_back(key: KeyDep, store: StoreDep, runner: RunnerDep) -> Takeover
 async def reply(
     key: KeyDep, body: OperatorReplyIn, store: StoreDep, runner: RunnerDep, config: ConfigDep
 ) -> OperatorReplyOut:
-    require_entry(store, key)
+    await runner.calls.run(require_entry, store, key)
     limit = config.api.max_message_chars
     if len(body.text) > limit:
         raise ApiError(413, "message_too_long", f"the text is longer than {limit} characters")

@@ -44,6 +44,8 @@ router = APIRouter(
     summary="Move the active leaf back before a user message (the old branch stays)",
 )
 async def rewind(key: KeyDep, body: RewindIn, store: StoreDep, runner: RunnerDep) -> RewindOut:
+    # On the loop even on PostgreSQL: the entry read, the idle check and the rewind of that
+    # entry's session with nothing awaited in between, so no turn or reset comes between them.
     entry = require_entry(store, key)
     ensure_idle(runner, key, "rewind")
     if body.entry_id is not None:
@@ -81,8 +83,9 @@ def _raise_refusal(status: str, entry_id: int) -> None:
 async def fork(
     key: KeyDep, store: StoreDep, runner: RunnerDep, body: ForkIn | None = None
 ) -> ForkOut:
-    require_entry(store, key)
+    await runner.calls.run(require_entry, store, key)
     options = body or ForkIn()
+    # The idle check and the fork stay together on the loop: no turn starts in between.
     if options.entry_id is not None:
         ensure_idle(runner, key, "fork")
     # The store refuses a busy fork unless it is `last-completed`.
@@ -105,8 +108,9 @@ async def fork(
     summary="Every branch tip of the current session",
 )
 async def branches(key: KeyDep, store: StoreDep) -> BranchesOut:
-    entry = require_entry(store, key)
-    tips = await run_in_threadpool(store.list_branches, entry.session_id)
+    tips = await run_in_threadpool(
+        lambda: store.list_branches(require_entry(store, key).session_id)
+    )
     return BranchesOut(branches=[branch_view(t) for t in tips])
 
 
@@ -119,6 +123,7 @@ async def branches(key: KeyDep, store: StoreDep) -> BranchesOut:
 async def switch_branch(
     key: KeyDep, body: SwitchIn, store: StoreDep, runner: RunnerDep
 ) -> SwitchOut:
+    # On the loop even on PostgreSQL, as a rewind is (see there).
     entry = require_entry(store, key)
     ensure_idle(runner, key, "switch branches")
     return SwitchOut.model_validate(
@@ -133,7 +138,7 @@ async def switch_branch(
     summary="Summarise the older part of the conversation into a compaction entry",
 )
 async def compact(key: KeyDep, store: StoreDep, runner: RunnerDep) -> CompactOut:
-    require_entry(store, key)
+    await runner.calls.run(require_entry, store, key)
     result = await runner.compact(key)
     return CompactOut(
         compacted=bool(result["compacted"]),

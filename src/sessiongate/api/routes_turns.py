@@ -9,7 +9,7 @@ a waiting message is 404 `turn_not_found`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Path
 
@@ -18,6 +18,9 @@ from sessiongate.api.deps import RunnerDep  # noqa: TC001  (FastAPI reads it at 
 from sessiongate.api.errors import ApiError
 from sessiongate.api.responses import errors
 from sessiongate.api.schemas import TurnOut
+
+if TYPE_CHECKING:
+    from sessiongate.store.lanes import InboxItem, LaneStore, Turn
 
 __all__ = ["router"]
 
@@ -34,8 +37,7 @@ TurnId = Annotated[int, Path(ge=1, le=2**62, description="the `turn_id` of a mes
     summary="One turn: its state, reply and error",
 )
 async def get_turn(turn_id: TurnId, runner: RunnerDep) -> TurnOut:
-    lanes = runner.lane_store
-    turn = lanes.get_turn(turn_id)
+    turn, item = await runner.calls.run(_find, runner.lane_store, turn_id)
     if turn is not None:
         live = runner.live_turn(turn.session_key, turn.id)
         return TurnOut(
@@ -52,7 +54,6 @@ async def get_turn(turn_id: TurnId, runner: RunnerDep) -> TurnOut:
             partial=None if live is None else live.partial,
             retries=None if live is None else live.retries,
         )
-    item = lanes.get_item(turn_id)
     if item is not None:
         return TurnOut(
             turn_id=turn_id,
@@ -67,3 +68,9 @@ async def get_turn(turn_id: TurnId, runner: RunnerDep) -> TurnOut:
             finished_at=None,
         )
     raise ApiError(404, "turn_not_found", f"no turn with id {turn_id}")
+
+
+def _find(lanes: LaneStore, turn_id: int) -> tuple[Turn | None, InboxItem | None]:
+    """The turn `turn_id`, or else the waiting message that will be it (store reads)."""
+    turn = lanes.get_turn(turn_id)
+    return turn, (None if turn is not None else lanes.get_item(turn_id))
