@@ -4,6 +4,7 @@ the counts)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -38,44 +39,50 @@ def count_trace(lines: Iterator[str]) -> dict[str, int]:
 
 
 def server_cpu_reader(store: SessionStore) -> Callable[[], float]:
-    """CPU seconds of the server process behind the store's writer connection so far (the
-    server on this machine; 0 when its process cannot be read)."""
+    """CPU seconds of the server processes behind the store's writer connections so far (the
+    server on this machine; 0 for a process that cannot be read)."""
     database: Any = store.database
-    pid = database.conn.info.backend_pid
-    stat = Path(f"/proc/{pid}/stat")
+    stats = [Path(f"/proc/{c.info.backend_pid}/stat") for c in database.writer_connections()]
     ticks = os.sysconf("SC_CLK_TCK")
 
-    def read() -> float:
+    def cpu(stat: Path) -> float:
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
-    return read
+    return lambda: sum(cpu(stat) for stat in stats)
 
 
 async def traced_turns(
     store: SessionStore, runner: GatewayRunner, events: Sequence[MessageEvent]
 ) -> dict[str, float]:
-    """Run `events` with the writer connection's protocol traced; per-turn counts."""
+    """Run `events` one after another with every writer connection's protocol traced;
+    per-turn counts (the turns' store calls run on the store's threads, each taking a
+    writer of its own)."""
     import psycopg
 
     database: Any = store.database
     readers_before = database._readers.get_stats().get("requests_num", 0)
-    with tempfile.TemporaryFile("w+") as trace:
-        pgconn = database.conn.pgconn
-        pgconn.trace(trace.fileno())
-        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        try:
+    with contextlib.ExitStack() as files:
+        traces = []
+        with contextlib.ExitStack() as traced:
+            for conn in database.writer_connections():
+                trace = files.enter_context(tempfile.TemporaryFile("w+"))
+                conn.pgconn.trace(trace.fileno())
+                conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+                traced.callback(conn.pgconn.untrace)
+                traces.append(trace)
             for message in events:
                 receipt = await runner.handle_message(message)
                 if receipt.status != "replied":
                     raise RuntimeError(f"turn not replied: {receipt}")
-        finally:
-            pgconn.untrace()
-        trace.seek(0)
-        counts = count_trace(iter(trace))
+        counts = {"round_trips": 0, "statements": 0, "commits": 0}
+        for trace in traces:
+            trace.seek(0)
+            for name, value in count_trace(iter(trace)).items():
+                counts[name] += value
     readers = database._readers.get_stats().get("requests_num", 0) - readers_before
     n = len(events)
     return {

@@ -129,7 +129,9 @@ async def test_a_dropped_stream_reconnects_with_backoff_and_misses_nothing(stub,
 async def test_a_silent_stream_is_probed_and_reopened(tmp_path, clock, stub):
     """#3: connected but deaf (no event, no keep-alive): the watchdog reopens it."""
     daemon, url = stub
-    gateway = Gateway(tmp_path, clock, url, daemon, stream_stall_seconds=0.2)
+    # A stall period well above what a loaded machine takes to hand an event over: each
+    # reopened stream is silent until the event comes, and must not be declared dead first.
+    gateway = Gateway(tmp_path, clock, url, daemon, stream_stall_seconds=1.0)
     await gateway.start(daemon)
     try:
         daemon.hang = True

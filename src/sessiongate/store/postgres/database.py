@@ -238,6 +238,11 @@ class PostgresDatabase:
         """How many writer connections are open."""
         return len(self._writers)
 
+    def writer_connections(self) -> list[psycopg.Connection[Any]]:
+        """The writers' connections as they are now (the bench traces them)."""
+        with self._pool:
+            return [writer.conn for writer in self._writers]
+
     @contextlib.contextmanager
     def transaction(self, *, savepoints: bool = True) -> Iterator[PostgresTx]:
         """`BEGIN` … `COMMIT`, or roll back and re-raise; nested calls are savepoints.
