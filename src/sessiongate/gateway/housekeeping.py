@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from sessiongate.gateway.store_calls import InlineCalls
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import GatewayConfig
     from sessiongate.gateway.agent_cache import AgentCache
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.lanes import LaneStore
     from sessiongate.store.session_store import SessionStore
 
@@ -78,8 +81,11 @@ class HousekeepingWatcher:
         redeliver: Callable[[], Awaitable[int]] | None = None,
         expire_approvals: Callable[[], int] | None = None,
         prune_hook_receipts: Callable[[], int] | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
         self._store = store
+        # How the store is called from the loop: inline (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         # Expires approvals nobody waits on any more (their feed events go out on time).
         self._expire_approvals = expire_approvals
         self._lanes = lanes
@@ -108,18 +114,7 @@ class HousekeepingWatcher:
         if self._last_prune is None or now - self._last_prune >= PRUNE_INTERVAL_SECONDS:
             # Recorded before the call, so a failing prune is retried in an hour, not every tick.
             self._last_prune = now
-            # Short sync transactions inline on the loop: hourly, and the store owns its lock.
-            pruned = self._store.prune_old_entries(self._config.session_store_max_age_days)
-            if self._lanes is not None:
-                cutoff = self._clock.now() - timedelta(seconds=JOURNAL_RETENTION_SECONDS)
-                journal_pruned = self._lanes.prune(cutoff)
-            # The budgets of `retention.*`: oldest archived lanes first, then oldest idle
-            # ones, never a pinned, protected, busy or resume-pending one (each removal is
-            # logged by the store).
-            removed = self._store.enforce_retention()
-            retention_removed = tuple(r.session_key for r in removed)
-            if self._prune_hook_receipts is not None:
-                self._prune_hook_receipts()
+            pruned, journal_pruned, retention_removed = await self._calls.run(self._prune)
         self.ticks += 1
         if (
             idle
@@ -149,6 +144,22 @@ class HousekeepingWatcher:
             retention_removed,
             expired,
         )
+
+    def _prune(self) -> tuple[int, tuple[int, int] | None, tuple[str, ...]]:
+        """The hourly store work: old entries, old journal rows, the retention budgets and
+        old inbound-webhook receipts (a store call)."""
+        pruned = self._store.prune_old_entries(self._config.session_store_max_age_days)
+        journal_pruned: tuple[int, int] | None = None
+        if self._lanes is not None:
+            cutoff = self._clock.now() - timedelta(seconds=JOURNAL_RETENTION_SECONDS)
+            journal_pruned = self._lanes.prune(cutoff)
+        # The budgets of `retention.*`: oldest archived lanes first, then oldest idle ones,
+        # never a pinned, protected, busy or resume-pending one (each removal is logged by
+        # the store).
+        removed = self._store.enforce_retention()
+        if self._prune_hook_receipts is not None:
+            self._prune_hook_receipts()
+        return pruned, journal_pruned, tuple(r.session_key for r in removed)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick at each deadline until `stop` is set; a failing tick is logged and counted, and

@@ -123,7 +123,9 @@ class GatewayRunner:
         self.webhooks: WebhookSender | None = None
         if config.webhooks.outbound:
             self.outbox.subscribe({hook.url: hook.events for hook in config.webhooks.outbound})
-            self.webhooks = WebhookSender(self.outbox, config.webhooks, clock=self.clock)
+            self.webhooks = WebhookSender(
+                self.outbox, config.webhooks, clock=self.clock, calls=self.calls
+            )
             self._listen(self.webhooks.changes_committed)
         self._delivery = Delivery(
             adapters,
@@ -151,6 +153,7 @@ class GatewayRunner:
             redeliver=lambda: self.worker.redeliver(),
             expire_approvals=lambda: len(self.approvals.expire_due()),
             prune_hook_receipts=lambda: self.inbound_hooks.purge(),
+            calls=self.calls,
         )
         self._housekeeping_stop = asyncio.Event()
         # Other instances on a shared database see this one through it (gateway/instances.py).

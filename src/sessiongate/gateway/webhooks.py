@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from sessiongate.gateway.leadership import Leadership
+from sessiongate.gateway.store_calls import InlineCalls
 from sessiongate.store.deliveries import platform_reason
 from sessiongate.store.outbox import DEAD, SENT
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from sessiongate.core.clock import Clock
     from sessiongate.core.config import WebhooksConfig
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.changes import Change
     from sessiongate.store.outbox import OutboxEvent, OutboxStore
     from sessiongate.store.ownership import Ownership
@@ -73,8 +75,11 @@ class WebhookSender:
         *,
         clock: Clock,
         transport: httpx.AsyncBaseTransport | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
         self._outbox = outbox
+        # How the store is called from the loop: inline (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         self._config = config
         self._clock = clock
         self._secrets = {hook.url: hook.secret.get_secret_value() for hook in config.outbound}
@@ -123,7 +128,7 @@ class WebhookSender:
         now = self._clock.now()
         blocked: set[tuple[str, str | None]] = set()
         sent = 0
-        for event in self._outbox.unsent(BATCH):
+        for event in await self._calls.run(self._outbox.unsent, BATCH):
             lane = (event.target, event.session_key)
             if lane in blocked:
                 continue
@@ -161,16 +166,17 @@ class WebhookSender:
                 ok = response.is_success
                 reason = f"HTTP {response.status_code}"
         try:
-            return self._settle(event, ok, reason)
+            return await self._settle(event, ok, reason)
         finally:
             self.progress.set()
 
-    def _settle(self, event: OutboxEvent, ok: bool, reason: str) -> str:
+    async def _settle(self, event: OutboxEvent, ok: bool, reason: str) -> str:
         if ok:
-            self._outbox.mark_sent(event)
+            await self._calls.run(self._outbox.mark_sent, event)
             self.sent += 1
             return SENT
-        status = self._outbox.mark_failed(
+        status = await self._calls.run(
+            self._outbox.mark_failed,
             event,
             reason,
             max_attempts=self._config.max_attempts,
@@ -186,9 +192,9 @@ class WebhookSender:
             )
         return status
 
-    def next_due(self) -> datetime | None:
+    async def next_due(self) -> datetime | None:
         """When the oldest pending event is due (None: nothing pending)."""
-        pending = self._outbox.unsent(BATCH)
+        pending = await self._calls.run(self._outbox.unsent, BATCH)
         return min((e.next_at for e in pending), default=None)
 
     async def run_while_leading(self, ownership: Ownership | None, stop: asyncio.Event) -> None:
@@ -214,7 +220,7 @@ class WebhookSender:
                 self._wake.clear()
                 try:
                     await self.pump()
-                    due = self.next_due()
+                    due = await self.next_due()
                 except Exception:
                     log.exception("webhook pass failed")
                     due = None
