@@ -128,6 +128,7 @@ class Intake:
             approvals=approvals,
             host=self,
             user_message=executor.claim_user_message,
+            calls=calls,
         )
         self._commands = CommandRunner(
             store=store,
@@ -474,7 +475,7 @@ class Intake:
                 if self._leases.holds(key):
                     continue
                 try:
-                    turn = self._lane_store.get_turn(inbox_id)
+                    turn = await self._calls.run(self._lane_store.get_turn, inbox_id)
                 except StoreUnavailableError:
                     break
                 if turn is None or turn.inbox_id != inbox_id:

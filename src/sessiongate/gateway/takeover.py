@@ -38,6 +38,7 @@ from sessiongate.errors import NotTakenOverError, SessionNotFoundError
 from sessiongate.gateway.approvals import approver_id
 from sessiongate.gateway.lanes import CancelReason
 from sessiongate.gateway.messages import MessageEvent, Receipt, ReceiptStatus
+from sessiongate.gateway.store_calls import InlineCalls
 from sessiongate.store.deliveries import DeliveryKind
 from sessiongate.store.lanes import InboxItem, InboxKind
 from sessiongate.store.records import to_us
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from sessiongate.gateway.delivery import Delivery
     from sessiongate.gateway.lanes import LaneTable
     from sessiongate.gateway.routing import Routed
+    from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.lanes import Inbound, LaneStore
     from sessiongate.store.session_store import SessionStore
 
@@ -139,9 +141,12 @@ class Takeovers:
         approvals: Approvals,
         host: TakeoverHost,
         user_message: Callable[[InboxItem, int], dict[str, Any]],
+        calls: StoreCalls | None = None,
     ) -> None:
         self.book = TakeoverStore(store, clock=clock)
         self._store = store
+        # How the store is called from the loop: inline (SQLite) or off it (PostgreSQL).
+        self._calls: StoreCalls = calls or InlineCalls()
         self._lane_store = lane_store
         self._lanes = lanes
         self._config = config
@@ -254,7 +259,7 @@ class Takeovers:
         """Follow the store: hold lanes taken over elsewhere, let go of those handed back
         elsewhere, and hand back those whose `resume_at` has come (by the injected clock).
         Returns the keys handed back here by time."""
-        current = {t.session_key: t for t in self.book.all()}
+        current = {t.session_key: t for t in await self._calls.run(self.book.all)}
         for key in current.keys() - self._held.keys():
             self._hold(current[key])
             await self._quiet(key)
