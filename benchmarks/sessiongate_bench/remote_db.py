@@ -2,8 +2,9 @@
 and on PostgreSQL behind a loopback proxy that adds a fixed round trip (`delay_proxy.py`).
 
 Each configuration is a fresh `sessiongate run` (the echo agent at zero delay, a home of its own;
-on PostgreSQL a fresh schema, dropped afterwards) driven by `chats` chat clients, each sending
-its next message only after the previous one was replied to, `turns` turns in all, while
+on PostgreSQL a fresh schema, dropped afterwards) driven by `chats` chat clients (each on an
+HTTP connection of its own), each sending its next message only after the previous one was
+replied to, `turns` turns in all, while
 `GET /healthz` is probed every 20 ms on a connection of its own. The probe's latency is the
 event loop's: a gateway whose loop waits on the database answers it late, and so answers every
 other request late too, streamed deltas included.

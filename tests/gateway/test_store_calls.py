@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from sessiongate.errors import StoreUnavailableError
 from sessiongate.gateway.store_calls import InlineCalls, ThreadedCalls, store_calls
 
 GUARD_SECONDS = 30
@@ -97,3 +98,11 @@ async def test_a_listener_told_on_a_store_thread_runs_on_the_loop(threaded):
     listener("on the loop")
     await asyncio.sleep(0)
     assert told == [("from a thread", loop_thread), ("on the loop", loop_thread)]
+
+
+async def test_a_call_after_the_close_is_refused_as_unavailable():
+    calls = ThreadedCalls(1)
+    calls.start()
+    calls.close()
+    with pytest.raises(StoreUnavailableError):
+        await calls.run(threading.get_ident)

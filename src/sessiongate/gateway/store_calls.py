@@ -27,6 +27,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
+from sessiongate.errors import StoreUnavailableError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -51,7 +53,8 @@ class StoreCalls(Protocol):
         ...
 
     def close(self) -> None:
-        """After the last call: its threads end."""
+        """After the last call: its threads end, and a later call is refused
+        (`StoreUnavailableError`)."""
         ...
 
 
@@ -78,8 +81,12 @@ class ThreadedCalls:
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="sessiongate-store")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._closed = False
 
     async def run(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if self._closed:
+            # A request that came in as the gateway stopped: a retry later is safe (503).
+            raise StoreUnavailableError("the gateway has stopped")
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
         return await finished(future)
@@ -99,6 +106,7 @@ class ThreadedCalls:
         self._loop_thread = threading.get_ident()
 
     def close(self) -> None:
+        self._closed = True
         self._pool.shutdown(wait=True)
 
 
