@@ -139,6 +139,10 @@ class _Writer:
     __slots__ = ("bare", "conn", "depth", "doomed", "kept", "savepoints", "tx", "wire")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.use(conn)
+
+    def use(self, conn: psycopg.Connection[Any]) -> None:
+        """Start afresh on `conn` (a new connection, or one opened again after a drop)."""
         self.conn = conn
         self.wire = Wire(conn)
         self.tx = PostgresTx(conn, self.wire)
@@ -381,7 +385,8 @@ class PostgresDatabase:
                 self._free.append(writer)
             self._pool.notify()
 
-    def _open_writer(self) -> _Writer:
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        """A new writer connection, its lock waits bounded."""
         conn = _connect(self._dsn, self._prepare_threshold)
         try:
             with translate_errors():
@@ -389,7 +394,10 @@ class PostgresDatabase:
         except BaseException:
             conn.close()
             raise
-        writer = _Writer(conn)
+        return conn
+
+    def _open_writer(self) -> _Writer:
+        writer = _Writer(self._writer_connection())
         with self._pool:
             self._opening -= 1
             self._writers.append(writer)
@@ -407,15 +415,7 @@ class PostgresDatabase:
             log.warning("reconnecting to the database", extra={"url": self.url})
             self._reconnecting = True
         writer.conn.close()
-        conn = _connect(self._dsn, self._prepare_threshold)
-        try:
-            with translate_errors():
-                _bound_lock_waits(conn)
-        except BaseException:
-            conn.close()
-            raise
-        writer.conn, writer.wire = conn, Wire(conn)
-        writer.tx = PostgresTx(conn, writer.wire)
+        writer.use(self._writer_connection())
         self._reconnecting = False
         log.info("reconnected to the database", extra={"url": self.url})
 
