@@ -139,8 +139,10 @@ class Scheduler:
                     waiter.cancel()
 
     async def _sleep_seconds(self) -> float:
-        jobs = await self._calls.run(self.jobs.all)
+        # The time of the look, not of its answer: what the clock says while the jobs are
+        # read belongs to the next look (a slot due meanwhile is the next tick's).
         now = self._clock.now()
+        jobs = await self._calls.run(self.jobs.all)
         upcoming = [at for job in jobs if (at := job.next_at()) is not None]
         if not upcoming:
             return _MAX_SLEEP_SECONDS
