@@ -151,9 +151,7 @@ async def _load(url: str, chats: int, turns: int, timeout_s: float) -> dict[str,
             await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=timeout_s))
             for _ in range(chats)
         ]
-        prober = await stack.enter_async_context(
-            httpx.AsyncClient(base_url=url, timeout=timeout_s)
-        )
+        prober = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=timeout_s))
         for i in range(_WARM_TURNS):
             await _turn(clients[0], f"warm{i}", "warm")
         turn_times: list[float] = []
