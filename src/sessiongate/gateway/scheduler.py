@@ -106,6 +106,8 @@ class Scheduler:
         # The configured jobs exist from here on (an `every` grid starts at its first sync).
         self.jobs.sync(config.jobs)
         self._ticks = self._claimed = self._accepted = self._resumed = self._failed = 0
+        # How long the loop sleeps after a tick (the tick sets it from what it read).
+        self._sleep = _MAX_SLEEP_SECONDS
 
     def statistics(self) -> SchedulerStatistics:
         return SchedulerStatistics(
@@ -130,23 +132,11 @@ class Scheduler:
             waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
             try:
                 await asyncio.wait(
-                    waiters,
-                    timeout=await self._sleep_seconds(),
-                    return_when=asyncio.FIRST_COMPLETED,
+                    waiters, timeout=self._sleep, return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
                 for waiter in waiters:
                     waiter.cancel()
-
-    async def _sleep_seconds(self) -> float:
-        # The time of the look, not of its answer: what the clock says while the jobs are
-        # read belongs to the next look (a slot due meanwhile is the next tick's).
-        now = self._clock.now()
-        jobs = await self._calls.run(self.jobs.all)
-        upcoming = [at for job in jobs if (at := job.next_at()) is not None]
-        if not upcoming:
-            return _MAX_SLEEP_SECONDS
-        return min(_MAX_SLEEP_SECONDS, max(0.0, (min(upcoming) - now).total_seconds()))
 
     async def tick(self) -> list[JobRun]:
         """Resume what a crash left, then claim and hand off every due slot; the runs handed
@@ -155,7 +145,9 @@ class Scheduler:
             return await self._tick()
 
     async def _tick(self) -> list[JobRun]:
-        self._ticks += 1
+        # The time of the look: a slot that comes due while the store is read (off the loop
+        # on PostgreSQL) is the next tick's.
+        now = self._clock.now()
         done: list[JobRun] = []
         for run in await self._calls.run(self.jobs.unfinished):
             if self._may_resume(run):
@@ -163,7 +155,6 @@ class Scheduler:
                 log.info("job run resumed", extra={"job": run.job_id, "run_id": run.run_id})
                 done.append(await self._hand_off(run))
         jobs = await self._calls.run(self.jobs.all)
-        now = self._clock.now()
         due = [job.job_id for job in jobs if (at := job.next_at()) and at <= now]
         # Claimed a batch at a time (one commit each), then handed off: a crash between the
         # two leaves claimed runs, which the next tick resumes like any other.
@@ -172,6 +163,17 @@ class Scheduler:
             for run in await self._calls.run(self.jobs.claim_due_many, batch, owner=self.owner):
                 self._claimed += 1
                 done.append(await self._hand_off(run))
+        if due:
+            jobs = await self._calls.run(self.jobs.all)  # the claims moved their next slots
+        # Until the next slot, counted from the look: the loop sleeps with nothing awaited
+        # after the tick is counted.
+        upcoming = [at for job in jobs if (at := job.next_at()) is not None]
+        self._sleep = (
+            min(_MAX_SLEEP_SECONDS, max(0.0, (min(upcoming) - now).total_seconds()))
+            if upcoming
+            else _MAX_SLEEP_SECONDS
+        )
+        self._ticks += 1
         return done
 
     async def run_now(self, job_id: str) -> JobRun:
