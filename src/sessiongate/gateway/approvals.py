@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from sessiongate.core.bindings import agent_of_key
 from sessiongate.core.config import SESSION_USER, EntryAgentSpec
 from sessiongate.errors import ApprovalDecidedError, ApprovalNotFoundError, NotAnApproverError
+from sessiongate.gateway.store_calls import in_thread
 from sessiongate.store.approvals import PENDING, ApprovalBook, arguments_sha256
 from sessiongate.store.records import from_us
 
@@ -264,7 +265,7 @@ class Approvals:
                 # (its wake then already set) must end the wait at once, not at the next poll.
                 event.clear()
                 # Read off the loop (DESIGN decision 15): on PostgreSQL a poll is a round trip.
-                current = await _off_loop(self.book.get, row.id)
+                current = await in_thread(self.book.get, row.id)
                 if current is None:  # erased meanwhile
                     return replace(row, status="cancelled")
                 if current.status != PENDING:
@@ -296,17 +297,6 @@ class Approvals:
         except Exception:
             log.warning("approval prompt not updated", exc_info=True,
                         extra={"approval_id": row.id})  # fmt: skip
-
-
-async def _off_loop(read: Callable[[str], ApprovalRow | None], key: str) -> ApprovalRow | None:
-    """`read(key)` on a worker thread; a cancelled caller still waits for it, so no store read
-    outlives its turn (the store may close right after)."""
-    future = asyncio.get_running_loop().run_in_executor(None, read, key)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await asyncio.wait([future])
-        raise
 
 
 class TurnApprovals:

@@ -33,7 +33,7 @@ from sessiongate.store.lanes import TurnState
 from sessiongate.store.records import DeliveryStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
     from datetime import datetime
 
     from sessiongate.core.clock import Clock
@@ -100,7 +100,7 @@ class Delivery:
         self._sending_turns: set[int] = set()
         # `quiet(turn_id, text)`: True for a reply that is journaled delivered and sent
         # nowhere (a heartbeat job's no-op token, `gateway/scheduler.py`).
-        self.quiet: Callable[[int, str], bool] | None = None
+        self.quiet: Callable[[int, str], Awaitable[bool]] | None = None
 
     @property
     def adapters(self) -> list[PlatformAdapter]:
@@ -272,7 +272,7 @@ class Delivery:
         (its delivery `failed`). With the turn's `stream`, the streamed message is finished
         with the text instead (sent whole if that fails). A delivery given up (`dead`) is
         left alone unless `force` (the operator's retry)."""
-        if self.quiet is not None and await self._calls.run(self.quiet, turn_id, text):
+        if self.quiet is not None and await self.quiet(turn_id, text):
             await self._calls.run(self._lane_store.mark_delivered, turn_id)
             log.info("no-op reply not sent", extra={"session_key": session_key, "turn_id": turn_id})
             return True

@@ -206,7 +206,7 @@ class Intake:
                 routed, acceptance, claim = await self._accept(event, inbound, kind, key, reserved)
             except BaseException:
                 if reserved is not None:
-                    self._unreserve(reserved)
+                    self._lanes.unreserve(reserved, self._worker.run)
                 raise
         entry = routed.entry
         if (
@@ -220,7 +220,7 @@ class Intake:
         self.discard(entry, routed.dropped)
         if claim is None:
             if reserved is not None:
-                self._unreserve(reserved)
+                self._lanes.unreserve(reserved, self._worker.run)
             if acceptance is None:
                 return await self.refuse_archived(entry, source, event=event.event_kind)
             return await self.dispatch(
@@ -281,15 +281,6 @@ class Intake:
                 # later rows would overtake it; its next worker recovers it first.
                 self._leases.settle(key, settled=False)
             raise
-
-    def _unreserve(self, lane: Lane) -> None:
-        """Give back a lane kept for an accept that claimed nothing; work handed to it
-        meanwhile gets a worker."""
-        self._lanes.release(lane)
-        for turn_id in lane.resume:
-            self._worker.ensure(lane.key, resume_turn=turn_id)
-        if lane.woken and not lane.resume:
-            self._worker.ensure(lane.key)
 
     def _accept_routed(
         self,

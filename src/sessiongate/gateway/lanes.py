@@ -165,6 +165,14 @@ class LaneTable:
         lane.first = first
         lane.task = self._spawn(worker(lane))
 
+    def unreserve(self, lane: Lane, worker: Callable[[Lane], Coroutine[Any, Any, None]]) -> None:
+        """Give back a reserved lane whose accept claimed nothing; if work was handed to it
+        meanwhile (`ensure`: a resume, or rows), its worker starts instead."""
+        if lane.resume or lane.woken:
+            self.start(lane, worker)
+        else:
+            self.release(lane)
+
     def release(self, lane: Lane) -> None:
         if self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]

@@ -320,12 +320,16 @@ class Scheduler:
 
     # ------------------------------------------------------------------ no-op replies
 
-    def quiet(self, turn_id: int, text: str) -> bool:
+    async def quiet(self, turn_id: int, text: str) -> bool:
         """True when `text` is the no-op token of the heartbeat job whose run is this turn:
-        the reply is journaled delivered and sent nowhere."""
+        the reply is journaled delivered and sent nowhere. Only a short reply costs a store
+        read (off the loop on PostgreSQL)."""
         token = text.strip()
         if not token or len(token) > _TOKEN_MAX:
             return False
+        return await self._calls.run(self._is_noop, turn_id, token)
+
+    def _is_noop(self, turn_id: int, token: str) -> bool:
         run = self.jobs.run_of_turn(turn_id)
         if run is None:
             return False

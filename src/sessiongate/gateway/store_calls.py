@@ -32,7 +32,7 @@ from sessiongate.errors import StoreUnavailableError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["InlineCalls", "StoreCalls", "ThreadedCalls", "store_calls"]
+__all__ = ["InlineCalls", "StoreCalls", "ThreadedCalls", "in_thread", "store_calls"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -113,6 +113,14 @@ class ThreadedCalls:
 def store_calls(remote: bool, *, threads: int) -> StoreCalls:
     """The variant for a store whose calls wait on the network (`remote`), or not."""
     return ThreadedCalls(threads) if remote else InlineCalls()
+
+
+async def in_thread(call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """`call(*args, **kwargs)` on a worker thread whichever the backend (a long read, such as
+    a model context's snapshot, would hold the loop even on SQLite). It finishes as a store
+    call does, so no read outlives its caller: the store may close right after."""
+    loop = asyncio.get_running_loop()
+    return await finished(loop.run_in_executor(None, functools.partial(call, *args, **kwargs)))
 
 
 async def finished(future: asyncio.Future[T]) -> T:

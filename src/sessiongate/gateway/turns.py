@@ -61,7 +61,7 @@ from sessiongate.gateway.agent import TurnRequest
 from sessiongate.gateway.lanes import CancelReason, Lane, RunningTurn
 from sessiongate.gateway.messages import ReceiptStatus
 from sessiongate.gateway.prompts import SystemPrompts, compose_system_prompt
-from sessiongate.gateway.store_calls import InlineCalls
+from sessiongate.gateway.store_calls import InlineCalls, in_thread
 from sessiongate.gateway.streams import StreamedMessage, agent_events
 from sessiongate.gateway.tracing import key_attribute, set_attributes, traced
 from sessiongate.gateway.turn_progress import (
@@ -90,7 +90,6 @@ if TYPE_CHECKING:
     from sessiongate.gateway.store_calls import StoreCalls
     from sessiongate.store.lanes import Claim, InboxItem, LaneStore, ReplyStored
     from sessiongate.store.session_store import SessionStore
-    from sessiongate.store.tree import ContextView
 
 __all__ = [
     "RESUME_NOTE",
@@ -164,17 +163,6 @@ def _conversation(session_id: str, entry: SessionEntry | None) -> str:
     soft `/reset` keeps the id and starts a new window)."""
     started = entry.session_started_at if entry is not None else None
     return f"{session_id}@{isoformat(started) if started is not None else ''}"
-
-
-async def _in_thread(read: Callable[[str], ContextView], session_id: str) -> ContextView:
-    """`read(session_id)` on a worker thread. A cancelled caller still waits for the thread (it
-    cannot be stopped), so no store read outlives its turn: the store may close right after."""
-    future = asyncio.get_running_loop().run_in_executor(None, read, session_id)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await asyncio.wait([future])
-        raise
 
 
 def _turn_attributes(claim: Claim, resumed: bool) -> dict[str, Any]:
@@ -478,7 +466,7 @@ class TurnExecutor:
             return short
         for _ in range(2):
             try:
-                view = await _in_thread(self._store.read_model_context, session_id)
+                view = await in_thread(self._store.read_model_context, session_id)
             except SessionNotFoundError:
                 return ModelContext()  # as `load_events` of a missing session gives
             if await self._calls.run(self._store.is_view_current, view):
