@@ -155,8 +155,8 @@ class SessionStore(
         """
         system = event_kind is not None and is_system_event(event_kind)
         with self._db.transaction() as conn:
-            parts, key, existing = self._route_for(conn, source)
             now = self.clock.now()
+            parts, key, existing = self._route_for(conn, source, creating_at=now)
             if existing is None:
                 entry = self._create_lane(conn, key, source, now)
             elif force_new:
@@ -698,8 +698,10 @@ class SessionStore(
         return self._db
 
     def _route_for(
-        self, conn: Tx, source: SessionSource
+        self, conn: Tx, source: SessionSource, *, creating_at: datetime | None = None
     ) -> tuple[KeyParts, str, SessionEntry | None]:
+        """The key of `source` and its route; `creating_at`: a lane is created (at that
+        instant) when there is none, so its first session can go with the route's read."""
         parts = build_key_parts(
             source,
             group_sessions_per_user=self.config.group_sessions_per_user,
@@ -708,6 +710,9 @@ class SessionStore(
             agent_id=agent_for(source, self.config.bindings),
         )
         key = format_session_key(parts)
+        if creating_at is not None:
+            make_id, header = self._incarnation(creating_at, parent=None)
+            conn.prefetch_lane_creation(key, make_id, started_at=to_us(creating_at), header=header)
         found = conn.get_route_with_parts(key)
         if found is None:
             return parts, key, None
@@ -774,23 +779,30 @@ class SessionStore(
         )
 
     def _new_incarnation(self, conn: Tx, key: str, *, parent: str | None, now: datetime) -> str:
-        stamp = now.isoformat()
+        make_id, header = self._incarnation(now, parent=parent)
         session_id = conn.create_fresh_session_row(
-            lambda: new_session_id(self.clock, at=now),
-            session_key=key,
-            parent_session_id=parent,
-            started_at=to_us(now),
-            header=lambda session_id: {
+            make_id, session_key=key, parent_session_id=parent, started_at=to_us(now), header=header
+        )
+        self._placement.placed_by(conn, key, session_id)
+        return session_id
+
+    def _incarnation(
+        self, now: datetime, *, parent: str | None
+    ) -> tuple[Callable[[], str], Callable[[str], dict[str, Any]]]:
+        """How a session started at `now` draws its id, and its header given that id."""
+        stamp = now.isoformat()
+
+        def header(session_id: str) -> dict[str, Any]:
+            return {
                 "type": "session",
                 "version": 1,
                 "id": session_id,
                 "timestamp": stamp,
                 "cwd": None,
                 "parent_session": parent,
-            },
-        )
-        self._placement.placed_by(conn, key, session_id)
-        return session_id
+            }
+
+        return lambda: new_session_id(self.clock, at=now), header
 
     def _require(self, conn: Tx, session_key: str) -> SessionEntry:
         entry = conn.get_route(session_key)

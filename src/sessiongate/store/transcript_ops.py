@@ -90,12 +90,23 @@ class TranscriptOps:
         ]
         _check_session_id(session_id)
         with self._placement.for_session(session_id).transaction() as conn:
-            appended = conn.append_entries(session_id, records)
-            if appended is None:
-                raise _not_found(session_id)
-            row, ids = appended
-            self._note_appended(conn, row, records, ids)
-            return ids
+            ahead = (
+                conn.append_entries_ahead(session_id, records) if conn.sends_with_commit() else None
+            )
+            if ahead is None:
+                appended = conn.append_entries(session_id, records)
+                if appended is None:
+                    raise _not_found(session_id)
+                row, ids = appended
+                self._note_appended(conn, row, records, ids)
+                return ids
+            # Sent with the commit, read after it: one round trip where each is one.
+            for change in _appended_changes(ahead, records):
+                conn.note(change)
+        appended = ahead()
+        if appended is None:
+            raise _not_found(session_id)
+        return appended[1]
 
     def append_message_ahead(
         self,
@@ -115,27 +126,15 @@ class TranscriptOps:
                 return None
             record = _message_record(message, to_us(self.clock.now()), idempotency_key, number)
             _check_session_id(session_id)
-            appended = conn.append_entry_ahead(session_id, record)
-            if appended is None:
+            ahead = conn.append_entries_ahead(session_id, [record])
+            if ahead is None:
                 return None
 
             def entry_id() -> int | None:
-                result = appended()
-                return None if result is None else result[1]
+                result = ahead()
+                return None if result is None else result[1][0]
 
-            def change() -> Change | None:
-                result = appended()
-                if result is None or result[1] is None:
-                    return None
-                row, new_id = result
-                return Change(
-                    ChangeKind.TRANSCRIPT_APPENDED,
-                    row.session_key,
-                    row.session_id,
-                    entry_id=new_id,
-                    entry_type=record.type,
-                )
-
+            (change,) = _appended_changes(ahead, [record])
             conn.note(change)
             return entry_id
 
@@ -363,15 +362,7 @@ class TranscriptOps:
     ) -> None:
         for entry_id, record in zip(ids, records, strict=True):
             if entry_id is not None:
-                conn.note(
-                    Change(
-                        ChangeKind.TRANSCRIPT_APPENDED,
-                        row.session_key,
-                        row.session_id,
-                        entry_id=entry_id,
-                        entry_type=record.type,
-                    )
-                )
+                conn.note(_appended(row, entry_id, record))
 
     def _require_session(self, conn: Tx, session_id: str) -> SessionRow:
         _check_session_id(session_id)
@@ -379,6 +370,36 @@ class TranscriptOps:
         if row is None:
             raise _not_found(session_id)
         return row
+
+
+def _appended(row: SessionRow, entry_id: int, record: EntryRecord) -> Change:
+    return Change(
+        ChangeKind.TRANSCRIPT_APPENDED,
+        row.session_key,
+        row.session_id,
+        entry_id=entry_id,
+        entry_type=record.type,
+    )
+
+
+def _appended_changes(
+    ahead: Callable[[], tuple[SessionRow, list[int | None]] | None],
+    records: Sequence[EntryRecord],
+) -> list[Callable[[], Change | None]]:
+    """The changes of an append sent ahead, one per record, each told after the commit
+    (`Tx.note`): None for a record not appended."""
+
+    def change(i: int) -> Callable[[], Change | None]:
+        def told() -> Change | None:
+            result = ahead()
+            entry_id = None if result is None else result[1][i]
+            if result is None or entry_id is None:
+                return None
+            return _appended(result[0], entry_id, records[i])
+
+        return told
+
+    return [change(i) for i in range(len(records))]
 
 
 def _check_session_id(session_id: str) -> None:

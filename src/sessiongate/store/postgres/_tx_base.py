@@ -21,12 +21,14 @@ class TxBase:
 
     __slots__ = (
         "_context_ahead",
+        "_fresh_ahead",
         "_prefetched",
         "_seen",
         "_seen_lost",
         "_sure",
         "_wire",
         "conn",
+        "depth",
         "in_transaction",
         "locked_keys",
         "locked_lanes",
@@ -39,11 +41,13 @@ class TxBase:
     _wire: Wire | None
     _sure: psycopg.Cursor[Any] | None
     in_transaction: bool
+    depth: int
     locked_routes: dict[str, tuple[Any, ...]]
     locked_keys: set[str]
     missing_routes: set[str]
     locked_lanes: set[str]
     _prefetched: dict[str, psycopg.Cursor[Any]]
+    _fresh_ahead: dict[str, tuple[str, psycopg.Cursor[Any]]]
     _seen: dict[str, SessionEntry]
     _seen_lost: bool | None
     _context_ahead: tuple[Any, psycopg.Cursor[Any]] | None

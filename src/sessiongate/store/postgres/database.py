@@ -136,7 +136,7 @@ def redacted_error(exc: Exception, url: str) -> str:
 class _Writer:
     """One writer connection and the transaction open on it (`PostgresDatabase`)."""
 
-    __slots__ = ("bare", "conn", "depth", "doomed", "kept", "savepoints", "tx", "wire")
+    __slots__ = ("bare", "conn", "doomed", "kept", "savepoints", "tx", "wire")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.use(conn)
@@ -146,7 +146,6 @@ class _Writer:
         self.conn = conn
         self.wire = Wire(conn)
         self.tx = PostgresTx(conn, self.wire)
-        self.depth = 0
         # Nested calls of the open transaction make no savepoints (`transaction`), and one of
         # them failed.
         self.bare = False
@@ -158,7 +157,7 @@ class _Writer:
 
     def reset(self) -> None:
         """The transaction ended: nothing of it is left on the writer."""
-        self.depth = 0
+        self.tx.depth = 0
         self.bare = self.doomed = False
         self.savepoints = 0
         self.kept.clear()
@@ -282,7 +281,7 @@ class PostgresDatabase:
             tx.drop_reads_ahead()
             with translate_errors():
                 wire.begin()
-            writer.depth = 1
+            writer.tx.depth = 1
             writer.bare = not savepoints
             tx.in_transaction = True
             try:
@@ -421,14 +420,14 @@ class PostgresDatabase:
 
     @contextlib.contextmanager
     def _bare_call(self, writer: _Writer) -> Iterator[None]:
-        writer.depth += 1
+        writer.tx.depth += 1
         try:
             yield
         except BaseException:
             writer.doomed = True
             raise
         finally:
-            writer.depth -= 1
+            writer.tx.depth -= 1
 
     @contextlib.contextmanager
     def _savepoint(self, writer: _Writer) -> Iterator[None]:
@@ -445,7 +444,7 @@ class PostgresDatabase:
         wire, kept, tx = writer.wire, writer.kept, writer.tx
         with translate_errors():
             wire.control(f"SAVEPOINT {name}")
-        writer.depth += 1
+        writer.tx.depth += 1
         kept.append([name, True])
         mark = len(tx.notes)
         try:
@@ -477,7 +476,7 @@ class PostgresDatabase:
                     wire.control(f"RELEASE SAVEPOINT {kept[first][0]}")
                 del kept[first:]
         finally:
-            writer.depth -= 1
+            writer.tx.depth -= 1
 
     def read(self) -> _Read:
         """Reads on this thread's writer, each statement on its own snapshot (inside the

@@ -35,23 +35,18 @@ _ENTRY_OF_E = (
     "e.mdepth, e.on_path, e.sid"
 )
 
-_INSERT_ENTRY = (
-    "INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s) "
-    "ON CONFLICT DO NOTHING RETURNING id"
-)
+_COLUMNS = "%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[]"
 
-# `get_session_row` and the first entry's insert in one statement: the session (its leaf as
-# it was before the insert) and the new id, NULL when the entry's key is already taken; no
-# row when there is no such session (and then nothing is inserted).
-_APPEND_FIRST = f"""
+_INSERT_ENTRIES = f"SELECT sg_append_entries(%s, %s::bigint, %s, %s, {_COLUMNS})"
+
+# `get_session_row` and `insert_entries` in one statement: the session (its leaf as it was
+# before the insert) and the new ids, NULL for an entry whose key is already taken; no row
+# when there is no such session (and then nothing is inserted).
+_APPEND = f"""
 WITH s (sid, session_id, session_key, parent_session_id, started_at, ended_at, end_reason,
-    leaf_id, depth, mdepth, generation, header) AS ({GET_SESSION.strip()}),
-ins AS (
-    INSERT INTO entries (sid, parent_id, depth, mdepth, type, role, content, payload, ts, idem)
-    SELECT s.sid, s.leaf_id, s.depth + 1, s.mdepth + %s, %s, %s, %s, %s::jsonb, sg_ts(%s), %s
-    FROM s ON CONFLICT DO NOTHING RETURNING id)
-SELECT s.*, (SELECT id FROM ins) FROM s
+    leaf_id, depth, mdepth, generation, header) AS ({GET_SESSION.strip()})
+SELECT s.*, sg_append_entries(s.sid, s.leaf_id, s.depth, s.mdepth, {_COLUMNS})
+FROM s
 """  # noqa: S608
 
 # `get_session_row`'s leaf depth and `load_context_events` in one statement: no row when there
@@ -145,17 +140,29 @@ def _context_event(r: Sequence[Any]) -> dict[str, Any]:
     return event if r[4] is None else {**event, **loads(r[4])}
 
 
-def _append_first_params(session_id: str, record: EntryRecord) -> tuple[Any, ...]:
+def _columns(records: Sequence[EntryRecord]) -> tuple[list[Any], ...]:
+    """The records as `sg_append_entries` takes them: one array per column."""
     return (
-        session_id,
-        int(record.type == "message"),
-        record.type,
-        record.role,
-        record.content,
-        dumps(record.payload) if record.payload else None,
-        record.ts,
-        record.idem,
+        [r.type for r in records],
+        [r.role for r in records],
+        [r.content for r in records],
+        [dumps(r.payload) if r.payload else None for r in records],
+        [r.ts for r in records],
+        [r.idem for r in records],
     )
+
+
+def _after_insert(
+    session: SessionRow, records: Sequence[EntryRecord], ids: Sequence[int | None]
+) -> SessionRow:
+    """The session with its leaf moved past the entries inserted (`ids`, None: skipped)."""
+    leaf, depth, mdepth = session.leaf_id, session.leaf_depth, session.leaf_mdepth
+    for record, new_id in zip(records, ids, strict=True):
+        if new_id is not None:
+            leaf, depth, mdepth = new_id, depth + 1, mdepth + (record.type == "message")
+    if leaf == session.leaf_id:
+        return session
+    return _replace_leaf(session, leaf, depth, mdepth, session.generation)
 
 
 def _storable(record: EntryRecord) -> bool:
@@ -200,38 +207,13 @@ class PostgresEntries(PostgresSessions):
     def insert_entries(
         self, session: SessionRow, records: Sequence[EntryRecord]
     ) -> tuple[list[int | None], SessionRow]:
-        leaf, depth, mdepth = session.leaf_id, session.leaf_depth, session.leaf_mdepth
-        ids: list[int | None] = []
-        execute = self.conn.execute
-        sid = session.sid
-        for rec in records:
-            is_message = rec.type == "message"
-            payload = dumps(rec.payload) if rec.payload else None
-            row = execute(
-                _INSERT_ENTRY,
-                (
-                    sid,
-                    leaf,
-                    depth + 1,
-                    mdepth + is_message,
-                    rec.type,
-                    rec.role,
-                    rec.content,
-                    payload,
-                    rec.ts,
-                    rec.idem,
-                ),
-            ).fetchone()
-            if row is None:
-                ids.append(None)
-                continue
-            leaf = row[0]
-            depth += 1
-            mdepth += is_message
-            ids.append(leaf)
-        if leaf != session.leaf_id:
-            session = _replace_leaf(session, leaf, depth, mdepth, session.generation)
-        return ids, session
+        if not records:
+            return [], session
+        head = (session.sid, session.leaf_id, session.leaf_depth, session.leaf_mdepth)
+        row = self._one(_INSERT_ENTRIES, (*head, *_columns(records)))
+        assert row is not None
+        ids: list[int | None] = row[0]
+        return ids, _after_insert(session, records, ids)
 
     def append_entries(
         self, session_id: str, records: Sequence[EntryRecord]
@@ -239,40 +221,26 @@ class PostgresEntries(PostgresSessions):
         if not records:
             session = self.get_session_row(session_id)
             return None if session is None else (session, [])
-        first = records[0]
-        is_message = first.type == "message"
-        raw = self._one(_APPEND_FIRST, _append_first_params(session_id, first))
-        if raw is None:
-            return None
-        session = SessionRow(*raw[:12])
-        new_id: int | None = raw[12]
-        if new_id is None:
-            after = session
-        else:
-            after = _replace_leaf(
-                session,
-                new_id,
-                session.leaf_depth + 1,
-                session.leaf_mdepth + is_message,
-                session.generation,
-            )
-        rest, _ = self.insert_entries(after, records[1:])
-        return session, [new_id, *rest]
+        raw = self._one(_APPEND, (session_id, *_columns(records)))
+        return None if raw is None else (SessionRow(*raw[:12]), raw[12])
 
     def sends_ahead(self) -> bool:
         return self._wire is not None and self.in_transaction
 
-    def append_entry_ahead(
-        self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
-        if not _storable(record):
+    def sends_with_commit(self) -> bool:
+        return self.sends_ahead() and self.depth == 1
+
+    def append_entries_ahead(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> Callable[[], tuple[SessionRow, list[int | None]] | None] | None:
+        if not records or not all(map(_storable, records)):
             return None
-        ahead = self._sent_ahead(_APPEND_FIRST, _append_first_params(session_id, record))
+        ahead = self._sent_ahead(_APPEND, (session_id, *_columns(records)))
         if ahead is None:
             return None
 
         @functools.cache
-        def appended() -> tuple[SessionRow, int | None] | None:
+        def appended() -> tuple[SessionRow, list[int | None]] | None:
             raw = ahead.fetchone()
             return None if raw is None else (SessionRow(*raw[:12]), raw[12])
 

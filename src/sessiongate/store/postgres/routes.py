@@ -22,7 +22,7 @@ from sessiongate.store.records import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from datetime import datetime
 
     from sessiongate.core.entry import SessionEntry
@@ -94,7 +94,18 @@ _PUT_ROUTE_SEEN = (
 
 _ROUTE_SEEN = "SELECT sg_route_seen(%s::jsonb, %s)"
 
-_LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended('route:' || %s, 0))"
+# A lane's first session, made only where the key has no route (`prefetch_lane_creation`):
+# sent after the route's read (`_ROUTE_FOR_UPDATE`), which holds the key's lock when there is
+# none, so a route made meanwhile shows here too.
+_CREATE_IF_UNROUTED = """
+INSERT INTO sessions (session_id, session_key, parent_session_id, started_at, header)
+SELECT %s, %s, NULL, sg_ts(%s), %s::jsonb
+WHERE NOT EXISTS (SELECT 1 FROM routes WHERE session_key = %s)
+ON CONFLICT (session_id) DO NOTHING RETURNING sid
+"""
+
+# `_ROUTE` for writing, and the key's lock when there is none (migration 17), one round trip.
+_ROUTE_FOR_UPDATE = "SELECT * FROM sg_route_for_update(%s)"
 
 # `jsonb`'s own spacing, from one reused encoder (`json.dumps` with options builds one a call).
 _JSONB_TEXT = json_encoder()
@@ -185,15 +196,13 @@ class PostgresRoutes(TxBase):
         if row is not None or session_key in self.missing_routes:
             return row
         ahead = self._prefetched.pop(session_key, None)
-        if ahead is not None:
-            row = ahead.fetchone()
-        else:
-            row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
-        if row is None and session_key not in self.locked_keys:
-            # Read again under the key's lock (to the commit): a route made meanwhile shows.
-            self.conn.execute(_LOCK_KEY, (session_key,))
+        raw = (
+            ahead.fetchone() if ahead is not None else self._one(_ROUTE_FOR_UPDATE, (session_key,))
+        )
+        assert raw is not None
+        if raw[-1]:  # read again under the key's lock (to the commit): none was there
             self.locked_keys.add(session_key)
-            row = self._one(_ROUTE + " FOR UPDATE", (session_key,))
+        row = None if raw[0] is None else raw[:-1]
         if row is not None:
             self.locked_routes[session_key] = row
         elif session_key in self.locked_keys:
@@ -209,8 +218,28 @@ class PostgresRoutes(TxBase):
         ):
             return
         ahead = self._wire.later()
-        ahead.execute(_ROUTE + " FOR UPDATE", (session_key,))
+        ahead.execute(_ROUTE_FOR_UPDATE, (session_key,))
         self._prefetched[session_key] = ahead
+
+    def prefetch_lane_creation(
+        self,
+        session_key: str,
+        make_id: Callable[[], str],
+        *,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> None:
+        wire = self._wire
+        if wire is None or session_key in self._seen or session_key in self.missing_routes:
+            return
+        self.prefetch_route(session_key)
+        if session_key not in self._prefetched:
+            return  # not in a transaction, or the route is held already
+        session_id = make_id()
+        ahead = wire.later()
+        values = (session_id, session_key, started_at, dumps(header(session_id)), session_key)
+        ahead.execute(_CREATE_IF_UNROUTED, values)
+        self._fresh_ahead[session_key] = (session_id, ahead)
 
     def expect_route(self, entry: SessionEntry) -> None:
         key = entry.session_key

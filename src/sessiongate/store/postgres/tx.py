@@ -68,6 +68,8 @@ class PostgresTx(
         self._sure = None if wire is None else wire.sure
         # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
         self.in_transaction = False
+        # Transactions open on the connection, nested ones counted (0: none).
+        self.depth = 0
         # Routes this transaction holds locked, as read (`_route`); emptied by the database
         # when the transaction ends or a savepoint rolls back.
         self.locked_routes: dict[str, tuple[Any, ...]] = {}
@@ -81,6 +83,9 @@ class PostgresTx(
         self.locked_lanes: set[str] = set()
         # Route reads sent ahead (`prefetch_route`), answered with a later statement's.
         self._prefetched: dict[str, psycopg.Cursor[Any]] = {}
+        # Lanes' first sessions sent with their route's read (`prefetch_lane_creation`): the
+        # id, and the insert's answer (no row: the route was there, or the id was taken).
+        self._fresh_ahead: dict[str, tuple[str, psycopg.Cursor[Any]]] = {}
         # Routes as the caller saw them written (`expect_route`), not yet checked at the
         # server; and whether a savepoint rolled back since one was (which fails the commit).
         self._seen: dict[str, SessionEntry] = {}
@@ -110,6 +115,7 @@ class PostgresTx(
         self.missing_routes.clear()
         self.locked_lanes.clear()
         self._prefetched.clear()
+        self._fresh_ahead.clear()
 
     # A raw statement, for diagnostics and the store suite's checks of stored rows; the store
     # above never calls it (it is not part of the protocol).

@@ -2,7 +2,7 @@
 statement is a network round trip (PostgreSQL through its pipeline).
 
 A backend without round trips implements each trivially, and that is always correct:
-`sends_ahead` is False, `append_entry_ahead` returns None, the `prefetch_*` and
+`sends_ahead` is False, `append_entries_ahead` returns None, the `prefetch_*` and
 `expect_route` hints do nothing, and each `*_later` answers at once and returns a function
 that tells that answer (SQLite: `sqlite/tx.py`). PostgreSQL: `postgres/routes.py`
 (`prefetch_route`, `expect_route`), `postgres/entries.py`, `postgres/inbox.py` and
@@ -11,10 +11,10 @@ that tells that answer (SQLite: `sqlite/tx.py`). PostgreSQL: `postgres/routes.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from sessiongate.core.entry import SessionEntry
     from sessiongate.store.records import EntryRecord, SessionRow
@@ -30,6 +30,21 @@ class RoundTripsTx(Protocol):
         round trip sends it now, to be answered with the next statement that is read."""
         ...
 
+    def prefetch_lane_creation(
+        self,
+        session_key: str,
+        make_id: Callable[[], str],
+        *,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> None:
+        """A hint that the transaction reads this route next, and, if there is none, creates
+        the lane's first session (`create_fresh_session_row` with these arguments and no
+        parent): a backend whose every statement is a round trip sends the route's read and
+        that insert now, the insert made only where the route is missing, so both are
+        answered together."""
+        ...
+
     def expect_route(self, entry: SessionEntry) -> None:
         """A hint that the route is `entry`, as the caller last saw it written: a backend whose
         every read is a round trip answers the transaction's reads of it with `entry`, and
@@ -39,18 +54,23 @@ class RoundTripsTx(Protocol):
         ...
 
     def sends_ahead(self) -> bool:
-        """Whether a write sent ahead (`append_entry_ahead`) saves a round trip here: in a
+        """Whether a write sent ahead (`append_entries_ahead`) saves a round trip here: in a
         transaction on a backend whose statements are round trips."""
         ...
 
-    def append_entry_ahead(
-        self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
-        """`append_entries` of one record, sent without waiting for its answer (where
-        `sends_ahead`): the returned function tells the result once the transaction
-        committed (and waits for it before). None, with nothing sent, when the statement
-        could fail on the record's text (its error would come with a later statement, where
-        nothing can catch it alone): the caller appends it the usual way."""
+    def sends_with_commit(self) -> bool:
+        """`sends_ahead`, in the outermost transaction: a write sent ahead now goes with the
+        commit, and its answer can be read after it."""
+        ...
+
+    def append_entries_ahead(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> Callable[[], tuple[SessionRow, list[int | None]] | None] | None:
+        """`append_entries`, sent without waiting for its answer (where `sends_ahead`): the
+        returned function tells the result once the transaction committed (and waits for it
+        before). None, with nothing sent, when the statement could fail on a record's text
+        (its error would come with a later statement, where nothing can catch it alone): the
+        caller appends them the usual way."""
         ...
 
     def prefetch_context(

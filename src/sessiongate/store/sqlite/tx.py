@@ -336,9 +336,22 @@ class SqliteTx(
         """Never: a write here is a call, not a round trip."""
         return False
 
-    def append_entry_ahead(
-        self, session_id: str, record: EntryRecord
-    ) -> Callable[[], tuple[SessionRow, int | None] | None] | None:
+    def prefetch_lane_creation(
+        self,
+        session_key: str,
+        make_id: Callable[[], str],
+        *,
+        started_at: int,
+        header: Callable[[str], dict[str, Any]],
+    ) -> None:
+        pass  # a read here is a call, not a round trip
+
+    def sends_with_commit(self) -> bool:
+        return False  # never `sends_ahead`
+
+    def append_entries_ahead(
+        self, session_id: str, records: Sequence[EntryRecord]
+    ) -> Callable[[], tuple[SessionRow, list[int | None]] | None] | None:
         return None  # never `sends_ahead`
 
     def entry_row(self, entry_id: int) -> EntryRow | None:
