@@ -29,7 +29,6 @@ class TxBase:
         "_wire",
         "conn",
         "depth",
-        "in_transaction",
         "locked_keys",
         "locked_lanes",
         "locked_routes",
@@ -40,7 +39,6 @@ class TxBase:
     conn: psycopg.Connection[Any]
     _wire: Wire | None
     _sure: psycopg.Cursor[Any] | None
-    in_transaction: bool
     depth: int
     locked_routes: dict[str, tuple[Any, ...]]
     locked_keys: set[str]
@@ -51,6 +49,11 @@ class TxBase:
     _seen: dict[str, SessionEntry]
     _seen_lost: bool | None
     _context_ahead: tuple[Any, psycopg.Cursor[Any]] | None
+
+    @property
+    def in_transaction(self) -> bool:
+        """Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock."""
+        return self.depth > 0
 
     def _one(self, sql: str, params: Any = None) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.conn.execute(sql, params).fetchone()

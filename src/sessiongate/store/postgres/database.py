@@ -161,7 +161,6 @@ class _Writer:
         self.bare = self.doomed = False
         self.savepoints = 0
         self.kept.clear()
-        self.tx.in_transaction = False
         self.tx.forget_locks()
         self.tx.notes = []
 
@@ -281,9 +280,8 @@ class PostgresDatabase:
             tx.drop_reads_ahead()
             with translate_errors():
                 wire.begin()
-            writer.tx.depth = 1
+            tx.depth = 1
             writer.bare = not savepoints
-            tx.in_transaction = True
             try:
                 with translate_errors():
                     yield tx

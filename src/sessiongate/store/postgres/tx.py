@@ -66,9 +66,8 @@ class PostgresTx(
         # answer of; None on a reader's connection.
         self._wire = wire
         self._sure = None if wire is None else wire.sure
-        # Inside `PostgresDatabase.transaction()` (not a plain read): route reads lock.
-        self.in_transaction = False
-        # Transactions open on the connection, nested ones counted (0: none).
+        # Transactions open on the connection, nested ones counted (0: none, a plain read
+        # included).
         self.depth = 0
         # Routes this transaction holds locked, as read (`_route`); emptied by the database
         # when the transaction ends or a savepoint rolls back.
